@@ -1,0 +1,101 @@
+"""Cost profiles: every unit cost of one machine, units in the field names (DESIGN 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PROFILE_PATH = Path(__file__).parent / "profiles" / "default.json"
+#: Where `fedq calibrate` writes a measured profile and where the optimizer looks first.
+USER_PROFILE_PATH = Path.home() / ".config" / "fedq" / "profile.json"
+
+R2R_KINDS = ("select", "project", "join", "aggregate")
+
+
+class PerKind(BaseModel):
+    """One unit cost per R2R operator kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    select: float = Field(ge=0)
+    project: float = Field(ge=0)
+    join: float = Field(ge=0)
+    aggregate: float = Field(ge=0)
+
+    def of(self, kind: str) -> float:
+        return float(getattr(self, kind))
+
+
+class CostProfile(BaseModel):
+    """Unit costs for the SPE (Spark) and the DB (DuckDB), in seconds of one core.
+
+    The paper's model (section 5) charges per input tuple only; the `*_per_slide_*`,
+    `*_per_state_*` and `capacity_cores` fields extend it (DESIGN 5, costmodel/README.md).
+    Setting them to 0 / None gives the paper's form back.
+
+    Example:
+        >>> p = load_profile()
+        >>> p.spe_s_per_row.aggregate >= 0
+        True
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    measured: bool = Field(
+        False, description="true when `fedq calibrate` measured it on this machine"
+    )
+    notes: str = ""
+    # -- SPE (Spark Structured Streaming) -------------------------------------------------
+    spe_s_per_row: PerKind = Field(description="per input row of each SPE-op kind (eq. 4)")
+    spe_s_per_window_copy: float = Field(
+        ge=0, description="per copy of a row made by Spark's sliding-window expansion (range/slide)"
+    )
+    spe_s_per_state_group_window: float = Field(
+        0.0, ge=0, description="per slide, per (group x open window) kept in Spark state"
+    )
+    spe_s_per_slide: float = Field(
+        0.0, ge=0, description="fixed cost of one micro-batch (one slide) of the Spark query"
+    )
+    # -- DB (DuckDB behind a MIG) --------------------------------------------------------
+    db_transfer_in_s_per_row: float = Field(ge=0, description="Arrow from Spark into DuckDB")
+    db_transfer_out_s_per_row: float = Field(ge=0, description="Arrow from DuckDB back out")
+    db_window_maintain_s_per_row: float = Field(
+        0.0, ge=0, description="insert and later delete of one window row in DuckDB"
+    )
+    db_sql_fixed_s: float = Field(ge=0, description="fixed cost of one SQL execution per slide")
+    db_scan_s_per_row: PerKind = Field(description="per input row scanned, per operator kind")
+    # -- capacity (extension): all operators share these cores ----------------------------
+    capacity_cores: float | None = Field(
+        None, gt=0, description="if set, C_b is at least C_u / cores (shared cores)"
+    )
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    def save(self, path: Path | str) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json() + "\n")
+        return path
+
+
+def load_profile(path: Path | str | None = None) -> CostProfile:
+    """Load a profile: the given path, else the user's calibrated one, else the default."""
+    if path is None:
+        path = USER_PROFILE_PATH if USER_PROFILE_PATH.exists() else DEFAULT_PROFILE_PATH
+    data = json.loads(Path(path).read_text())
+    return CostProfile.model_validate(data)
+
+
+def paper_form(profile: CostProfile) -> CostProfile:
+    """The same profile without the extension terms: the paper's per-tuple model."""
+    return profile.model_copy(
+        update={
+            "spe_s_per_state_group_window": 0.0,
+            "spe_s_per_slide": 0.0,
+            "capacity_cores": None,
+        }
+    )

@@ -1,0 +1,175 @@
+"""Source-driven sizes, bottom-up (paper section 5, eqs 1-3).
+
+For every node: the rate of tuples it produces per unit time of source arrivals (`rate`),
+the size of its instantaneous relation in tuples (`size`, W), the slides per second (`l`)
+and, for row-level nodes (a window and stateless operators over it), the number of window
+copies Spark's sliding-window expansion makes of each row (`copies` = range / slide).
+
+Example:
+    >>> from benchmarks.queries import cq2_plan
+    >>> from federation.logical import NumberedPlan
+    >>> sizes = SourceDrivenSizes.of(NumberedPlan.of(cq2_plan(rate=2000)))
+    >>> sizes["w1"].rate, sizes["w1"].size
+    (2000.0, 600000.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from federation.expressions import split_conjuncts
+from federation.logical import (
+    Aggregate,
+    Join,
+    Node,
+    NumberedPlan,
+    Project,
+    Rstream,
+    Select,
+    Window,
+)
+from federation.streams import StreamStats
+
+#: System R's default selectivity of a predicate nothing is known about.
+DEFAULT_SELECTIVITY = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class NodeSize:
+    """Sizes of one node: out rate (tuples/s), relation size W, slides/s l, window copies."""
+
+    rate: float
+    size: float
+    l: float  # noqa: E741 - the paper's symbol
+    copies: float
+    row_level: bool
+    selectivity: float = 1.0
+    groups: float = 0.0
+
+
+def _stats_below(node: Node) -> list[StreamStats]:
+    return [n.stream.stats for n in node.walk() if isinstance(n, Window)]
+
+
+def key_groups(node: Node, keys: tuple[str, ...] | list[str], size: float) -> float:
+    """Distinct combinations of `keys` in the node's relation (capped by its size).
+
+    Example:
+        >>> from federation.smartplug import smartplug_stream
+        >>> from federation.logical import window
+        >>> w = window(smartplug_stream(plugs=100), range=10)
+        >>> key_groups(w, ("house_id", "household_id", "plug_id"), 1e9)
+        100.0
+    """
+    if not keys:
+        return 1.0
+    name = ",".join(sorted(keys))
+    best: float | None = None
+    for st in _stats_below(node):
+        if name in st.groups:
+            g = float(st.groups[name])
+        elif all(k in st.distinct for k in keys):
+            g = 1.0
+            for k in keys:
+                g *= st.distinct[k]
+        else:
+            continue
+        best = g if best is None else min(best, g)
+    if best is None:
+        best = size  # nothing known: every tuple its own group
+    return max(1.0, min(best, max(size, 1.0)))
+
+
+def estimate_selectivity(select: Select) -> float:
+    """Selectivity f of a selection (eq. 1): given, from stream stats, or System R defaults.
+
+    Example:
+        >>> from federation.smartplug import smartplug_stream
+        >>> from federation.logical import window
+        >>> estimate_selectivity(window(smartplug_stream(), range=10).filter("property = 1"))
+        0.5
+    """
+    if select.selectivity is not None:
+        return select.selectivity
+    stats = _stats_below(select.child)
+    text = select.predicate.sql(dialect="duckdb")
+    for st in stats:
+        if text in st.selectivities:
+            return st.selectivities[text]
+    f = 1.0
+    for part in split_conjuncts(select.predicate):
+        f *= _conjunct_selectivity(part, stats)
+    return f
+
+
+def _conjunct_selectivity(e: exp.Expression, stats: list[StreamStats]) -> float:
+    text = e.sql(dialect="duckdb")
+    for st in stats:
+        if text in st.selectivities:
+            return st.selectivities[text]
+    if isinstance(e, exp.EQ):
+        column, value = e.left, e.right
+        if isinstance(value, exp.Column):
+            column, value = value, column
+        if isinstance(column, exp.Column) and isinstance(value, exp.Literal):
+            for st in stats:
+                fractions = st.value_fractions.get(column.name)
+                if fractions is not None:
+                    return float(fractions.get(str(value.this), 0.0))
+                if column.name in st.distinct:
+                    return 1.0 / st.distinct[column.name]
+    return DEFAULT_SELECTIVITY
+
+
+class SourceDrivenSizes(dict):
+    """Mapping of op id -> NodeSize for one numbered plan."""
+
+    @staticmethod
+    def of(plan: NumberedPlan) -> SourceDrivenSizes:
+        out = SourceDrivenSizes()
+        for oid in plan.post_order():
+            node = plan.nodes[oid]
+            kids = [out[c] for c in plan.children[oid]]
+            out[oid] = node_size(node, kids)
+        return out
+
+
+def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
+    """Sizes of one node from its children's (eqs 1-3)."""
+    if isinstance(node, Window):
+        lam = node.stream.stats.rate_tps
+        l = 1.0 / node.slide_s  # noqa: E741
+        if node.is_time_based:
+            size = lam * node.range_s  # type: ignore[operator]
+            copies = node.range_s / node.slide_s  # type: ignore[operator]
+        else:
+            parts = key_groups(node, node.partition_by, float("inf")) if node.partition_by else 1.0
+            size = float(node.rows) * parts  # type: ignore[arg-type]
+            # a row stays in a tuple window for size/lam seconds, i.e. that many slides
+            copies = max(1.0, size / lam / node.slide_s)
+        return NodeSize(rate=lam, size=size, l=l, copies=copies, row_level=True)
+    if isinstance(node, Select):
+        (k,) = kids
+        f = estimate_selectivity(node)
+        return NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level, selectivity=f)
+    if isinstance(node, Project):
+        (k,) = kids
+        return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
+    if isinstance(node, Aggregate):
+        (k,) = kids
+        g = key_groups(node.child, node.keys, k.size)
+        return NodeSize(k.l * g, g, k.l, 1.0, False, groups=g)  # eq. 3
+    if isinstance(node, Join):
+        lk, rk = kids
+        gl = key_groups(node.left, tuple(a for a, _ in node.keys), lk.size)
+        gr = key_groups(node.right, tuple(b for _, b in node.keys), rk.size)
+        f = 1.0 / max(gl, gr, 1.0)  # equi-join selectivity
+        rate = lk.rate * f * rk.size + rk.rate * f * lk.size  # eq. 2
+        size = f * lk.size * rk.size
+        return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f)
+    if isinstance(node, Rstream):
+        (k,) = kids
+        return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
+    raise TypeError(f"no size rule for {type(node).__name__}")

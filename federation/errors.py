@@ -1,0 +1,30 @@
+"""Errors raised when a query is built, optimized or run."""
+
+from __future__ import annotations
+
+
+class FedqError(Exception):
+    """Base class of every error this engine raises on purpose."""
+
+
+class QueryValidationError(FedqError, ValueError):
+    """A query is malformed; the message names the operator and the field.
+
+    Example:
+        >>> str(QueryValidationError("select", "predicate", "unknown column 'x'"))
+        "select: predicate: unknown column 'x'"
+    """
+
+    def __init__(self, operator: str, field: str, message: str) -> None:
+        self.operator = operator
+        self.field = field
+        self.message = message
+        super().__init__(f"{operator}: {field}: {message}")
+
+
+class UnsupportedOperationError(FedqError, NotImplementedError):
+    """An engine cannot execute a plan node in the form it was given."""
+
+
+class PlacementError(FedqError, ValueError):
+    """An explicit placement names an unknown operator or engine."""

@@ -1,0 +1,523 @@
+"""Logical plan nodes and the query DSL built on them (DESIGN sections 2 and 4).
+
+Nodes are immutable values; every method builds a new node and validates it at once, so
+a mistake fails where the query is written, with the operator and the field named.
+
+Example:
+    >>> from federation.smartplug import smartplug_stream
+    >>> s = smartplug_stream(rate=2000)
+    >>> w = window(s, range=300, slide=1)
+    >>> load = w.filter("property = 1")
+    >>> q = load.aggregate(by=["plug_id"], maxv=max_("value")).rstream("peak")
+    >>> list(q.schema)
+    ['plug_id', 'maxv']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from sqlglot import exp
+
+from federation.errors import QueryValidationError
+from federation.expressions import (
+    AGG_FUNCS,
+    AggCall,
+    agg_result_type,
+    infer_type,
+    referenced_columns,
+    to_expression,
+)
+from federation.expressions import max_ as max_  # re-export for the DSL
+from federation.streams import NUMERIC_TYPES, StreamDecl
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")
+_UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
+           "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,
+           "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+
+
+def parse_duration(value: float | int | str, operator: str, field_name: str) -> float:
+    """Seconds of a duration given as a number of seconds or a string like '5 min'.
+
+    Example:
+        >>> parse_duration("5 min", "window", "range")
+        300.0
+    """
+    if isinstance(value, bool):
+        raise QueryValidationError(operator, field_name, f"expected a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise QueryValidationError(operator, field_name, f"cannot read duration {value!r}")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+class Node:
+    """Base of logical plan nodes: children, output schema and the DSL methods."""
+
+    kind: str = "node"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    @cached_property
+    def schema(self) -> dict[str, str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # -- DSL ---------------------------------------------------------------------------
+    def filter(self, predicate: str | exp.Expression, selectivity: float | None = None) -> Select:
+        """Selection (sigma): keep the rows of each instantaneous relation that match."""
+        return Select(self, _expr("select", "predicate", predicate), selectivity)
+
+    where = filter
+
+    def project(self, *columns: str, **outputs: str | exp.Expression) -> Project:
+        """Projection (pi): pass columns through by name and compute named expressions."""
+        items: list[tuple[str, exp.Expression]] = [(c, exp.column(c)) for c in columns]
+        items += [(name, _expr("project", name, e)) for name, e in outputs.items()]
+        return Project(self, tuple(items))
+
+    def join(self, other: Node, on: Sequence[str | tuple[str, str]]) -> Join:
+        """Equi-join with another relation on key columns (names or (left, right) pairs)."""
+        if isinstance(on, str):
+            on = [on]
+        keys = tuple((k, k) if isinstance(k, str) else (k[0], k[1]) for k in on)
+        return Join(self, other, keys)
+
+    def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Aggregate:
+        """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
+        if isinstance(by, str):
+            by = [by]
+        return Aggregate(self, tuple(by), tuple(aggs.items()))
+
+    def window(self, *args: object, **kwargs: object) -> Window:
+        """Windows only stand at the leaves: over a stream, never over a relation."""
+        raise QueryValidationError(
+            "window", "input", f"a window must read a stream at a leaf, not a {self.kind}"
+        )
+
+    def rstream(self, name: str = "result") -> Rstream:
+        """End the query: emit the whole result relation at every slide instant (RSTREAM)."""
+        return Rstream(self, name)
+
+    # -- traversal ---------------------------------------------------------------------
+    def walk(self) -> Iterator[Node]:
+        """Nodes in post order (children first)."""
+        for c in self.children:
+            yield from c.walk()
+        yield self
+
+    def label(self) -> str:
+        return self.kind
+
+
+def _expr(operator: str, field_name: str, value: object) -> exp.Expression:
+    try:
+        return to_expression(value)  # type: ignore[arg-type]
+    except Exception as e:  # sqlglot.ParseError and bad types
+        raise QueryValidationError(operator, field_name, f"cannot parse {value!r}: {e}") from e
+
+
+def _check_columns(operator: str, field_name: str, e: exp.Expression, schema: Mapping) -> None:
+    for c in sorted(referenced_columns(e)):
+        if c not in schema:
+            raise QueryValidationError(
+                operator, field_name, f"unknown column {c!r} (available: {', '.join(schema)})"
+            )
+
+
+@dataclass(frozen=True, eq=True)
+class Window(Node):
+    """S2R window over a named stream: time-based (range, slide) or tuple-based (rows, slide)."""
+
+    stream: StreamDecl
+    slide_s: float
+    range_s: float | None = None
+    rows: int | None = None
+    partition_by: tuple[str, ...] = ()
+    kind = "window"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stream, StreamDecl):
+            what = getattr(self.stream, "kind", type(self.stream).__name__)
+            raise QueryValidationError(
+                "window", "input", f"a window must read a stream at a leaf, not a {what}"
+            )
+        if self.slide_s <= 0:
+            raise QueryValidationError("window", "slide", f"must be positive, got {self.slide_s}")
+        if (self.range_s is None) == (self.rows is None):
+            raise QueryValidationError("window", "range", "give exactly one of range or rows")
+        if self.range_s is not None:
+            if self.range_s <= 0:
+                raise QueryValidationError(
+                    "window", "range", f"must be positive, got {self.range_s}"
+                )
+            if self.slide_s > self.range_s:
+                raise QueryValidationError(
+                    "window", "slide",
+                    f"slide {self.slide_s:g} s is larger than range {self.range_s:g} s",
+                )
+        if self.rows is not None and self.rows <= 0:
+            raise QueryValidationError("window", "rows", f"must be positive, got {self.rows}")
+        for k in self.partition_by:
+            if k not in self.stream.columns:
+                raise QueryValidationError(
+                    "window", "partition_by", f"unknown column {k!r} of stream {self.stream.name!r}"
+                )
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return self.stream.columns
+
+    @property
+    def is_time_based(self) -> bool:
+        return self.range_s is not None
+
+    def label(self) -> str:
+        if self.is_time_based:
+            return f"window {self.stream.name} [range {self.range_s:g} s, slide {self.slide_s:g} s]"
+        part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
+        return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Node):
+    """Selection: keep rows matching a predicate (eq. 1: out = f * in)."""
+
+    child: Node
+    predicate: exp.Expression
+    selectivity: float | None = None
+    kind = "select"
+
+    def __post_init__(self) -> None:
+        _check_child("select", self.child)
+        _check_columns("select", "predicate", self.predicate, self.child.schema)
+        if infer_type(self.predicate, self.child.schema) != "BOOLEAN":
+            raise QueryValidationError(
+                "select", "predicate", f"{self.predicate.sql()!r} is not a condition"
+            )
+        if self.selectivity is not None and not 0 <= self.selectivity <= 1:
+            raise QueryValidationError(
+                "select", "selectivity", f"must be in [0, 1], got {self.selectivity}"
+            )
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return self.child.schema
+
+    def label(self) -> str:
+        return f"select {self.predicate.sql(dialect='duckdb')}"
+
+
+@dataclass(frozen=True, eq=True)
+class Project(Node):
+    """Projection: named output expressions (eq. 1 with f = 1)."""
+
+    child: Node
+    outputs: tuple[tuple[str, exp.Expression], ...]
+    kind = "project"
+
+    def __post_init__(self) -> None:
+        _check_child("project", self.child)
+        if not self.outputs:
+            raise QueryValidationError("project", "outputs", "needs at least one column")
+        seen: set[str] = set()
+        for name, e in self.outputs:
+            if name in seen:
+                raise QueryValidationError("project", name, "output column named twice")
+            seen.add(name)
+            _check_columns("project", name, e, self.child.schema)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return {n: infer_type(e, self.child.schema) for n, e in self.outputs}
+
+    def label(self) -> str:
+        parts = [
+            n if isinstance(e, exp.Column) and e.name == n else f"{e.sql()} AS {n}"
+            for n, e in self.outputs
+        ]
+        return "project " + ", ".join(parts)
+
+
+@dataclass(frozen=True, eq=True)
+class Join(Node):
+    """Equi-join of two relations at each slide instant (eq. 2).
+
+    The output keeps the left key columns and every non-key column of both inputs; a
+    non-key name present on both sides is ambiguous and must be renamed by a projection.
+    """
+
+    left: Node
+    right: Node
+    keys: tuple[tuple[str, str], ...]
+    kind = "join"
+
+    def __post_init__(self) -> None:
+        _check_child("join", self.left)
+        _check_child("join", self.right)
+        if not self.keys:
+            raise QueryValidationError("join", "on", "an equi-join needs at least one key")
+        ls, rs = self.left.schema, self.right.schema
+        for lk, rk in self.keys:
+            if lk not in ls:
+                raise QueryValidationError(
+                    "join", "on", f"unknown column {lk!r} in left input (available: {', '.join(ls)})"
+                )
+            if rk not in rs:
+                raise QueryValidationError(
+                    "join", "on",
+                    f"unknown column {rk!r} in right input (available: {', '.join(rs)})",
+                )
+            if ls[lk] != rs[rk]:
+                raise QueryValidationError(
+                    "join", "on", f"key {lk!r} is {ls[lk]} on the left but {rk!r} is {rs[rk]} "
+                    "on the right",
+                )
+        rkeys = {rk for _, rk in self.keys}
+        lkeys = {lk for lk, _ in self.keys}
+        for c in rs:
+            if c in rkeys:
+                continue
+            if c in ls:
+                raise QueryValidationError(
+                    "join", "columns",
+                    f"ambiguous column {c!r}: present in both inputs; rename it with project",
+                )
+        for lk in lkeys:
+            if lk in rs and lk not in rkeys:
+                raise QueryValidationError(
+                    "join", "columns", f"ambiguous column {lk!r}: present in both inputs"
+                )
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        rkeys = {rk for _, rk in self.keys}
+        out = dict(self.left.schema)
+        out.update({c: t for c, t in self.right.schema.items() if c not in rkeys})
+        return out
+
+    def label(self) -> str:
+        on = ", ".join(lk if lk == rk else f"{lk}={rk}" for lk, rk in self.keys)
+        return f"join on {on}"
+
+
+@dataclass(frozen=True, eq=True)
+class Aggregate(Node):
+    """Group-by aggregation at each slide instant (eq. 3: out = l * g)."""
+
+    child: Node
+    keys: tuple[str, ...]
+    aggs: tuple[tuple[str, AggCall], ...]
+    kind = "aggregate"
+
+    def __post_init__(self) -> None:
+        _check_child("aggregate", self.child)
+        s = self.child.schema
+        for k in self.keys:
+            if k not in s:
+                raise QueryValidationError(
+                    "aggregate", "by", f"unknown column {k!r} (available: {', '.join(s)})"
+                )
+        if not self.aggs:
+            raise QueryValidationError("aggregate", "aggs", "needs at least one aggregate")
+        names = set(self.keys)
+        for name, call in self.aggs:
+            if not isinstance(call, AggCall):
+                raise QueryValidationError(
+                    "aggregate", name, f"expected count/sum/avg/min/max(...), got {call!r}"
+                )
+            if call.func not in AGG_FUNCS:
+                raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
+            if name in names:
+                raise QueryValidationError("aggregate", name, "output column named twice")
+            names.add(name)
+            if call.arg is None:
+                continue
+            _check_columns("aggregate", name, call.arg, s)
+            t = infer_type(call.arg, s)
+            if call.func != "count" and t not in NUMERIC_TYPES:
+                raise QueryValidationError(
+                    "aggregate", name,
+                    f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
+                )
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        s = self.child.schema
+        out = {k: s[k] for k in self.keys}
+        for name, call in self.aggs:
+            out[name] = agg_result_type(call, None if call.arg is None else infer_type(call.arg, s))
+        return out
+
+    def label(self) -> str:
+        aggs = ", ".join(f"{c.sql()} AS {n}" for n, c in self.aggs)
+        by = f" by {', '.join(self.keys)}" if self.keys else ""
+        return f"aggregate{by}: {aggs}"
+
+
+@dataclass(frozen=True, eq=True)
+class Rstream(Node):
+    """R2S root: the whole result relation at every slide instant, tagged with tau."""
+
+    child: Node
+    name: str = "result"
+    kind = "rstream"
+
+    def __post_init__(self) -> None:
+        _check_child("rstream", self.child)
+        if isinstance(self.child, Window):
+            raise QueryValidationError(
+                "rstream", "input", "a query needs at least one R2R operator above its window"
+            )
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return self.child.schema
+
+    def label(self) -> str:
+        return f"rstream {self.name}"
+
+    def rstream(self, name: str = "result") -> Rstream:
+        raise QueryValidationError("rstream", "input", "the query already ends in RSTREAM")
+
+
+def _check_child(operator: str, child: object) -> None:
+    if not isinstance(child, Node):
+        raise QueryValidationError(operator, "input", f"expected a relation, got {child!r}")
+    if isinstance(child, Rstream):
+        raise QueryValidationError(operator, "input", "cannot read the output of RSTREAM")
+
+
+R2R_KINDS = (Select, Project, Join, Aggregate)
+
+
+def window(
+    stream: StreamDecl | str | Node,
+    *,
+    range: float | str | None = None,  # noqa: A002 - the paper's word
+    slide: float | str = 1,
+    rows: int | None = None,
+    partition_by: Sequence[str] = (),
+    catalog: Mapping[str, StreamDecl] | None = None,
+) -> Window:
+    """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), or `rows` and `slide`.
+
+    Example:
+        >>> from federation.smartplug import smartplug_stream
+        >>> window(smartplug_stream(), range="1 min", slide="1 s").range_s
+        60.0
+    """
+    if isinstance(stream, str):
+        known = dict(catalog or {})
+        if stream not in known:
+            raise QueryValidationError(
+                "window", "stream",
+                f"unknown stream {stream!r} (known: {', '.join(sorted(known)) or 'none'})",
+            )
+        stream = known[stream]
+    if isinstance(partition_by, str):
+        partition_by = (partition_by,)
+    return Window(
+        stream=stream,  # type: ignore[arg-type]
+        slide_s=parse_duration(slide, "window", "slide"),
+        range_s=None if range is None else parse_duration(range, "window", "range"),
+        rows=rows,
+        partition_by=tuple(partition_by),
+    )
+
+
+def is_row_level(node: Node) -> bool:
+    """True for a window leaf and stateless operators over it: rows still carry their ts."""
+    while isinstance(node, (Select, Project)):
+        node = node.child
+    return isinstance(node, Window)
+
+
+def leaf_window(node: Node) -> Window:
+    """The window under a row-level chain of selections and projections."""
+    while isinstance(node, (Select, Project)):
+        node = node.child
+    assert isinstance(node, Window)
+    return node
+
+
+@dataclass(frozen=True)
+class NumberedPlan:
+    """A logical plan with operator ids by position, in post order.
+
+    Windows are `w1..`, R2R operators `op1..`, the root `root`. Ids are positional: the same
+    node value used twice in a query (CQ1 reads one window twice) gets two ids.
+    """
+
+    root: Rstream
+    nodes: dict[str, Node] = field(default_factory=dict)
+    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    parent: dict[str, str | None] = field(default_factory=dict)
+
+    @staticmethod
+    def of(root: Rstream) -> NumberedPlan:
+        plan = NumberedPlan(root)
+        counters = {"w": 0, "op": 0}
+
+        def rec(node: Node) -> str:
+            child_ids = tuple(rec(c) for c in node.children)
+            if isinstance(node, Rstream):
+                oid = "root"
+            elif isinstance(node, Window):
+                counters["w"] += 1
+                oid = f"w{counters['w']}"
+            else:
+                counters["op"] += 1
+                oid = f"op{counters['op']}"
+            plan.nodes[oid] = node
+            plan.children[oid] = child_ids
+            for cid in child_ids:
+                plan.parent[cid] = oid
+            return oid
+
+        rec(root)
+        plan.parent["root"] = None
+        return plan
+
+    @property
+    def r2r_ids(self) -> list[str]:
+        """R2R operator ids in post order."""
+        return [i for i, n in self.nodes.items() if isinstance(n, R2R_KINDS)]
+
+    def post_order(self) -> list[str]:
+        return list(self.nodes)
+
+    def subtree(self, oid: str) -> list[str]:
+        """Ids of the subtree rooted at `oid`, post order."""
+        out: list[str] = []
+        for c in self.children[oid]:
+            out.extend(self.subtree(c))
+        out.append(oid)
+        return out

@@ -1,0 +1,220 @@
+"""Phase-One: the logical plan (paper section 6).
+
+Selection push-down, then System-R style dynamic programming over the join orders of every
+join region under the (C_b, C_u) ordering of Definition 1, costing each candidate as an
+all-SPE plan. The principle of optimality holds for this ordering (paper section 6), so
+the best plan of a set of branches is built from the best plans of its two halves.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from costmodel.ordering import ZERO, CostVector, sort_key
+from costmodel.plan_cost import spe_op_cost
+from costmodel.profile import CostProfile
+from costmodel.sizes import NodeSize, node_size
+from federation.errors import QueryValidationError
+from federation.expressions import conjoin, referenced_columns, split_conjuncts
+from federation.logical import Aggregate, Join, Node, Project, Rstream, Select, Window
+
+
+def push_down_selections(node: Node) -> Node:
+    """Move each conjunct of a selection below joins (to the side that has its columns) and
+    below projections that pass its columns through unchanged."""
+    if isinstance(node, Window):
+        return node
+    if isinstance(node, Select):
+        child = push_down_selections(node.child)
+        return _push(child, split_conjuncts(node.predicate), node.selectivity)
+    if isinstance(node, Project):
+        return Project(push_down_selections(node.child), node.outputs)
+    if isinstance(node, Aggregate):
+        return Aggregate(push_down_selections(node.child), node.keys, node.aggs)
+    if isinstance(node, Join):
+        return Join(push_down_selections(node.left), push_down_selections(node.right), node.keys)
+    if isinstance(node, Rstream):
+        return Rstream(push_down_selections(node.child), node.name)
+    raise TypeError(type(node).__name__)
+
+
+def _push(child: Node, conjuncts: list, selectivity: float | None) -> Node:
+    stay = []
+    if isinstance(child, Join):
+        left, right = child.left, child.right
+        rkeys = {r for _, r in child.keys}
+        moved = False
+        for c in conjuncts:
+            cols = referenced_columns(c)
+            if cols <= set(left.schema):
+                left = _push(left, [c], None)
+                moved = True
+            elif cols <= (set(right.schema) - rkeys):
+                right = _push(right, [c], None)
+                moved = True
+            else:
+                stay.append(c)
+        if moved:
+            child = Join(left, right, child.keys)
+    elif isinstance(child, Project):
+        passthrough = {n for n, e in child.outputs if getattr(e, "name", None) == n
+                       and e.key == "column"}
+        down = [c for c in conjuncts if referenced_columns(c) <= passthrough]
+        stay = [c for c in conjuncts if c not in down]
+        if down:
+            child = Project(_push(child.child, down, None), child.outputs)
+    else:
+        stay = conjuncts
+    if not stay:
+        return child
+    # the given selectivity belongs to the whole predicate; keep it only if nothing moved
+    sel = selectivity if len(stay) == len(conjuncts) else None
+    return Select(child, conjoin(stay), sel)
+
+
+class _SpeCoster:
+    """All-SPE sizes and cost vectors of logical subtrees, memoized per node object."""
+
+    def __init__(self, profile: CostProfile) -> None:
+        self.profile = profile
+        self.memo: dict[int, tuple[Node, NodeSize, CostVector]] = {}
+
+    def __call__(self, node: Node) -> tuple[NodeSize, CostVector]:
+        hit = self.memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1], hit[2]
+        kids = [self(c) for c in node.children]
+        size = node_size(node, [k[0] for k in kids])
+        cost = ZERO
+        for _, c in kids:
+            cost = cost.combine(c)
+        if not isinstance(node, (Window, Rstream)):
+            cost = cost.add(spe_op_cost(node, size, [k[0] for k in kids], self.profile))
+        self.memo[id(node)] = (node, size, cost)
+        return size, cost
+
+
+def spe_cost(node: Node, profile: CostProfile | _SpeCoster) -> CostVector:
+    """All-SPE cost vector of a logical subtree."""
+    coster = profile if isinstance(profile, _SpeCoster) else _SpeCoster(profile)
+    return coster(node)[1]
+
+
+def _region(node: Node) -> tuple[list[Node], list[tuple[int, int, tuple]]]:
+    """Branches (non-join inputs) of a join region and its join edges (branch a, branch b, keys)."""
+    branches: list[Node] = []
+    edges: list[tuple[int, int, tuple]] = []
+
+    def rec(n: Node) -> list[int]:
+        if not isinstance(n, Join):
+            branches.append(reorder_joins_placeholder(n))
+            return [len(branches) - 1]
+        left, right = rec(n.left), rec(n.right)
+        # attach the keys to a pair of branches that hold them
+        lk = [a for a, _ in n.keys]
+        rk = [b for _, b in n.keys]
+        a = next((i for i in left if all(k in branches[i].schema for k in lk)), left[0])
+        b = next((i for i in right if all(k in branches[i].schema for k in rk)), right[0])
+        edges.append((a, b, n.keys))
+        return left + right
+
+    rec(node)
+    return branches, edges
+
+
+def reorder_joins_placeholder(n: Node) -> Node:
+    return n  # branches are optimized separately by `order_joins` before the region
+
+
+def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
+    """System-R dynamic programming over the join orders (bushy trees) of each join region."""
+    if not isinstance(profile, _SpeCoster):
+        profile = _SpeCoster(profile)
+    if isinstance(node, Window):
+        return node
+    if isinstance(node, Select):
+        return Select(order_joins(node.child, profile), node.predicate, node.selectivity)
+    if isinstance(node, Project):
+        return Project(order_joins(node.child, profile), node.outputs)
+    if isinstance(node, Aggregate):
+        return Aggregate(order_joins(node.child, profile), node.keys, node.aggs)
+    if isinstance(node, Rstream):
+        return Rstream(order_joins(node.child, profile), node.name)
+    assert isinstance(node, Join)
+    branches, edges = _region(node)
+    branches = [order_joins(b, profile) for b in branches]
+    n = len(branches)
+    best: dict[int, tuple[Node, CostVector]] = {}
+    for i, b in enumerate(branches):
+        best[1 << i] = (b, spe_cost(b, profile))
+    full = (1 << n) - 1
+    for size in range(2, n + 1):
+        for subset in combinations(range(n), size):
+            mask = sum(1 << i for i in subset)
+            cands: list[tuple[Node, CostVector]] = []
+            sub = (mask - 1) & mask
+            while sub:
+                other = mask ^ sub
+                if sub in best and other in best and sub < other:
+                    keys = _keys_between(sub, other, edges)
+                    if keys:
+                        for lm, rm in ((sub, other), (other, sub)):
+                            lk = keys if lm == sub else tuple((b, a) for a, b in keys)
+                            try:
+                                j = Join(best[lm][0], best[rm][0], lk)
+                            except QueryValidationError:
+                                continue
+                            cands.append((j, spe_cost(j, profile)))
+                sub = (sub - 1) & mask
+            if cands:
+                best[mask] = min(cands, key=lambda t: (sort_key(t[1]), _shape(t[0])))
+    if full not in best:
+        return node  # not connected by equi-join keys: keep the written order
+    out = best[full][0]
+    if list(out.schema) != list(node.schema):  # keep the column order the user wrote
+        out = Project(out, tuple((c, _column(c)) for c in node.schema))
+    return out
+
+
+def _column(name: str):
+    from sqlglot import exp
+
+    return exp.column(name)
+
+
+def _keys_between(a: int, b: int, edges) -> tuple:
+    for x, y, keys in edges:
+        if (a >> x) & 1 and (b >> y) & 1:
+            return keys
+        if (a >> y) & 1 and (b >> x) & 1:
+            return tuple((r, lft) for lft, r in keys)
+    return ()
+
+
+def _shape(node: Node) -> str:
+    return join_shape(node)
+
+
+def join_shape(node: Node) -> str:
+    """The join tree of a plan with branches written B, e.g. '((B B) B)'.
+
+    Example:
+        >>> from benchmarks.queries import kway_plan, PAPER_SHAPES
+        >>> join_shape(kway_plan(5, shape=PAPER_SHAPES[5]))
+        '(((B B) B) (B B))'
+    """
+    if isinstance(node, Join):
+        return f"({join_shape(node.left)} {join_shape(node.right)})"
+    for c in node.children:
+        if any(isinstance(n, Join) for n in c.walk()):
+            return join_shape(c)
+    return "B"
+
+
+def phase_one(root: Rstream, profile: CostProfile, reorder: bool = True) -> Rstream:
+    """Selection push-down, then join ordering (when `reorder`)."""
+    out = push_down_selections(root)
+    if reorder:
+        out = order_joins(out, profile)
+    assert isinstance(out, Rstream)
+    return out

@@ -1,0 +1,199 @@
+"""Phase-Two: engine placement, bottom-up over the Phase-One plan (paper section 7).
+
+At each R2R operator keep exactly one SPE-rooted partial plan (the operator in Spark over
+the best partial plan of each child, by Definition 1) and every DB-rooted partial plan
+(the operator in DuckDB, each child either feeding it from the SPE side or merging its own
+DB-rooted partial plan into the same migration candidate). A unary chain of n operators so
+yields n + 1 complete plans instead of 2^n. Plans larger than `max_subplan_ops` operators
+are decomposed into subplans of at most that many operators, optimized in post order: at a
+subplan boundary only the best DB-rooted partial plan of a child survives.
+
+The enumeration never sees the cost formulas: it asks `PartialCoster` for cost vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from costmodel.ordering import ZERO, CostVector, better, sort_key
+from costmodel.plan_cost import apply_capacity, spe_gateway_cost, spe_op_cost
+from costmodel.profile import CostProfile
+from costmodel.sizes import SourceDrivenSizes
+from federation.logical import NumberedPlan, Window
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A partial plan of the subtree under one operator."""
+
+    db_ops: frozenset[str]  # operators of the subtree placed in the DB
+    closed: CostVector  # cost of its physical operators other than an open DB-op
+    open_members: tuple[str, ...] = ()  # the DB-op rooted here, still open to merging
+    cost: CostVector = ZERO  # closed + the open DB-op's cost: the subtree as a whole
+    open_inputs: frozenset = frozenset()  # signatures of the open DB-op's inputs
+    open_scan: float = 0.0  # sum over its members of scan cost x input size
+
+    @property
+    def db_rooted(self) -> bool:
+        return bool(self.open_members)
+
+
+class PartialCoster:
+    """Cost vectors of partial plans (eqs 4-6) for one plan and profile."""
+
+    def __init__(self, plan: NumberedPlan, profile: CostProfile) -> None:
+        self.plan = plan
+        self.profile = profile
+        self.sizes = SourceDrivenSizes.of(plan)
+        self._spe = {
+            o: spe_op_cost(plan.nodes[o], self.sizes[o],
+                           [self.sizes[c] for c in plan.children[o]], profile)
+            for o in plan.r2r_ids
+        }
+        self.gateway = spe_gateway_cost(self.sizes, plan, profile)
+        self._sig: dict[str, tuple] = {}
+        self._in_cost: dict[tuple, float] = {}
+
+    def spe_u(self, oid: str) -> float:
+        return self._spe[oid]
+
+    def signature(self, oid: str) -> tuple:
+        """Identity of an input subtree: identical inputs are transferred once (DESIGN 4)."""
+        sig = self._sig.get(oid)
+        if sig is None:
+            node = self.plan.nodes[oid]
+            sig = (node.label(), tuple(self.signature(c) for c in self.plan.children[oid]))
+            self._sig[oid] = sig
+            s = self.sizes[oid]
+            rows = s.rate if s.row_level else s.l * s.size
+            p = self.profile
+            maintain = rows * p.db_window_maintain_s_per_row if s.row_level else 0.0
+            self._in_cost[sig] = rows * p.db_transfer_in_s_per_row + maintain
+        return sig
+
+    def scan(self, oid: str) -> float:
+        """Per-slide scan cost of one member: cost per row of its kind x its input size."""
+        in_size = sum(self.sizes[c].size for c in self.plan.children[oid])
+        return self.profile.db_scan_s_per_row.of(self.plan.nodes[oid].kind) * in_size
+
+    def db_u(self, root: str, inputs: frozenset, scan: float) -> float:
+        """The DB-op cost of costmodel.plan_cost.db_op_cost, from incremental parts."""
+        s = self.sizes[root]
+        p = self.profile
+        t_in = sum(self._in_cost[i] for i in inputs)
+        return t_in + s.l * (p.db_sql_fixed_s + scan) + s.l * s.size * p.db_transfer_out_s_per_row
+
+    def view(self, c: CostVector) -> CostVector:
+        """The vector as Definition 1 compares it (gateway and capacity included)."""
+        return apply_capacity(c.add(self.gateway) if self.gateway else c, self.profile)
+
+
+@dataclass
+class PhaseTwoResult:
+    """Every complete plan kept at the root, best first, and the enumeration counts."""
+
+    plans: list[tuple[dict[str, str], CostVector]]
+    examined: int
+    subplans: int
+
+
+def phase_two(
+    plan: NumberedPlan,
+    profile: CostProfile,
+    feasibility_check: bool = True,
+    max_subplan_ops: int = 15,
+) -> PhaseTwoResult:
+    """Bottom-up placement with the paper's pruning; returns the kept complete plans."""
+    coster = PartialCoster(plan, profile)
+
+    def key(p: Partial) -> tuple:
+        return sort_key(coster.view(p.cost), feasibility_check)
+
+    spe_rooted: dict[str, Partial] = {}
+    db_rooted: dict[str, list[Partial]] = {}
+    pending: dict[str, int] = {}
+    subplans = 1
+    top = plan.children["root"][0]
+    for oid in plan.post_order():
+        node = plan.nodes[oid]
+        if isinstance(node, Window) or oid == "root":
+            pending[oid] = 0
+            continue
+        kids = [c for c in plan.children[oid] if not isinstance(plan.nodes[c], Window)]
+        count = 1 + sum(pending[c] for c in kids)
+        if count > max_subplan_ops:
+            # decomposition: the children's subplans are finished; keep their best DB-rooted
+            for c in kids:
+                if pending[c] and db_rooted[c]:
+                    db_rooted[c] = [min(db_rooted[c], key=key)]
+                    subplans += 1
+            count = 1
+        pending[oid] = count
+        # SPE-rooted: this operator in Spark over each child's best partial plan
+        closed = ZERO
+        db_ops: frozenset[str] = frozenset()
+        for c in kids:
+            options = [spe_rooted[c]] + db_rooted[c]
+            best = options[0]
+            for o in options[1:]:
+                if better(coster.view(o.cost), coster.view(best.cost), feasibility_check):
+                    best = o
+            closed = closed.combine(best.cost)
+            db_ops |= best.db_ops
+        u = coster.spe_u(oid)
+        spe_rooted[oid] = Partial(db_ops, closed.add(u), (), closed.add(u))
+        # DB-rooted: each child feeds from the SPE side or merges its DB-rooted plans
+        all_kids = plan.children[oid]
+        choices = [
+            [(spe_rooted[c], False)] + [(d, True) for d in db_rooted[c]]
+            if c in spe_rooted
+            else [(None, False)]
+            for c in all_kids
+        ]
+        own_scan = coster.scan(oid)
+        out: list[Partial] = []
+        for combo in product(*choices):
+            closed = ZERO
+            members: tuple[str, ...] = ()
+            inputs: frozenset = frozenset()
+            scan = own_scan
+            db_ops = frozenset((oid,))
+            for c, (part, merged) in zip(all_kids, combo):
+                if merged:
+                    closed = closed.combine(part.closed)
+                    members += part.open_members
+                    inputs |= part.open_inputs
+                    scan += part.open_scan
+                    db_ops |= part.db_ops
+                else:
+                    if part is not None:
+                        closed = closed.combine(part.cost)
+                        db_ops |= part.db_ops
+                    inputs |= {coster.signature(c)}
+            members += (oid,)
+            u = coster.db_u(oid, inputs, scan)
+            out.append(Partial(db_ops, closed, members, closed.add(u), inputs, scan))
+        db_rooted[oid] = out
+    finals = [spe_rooted[top]] + db_rooted[top]
+    finals.sort(key=key)
+    ops = plan.r2r_ids
+    plans = [
+        ({o: ("db" if o in p.db_ops else "spe") for o in ops}, coster.view(p.cost)) for p in finals
+    ]
+    return PhaseTwoResult(plans, len(finals), subplans)
+
+
+def exhaustive(plan: NumberedPlan, profile: CostProfile, feasibility_check: bool = True):
+    """All 2^n placements with their cost vectors, best first (for checks on small plans)."""
+    from federation.physical import build_physical_plan
+
+    ops = plan.r2r_ids
+    sizes = SourceDrivenSizes.of(plan)
+    out = []
+    for engines in product(("spe", "db"), repeat=len(ops)):
+        pl = dict(zip(ops, engines))
+        pp = build_physical_plan(plan, pl, profile, sizes)
+        out.append((pl, pp.cost))
+    out.sort(key=lambda t: sort_key(t[1], feasibility_check))
+    return out
