@@ -193,7 +193,7 @@ def exhaustive(plan: NumberedPlan, profile: CostProfile, feasibility_check: bool
     out = []
     for engines in product(("spe", "db"), repeat=len(ops)):
         pl = dict(zip(ops, engines))
-        pp = build_physical_plan(plan, pl, profile, sizes)
+        pp = build_physical_plan(plan, pl, profile, sizes, render_sql=False)
         out.append((pl, pp.cost))
     out.sort(key=lambda t: sort_key(t[1], feasibility_check))
     return out

@@ -192,6 +192,7 @@ def build_physical_plan(
     placement: str | Mapping[str, str],
     profile: CostProfile | None = None,
     sizes: SourceDrivenSizes | None = None,
+    render_sql: bool = True,
 ) -> PhysicalPlan:
     """The physical plan of a placement, with its DB-ops' SQL and every operator's cost."""
     profile = profile or load_profile()
@@ -209,7 +210,8 @@ def build_physical_plan(
         cost = db_op_cost(plan, sizes, members, [ci.op_ids[0] for ci in inputs], root, profile)
         sql = candidate_sql(
             plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids]
-        ).sql(dialect="duckdb", pretty=True)
+        ).sql(dialect="duckdb", pretty=True) if render_sql else ""
+
         cands.append(MigrationCandidate(f"db{i}", tuple(members), root, tuple(inputs), sql, cost))
     gateway = spe_gateway_cost(sizes, plan, profile)
     us = list(spe_costs.values()) + [c.u for c in cands] + ([gateway] if gateway else [])

@@ -1,0 +1,32 @@
+# `make demo` and `make test` set everything up on a fresh machine: they create .venv when
+# missing, install the project into it, check Java, then run.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check-java venv clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
+	  { echo "fedq needs Python 3.10 or newer as python3 (or: make PYTHON=/path/to/python3.11)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -m pip install --quiet -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c 'import pyspark, duckdb, sqlglot, pyarrow, pydantic, federation' || \
+	  { echo "installation into $(VENV) failed; see the pip output above"; exit 1; }
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+check-java:
+	@sh scripts/check_java.sh
+
+demo: venv check-java
+	$(PY) -m benchmarks.demo
+
+test: venv check-java
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,63 @@
+"""Federated continuous queries over Spark Structured Streaming and DuckDB.
+
+The query DSL, plan model, optimizer and explain are importable without a JVM; `run`
+loads the runtime (Spark and DuckDB) on first use.
+"""
+
+from __future__ import annotations
+
+from federation.errors import (
+    PlacementError,
+    QueryValidationError,
+    UnsupportedOperationError,
+)
+from federation.expressions import avg, col, count, lit, max_, min_, sum_
+from federation.logical import NumberedPlan, Rstream, window
+from federation.streams import StreamDecl, StreamStats
+
+
+def stream(name: str, schema: dict[str, str], rate: float, **stats: object) -> StreamDecl:
+    """Declare a stream: name, schema (column -> type), rate in tuples/s, other statistics.
+
+    Example:
+        >>> s = stream("s", {"ts": "TIMESTAMP", "k": "INT", "v": "DOUBLE"}, rate=100)
+        >>> s.stats.rate_tps
+        100.0
+    """
+    return StreamDecl(name=name, schema=schema, stats=StreamStats(rate_tps=rate, **stats))
+
+
+def optimize(query, **kw):
+    """Phase-One and Phase-Two; see federation.optimizer.optimize."""
+    from federation.optimizer import optimize as _optimize
+
+    return _optimize(query, **kw)
+
+
+def run(query, placement="auto", **kw):
+    """Run a query across Spark and DuckDB; see federation.runtime.run."""
+    from federation.runtime import run as _run
+
+    return _run(query, placement=placement, **kw)
+
+
+__all__ = [
+    "PlacementError",
+    "QueryValidationError",
+    "UnsupportedOperationError",
+    "NumberedPlan",
+    "Rstream",
+    "StreamDecl",
+    "StreamStats",
+    "avg",
+    "col",
+    "count",
+    "lit",
+    "max_",
+    "min_",
+    "optimize",
+    "run",
+    "stream",
+    "sum_",
+    "window",
+]

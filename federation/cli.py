@@ -1,0 +1,92 @@
+"""`fedq`: explain, run, generate, calibrate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _rates(text: str) -> list[float]:
+    """'1000:40000:1000' (start:stop:step, inclusive) or '1000,2000'."""
+    if ":" in text:
+        a, b, s = (float(x) for x in text.split(":"))
+        if s <= 0 or b < a:
+            raise argparse.ArgumentTypeError(f"bad sweep {text!r}: want start:stop:step")
+        out, x = [], a
+        while x <= b + 1e-9:
+            out.append(x)
+            x += s
+        return out
+    return [float(x) for x in text.split(",") if x]
+
+
+def _query(name: str):
+    from benchmarks.queries import QUERIES
+
+    key = name.upper()
+    if key not in QUERIES:
+        raise SystemExit(f"fedq: unknown query {name!r}; choose one of {', '.join(QUERIES)}")
+    return QUERIES[key]
+
+
+def cmd_explain(a: argparse.Namespace) -> int:
+    from costmodel.profile import load_profile
+    from federation.explain import explain_json, explain_text, sweep
+    from federation.optimizer import optimize
+
+    make = _query(a.query)
+    profile = load_profile(a.profile)
+    kw = dict(profile=profile, feasibility_check=not a.no_feasibility_check,
+              max_subplan_ops=a.max_subplan_ops)
+
+    def mk(rate: float):
+        return make(rate=rate, scale=a.scale, plugs=a.plugs)
+
+    if a.sweep:
+        rows = sweep(mk, _rates(a.sweep), **kw)
+        if a.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(f"{'rate':>8}  {'C_b':>9}  {'C_u':>9}  feasible  placement")
+        for r in rows:
+            mark = " <- changes" if r["changed"] and r is not rows[0] else ""
+            print(f"{r['rate']:>8.0f}  {r['C_b']:>9.4g}  {r['C_u']:>9.4g}  "
+                  f"{'yes' if r['feasible'] else 'NO ':<8}  {r['placement']}{mark}")
+        return 0
+    r = optimize(mk(a.rate), **kw)
+    print(json.dumps(explain_json(r), indent=2) if a.json else explain_text(r))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="fedq", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
+    e.add_argument("query", help="CQ1..CQ6")
+    e.add_argument("--rate", type=float, default=2000.0, help="input rate, tuples/s")
+    e.add_argument("--scale", type=float, default=1.0, help="window range scale (1 = paper)")
+    e.add_argument("--plugs", type=int, default=2125, help="number of plugs (groups)")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--no-feasibility-check", action="store_true",
+                   help="rank plans by C_u alone (paper section 8.4)")
+    e.add_argument("--sweep", metavar="START:STOP:STEP",
+                   help="show the optimal placement across a range of rates")
+    e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
+    e.add_argument("--max-subplan-ops", type=int, default=15)
+    e.set_defaults(func=cmd_explain)
+
+    try:
+        from federation import cli_runtime
+    except ImportError:  # pragma: no cover
+        cli_runtime = None
+    if cli_runtime is not None:
+        cli_runtime.add_commands(sub)
+
+    a = p.parse_args(argv)
+    return int(a.func(a) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""`fedq explain`: the chosen physical plan as a tree, as text or JSON (DESIGN 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from federation.logical import Window
+from federation.optimizer import OptimizationResult, optimize
+from federation.physical import PhysicalPlan
+
+
+def plan_tree(plan: PhysicalPlan) -> list[str]:
+    """One line per operator, indented by depth: id, engine, u, label."""
+    lines: list[str] = []
+    lg = plan.logical
+
+    def rec(oid: str, depth: int) -> None:
+        node = lg.nodes[oid]
+        pad = "  " * depth
+        if oid == "root":
+            lines.append(f"{pad}{node.label()}")
+        elif isinstance(node, Window):
+            lines.append(f"{pad}{oid:<5} SPE  (leaf)        {node.label()}")
+        else:
+            eng = plan.engine_of(oid)
+            cand = plan.candidate_of(oid)
+            where = f"DB {cand.id}" if cand else "SPE"
+            u = f"u={plan.u_of(oid):.4g}" if not cand or cand.root == oid else "  (in " + cand.id + ")"
+            lines.append(f"{pad}{oid:<5} {where:<6} {u:<12} {node.label()}")
+            assert eng in ("spe", "db")
+        for c in lg.children[oid]:
+            rec(c, depth + 1)
+
+    rec("root", 0)
+    return lines
+
+
+def explain_text(r: OptimizationResult) -> str:
+    """Human-readable explain output."""
+    p = r.plan
+    out = [f"query {p.logical.root.name}: placement {p.placement_string}"]
+    out += plan_tree(p)
+    feas = "feasible" if r.feasible else "INFEASIBLE"
+    check = "" if r.feasibility_check else " (feasibility check off: ranked by C_u)"
+    out.append(
+        f"C_b = {r.cost.bottleneck_cost:.4g}  C_u = {r.cost.utilization_cost:.4g}  {feas}{check}"
+    )
+    if p.gateway_cost:
+        out.append(f"(includes the Spark per-slide gateway cost u={p.gateway_cost:.4g})")
+    out.append(
+        f"plans examined: {r.plans_examined} (of 2^{len(p.logical.r2r_ids)} = "
+        f"{2 ** len(p.logical.r2r_ids)}), subplans: {r.subplans}, join shape: {r.join_shape}"
+    )
+    out.append(f"phase one: {r.phase_one_s * 1000:.2f} ms  phase two: {r.phase_two_s * 1000:.2f} ms")
+    for c in p.candidates:
+        ins = ", ".join(
+            f"{i.table} <- {'/'.join(i.op_ids)} ({'window rows' if i.row_level else 'relation'})"
+            for i in c.inputs
+        )
+        out.append(f"-- {c.id}: members {', '.join(c.members)}; inputs {ins}; u={c.u:.4g} "
+                   f"(in {c.cost.transfer_in:.3g} + maintain {c.cost.maintain:.3g} + "
+                   f"sql {c.cost.sql:.3g} + out {c.cost.transfer_out:.3g})")
+        out.append(c.sql + ";")
+    return "\n".join(out)
+
+
+def explain_json(r: OptimizationResult) -> dict[str, Any]:
+    """The same as a JSON-ready dict."""
+    p = r.plan
+    lg = p.logical
+    ops = []
+    for oid in lg.post_order():
+        node = lg.nodes[oid]
+        if oid == "root":
+            continue
+        cand = p.candidate_of(oid)
+        ops.append({
+            "id": oid,
+            "kind": node.kind,
+            "label": node.label(),
+            "engine": "spe" if isinstance(node, Window) else p.engine_of(oid),
+            "db_op": cand.id if cand else None,
+            "u": None if isinstance(node, Window) else p.u_of(oid),
+            "children": list(lg.children[oid]),
+        })
+    return {
+        "query": lg.root.name,
+        "placement": p.placement,
+        "operators": ops,
+        "C_b": r.cost.bottleneck_cost,
+        "C_u": r.cost.utilization_cost,
+        "feasible": r.feasible,
+        "feasibility_check": r.feasibility_check,
+        "plans_examined": r.plans_examined,
+        "r2r_operators": len(lg.r2r_ids),
+        "subplans": r.subplans,
+        "join_shape": r.join_shape,
+        "phase_one_s": r.phase_one_s,
+        "phase_two_s": r.phase_two_s,
+        "db_ops": [
+            {"id": c.id, "members": list(c.members), "u": c.u,
+             "cost": {"transfer_in": c.cost.transfer_in, "maintain": c.cost.maintain,
+                      "sql": c.cost.sql, "transfer_out": c.cost.transfer_out},
+             "inputs": [{"table": i.table, "from": list(i.op_ids), "row_level": i.row_level}
+                        for i in c.inputs],
+             "sql": c.sql}
+            for c in p.candidates
+        ],
+    }
+
+
+def sweep(make_query, rates: list[float], **kw) -> list[dict[str, Any]]:
+    """The optimal placement at each rate, and where it changes."""
+    rows = []
+    prev = None
+    for rate in rates:
+        r = optimize(make_query(rate=rate), **kw)
+        pl = r.plan.placement_string
+        rows.append({
+            "rate": rate, "placement": pl, "C_b": r.cost.bottleneck_cost,
+            "C_u": r.cost.utilization_cost, "feasible": r.feasible, "changed": pl != prev,
+        })
+        prev = pl
+    return rows

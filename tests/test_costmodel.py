@@ -1,0 +1,104 @@
+"""Source-driven sizes (eqs 1-3), u (eq 4), C_b/C_u (eqs 5-6), Definition 1, profiles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from benchmarks.queries import cq1_plan, cq3_plan, cq5_plan
+from costmodel.ordering import CostVector, better, sort_key
+from costmodel.profile import DEFAULT_PROFILE_PATH, CostProfile, load_profile, paper_form
+from costmodel.sizes import SourceDrivenSizes
+from federation.logical import NumberedPlan
+from federation.physical import build_physical_plan
+
+
+def sizes_of(q):
+    plan = NumberedPlan.of(q)
+    return plan, SourceDrivenSizes.of(plan)
+
+
+def test_eq1_selection_and_window_sizes():
+    plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
+    assert s["w1"].rate == 4000 and s["w1"].size == 4000 * 300
+    assert s["w1"].copies == 300
+    assert s["op1"].rate == pytest.approx(2000)  # property = 1 is half the tuples
+    assert s["op1"].size == pytest.approx(600_000)
+
+
+def test_eq3_aggregation_is_slides_times_groups():
+    plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
+    assert s["op2"].rate == pytest.approx(1.0 * 100)  # l = 1/slide, g = 100 plugs
+    assert s["op2"].size == 100
+    assert s["op3"].size == 40  # households: at least one per house (40 houses)
+
+
+def test_eq2_join():
+    plan, s = sizes_of(cq1_plan(rate=2000, plugs=100))
+    left, right, join = s["op1"], s["op3"], s["op4"]
+    f = 1 / 100
+    assert join.rate == pytest.approx(left.rate * f * right.size + right.rate * f * left.size)
+    assert join.size == pytest.approx(f * left.size * right.size)
+
+
+def test_eq4_to_6_plan_cost_is_max_and_sum():
+    p = paper_form(load_profile(DEFAULT_PROFILE_PATH))
+    pp = build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe", p)
+    us = list(pp.spe_costs.values())
+    assert pp.cost.bottleneck_cost == pytest.approx(max(us))
+    assert pp.cost.utilization_cost == pytest.approx(sum(us))
+    # eq. 4 for a selection: u = in * c
+    assert pp.spe_costs["op1"] == pytest.approx(2000 * p.spe_s_per_row.select)
+
+
+def test_db_op_cost_split():
+    p = paper_form(load_profile(DEFAULT_PROFILE_PATH))
+    pp = build_physical_plan(NumberedPlan.of(cq5_plan(rate=2000, plugs=100)), "op2=db,op3=db", p)
+    (c,) = pp.candidates
+    s = pp.sizes
+    assert c.cost.transfer_in == pytest.approx(s["op1"].rate * p.db_transfer_in_s_per_row)
+    scan = p.db_scan_s_per_row.aggregate * (s["op1"].size + s["op2"].size)
+    assert c.cost.sql == pytest.approx(1.0 * (p.db_sql_fixed_s + scan))
+    assert c.cost.transfer_out == pytest.approx(1.0 * 40 * p.db_transfer_out_s_per_row)
+    assert pp.cost.utilization_cost == pytest.approx(c.u + pp.spe_costs["op1"])
+
+
+def test_identical_inputs_are_transferred_once():
+    pp = build_physical_plan(NumberedPlan.of(cq1_plan()), "db")
+    (c,) = pp.candidates
+    assert len(c.inputs) == 1 and c.inputs[0].op_ids == ("w1", "w2")
+
+
+def test_definition_1():
+    feas_cheap, feas_dear = CostVector(0.9, 1.0), CostVector(0.2, 1.5)
+    inf_low, inf_high = CostVector(1.1, 50), CostVector(3.0, 3.0)
+    assert better(feas_cheap, feas_dear)
+    assert better(feas_dear, inf_low)
+    assert better(inf_low, inf_high)
+    assert not better(inf_high, inf_low)
+    # with the check off only C_u counts
+    assert better(inf_high, inf_low, feasibility_check=False)
+    vs = [inf_high, feas_dear, inf_low, feas_cheap]
+    assert sorted(vs, key=sort_key) == [feas_cheap, feas_dear, inf_low, inf_high]
+
+
+def test_capacity_constraint_extension():
+    p = load_profile(DEFAULT_PROFILE_PATH).model_copy(update={"capacity_cores": 2})
+    pp = build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe", p)
+    assert pp.cost.bottleneck_cost >= pp.cost.utilization_cost / 2
+
+
+def test_profile_is_strict_and_round_trips(tmp_path):
+    p = load_profile(DEFAULT_PROFILE_PATH)
+    path = p.save(tmp_path / "p.json")
+    assert load_profile(path) == p
+    data = json.loads(path.read_text())
+    data["db_sql_fixed_ms"] = 1
+    with pytest.raises(ValidationError, match="db_sql_fixed_ms"):
+        CostProfile.model_validate(data)
+    data.pop("db_sql_fixed_ms")
+    data["db_sql_fixed_s"] = -1
+    with pytest.raises(ValidationError, match="db_sql_fixed_s"):
+        CostProfile.model_validate(data)
