@@ -1,0 +1,42 @@
+"""What every benchmark result records: the command, machine, versions and date."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def environment() -> dict:
+    """Machine, versions and date of a measurement."""
+    versions = {}
+    for pkg in ("pyspark", "duckdb", "sqlglot", "pyarrow", "pydantic", "pandas"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "versions": versions,
+    }
+
+
+def write_result(name: str, payload: dict, out_dir: Path | None = None) -> Path:
+    out_dir = out_dir or RESULTS
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps({**environment(), **payload}, indent=2, default=str) + "\n")
+    return path

@@ -1,0 +1,114 @@
+"""Reference evaluator (DESIGN 8): each slide instant's result computed directly.
+
+For a finite input it materializes, at every slide instant tau, each window's contents and
+evaluates the operators one by one with DuckDB's relational API. It shares no code with the
+DB-op path (db.sqlgen, db.store) beyond reading the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pyarrow as pa
+
+from federation.logical import Aggregate, Join, Node, Project, Rstream, Select, Window
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ReferenceEvaluator:
+    """Evaluate a query over the rows of a finite stream, slide instant by slide instant."""
+
+    def __init__(self, rows: pa.Table) -> None:
+        self.con = duckdb.connect()
+        self.con.register("stream_rows", rows)
+
+    def window(self, w: Window, tau: dt.datetime):
+        cols = ", ".join(_q(c) for c in w.schema)
+        ts = _q(w.stream.ts_column)
+        t = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
+        if w.is_time_based:
+            lo = tau - dt.timedelta(seconds=w.range_s)
+            return self.con.sql(
+                f"SELECT {cols} FROM stream_rows WHERE {ts} >= TIMESTAMP "
+                f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
+        part = ("PARTITION BY " + ", ".join(_q(k) for k in w.partition_by)) if w.partition_by \
+            else ""
+        return self.con.sql(
+            f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC) AS rn "
+            f"FROM stream_rows WHERE {ts} < {t}) WHERE rn <= {w.rows}")
+
+    def eval(self, node: Node, tau: dt.datetime):
+        if isinstance(node, Window):
+            return self.window(node, tau)
+        if isinstance(node, Rstream):
+            return self.eval(node.child, tau)
+        if isinstance(node, Select):
+            return self.eval(node.child, tau).filter(node.predicate.sql(dialect="duckdb"))
+        if isinstance(node, Project):
+            return self.eval(node.child, tau).project(
+                ", ".join(f"{e.sql(dialect='duckdb')} AS {_q(n)}" for n, e in node.outputs))
+        if isinstance(node, Aggregate):
+            aggs = []
+            for name, call in node.aggs:
+                arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb")
+                e = f"{call.func}({arg})"
+                if call.func == "sum" and node.schema[name] == "BIGINT":
+                    e = f"CAST({e} AS BIGINT)"
+                aggs.append(f"{e} AS {_q(name)}")
+            keys = ", ".join(_q(k) for k in node.keys)
+            rel = self.eval(node.child, tau)
+            return rel.aggregate(", ".join(filter(None, [keys, *aggs])), keys)
+        if isinstance(node, Join):
+            left = self.eval(node.left, tau).set_alias("lhs")
+            right = self.eval(node.right, tau).set_alias("rhs")
+            cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys)
+            rkeys = {b for _, b in node.keys}
+            cols = [f"lhs.{_q(c)}" for c in node.left.schema]
+            cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]
+            return left.join(right, cond).select(", ".join(cols))
+        raise TypeError(type(node).__name__)
+
+    def evaluate(self, query: Rstream, taus: list[dt.datetime]) -> pa.Table:
+        """Result rows at every tau, with a `tau` column first."""
+        parts = []
+        for tau in taus:
+            t = self.eval(query, tau).to_arrow_table()
+            if t.num_rows:
+                t = t.add_column(0, "tau", pa.array([tau] * t.num_rows, pa.timestamp("us")))
+                parts.append(t)
+        if not parts:
+            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+        return pa.concat_tables(parts)
+
+
+def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) -> list:
+    """Every slide instant whose windows can hold a row of [first_ts, last_ts]."""
+    windows = [n for n in query.walk() if isinstance(n, Window)]
+    slide = min(w.slide_s for w in windows)
+    span = max((w.range_s or 0.0) for w in windows) + slide
+    epoch = dt.datetime(1970, 1, 1)
+    k = int(((first_ts - epoch).total_seconds()) // slide) + 1
+    out = []
+    while True:
+        tau = epoch + dt.timedelta(seconds=k * slide)
+        if tau > last_ts + dt.timedelta(seconds=span):
+            break
+        out.append(tau)
+        k += 1
+    return out
+
+
+def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:
+    """The reference result of a query over finite rows (punctuation already removed)."""
+    ts = [n for n in query.walk() if isinstance(n, Window)][0].stream.ts_column
+    if rows.num_rows == 0:
+        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+    col = rows.column(ts)
+    import pyarrow.compute as pc
+
+    taus = slide_instants(pc.min(col).as_py(), pc.max(col).as_py(), query)
+    return ReferenceEvaluator(rows).evaluate(query, taus)

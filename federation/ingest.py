@@ -1,0 +1,234 @@
+"""Ingest: validate a directory of event-second files into the spool that both engines read.
+
+Bad input never crashes a run and is never lost silently: rows with nulls, values of the
+wrong type, codes outside a column's domain, or timestamps later than the allowed lateness
+are counted per reason and written to a dead-letter directory with the reason. Good rows go
+to the spool, one Parquet file per input file, each followed by a punctuation row
+(`id = -1`, `ts` = the largest event time seen so far) that carries event-time progress to
+every operator, and the spool ends with a flush punctuation far enough ahead that every
+window closes. The lateness rule is the watermark's: a row is late when its ts is below
+(largest ts of the earlier files) - allowed lateness, so no engine ever drops it itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from federation.streams import StreamDecl
+
+PUNCTUATION_ID = -1
+_PART = re.compile(r"^part-.*\.parquet$")
+_ARROW = {
+    "BIGINT": pa.int64(),
+    "INT": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+}
+
+
+def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
+    """Arrow schema of a stream declaration's columns."""
+    return pa.schema([(c, _ARROW[t]) for c, t in columns.items()])
+
+
+@dataclass
+class IngestResult:
+    """The spool written for the engines, and what was dead-lettered."""
+
+    spool_dir: Path
+    deadletter_dir: Path
+    files: int
+    rows_in: int
+    rows_ok: int
+    dead: Counter = field(default_factory=Counter)
+    first_ts: object = None
+    last_ts: object = None
+
+    @property
+    def rows_dead(self) -> int:
+        return sum(self.dead.values())
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "rows_in": self.rows_in, "rows_ok": self.rows_ok,
+                "rows_dead": self.rows_dead, "dead_by_reason": dict(self.dead),
+                "deadletter_dir": str(self.deadletter_dir)}
+
+
+def list_parts(data_dir: Path) -> list[Path]:
+    """Event-second files of a directory, in name order (= event-time order)."""
+    return sorted(p for p in Path(data_dir).iterdir() if _PART.match(p.name))
+
+
+def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
+    """Cast a column; rows whose value cannot be cast become null and are reported."""
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if arr.type == typ:
+        return arr, []
+    if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ):
+        return arr.cast(pa.timestamp("us", tz=arr.type.tz)).cast(typ), []
+    try:
+        return pc.cast(arr, typ, safe=True), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    values, bad = [], []
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            values.append(pc.cast(pa.array([v]), typ, safe=True)[0].as_py() if v is not None
+                          else None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            values.append(None)
+            bad.append(i)
+    return pa.array(values, type=typ), bad
+
+
+def validate_table(
+    raw: pa.Table,
+    stream: StreamDecl,
+    watermark,
+    domains: Mapping[str, set] | None = None,
+) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """Split a raw table into clean rows (typed) and (row index, reason) of the bad ones."""
+    schema = arrow_schema(stream.columns)
+    n = raw.num_rows
+    reasons: dict[int, str] = {}
+    cols = {}
+    for f in schema:
+        if f.name not in raw.column_names:
+            for i in range(n):
+                reasons.setdefault(i, f"missing column {f.name!r}")
+            cols[f.name] = pa.nulls(n, f.type)
+            continue
+        arr, bad = _cast_column(raw.column(f.name), f.type)
+        for i in bad:
+            reasons.setdefault(i, f"wrong type in column {f.name!r} (want {stream.columns[f.name]})")
+        nulls = pc.is_null(arr).to_pylist() if arr.null_count else []
+        for i, isnull in enumerate(nulls):
+            if isnull:
+                reasons.setdefault(i, f"null in column {f.name!r}")
+        cols[f.name] = arr
+    for colname, allowed in (domains or {}).items():
+        vals = cols[colname].to_pylist()
+        for i, v in enumerate(vals):
+            if v is not None and v not in allowed:
+                reasons.setdefault(i, f"unknown {colname} code {v!r}")
+    ts = cols[stream.ts_column]
+    if watermark is not None:
+        for i, t in enumerate(ts.to_pylist()):
+            if t is not None and t < watermark:
+                reasons.setdefault(i, "later than the allowed lateness")
+    table = pa.table(cols, schema=schema)
+    if reasons:
+        keep = pa.array([i not in reasons for i in range(n)])
+        table = table.filter(keep)
+    return table, sorted(reasons.items())
+
+
+def punctuation(stream: StreamDecl, ts) -> pa.Table:
+    """A punctuation row: id -1, event time `ts`, every other column a neutral value."""
+    schema = arrow_schema(stream.columns)
+    row = {}
+    for f in schema:
+        if f.name == stream.ts_column:
+            row[f.name] = [ts]
+        elif f.name == "id":
+            row[f.name] = [PUNCTUATION_ID]
+        elif pa.types.is_integer(f.type):
+            row[f.name] = [-1]
+        elif pa.types.is_floating(f.type):
+            row[f.name] = [0.0]
+        elif pa.types.is_boolean(f.type):
+            row[f.name] = [False]
+        else:
+            row[f.name] = [""]
+    return pa.table(row, schema=schema)
+
+
+def prepare_input(
+    data_dir: Path | str,
+    work_dir: Path | str,
+    stream: StreamDecl,
+    *,
+    allowed_lateness_s: float = 0.0,
+    flush_after_s: float = 600.0,
+    max_files: int | None = None,
+    domains: Mapping[str, set] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestResult:
+    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc)."""
+    work = Path(work_dir)
+    spool, dead_dir = work / "spool", work / "deadletter"
+    for d in (spool, dead_dir):
+        d.mkdir(parents=True, exist_ok=True)
+        for old in d.glob("*.parquet"):
+            old.unlink()
+    parts = list_parts(Path(data_dir))
+    if not parts:
+        raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
+    if max_files is not None:
+        parts = parts[:max_files]
+    res = IngestResult(spool, dead_dir, 0, 0, 0)
+    max_ts = None
+    lateness = timedelta(seconds=allowed_lateness_s)
+    base_mtime = 1_000_000_000.0
+    ts_col = stream.ts_column
+    for k, path in enumerate(parts):
+        raw = pq.read_table(path)
+        wm = None if max_ts is None else max_ts - lateness
+        good, bad = validate_table(raw, stream, wm, domains)
+        res.rows_in += raw.num_rows
+        res.rows_ok += good.num_rows
+        if bad:
+            idx = pa.array([i for i, _ in bad])
+            rows = raw.take(idx)
+            dl = pa.table({
+                "file": [path.name] * len(bad),
+                "row": [i for i, _ in bad],
+                "reason": [r for _, r in bad],
+                "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
+            })
+            pq.write_table(dl, dead_dir / f"dead-{k:08d}.parquet")
+            res.dead.update(r for _, r in bad)
+        if good.num_rows:
+            hi = pc.max(good.column(ts_col)).as_py()
+            lo = pc.min(good.column(ts_col)).as_py()
+            max_ts = hi if max_ts is None else max(max_ts, hi)
+            res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
+        out = good if max_ts is None else pa.concat_tables([good, punctuation(stream, max_ts)])
+        _write(spool / f"part-{k:08d}.parquet", out, base_mtime + k)
+        res.files += 1
+        if progress:
+            progress(k + 1, len(parts))
+    res.last_ts = max_ts
+    if max_ts is not None:
+        flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
+        _write(spool / f"part-{len(parts):08d}.parquet", punctuation(stream, flush),
+               base_mtime + len(parts))
+    (work / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
+    return res
+
+
+def _write(path: Path, table: pa.Table, mtime: float) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, path)
+
+
+def read_clean_rows(spool_dir: Path | str) -> pa.Table:
+    """Every clean row of a spool (punctuation removed): what the engines see."""
+    tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
+    t = pa.concat_tables(tables)
+    return t.filter(pc.greater_equal(t.column("id"), 0))
