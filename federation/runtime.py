@@ -1,0 +1,447 @@
+"""The executor: runs a physical plan across Spark Structured Streaming and DuckDB.
+
+The plan is cut into stages: stage 0 reads the validated spool of the input stream; a DB-op
+whose result feeds further SPE-ops writes it to a spool that the next stage's Spark query
+reads as a streaming source (re-entry). Each stage is one Spark streaming query whose
+`foreachBatch` receives, as one Arrow transfer, every output of the stage tagged by
+`_out`: the inputs of each MIG of the stage, the query result if the stage produces it, and
+the event-time clock (punctuation rows). MIGs run their SQL for every slide instant the
+clock completes. Writes are idempotent by micro-batch id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from costmodel.profile import CostProfile, load_profile
+from db.store import naive_timestamps
+from federation.ingest import IngestResult, prepare_input
+from federation.logical import NumberedPlan, Rstream, Window
+from federation.mig import MigRuntime, wt_to_tau
+from federation.optimizer import optimize
+from federation.phase_one import phase_one
+from federation.physical import MigrationCandidate, PhysicalPlan, build_physical_plan
+
+FAR_FUTURE_S = 10 * 365 * 86400
+
+
+@dataclass
+class RunResult:
+    """What a run returns: result rows (with `tau`), per-batch metrics and a summary."""
+
+    rows: pa.Table
+    metrics: list[dict]
+    summary: dict
+    plan: PhysicalPlan
+    ingest: IngestResult
+
+    def to_pandas(self):
+        return self.rows.to_pandas()
+
+
+class ResultCollector:
+    """The in-memory sink: result parts keyed by (stage, batch id) so replays overwrite."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        self.parts: dict[tuple, pa.Table] = {}
+
+    def put(self, key: tuple, t: pa.Table) -> None:
+        self.parts[key] = t
+
+    def table(self) -> pa.Table:
+        parts = [self.parts[k] for k in sorted(self.parts)]
+        parts = [p for p in parts if p.num_rows]
+        if not parts:
+            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+        t = pa.concat_tables([p.select(["_tau", *self.columns]) for p in parts],
+                             promote_options="permissive")
+        return t.rename_columns(["tau", *self.columns]).sort_by("tau")
+
+
+def _stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
+    """Stage of every node (SPE side) and of every DB-op."""
+    lg = pp.logical
+    node_stage: dict[str, int] = {}
+    cand_stage: dict[str, int] = {}
+    for oid in lg.post_order():
+        node = lg.nodes[oid]
+        if isinstance(node, Window):
+            node_stage[oid] = 0
+            continue
+        if oid == "root":
+            continue
+        cand = pp.candidate_of(oid)
+        if cand is not None:
+            if oid == cand.root:
+                cand_stage[cand.id] = max(
+                    (node_stage[o] for ci in cand.inputs for o in ci.op_ids), default=0)
+                node_stage[oid] = cand_stage[cand.id] + 1  # its output re-enters Spark
+            continue
+        node_stage[oid] = max(node_stage[c] for c in lg.children[oid])
+    return node_stage, cand_stage
+
+
+class _Stage:
+    """One Spark streaming query of the plan and what its foreachBatch feeds."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.outputs: list[tuple[str, object]] = []  # ("mig", (cand_id, table)) | ("result",)
+        self.clock_sources: list[int] = []
+        self.query = None
+        self.clock: dict[int, dt.datetime] = {}
+        self.done_batches: set[int] = set()
+        self.data_batches = 0
+
+
+def run(
+    query: Rstream,
+    placement: str | Mapping[str, str] = "auto",
+    data: str | Path | None = None,
+    *,
+    rate: float = 2000.0,
+    seconds: int = 60,
+    plugs: int = 200,
+    seed: int = 0,
+    seconds_per_batch: int = 1,
+    allowed_lateness_s: float = 0.0,
+    profile: CostProfile | None = None,
+    output: str | Path | None = None,
+    work_dir: str | Path | None = None,
+    realtime: bool = False,
+    max_files: int | None = None,
+    spark=None,
+    progress: Callable[[dict], None] | None = None,
+    domains: Mapping[str, set] | None = None,
+    feasibility_check: bool = True,
+) -> RunResult:
+    """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
+    of event-second Parquet files (generated when `data` is None)."""
+    from pyspark.sql import functions as F
+
+    from spe.session import get_spark
+    from spe.translate import TS, WT, SpeStream, SpeTranslator, spark_schema
+
+    profile = profile or load_profile()
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-run-"))
+    work.mkdir(parents=True, exist_ok=True)
+    stream = next(n for n in query.walk() if isinstance(n, Window)).stream
+    if data is None:
+        from benchmarks.datagen import generate
+
+        data = work / "data"
+        generate(data, rate=rate, seconds=seconds, plugs=plugs, seed=seed)
+    if domains is None and stream.name == "smartplug":
+        domains = {"property": {0, 1}}
+    windows = [n for n in query.walk() if isinstance(n, Window)]
+    slide_s = min(w.slide_s for w in windows)
+    if any(abs(w.slide_s - slide_s) > 1e-9 for w in windows):
+        raise ValueError("all windows of a query must share one slide")
+    max_range = max((w.range_s or 0.0) for w in windows)
+    ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
+                           flush_after_s=max_range + 10 * slide_s, max_files=max_files,
+                           domains=domains)
+
+    # -- the plan ------------------------------------------------------------------------
+    if isinstance(placement, str) and placement == "auto":
+        pp = optimize(query, profile=profile, feasibility_check=feasibility_check).plan
+    else:
+        logical = NumberedPlan.of(phase_one(query, profile))
+        pp = build_physical_plan(logical, placement, profile)
+    lg = pp.logical
+    node_stage, cand_stage = _stages(pp)
+    root_child = lg.children["root"][0]
+    root_cand = pp.candidate_of(root_child)
+    result_cols = list(lg.nodes[root_child].schema)
+    collector = ResultCollector(result_cols)
+    n_stages = 1 + max([*node_stage.values(), *cand_stage.values()], default=0)
+    if root_cand is None:
+        n_stages = max(n_stages, node_stage[root_child] + 1)
+    stages = [_Stage(i) for i in range(n_stages)]
+    migs: dict[str, MigRuntime] = {
+        c.id: MigRuntime(c, slide_s, allowed_lateness_s) for c in pp.candidates
+    }
+    reentry: dict[str, Path] = {}
+    for c in pp.candidates:
+        if c is not root_cand:
+            reentry[c.id] = work / "reentry" / c.id
+            shutil.rmtree(reentry[c.id], ignore_errors=True)
+            reentry[c.id].mkdir(parents=True)
+    out_dir = Path(output) if output else None
+    if out_dir is not None and out_dir.suffix != ".parquet":
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    spark = spark or get_spark()
+    chk_root = work / "checkpoints"
+    shutil.rmtree(chk_root, ignore_errors=True)
+    translator = SpeTranslator()
+    metrics: list[dict] = []
+    lock = threading.Lock()
+    delay = f"{int(round(allowed_lateness_s * 1000))} milliseconds"
+    schema = spark_schema(stream.columns)
+
+    # -- build each stage's DataFrames ---------------------------------------------------
+    for st in stages:
+        built: dict[str, SpeStream] = {}
+        sources: list = []  # clock DataFrames
+        base = None
+
+        def base_rows():
+            nonlocal base
+            if base is None:
+                src = (spark.readStream.schema(schema)
+                       .option("maxFilesPerTrigger", seconds_per_batch)
+                       .parquet(str(ingest.spool_dir)))
+                src = src.withColumn(TS, F.col(stream.ts_column)).withWatermark(TS, delay)
+                # the filters mention the event-time column so that Spark cannot push them
+                # below the watermark into the scan (then punctuation would not advance it)
+                sources.append(src.filter(f"id < 0 AND {TS} IS NOT NULL")
+                               .select(F.col(TS).alias("_clock")))
+                base = src.filter(f"id >= 0 OR {TS} IS NULL")
+            return base
+
+        def reentry_stream(cand: MigrationCandidate) -> SpeStream:
+            cols = dict(lg.nodes[cand.root].schema)
+            sch = spark_schema({WT: "TIMESTAMP", **cols, "_punct": "BOOLEAN"})
+            src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", 1)
+                   .parquet(str(reentry[cand.id])).withWatermark(WT, "0 milliseconds"))
+            sources.append(src.filter(f"_punct AND {WT} IS NOT NULL")
+                           .select(F.col(WT).alias("_clock")))
+            return SpeStream(src.filter(f"NOT _punct OR {WT} IS NULL").drop("_punct"), False)
+
+        def build(oid: str) -> SpeStream:
+            if oid in built:
+                return built[oid]
+            node = lg.nodes[oid]
+            cand = pp.candidate_of(oid)
+            if isinstance(node, Window):
+                s = SpeStream(base_rows(), True, node)
+            elif cand is not None:
+                s = reentry_stream(cand)
+            else:
+                s = translator.visit(node, [build(c) for c in lg.children[oid]])
+            built[oid] = s
+            return s
+
+        outs = []
+        for c in pp.candidates:
+            if cand_stage[c.id] != st.index:
+                continue
+            for ci in c.inputs:
+                s = build(ci.op_ids[0])
+                tag = TS if s.row_level else WT
+                cols = [tag, *ci.node.schema]
+                outs.append((("mig", (c.id, ci.table)), s.df.select(*[F.col(f"`{x}`")
+                                                                        for x in cols])))
+        if root_cand is None and node_stage[root_child] == st.index:
+            s = build(root_child)
+            outs.append((("result", None), s.df.select(F.col(WT), *[F.col(f"`{x}`")
+                                                                    for x in result_cols])))
+        if not outs:
+            continue
+        union = None
+        for k, (what, df) in enumerate(outs):
+            st.outputs.append(what)
+            part = df.select(F.lit(k).alias("_out"), F.struct(*df.columns).alias(f"_p{k}"))
+            union = part if union is None else union.unionByName(part, allowMissingColumns=True)
+        for j, clock in enumerate(sources):
+            st.clock_sources.append(j)
+            part = clock.select(F.lit(-1 - j).alias("_out"), F.col("_clock"))
+            union = union.unionByName(part, allowMissingColumns=True)
+        st.df = union
+
+    t_start = time.perf_counter()
+    last_end = {"t": t_start}
+
+    def route(cand: MigrationCandidate, key: tuple, taus, out: pa.Table | None, wm) -> None:
+        if cand is root_cand:
+            if out is not None:
+                collector.put(key, out)
+            return
+        cols = list(lg.nodes[cand.root].schema)
+        parts = []
+        if out is not None and out.num_rows:
+            o = naive_timestamps(out)
+            wt = pc.subtract(o.column("_tau"), pa.scalar(dt.timedelta(microseconds=1),
+                                                         pa.duration("us")))
+            t = pa.table({WT: wt, **{c: o.column(c) for c in cols},
+                          "_punct": pa.array([False] * o.num_rows)})
+            parts.append(t)
+        # punctuation: everything up to `wm` is complete
+        # non-null neutral values: Spark adds isnotnull(keys) below the watermark of joins
+        punct = {WT: pa.array([wm], pa.timestamp("us")),
+                 **{c: _neutral(lg.nodes[cand.root].schema[c]) for c in cols},
+                 "_punct": pa.array([True])}
+        parts.append(pa.table(punct))
+        table = pa.concat_tables(parts, promote_options="permissive")
+        path = reentry[cand.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
+        tmp = path.with_name("." + path.name)
+        pq.write_table(table, tmp)
+        tmp.rename(path)
+
+    def make_handler(st: _Stage):
+        def handle(batch_df, batch_id: int) -> None:
+            with lock:
+                if batch_id in st.done_batches:  # idempotent by micro-batch id
+                    return
+                t0 = time.perf_counter()
+                tbl = batch_df.toArrow()
+                t1 = time.perf_counter()
+                outcol = tbl.column("_out")
+                prev_clock = dict(st.clock)
+                rows_in = 0
+                for j in st.clock_sources:
+                    c = tbl.filter(pc.equal(outcol, -1 - j)).column("_clock")
+                    if len(c):
+                        v = naive_timestamps(pa.table({"c": c})).column("c")
+                        hi = pc.max(v).as_py()
+                        st.clock[j] = max(hi, st.clock.get(j, hi))
+                result_rows = 0
+                for k, what in enumerate(st.outputs):
+                    sub = tbl.filter(pc.equal(outcol, k)).column(f"_p{k}")
+                    if len(sub) == 0:
+                        continue
+                    part = pa.Table.from_struct_array(sub.combine_chunks())
+                    rows_in += part.num_rows
+                    if what[0] == "mig":
+                        cid, table = what[1]
+                        migs[cid].add(table, part)
+                    else:
+                        part = wt_to_tau(part)
+                        result_rows += part.num_rows
+                        collector.put((st.index, batch_id), part)
+                db_s = 0.0
+                slides = 0
+                for cid, s in cand_stage.items():
+                    if s != st.index:
+                        continue
+                    mig = migs[cid]
+                    src = prev_clock if mig.rel_inputs else st.clock
+                    wm = _watermark(src, st.clock_sources, allowed_lateness_s
+                                    if st.index == 0 else 0.0)
+                    taus, out, took = mig.advance(wm)
+                    db_s += took
+                    slides = max(slides, len(taus))
+                    if taus or (mig.cand is not root_cand and wm is not None):
+                        done = mig.next_tau - mig.slide if mig.next_tau else wm
+                        route(mig.cand, (st.index, batch_id), taus, out, done)
+                    if out is not None:
+                        result_rows += out.num_rows if mig.cand is root_cand else 0
+                st.done_batches.add(batch_id)
+                end = time.perf_counter()
+                m = {
+                    "stage": st.index, "batch": batch_id, "rows_in": rows_in,
+                    "result_rows": result_rows, "transfer_s": t1 - t0, "db_s": db_s,
+                    "handler_s": end - t0, "wall_s": end - last_end["t"], "slides": slides,
+                    "watermark": str(_watermark(st.clock, st.clock_sources, 0.0)),
+                }
+                last_end["t"] = end
+                metrics.append(m)
+                if progress:
+                    progress(m)
+        return handle
+
+    for st in stages:
+        if not st.outputs:
+            continue
+        w = (st.df.writeStream.outputMode("append")
+             .option("checkpointLocation", str(chk_root / f"stage{st.index}"))
+             .queryName(f"fedq_{lg.root.name}_s{st.index}_{id(st)}")
+             .foreachBatch(make_handler(st)))
+        if realtime:
+            w = w.trigger(processingTime=f"{seconds_per_batch} seconds")
+        st.query = w.start()
+    try:
+        for st in stages:
+            if st.query is None:
+                continue
+            st.query.processAllAvailable()
+            exc = st.query.exception()
+            if exc is not None:
+                raise RuntimeError(f"stage {st.index} failed: {exc}")
+            # end of input: the MIGs of this stage finish every remaining slide
+            with lock:
+                for cid, s in cand_stage.items():
+                    if s != st.index:
+                        continue
+                    mig = migs[cid]
+                    far = dt.datetime(2100, 1, 1)
+                    taus, out, _ = mig.advance(far)
+                    key = (st.index, 10**8)
+                    if mig.cand is root_cand:
+                        if out is not None:
+                            collector.put(key, out)
+                    else:
+                        route(mig.cand, key, taus, out, far)
+    finally:
+        for st in stages:
+            if st.query is not None:
+                st.query.stop()
+    wall = time.perf_counter() - t_start
+    rows = collector.table()
+    event_seconds = ingest.files
+    data_batches = [m for m in metrics if m["stage"] == 0 and m["rows_in"]]
+    steady = [m["wall_s"] for m in data_batches[3:]] or [m["wall_s"] for m in data_batches]
+    per_batch = statistics.median(steady) if steady else float("nan")
+    summary = {
+        "query": lg.root.name,
+        "placement": pp.placement_string,
+        "db_ops": [c.id + ":" + "+".join(c.members) for c in pp.candidates],
+        "stages": n_stages,
+        "result_rows": rows.num_rows,
+        "event_seconds": event_seconds,
+        "input_rows": ingest.rows_in,
+        "wall_s": wall,
+        "rho": event_seconds / wall if wall else float("nan"),
+        "rho_steady": seconds_per_batch / per_batch if per_batch == per_batch and per_batch
+        else float("nan"),
+        "achieved_rate_tps": ingest.rows_ok / wall if wall else float("nan"),
+        "dead_lettered": ingest.rows_dead,
+        "dead_by_reason": dict(ingest.dead),
+        "predicted": {"C_b": pp.cost.bottleneck_cost, "C_u": pp.cost.utilization_cost,
+                      "feasible": pp.cost.is_feasible},
+        "db_memory_bytes": {cid: m.memory_bytes() for cid, m in migs.items()},
+    }
+    for m in migs.values():
+        m.close()
+    if out_dir is not None:
+        path = out_dir if out_dir.suffix == ".parquet" else out_dir / "results.parquet"
+        pq.write_table(rows, path)
+        summary["output"] = str(path)
+    (work / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return RunResult(rows, metrics, summary, pp, ingest)
+
+
+_ARROW_NEUTRAL = {"BIGINT": (pa.int64(), -1), "INT": (pa.int32(), -1), "DOUBLE": (pa.float64(), 0.0),
+                  "VARCHAR": (pa.string(), ""), "BOOLEAN": (pa.bool_(), False),
+                  "TIMESTAMP": (pa.timestamp("us"), dt.datetime(1970, 1, 1))}
+
+
+def _neutral(typ: str) -> pa.Array:
+    t, v = _ARROW_NEUTRAL[typ]
+    return pa.array([v], t)
+
+
+def _watermark(clock: dict[int, dt.datetime], sources: list[int], lateness_s: float):
+    if not sources or any(j not in clock for j in sources):
+        return None
+    return min(clock[j] for j in sources) - dt.timedelta(seconds=lateness_s)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use fedq run")

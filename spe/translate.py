@@ -1,0 +1,150 @@
+"""SPE fragments as Spark Structured Streaming operators (DESIGN 7).
+
+A visitor over the plan nodes builds streaming DataFrames. Two shapes of stream exist:
+
+* row-level (`rows`): window rows with their event time `_ts` (a window leaf and the
+  selections and projections over it; they run per row, before any window expansion);
+* relation-level (`rel`): rows of an instantaneous relation tagged with
+  `_wt = window_time(window)` = tau - 1 microsecond, which carries Spark's event-time
+  metadata so that chained stateful operators keep working under the watermark.
+
+Aggregation over rows is Spark's sliding `window()` aggregation in append mode; over a
+relation it groups by `_wt`. A join of relations is a stream-stream join on `_wt` and the
+keys. A join with a row-level side (CQ1/CQ2: window contents against the window's own
+aggregate) first collects that side's rows per (window, keys) with Spark's own aggregate,
+joins on (`_wt`, keys) and explodes the collected rows again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from federation.errors import UnsupportedOperationError
+from federation.logical import Aggregate, Join, Node, Project, Select, Window
+
+WT = "_wt"
+TS = "_ts"
+
+SPARK_TYPES = {
+    "BIGINT": T.LongType(),
+    "INT": T.IntegerType(),
+    "DOUBLE": T.DoubleType(),
+    "TIMESTAMP": T.TimestampType(),
+    "VARCHAR": T.StringType(),
+    "BOOLEAN": T.BooleanType(),
+}
+
+
+def spark_schema(columns: dict[str, str]) -> T.StructType:
+    return T.StructType([T.StructField(c, SPARK_TYPES[t]) for c, t in columns.items()])
+
+
+@dataclass(frozen=True)
+class SpeStream:
+    """A streaming DataFrame for one plan node: row-level (with its window) or relation."""
+
+    df: DataFrame
+    row_level: bool
+    window: Window | None = None
+
+
+def _c(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+def _interval(seconds: float) -> str:
+    ms = int(round(seconds * 1000))
+    return f"{ms} milliseconds"
+
+
+def _agg_column(func: str, arg, schema: dict, name: str) -> Column:
+    if func == "count":
+        c = F.count(F.lit(1)) if arg is None else F.count(F.expr(arg.sql(dialect="spark")))
+    else:
+        e = F.expr(arg.sql(dialect="spark"))
+        c = {"sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}[func](e)
+    return c.alias(name)
+
+
+class SpeTranslator:
+    """Builds the streaming DataFrame of each SPE-op (the `visit_<Node>` pattern)."""
+
+    def visit(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
+        return getattr(self, f"visit_{type(node).__name__}")(node, inputs)
+
+    def visit_Select(self, node: Select, inputs: list[SpeStream]) -> SpeStream:
+        (s,) = inputs
+        return SpeStream(s.df.filter(F.expr(node.predicate.sql(dialect="spark"))), s.row_level,
+                         s.window)
+
+    def visit_Project(self, node: Project, inputs: list[SpeStream]) -> SpeStream:
+        (s,) = inputs
+        tag = TS if s.row_level else WT
+        cols = [_c(tag)] + [F.expr(e.sql(dialect="spark")).alias(n) for n, e in node.outputs]
+        return SpeStream(s.df.select(*cols), s.row_level, s.window)
+
+    def visit_Aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
+        (s,) = inputs
+        aggs = [_agg_column(c.func, c.arg, node.child.schema, n) for n, c in node.aggs]
+        keys = [_c(k) for k in node.keys]
+        if s.row_level:
+            w = self._window_column(s)
+            out = (s.df.groupBy(w, *keys).agg(*aggs)
+                   .select(F.window_time("window").alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
+        else:
+            out = s.df.groupBy(_c(WT), *keys).agg(*aggs)
+        # SUM of integers is BIGINT in both engines; keep the declared result types
+        out = out.select(_c(WT), *[_c(c).cast(SPARK_TYPES[t]).alias(c)
+                                   for c, t in node.schema.items()])
+        return SpeStream(out, False)
+
+    def visit_Join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
+        left, right = inputs
+        lkeys = [a for a, _ in node.keys]
+        rkeys = [b for _, b in node.keys]
+        lcols = list(node.left.schema)
+        rcols = [c for c in node.right.schema if c not in set(rkeys)]
+        ldf, lpack = self._as_relation(left, lkeys, [c for c in lcols if c not in lkeys], "_lrows")
+        rdf, rpack = self._as_relation(right, rkeys, rcols, "_rrows")
+        ldf = ldf.select(_c(WT), *[_c(k) for k in lkeys], *lpack).alias("l")
+        rdf = rdf.select(_c(WT).alias("_rwt"), *[_c(k).alias(f"_rk{i}") for i, k in
+                                                   enumerate(rkeys)], *rpack).alias("r")
+        cond = F.col(f"l.{WT}") == F.col("r._rwt")
+        for i, k in enumerate(lkeys):
+            cond = cond & (F.col(f"l.`{k}`") == F.col(f"r._rk{i}"))
+        j = ldf.join(rdf, cond, "inner")
+        if left.row_level:
+            j = j.withColumn("_lrow", F.explode("_lrows"))
+        if right.row_level:
+            j = j.withColumn("_rrow", F.explode("_rrows"))
+        out_cols = [F.col(f"l.{WT}").alias(WT)]
+        for c in lcols:
+            if left.row_level and c not in lkeys:
+                out_cols.append(F.col(f"_lrow.`{c}`").alias(c))
+            else:
+                out_cols.append(F.col(f"l.`{c}`").alias(c))
+        for c in rcols:
+            out_cols.append(F.col(f"_rrow.`{c}`").alias(c) if right.row_level
+                            else F.col(f"r.`{c}`").alias(c))
+        return SpeStream(j.select(*out_cols), False)
+
+    def _window_column(self, s: SpeStream) -> Column:
+        w = s.window
+        if w is None or not w.is_time_based:
+            raise UnsupportedOperationError(
+                "tuple-based windows run in the DB only for now; place their operators in db")
+        return F.window(_c(TS), _interval(w.range_s), _interval(w.slide_s)).alias("window")
+
+    def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):
+        """A relation-level DataFrame; a row-level side is collected per (window, keys)."""
+        if not s.row_level:
+            return s.df, [_c(c) for c in others]
+        w = self._window_column(s)
+        rows = F.collect_list(F.struct(*[_c(c) for c in others])).alias(packed)
+        df = (s.df.groupBy(w, *[_c(k) for k in keys]).agg(rows)
+              .select(F.window_time("window").alias(WT), *[_c(k) for k in keys], _c(packed)))
+        return df, [_c(packed)]
