@@ -50,13 +50,17 @@ class MigDatabase:
         self.con = duckdb.connect(config={"threads": threads, "memory_limit": memory_limit})
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
-        self.con.execute("CREATE TABLE taus (_tau TIMESTAMP)")
+        self._exec("CREATE TABLE taus (_tau TIMESTAMP)")
         for spec in inputs:
             tcol = "_ts" if spec.row_level else "_tau"
             cols = ", ".join([f'"{tcol}" TIMESTAMP'] + [f'"{c}" {_DUCK[t]}'
                                                          for c, t in spec.columns.items()])
-            self.con.execute(f'CREATE TABLE "{spec.table}" ({cols})')
+            self._exec(f'CREATE TABLE "{spec.table}" ({cols})')
         self.timings = {"insert_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
+
+    def _exec(self, sql: str, params: list | None = None) -> list:
+        # DuckDB 2.0 keeps a statement's result open until fetched: always finish it
+        return self.con.execute(sql, params or []).fetchall()
 
     def insert(self, table: str, rows: pa.Table) -> None:
         """Append rows (Arrow) to an input table; columns are matched by name."""
@@ -69,16 +73,16 @@ class MigDatabase:
         names = [tcol, *spec.columns]
         self.con.register("_batch", rows.select(names))
         cols = ", ".join(f'"{n}"' for n in names)
-        self.con.execute(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM _batch')
+        self._exec(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM _batch')
         self.con.unregister("_batch")
         self.timings["insert_s"] += time.perf_counter() - t0
 
     def run(self, taus: Sequence) -> pa.Table:
         """Run the DB-op's SQL for the given slide instants; rows tagged with `_tau`."""
         t0 = time.perf_counter()
-        self.con.execute("DELETE FROM taus")
+        self._exec("DELETE FROM taus")
         self.con.register("_taus", pa.table({"_tau": pa.array(list(taus), pa.timestamp("us"))}))
-        self.con.execute("INSERT INTO taus SELECT _tau FROM _taus")
+        self._exec("INSERT INTO taus SELECT _tau FROM _taus")
         self.con.unregister("_taus")
         out = self.con.sql(self.sql).to_arrow_table()
         self.timings["sql_s"] += time.perf_counter() - t0
@@ -89,26 +93,25 @@ class MigDatabase:
         t0 = time.perf_counter()
         for spec in self.inputs.values():
             if not spec.row_level:
-                self.con.execute(f'DELETE FROM "{spec.table}" WHERE _tau < ?', [next_tau])
+                self._exec(f'DELETE FROM "{spec.table}" WHERE _tau < ?', [next_tau])
             elif spec.range_s is not None:
-                self.con.execute(
+                self._exec(
                     f'DELETE FROM "{spec.table}" WHERE _ts < ?::TIMESTAMP - INTERVAL '
                     f"'{spec.range_s}' SECOND", [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 part = ", ".join(f'"{k}"' for k in spec.partition_by) or "1"
-                self.con.execute(
+                self._exec(
                     f'DELETE FROM "{spec.table}" WHERE rowid IN (SELECT rowid FROM (SELECT rowid,'
                     f" row_number() OVER (PARTITION BY {part} ORDER BY _ts DESC) AS rn FROM "
                     f'"{spec.table}" WHERE _ts < ?) WHERE rn > {int(spec.rows)})', [next_tau])
         self.timings["expire_s"] += time.perf_counter() - t0
 
     def row_counts(self) -> dict[str, int]:
-        return {t: self.con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-                for t in self.inputs}
+        return {t: self._exec(f'SELECT count(*) FROM "{t}"')[0][0] for t in self.inputs}
 
     def memory_bytes(self) -> int:
         """DuckDB's own accounting of the memory it holds."""
-        r = self.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
+        r = self._exec("SELECT sum(memory_usage_bytes) FROM duckdb_memory()")[0]
         return int(r[0] or 0)
 
     def close(self) -> None:

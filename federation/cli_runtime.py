@@ -1,0 +1,107 @@
+"""`fedq run`, `fedq generate` and `fedq calibrate`: the commands that start engines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from benchmarks.datagen import generate
+
+    def progress(i: int, n: int) -> None:
+        print(f"\r  generated {i}/{n} event seconds", end="", file=sys.stderr, flush=True)
+
+    s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
+                 seed=a.seed, progress=progress)
+    print(file=sys.stderr)
+    print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}")
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from federation.cli import _query
+    from federation.errors import FedqError
+    from federation.runtime import run
+
+    make = _query(a.query)
+    plugs = a.plugs
+    data = a.data
+    if data is not None:
+        from benchmarks.datagen import read_manifest
+
+        try:
+            man = read_manifest(data)
+            plugs = plugs or man.get("plugs")
+            a.rate = a.rate or man.get("rate")
+        except (FileNotFoundError, OSError, ValueError):
+            pass
+    rate = a.rate or 2000.0
+    plugs = plugs or 200
+    q = make(rate=rate, scale=a.scale, plugs=plugs)
+    t0 = time.time()
+
+    def progress(m: dict) -> None:
+        el = time.time() - t0
+        print(f"\r  stage {m['stage']} batch {m['batch']:>5}  slides {m['slides']:>3}  "
+              f"rows in {m['rows_in']:>7}  watermark {m['watermark'][:19]}  "
+              f"batch {m['wall_s']:.2f}s  elapsed {el:.0f}s", end="", file=sys.stderr,
+              flush=True)
+
+    try:
+        r = run(q, a.placement, data, rate=rate, seconds=a.seconds, plugs=plugs,
+                seconds_per_batch=a.seconds_per_batch, output=a.output,
+                allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
+                realtime=a.realtime, progress=None if a.quiet else progress)
+    except FedqError as e:
+        print(f"fedq run: {e}", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    s = r.summary
+    if a.json:
+        print(json.dumps(s, indent=2, default=str))
+        return 0
+    print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
+          "(no result rows)")
+    print(f"query {s['query']}  placement {s['placement']}  DB-ops {s['db_ops'] or 'none'}")
+    print(f"result rows {s['result_rows']}  event seconds {s['event_seconds']}  "
+          f"wall {s['wall_s']:.1f}s  achieved {s['achieved_rate_tps']:.0f} tuples/s  "
+          f"rho {s['rho']:.2f} (steady {s['rho_steady']:.2f})")
+    print(f"dead-lettered rows {s['dead_lettered']} {s['dead_by_reason'] or ''}")
+    if s.get("output"):
+        print(f"results written to {s['output']}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
+    g.add_argument("--rate", type=float, default=2000.0)
+    g.add_argument("--seconds", type=int, default=600)
+    g.add_argument("--plugs", type=int, default=None)
+    g.add_argument("--houses", type=int, default=40)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out", type=Path, required=True)
+    g.set_defaults(func=cmd_generate)
+
+    r = sub.add_parser("run", help="run a query across Spark and DuckDB")
+    r.add_argument("query", help="CQ1..CQ6")
+    r.add_argument("--placement", default="auto",
+                   help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
+    r.add_argument("--data", type=Path, default=None,
+                   help="directory of part-*.parquet (generated when left out)")
+    r.add_argument("--rate", type=float, default=None, help="tuples/s (default 2000)")
+    r.add_argument("--seconds", type=int, default=60, help="event seconds to generate")
+    r.add_argument("--plugs", type=int, default=None, help="plugs to generate (default 200)")
+    r.add_argument("--scale", type=float, default=1.0, help="window range scale")
+    r.add_argument("--seconds-per-batch", type=int, default=1)
+    r.add_argument("--allowed-lateness", type=float, default=0.0, help="seconds")
+    r.add_argument("--output", type=Path, default=None, help="results .parquet or directory")
+    r.add_argument("--work-dir", type=Path, default=None)
+    r.add_argument("--realtime", action="store_true",
+                   help="one micro-batch per batch interval of wall time instead of max speed")
+    r.add_argument("--json", action="store_true", help="print the summary as JSON")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
