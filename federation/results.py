@@ -27,7 +27,7 @@ def canonical_rows(t: pa.Table, columns: list[str] | None = None, digits: int = 
     )
 
 
-def diff_results(got: pa.Table, want: pa.Table, digits: int = 9, rel_tol: float = 1e-9,
+def diff_results(got: pa.Table, want: pa.Table, digits: int = 9, rel_tol: float = 1e-6,
                  limit: int = 5) -> str | None:
     """None when equal as multisets of rows (floats within rel_tol), else a short report."""
     if sorted(got.column_names) != sorted(want.column_names):
@@ -57,7 +57,7 @@ def diff_results(got: pa.Table, want: pa.Table, digits: int = 9, rel_tol: float 
 def _close(a: tuple, b: tuple, rel_tol: float) -> bool:
     for x, y in zip(a, b):
         if isinstance(x, float) and isinstance(y, float):
-            if not math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-9):
+            if not math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-6):
                 return False
         elif x != y:
             return False

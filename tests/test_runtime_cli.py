@@ -1,0 +1,62 @@
+"""End to end through Spark and DuckDB: bad input during a run, `fedq run`, metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from benchmarks.datagen import generate
+from benchmarks.queries import QUERIES
+from db.reference import reference_result
+from federation.cli import main
+from federation.ingest import read_clean_rows
+from federation.results import diff_results
+from federation.runtime import run
+
+pytestmark = pytest.mark.spark
+
+
+def test_bad_rows_are_dead_lettered_and_the_run_goes_on(spark, tmp_path):
+    data = tmp_path / "data"
+    generate(data, rate=40, seconds=20, plugs=5, seed=3)
+    # inject one row of each kind into second 12
+    path = sorted(data.glob("part-*.parquet"))[12]
+    t = pq.read_table(path)
+    good = t.to_pylist()
+    base = dict(good[0])
+    late = {**base, "id": 10**6, "ts": base["ts"] - dt.timedelta(seconds=5)}
+    unknown = {**base, "id": 10**6 + 1, "property": 9}
+    null = {**base, "id": 10**6 + 2, "plug_id": None}
+    pq.write_table(pa.Table.from_pylist(good + [late, unknown, null], schema=t.schema), path)
+    q = QUERIES["CQ5"](rate=40, scale=1 / 30, plugs=5)
+    r = run(q, "op2=db", data, work_dir=tmp_path / "w", seconds_per_batch=4, spark=spark)
+    assert r.summary["dead_lettered"] == 3
+    assert r.summary["dead_by_reason"] == {
+        "later than the allowed lateness": 1, "unknown property code 9": 1,
+        "null in column 'plug_id'": 1}
+    want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
+    assert diff_results(r.rows, want) is None
+    assert all(k in r.metrics[0] for k in ("rows_in", "transfer_s", "db_s", "wall_s"))
+
+
+def test_fedq_run_writes_results_with_tau(spark, tmp_path, capsys):
+    out = tmp_path / "res.parquet"
+    rc = main(["run", "CQ3", "--placement", "op2=db,op4=db", "--rate", "40", "--seconds", "15",
+               "--plugs", "4", "--scale", "0.05", "--seconds-per-batch", "5", "--output",
+               str(out), "--work-dir", str(tmp_path / "w"), "--quiet"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "placement op1=spe,op2=db,op3=spe,op4=db" in text and "rho" in text
+    assert "dead-lettered rows 0" in text
+    t = pq.read_table(out)
+    assert t.column_names[0] == "tau" and t.num_rows > 0
+
+
+def test_bad_placement_is_a_clear_error(spark, tmp_path, capsys):
+    rc = main(["run", "CQ3", "--placement", "op9=db", "--seconds", "3", "--plugs", "2",
+               "--work-dir", str(tmp_path), "--quiet"])
+    assert rc == 2
+    assert "placement names 'op9': not an operator" in capsys.readouterr().err
