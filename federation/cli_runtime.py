@@ -51,8 +51,10 @@ def cmd_run(a: argparse.Namespace) -> int:
               f"batch {m['wall_s']:.2f}s  elapsed {el:.0f}s", end="", file=sys.stderr,
               flush=True)
 
+    from costmodel.profile import load_profile
+
     try:
-        r = run(q, a.placement, data, rate=rate, seconds=a.seconds, plugs=plugs,
+        r = run(q, a.placement, data, profile=load_profile(a.profile), rate=rate, seconds=a.seconds, plugs=plugs,
                 seconds_per_batch=a.seconds_per_batch, output=a.output,
                 allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
                 realtime=a.realtime, progress=None if a.quiet else progress)
@@ -76,7 +78,22 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from benchmarks.calibrate import main as calibrate_main
+
+    argv = ["--out", str(a.out), "--cores", str(a.cores)] + (["--quick"] if a.quick else [])
+    return calibrate_main(argv)
+
+
 def add_commands(sub) -> None:
+    from costmodel.profile import USER_PROFILE_PATH
+
+    c = sub.add_parser("calibrate", help="measure unit costs on this machine, write a profile")
+    c.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
+    c.add_argument("--cores", type=float, default=2.0)
+    c.add_argument("--quick", action="store_true")
+    c.set_defaults(func=cmd_calibrate)
+
     g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
     g.add_argument("--rate", type=float, default=2000.0)
     g.add_argument("--seconds", type=int, default=600)
@@ -103,5 +120,6 @@ def add_commands(sub) -> None:
     r.add_argument("--realtime", action="store_true",
                    help="one micro-batch per batch interval of wall time instead of max speed")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
+    r.add_argument("--profile", type=Path, default=None, help="cost profile JSON")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -87,11 +87,14 @@ class MigRuntime:
         """Run the SQL for every slide instant tau <= watermark not done yet."""
         if watermark is None or self.next_tau is None:
             return [], None, 0.0
-        limits = [watermark]
-        if self.row_inputs and not self.rel_inputs and self.max_data_ts is not None:
-            limits.append(self.max_data_ts + dt.timedelta(seconds=self.horizon_s))
-        if self.rel_inputs and not self.row_inputs and self.max_rel_tau is not None:
-            limits.append(self.max_rel_tau)
+        # beyond the last instant whose windows or relations can hold a row, every input is
+        # empty and so is the result: never enumerate slides up to a far-future flush
+        bounds = []
+        if self.max_data_ts is not None:
+            bounds.append(self.max_data_ts + dt.timedelta(seconds=self.horizon_s))
+        if self.max_rel_tau is not None:
+            bounds.append(self.max_rel_tau)
+        limits = [watermark, max(bounds) if bounds else self.next_tau]
         upto = min(limits)
         taus = []
         t = self.next_tau

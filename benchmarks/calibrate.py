@@ -1,0 +1,251 @@
+"""`fedq calibrate`: measure this machine's unit costs and write a cost profile.
+
+SPE: pure-Spark runs of a windowed aggregation at several (rate, range, groups) give the
+per-micro-batch fixed cost, the per-row cost, the per-window-copy cost of Spark's sliding
+window expansion and the per-(group x open window) state cost, by a non-negative least
+squares fit of the median steady batch time; a pure-Spark CQ4 gives the join's per-row cost.
+DB: a Spark-select + DuckDB-aggregate plan at two rates gives the Arrow transfer cost per
+row; DuckDB runs of the generated SQL at two window sizes give the fixed SQL cost and the
+scan cost per row of each operator kind. Every figure used is written into the profile's
+notes together with the fit, and predicted u is printed against measured batch time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.common import environment
+from benchmarks.datagen import generate
+from benchmarks.queries import cq4_plan
+from costmodel.fit import nnls_fit, slope
+from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind, load_profile
+from federation.expressions import max_
+from federation.logical import NumberedPlan, window
+from federation.physical import build_physical_plan
+from federation.smartplug import PLUG_KEYS, smartplug_stream
+
+SPE_CONFIGS = [  # (rate tuples/s, window range s, plugs)
+    (1000, 10, 50), (4000, 10, 50), (1000, 40, 50), (1000, 10, 400), (4000, 40, 400),
+]
+
+
+def agg_query(rate: float, range_s: float, plugs: int):
+    s = smartplug_stream(rate=rate, plugs=plugs)
+    w = window(s, range=range_s, slide=1).filter("property = 1")
+    return w.aggregate(by=PLUG_KEYS, m=max_("value")).rstream("calibration")
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def steady(metrics: list[dict], skip: int, key: str = "wall_s") -> float:
+    xs = [m[key] for m in metrics if m["stage"] == 0 and m["rows_in"]]
+    xs = xs[skip:] or xs
+    return statistics.median(xs)
+
+
+def measure_spe(work: Path, quick: bool) -> tuple[list[dict], dict]:
+    from federation.runtime import run
+
+    rows = []
+    configs = SPE_CONFIGS[:3] + SPE_CONFIGS[4:] if quick else SPE_CONFIGS
+    for i, (rate, rng, plugs) in enumerate(configs):
+        say(f"[spe {i + 1}/{len(configs)}] aggregation, {rate}/s, range {rng} s, {plugs} plugs")
+        data = work / f"spe{i}"
+        generate(data, rate=rate, seconds=rng + 14, plugs=plugs, seed=5)
+        r = run(agg_query(rate, rng, plugs), "spe", data, work_dir=work / f"spe{i}w")
+        t = steady(r.metrics, rng + 2)
+        rows.append({"rate": rate, "range_s": rng, "plugs": plugs, "batch_s": t})
+        say(f"    median batch {t * 1000:.0f} ms")
+    say("[spe] CQ4 (two aggregations, a join, a projection), 1000/s, 50 plugs")
+    data = work / "cq4"
+    generate(data, rate=1000, seconds=24, plugs=50, seed=5)
+    r = run(cq4_plan(rate=1000, scale=1 / 30, plugs=50), "spe", data, work_dir=work / "cq4w")
+    cq4 = {"rate": 1000, "plugs": 50, "ranges_s": [10, 2], "batch_s": steady(r.metrics, 12)}
+    return rows, cq4
+
+
+def measure_hybrid(work: Path) -> list[dict]:
+    from federation.runtime import run
+
+    out = []
+    for rate in (1000, 8000):
+        say(f"[transfer] Spark select -> DuckDB aggregate at {rate}/s")
+        data = work / f"hyb{rate}"
+        generate(data, rate=rate, seconds=20, plugs=50, seed=5)
+        r = run(agg_query(rate, 10, 50), "op2=db", data, work_dir=work / f"hyb{rate}w")
+        ms = [m for m in r.metrics if m["stage"] == 0 and m["rows_in"]][5:]
+        out.append({"rate": rate, "rows_per_batch": statistics.median(m["rows_in"] for m in ms),
+                    "transfer_s": statistics.median(m["transfer_s"] for m in ms),
+                    "db_s": statistics.median(m["db_s"] for m in ms),
+                    "batch_s": statistics.median(m["wall_s"] for m in ms)})
+    return out
+
+
+def _rows(n: int, plugs: int, seconds: float, rng) -> pa.Table:
+    t0 = dt.datetime(2013, 9, 1)
+    us = np.sort(rng.integers(0, int(seconds * 1e6), n))
+    ts = pa.array(us.astype("datetime64[us]") + np.datetime64(t0), pa.timestamp("us"))
+    return pa.table({
+        "_ts": ts, "id": pa.array(np.arange(n), pa.int64()), "ts": ts,
+        "value": pa.array(rng.random(n) * 100),
+        "property": pa.array(rng.integers(0, 2, n), pa.int32()),
+        "plug_id": pa.array(rng.integers(0, plugs, n), pa.int32()),
+        "household_id": pa.array(np.zeros(n, np.int32)),
+        "house_id": pa.array(np.zeros(n, np.int32)),
+    })
+
+
+def _time_sql(members, plan, rows: pa.Table, tau, repeat: int = 5) -> tuple[float, float, float]:
+    from db.sqlgen import candidate_sql
+    from db.store import InputSpec, MigDatabase
+
+    sql = candidate_sql(plan, members, [("in0", "w1")]).sql(dialect="duckdb")
+    db = MigDatabase([InputSpec("in0", dict(plan.nodes["w1"].schema), True, 10_000.0)], sql)
+    t0 = time.perf_counter()
+    db.insert("in0", rows)
+    ins = (time.perf_counter() - t0) / max(rows.num_rows, 1)
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        db.run([tau])
+        ts.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    db.expire(tau + dt.timedelta(seconds=20_000))
+    exp = (time.perf_counter() - t0) / max(rows.num_rows, 1)
+    db.close()
+    return statistics.median(ts), ins, exp
+
+
+def measure_db() -> dict:
+    say("[db] DuckDB: fixed SQL cost, scan cost per row by operator kind")
+    rng = np.random.default_rng(3)
+    plan = NumberedPlan.of(agg_query(1000, 10_000, 500))
+    tau = dt.datetime(2013, 9, 1, 1)
+    sizes = [50_000, 400_000]
+    sel, agg, ins, exp = [], [], [], []
+    for n in sizes:
+        rows = _rows(n, 500, 3000, rng)
+        t_sel, i1, e1 = _time_sql(["op1"], plan, rows, tau)
+        t_all, _, _ = _time_sql(["op1", "op2"], plan, rows, tau)
+        sel.append(t_sel)
+        agg.append(t_all)
+        ins.append(i1)
+        exp.append(e1)
+    empty = _time_sql(["op1", "op2"], plan, _rows(0, 1, 1, rng), tau)[0]
+    _, c_sel = slope(sizes, sel)
+    _, c_all = slope(sizes, agg)
+    c_agg = max(c_all - c_sel, 0.0) * 2  # the aggregate reads the selected half
+    # join: two per-plug aggregates joined, against the same without the join
+    j_plan = NumberedPlan.of(cq4_plan(rate=1000, scale=50, plugs=20_000))
+    j = []
+    for n in sizes:
+        rows = _rows(n, 20_000, 3000, rng)
+        t_full = _time_sql(["op1", "op2", "op3", "op4", "op5"], j_plan, rows, tau)[0]
+        t_aggs = (_time_sql(["op1", "op2"], j_plan, rows, tau)[0]
+                  + _time_sql(["op3", "op4"], j_plan, rows, tau)[0])
+        j.append(max(t_full - t_aggs + empty, 0.0))
+    groups = [min(n / 2, 20_000) * 2 for n in sizes]
+    _, c_join = slope(groups, j)
+    return {"sql_fixed_s": empty, "scan_select_s_per_row": c_sel,
+            "scan_aggregate_s_per_row": c_agg, "scan_join_s_per_row": c_join,
+            "insert_s_per_row": statistics.median(ins),
+            "expire_s_per_row": statistics.median(exp)}
+
+
+def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float) -> tuple[CostProfile, dict]:
+    a = np.array([[1.0, r["rate"] / 2, r["rate"] / 2 * r["range_s"], r["plugs"] * r["range_s"]]
+                  for r in spe_rows])
+    b = np.array([r["batch_s"] for r in spe_rows])
+    s0, c_agg, c_copy, c_state = nnls_fit(a, b)
+    pred = a @ np.array([s0, c_agg, c_copy, c_state])
+    # CQ4: the join gets what two aggregations and the batch cost do not explain
+    aggs = sum(cq4["rate"] / 2 * (c_agg + r * c_copy) + cq4["plugs"] * r * c_state
+               for r in cq4["ranges_s"])
+    c_join = max(cq4["batch_s"] - s0 - aggs, 0.0) / (2 * cq4["plugs"])
+    _, c_transfer = slope([h["rows_per_batch"] for h in hybrid],
+                          [h["transfer_s"] for h in hybrid])
+    c_select = max(c_agg * 0.1, 0.0)  # stateless Spark ops: not separable from the scan
+    p = CostProfile(
+        name=f"calibrated {dt.date.today().isoformat()}",
+        measured=True,
+        notes="fedq calibrate on this machine; figures in calibration.json",
+        spe_s_per_row=PerKind(select=c_select, project=c_select, join=c_join,
+                              aggregate=float(c_agg)),
+        spe_s_per_window_copy=float(c_copy),
+        spe_s_per_state_group_window=float(c_state),
+        spe_s_per_slide=float(s0),
+        db_transfer_in_s_per_row=c_transfer,
+        db_transfer_out_s_per_row=dbf["insert_s_per_row"],
+        db_window_maintain_s_per_row=dbf["insert_s_per_row"] + dbf["expire_s_per_row"],
+        db_sql_fixed_s=dbf["sql_fixed_s"],
+        db_scan_s_per_row=PerKind(select=dbf["scan_select_s_per_row"],
+                                  project=dbf["scan_select_s_per_row"],
+                                  join=dbf["scan_join_s_per_row"],
+                                  aggregate=dbf["scan_aggregate_s_per_row"]),
+        capacity_cores=cores,
+    )
+    fit = {"spe_fit_predicted_batch_s": pred.tolist(), "spe_measured_batch_s": b.tolist()}
+    return p, fit
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
+    ap.add_argument("--cores", type=float, default=2.0)
+    ap.add_argument("--quick", action="store_true", help="fewer Spark runs")
+    ap.add_argument("--figures", type=Path, default=Path("benchmarks/results/calibration.json"))
+    a = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="fedq-calibrate-"))
+    spe_rows, cq4 = measure_spe(work, a.quick)
+    hybrid = measure_hybrid(work)
+    dbf = measure_db()
+    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores)
+    profile.save(a.out)
+    say(f"wrote profile {a.out}")
+    # predicted u against measured batch time (slide 1 s: seconds of work per batch)
+    checks = []
+    for r in spe_rows:
+        q = NumberedPlan.of(agg_query(r["rate"], r["range_s"], r["plugs"]))
+        pp = build_physical_plan(q, "spe", profile)
+        checks.append({"plan": f"agg spe {r['rate']}/s range {r['range_s']} plugs {r['plugs']}",
+                       "predicted_C_u": pp.cost.utilization_cost, "measured_batch_s":
+                       r["batch_s"]})
+    pp = build_physical_plan(NumberedPlan.of(cq4_plan(rate=1000, scale=1 / 30, plugs=50)),
+                             "spe", profile)
+    checks.append({"plan": "CQ4 spe 1000/s", "predicted_C_u": pp.cost.utilization_cost,
+                   "measured_batch_s": cq4["batch_s"]})
+    for h in hybrid:
+        pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), "op2=db",
+                                 profile)
+        checks.append({"plan": f"agg spe->db {h['rate']}/s", "predicted_C_u":
+                       pp.cost.utilization_cost, "measured_batch_s": h["batch_s"]})
+    print(f"{'reference plan':<40} {'predicted u (s/s)':>18} {'measured (s/batch)':>19}")
+    for c in checks:
+        print(f"{c['plan']:<40} {c['predicted_C_u']:>18.3f} {c['measured_batch_s']:>19.3f}")
+    a.figures.parent.mkdir(parents=True, exist_ok=True)
+    a.figures.write_text(json.dumps({**environment(), "spe_runs": spe_rows, "cq4": cq4,
+                                     "hybrid": hybrid, "db": dbf, "fit": fit,
+                                     "checks": checks, "profile": json.loads(profile.to_json())},
+                                    indent=2, default=str))
+    say(f"wrote figures {a.figures}")
+    return 0
+
+
+def profile_or_default(path: str | None) -> CostProfile:
+    return load_profile(path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
