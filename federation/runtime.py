@@ -129,6 +129,7 @@ def run(
     progress: Callable[[dict], None] | None = None,
     domains: Mapping[str, set] | None = None,
     feasibility_check: bool = True,
+    budget_s: float | None = None,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
     of event-second Parquet files (generated when `data` is None)."""
@@ -266,7 +267,7 @@ def run(
         st.df = union
 
     t_start = time.perf_counter()
-    last_end = {"t": t_start}
+    last_end = {st.index: t_start for st in stages}
 
     def route(cand: MigrationCandidate, key: tuple, taus, out: pa.Table | None, wm) -> None:
         if cand is root_cand:
@@ -347,10 +348,11 @@ def run(
                 m = {
                     "stage": st.index, "batch": batch_id, "rows_in": rows_in,
                     "result_rows": result_rows, "transfer_s": t1 - t0, "db_s": db_s,
-                    "handler_s": end - t0, "wall_s": end - last_end["t"], "slides": slides,
+                    "handler_s": end - t0, "wall_s": end - last_end[st.index],
+                    "slides": slides, "t": end - t_start,
                     "watermark": str(_watermark(st.clock, st.clock_sources, 0.0)),
                 }
-                last_end["t"] = end
+                last_end[st.index] = end
                 metrics.append(m)
                 if progress:
                     progress(m)
@@ -366,11 +368,33 @@ def run(
         if realtime:
             w = w.trigger(processingTime=f"{seconds_per_batch} seconds")
         st.query = w.start()
+    truncated = threading.Event()
+
+    if budget_s is not None:
+        def stop_all() -> None:
+            truncated.set()
+            for st in stages:
+                if st.query is not None:
+                    try:
+                        st.query.stop()
+                    except Exception:  # noqa: BLE001 - stopping is best effort
+                        pass
+
+        timer = threading.Timer(budget_s, stop_all)
+        timer.daemon = True
+        timer.start()
     try:
         for st in stages:
-            if st.query is None:
+            if st.query is None or truncated.is_set():
                 continue
-            st.query.processAllAvailable()
+            try:
+                st.query.processAllAvailable()
+            except Exception:
+                if truncated.is_set():
+                    break
+                raise
+            if truncated.is_set():
+                break
             exc = st.query.exception()
             if exc is not None:
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
@@ -389,6 +413,8 @@ def run(
                     else:
                         route(mig.cand, key, taus, out, far)
     finally:
+        if budget_s is not None:
+            timer.cancel()
         for st in stages:
             if st.query is not None:
                 st.query.stop()
@@ -398,6 +424,14 @@ def run(
     data_batches = [m for m in metrics if m["stage"] == 0 and m["rows_in"]]
     steady = [m["wall_s"] for m in data_batches[3:]] or [m["wall_s"] for m in data_batches]
     per_batch = statistics.median(steady) if steady else float("nan")
+    # after the windows are full (DESIGN 8): event seconds from then on over the wall time
+    # until every stage has drained them
+    warm = int(round(max_range / seconds_per_batch))
+    if len(data_batches) > warm + 1:
+        t_warm = data_batches[warm]["t"]
+        rho_full = (len(data_batches) - warm - 1) * seconds_per_batch / max(wall - t_warm, 1e-9)
+    else:
+        rho_full = float("nan")
     summary = {
         "query": lg.root.name,
         "placement": pp.placement_string,
@@ -410,7 +444,11 @@ def run(
         "rho": event_seconds / wall if wall else float("nan"),
         "rho_steady": seconds_per_batch / per_batch if per_batch == per_batch and per_batch
         else float("nan"),
+        "rho_windows_full": rho_full,
+        "warmup_batches": warm,
         "achieved_rate_tps": ingest.rows_ok / wall if wall else float("nan"),
+        "truncated": truncated.is_set(),
+        "data_batches": len(data_batches),
         "dead_lettered": ingest.rows_dead,
         "dead_by_reason": dict(ingest.dead),
         "predicted": {"C_b": pp.cost.bottleneck_cost, "C_u": pp.cost.utilization_cost,
