@@ -36,6 +36,7 @@ from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 SPE_CONFIGS = [  # (rate tuples/s, window range s, plugs)
     (1000, 10, 50), (4000, 10, 50), (1000, 40, 50), (1000, 10, 400), (4000, 40, 400),
+    (4000, 120, 1000),
 ]
 
 
@@ -59,7 +60,7 @@ def measure_spe(work: Path, quick: bool) -> tuple[list[dict], dict]:
     from federation.runtime import run
 
     rows = []
-    configs = SPE_CONFIGS[:3] + SPE_CONFIGS[4:] if quick else SPE_CONFIGS
+    configs = SPE_CONFIGS[:2] + SPE_CONFIGS[4:5] if quick else SPE_CONFIGS
     for i, (rate, rng, plugs) in enumerate(configs):
         say(f"[spe {i + 1}/{len(configs)}] aggregation, {rate}/s, range {rng} s, {plugs} plugs")
         data = work / f"spe{i}"
@@ -96,7 +97,7 @@ def measure_hybrid(work: Path) -> list[dict]:
 def _rows(n: int, plugs: int, seconds: float, rng) -> pa.Table:
     t0 = dt.datetime(2013, 9, 1)
     us = np.sort(rng.integers(0, int(seconds * 1e6), n))
-    ts = pa.array(us.astype("datetime64[us]") + np.datetime64(t0), pa.timestamp("us"))
+    ts = pa.array(us.astype("timedelta64[us]") + np.datetime64(t0, "us"), pa.timestamp("us"))
     return pa.table({
         "_ts": ts, "id": pa.array(np.arange(n), pa.int64()), "ts": ts,
         "value": pa.array(rng.random(n) * 100),
@@ -111,11 +112,16 @@ def _time_sql(members, plan, rows: pa.Table, tau, repeat: int = 5) -> tuple[floa
     from db.sqlgen import candidate_sql
     from db.store import InputSpec, MigDatabase
 
-    sql = candidate_sql(plan, members, [("in0", "w1")]).sql(dialect="duckdb")
-    db = MigDatabase([InputSpec("in0", dict(plan.nodes["w1"].schema), True, 10_000.0)], sql)
+    wins = [o for o in plan.post_order() if o.startswith("w")]
+    needed = {o for m in members for o in plan.subtree(m) if o in wins}
+    inputs = [(f"in{i}", w) for i, w in enumerate(wins) if w in needed]
+    sql = candidate_sql(plan, members, inputs).sql(dialect="duckdb")
+    specs = [InputSpec(t, dict(plan.nodes[w].schema), True, 10_000.0) for t, w in inputs]
+    db = MigDatabase(specs, sql)
     t0 = time.perf_counter()
-    db.insert("in0", rows)
-    ins = (time.perf_counter() - t0) / max(rows.num_rows, 1)
+    for t, _ in inputs:
+        db.insert(t, rows)
+    ins = (time.perf_counter() - t0) / max(rows.num_rows * len(inputs), 1)
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -165,18 +171,27 @@ def measure_db() -> dict:
 
 
 def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float) -> tuple[CostProfile, dict]:
-    a = np.array([[1.0, r["rate"] / 2, r["rate"] / 2 * r["range_s"], r["plugs"] * r["range_s"]]
-                  for r in spe_rows])
-    b = np.array([r["batch_s"] for r in spe_rows])
-    s0, c_agg, c_copy, c_state = nnls_fit(a, b)
-    pred = a @ np.array([s0, c_agg, c_copy, c_state])
-    # CQ4: the join gets what two aggregations and the batch cost do not explain
-    aggs = sum(cq4["rate"] / 2 * (c_agg + r * c_copy) + cq4["plugs"] * r * c_state
-               for r in cq4["ranges_s"])
-    c_join = max(cq4["batch_s"] - s0 - aggs, 0.0) / (2 * cq4["plugs"])
-    _, c_transfer = slope([h["rows_per_batch"] for h in hybrid],
-                          [h["transfer_s"] for h in hybrid])
-    c_select = max(c_agg * 0.1, 0.0)  # stateless Spark ops: not separable from the scan
+    # the Spark query's own per-batch cost and the Arrow transfer: a stateless Spark
+    # fragment feeding DuckDB, batch time minus DuckDB's time, against rows per batch
+    s0, c_transfer = slope([h["rows_per_batch"] for h in hybrid],
+                           [h["batch_s"] - h["db_s"] for h in hybrid])
+    # stateful SPE-ops: batch time beyond s0 against (stateful ops, rows in, rows x window
+    # copies, groups x open windows); CQ4 has two aggregations and a join
+    design, target = [], []
+    for r in spe_rows:
+        lam = r["rate"] / 2
+        design.append([1.0, lam, lam * r["range_s"], r["plugs"] * r["range_s"]])
+        target.append(r["batch_s"] - s0)
+    lam = cq4["rate"] / 2
+    design.append([3.0, 2 * lam + 2 * cq4["plugs"], lam * sum(cq4["ranges_s"]),
+                   cq4["plugs"] * (sum(cq4["ranges_s"]) + 1)])
+    target.append(cq4["batch_s"] - s0)
+    a = np.array(design)
+    b = np.array(target)
+    c_op, c_agg, c_copy, c_state = nnls_fit(a, b)
+    pred = s0 + a @ np.array([c_op, c_agg, c_copy, c_state])
+    c_join = c_agg
+    c_select = 0.0  # stateless Spark ops: below what the batch times resolve
     p = CostProfile(
         name=f"calibrated {dt.date.today().isoformat()}",
         measured=True,
@@ -186,6 +201,7 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float) -> tuple[CostProfile, 
         spe_s_per_window_copy=float(c_copy),
         spe_s_per_state_group_window=float(c_state),
         spe_s_per_slide=float(s0),
+        spe_s_per_stateful_op_slide=float(c_op),
         db_transfer_in_s_per_row=c_transfer,
         db_transfer_out_s_per_row=dbf["insert_s_per_row"],
         db_window_maintain_s_per_row=dbf["insert_s_per_row"] + dbf["expire_s_per_row"],
@@ -196,7 +212,9 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float) -> tuple[CostProfile, 
                                   aggregate=dbf["scan_aggregate_s_per_row"]),
         capacity_cores=cores,
     )
-    fit = {"spe_fit_predicted_batch_s": pred.tolist(), "spe_measured_batch_s": b.tolist()}
+    fit = {"spe_fit_predicted_batch_s": pred.tolist(),
+           "spe_measured_batch_s": (b + s0).tolist(),
+           "columns": ["stateful ops", "rows in", "rows x copies", "groups x open windows"]}
     return p, fit
 
 
@@ -205,12 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
     ap.add_argument("--cores", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="fewer Spark runs")
+    ap.add_argument("--reuse", action="store_true", help="refit the figures of a previous run")
     ap.add_argument("--figures", type=Path, default=Path("benchmarks/results/calibration.json"))
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="fedq-calibrate-"))
-    spe_rows, cq4 = measure_spe(work, a.quick)
-    hybrid = measure_hybrid(work)
-    dbf = measure_db()
+    if a.reuse and a.figures.exists():  # refit earlier measurements
+        old = json.loads(a.figures.read_text())
+        spe_rows, cq4, hybrid, dbf = old["spe_runs"], old["cq4"], old["hybrid"], old["db"]
+    else:
+        spe_rows, cq4 = measure_spe(work, a.quick)
+        hybrid = measure_hybrid(work)
+        dbf = measure_db()
     profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores)
     profile.save(a.out)
     say(f"wrote profile {a.out}")

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     n = 0
     for rate in rates:
         max_range = max(60.0 * 5 * a.scale, 1.0)
-        seconds = int(math.ceil(max_range)) + a.measure_seconds + 2
+        seconds = math.ceil(max_range) + a.measure_seconds + 2
         data = data_root / f"r{int(rate)}_s{seconds}_p{a.plugs}"
         if not (data / "_manifest.json").exists():
             say(f"generating {seconds} s at {rate:.0f}/s ({a.plugs} plugs) -> {data}")
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                         seconds_per_batch=1, budget_s=a.budget)
                 s = r.summary
                 rho = s["rho_windows_full"]
-                steady = not s["truncated"] and rho == rho
-                if rho != rho:  # never reached full windows: what ran
+                steady = not s["truncated"] and not math.isnan(rho)
+                if math.isnan(rho):  # never reached full windows: what ran
                     rho = s["rho_steady"]
                 pp = build_physical_plan(r.plan.logical, placement, profile)
                 point = {

@@ -27,6 +27,9 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
         u += k.rate * c
         if isinstance(node, (Aggregate, Join)) and k.row_level:
             u += k.rate * k.copies * p.spe_s_per_window_copy
+    if isinstance(node, (Aggregate, Join)):
+        # every stateful operator commits its state store at every micro-batch (extension)
+        u += size.l * p.spe_s_per_stateful_op_slide
     if isinstance(node, (Aggregate, Join)) and p.spe_s_per_state_group_window:
         # state work per slide grows with groups x open windows (extension, DESIGN 5)
         for k in kids:
@@ -71,7 +74,7 @@ def db_op_cost(
         t_in += rows * p.db_transfer_in_s_per_row
         if s.row_level:
             maintain += rows * p.db_window_maintain_s_per_row
-    l = sizes[root].l  # noqa: E741
+    l = sizes[root].l
     scan = 0.0
     for m in members:
         node = plan.nodes[m]
@@ -108,11 +111,11 @@ def vector(us: Iterable[float]) -> CostVector:
 
 __all__ = [
     "DbOpCost",
+    "Project",
+    "Select",
     "apply_capacity",
     "db_op_cost",
     "spe_gateway_cost",
     "spe_op_cost",
     "vector",
-    "Select",
-    "Project",
 ]

@@ -59,6 +59,10 @@ class CostProfile(BaseModel):
     spe_s_per_slide: float = Field(
         0.0, ge=0, description="fixed cost of one micro-batch (one slide) of the Spark query"
     )
+    spe_s_per_stateful_op_slide: float = Field(
+        0.0, ge=0,
+        description="fixed cost per slide of each stateful SPE-op (state store commit per batch)",
+    )
     # -- DB (DuckDB behind a MIG) --------------------------------------------------------
     db_transfer_in_s_per_row: float = Field(ge=0, description="Arrow from Spark into DuckDB")
     db_transfer_out_s_per_row: float = Field(ge=0, description="Arrow from DuckDB back out")
@@ -96,6 +100,7 @@ def paper_form(profile: CostProfile) -> CostProfile:
         update={
             "spe_s_per_state_group_window": 0.0,
             "spe_s_per_slide": 0.0,
+            "spe_s_per_stateful_op_slide": 0.0,
             "capacity_cores": None,
         }
     )

@@ -42,7 +42,7 @@ class NodeSize:
 
     rate: float
     size: float
-    l: float  # noqa: E741 - the paper's symbol
+    l: float
     copies: float
     row_level: bool
     selectivity: float = 1.0
@@ -140,7 +140,7 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
     """Sizes of one node from its children's (eqs 1-3)."""
     if isinstance(node, Window):
         lam = node.stream.stats.rate_tps
-        l = 1.0 / node.slide_s  # noqa: E741
+        l = 1.0 / node.slide_s
         if node.is_time_based:
             size = lam * node.range_s  # type: ignore[operator]
             copies = node.range_s / node.slide_s  # type: ignore[operator]

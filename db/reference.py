@@ -104,7 +104,7 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
 
 def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:
     """The reference result of a query over finite rows (punctuation already removed)."""
-    ts = [n for n in query.walk() if isinstance(n, Window)][0].stream.ts_column
+    ts = next(n for n in query.walk() if isinstance(n, Window)).stream.ts_column
     if rows.num_rows == 0:
         return pa.table({"tau": pa.array([], pa.timestamp("us"))})
     col = rows.column(ts)

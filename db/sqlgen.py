@@ -103,7 +103,7 @@ def candidate_sql(
     each input position with the table name it reads.
     """
     member_set = set(members)
-    table_of = dict((oid, table) for table, oid in inputs)
+    table_of = {oid: table for table, oid in inputs}
     ctes: list[tuple[str, exp.Expression]] = []
     names: dict[str, str] = {}
 

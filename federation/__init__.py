@@ -42,13 +42,13 @@ def run(query, placement="auto", **kw):
 
 
 __all__ = [
+    "NumberedPlan",
     "PlacementError",
     "QueryValidationError",
-    "UnsupportedOperationError",
-    "NumberedPlan",
     "Rstream",
     "StreamDecl",
     "StreamStats",
+    "UnsupportedOperationError",
     "avg",
     "col",
     "count",

@@ -37,8 +37,8 @@ def cmd_explain(a: argparse.Namespace) -> int:
 
     make = _query(a.query)
     profile = load_profile(a.profile)
-    kw = dict(profile=profile, feasibility_check=not a.no_feasibility_check,
-              max_subplan_ops=a.max_subplan_ops)
+    kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
+              "max_subplan_ops": a.max_subplan_ops}
 
     def mk(rate: float):
         return make(rate=rate, scale=a.scale, plugs=a.plugs)

@@ -30,7 +30,7 @@ def lit(value: object) -> exp.Expression:
     return exp.convert(value)
 
 
-def to_expression(value: str | exp.Expression | int | float) -> exp.Expression:
+def to_expression(value: str | exp.Expression | float) -> exp.Expression:
     """Parse a SQL string (DuckDB dialect) or accept a sqlglot tree; returns a private copy."""
     if isinstance(value, exp.Expression):
         return value.copy()

@@ -5,6 +5,7 @@ a mistake fails where the query is written, with the operator and the field name
 
 Example:
     >>> from federation.smartplug import smartplug_stream
+    >>> from federation.expressions import max_
     >>> s = smartplug_stream(rate=2000)
     >>> w = window(s, range=300, slide=1)
     >>> load = w.filter("property = 1")
@@ -31,7 +32,6 @@ from federation.expressions import (
     referenced_columns,
     to_expression,
 )
-from federation.expressions import max_ as max_  # re-export for the DSL
 from federation.streams import NUMERIC_TYPES, StreamDecl
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")
@@ -40,7 +40,7 @@ _UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 
            "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
 
 
-def parse_duration(value: float | int | str, operator: str, field_name: str) -> float:
+def parse_duration(value: float | str, operator: str, field_name: str) -> float:
     """Seconds of a duration given as a number of seconds or a string like '5 min'.
 
     Example:
@@ -421,7 +421,7 @@ R2R_KINDS = (Select, Project, Join, Aggregate)
 def window(
     stream: StreamDecl | str | Node,
     *,
-    range: float | str | None = None,  # noqa: A002 - the paper's word
+    range: float | str | None = None,
     slide: float | str = 1,
     rows: int | None = None,
     partition_by: Sequence[str] = (),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import shutil
 import statistics
 import sys
@@ -20,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -133,10 +134,15 @@ def run(
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
     of event-second Parquet files (generated when `data` is None)."""
-    from pyspark.sql import functions as F
-
+    from spe.pipeline import (
+        reentry_source,
+        select_columns,
+        spool_source,
+        start_query,
+        tag_outputs,
+    )
     from spe.session import get_spark
-    from spe.translate import TS, WT, SpeStream, SpeTranslator, spark_schema
+    from spe.translate import TS, WT, SpeStream, SpeTranslator
 
     profile = profile or load_profile()
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-run-"))
@@ -193,10 +199,11 @@ def run(
     translator = SpeTranslator()
     metrics: list[dict] = []
     lock = threading.Lock()
-    delay = f"{int(round(allowed_lateness_s * 1000))} milliseconds"
-    schema = spark_schema(stream.columns)
+    delay_ms = round(allowed_lateness_s * 1000)
 
     # -- build each stage's DataFrames ---------------------------------------------------
+    # (the closures below read this iteration's `built` and `sources`, and are only called
+    # within it: B023 does not apply)
     for st in stages:
         built: dict[str, SpeStream] = {}
         sources: list = []  # clock DataFrames
@@ -205,29 +212,20 @@ def run(
         def base_rows():
             nonlocal base
             if base is None:
-                src = (spark.readStream.schema(schema)
-                       .option("maxFilesPerTrigger", seconds_per_batch)
-                       .parquet(str(ingest.spool_dir)))
-                src = src.withColumn(TS, F.col(stream.ts_column)).withWatermark(TS, delay)
-                # the filters mention the event-time column so that Spark cannot push them
-                # below the watermark into the scan (then punctuation would not advance it)
-                sources.append(src.filter(f"id < 0 AND {TS} IS NOT NULL")
-                               .select(F.col(TS).alias("_clock")))
-                base = src.filter(f"id >= 0 OR {TS} IS NULL")
+                base, clock = spool_source(spark, stream.columns, stream.ts_column,
+                                           str(ingest.spool_dir), seconds_per_batch, delay_ms)
+                sources.append(clock)  # noqa: B023
             return base
 
         def reentry_stream(cand: MigrationCandidate) -> SpeStream:
-            cols = dict(lg.nodes[cand.root].schema)
-            sch = spark_schema({WT: "TIMESTAMP", **cols, "_punct": "BOOLEAN"})
-            src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", 1)
-                   .parquet(str(reentry[cand.id])).withWatermark(WT, "0 milliseconds"))
-            sources.append(src.filter(f"_punct AND {WT} IS NOT NULL")
-                           .select(F.col(WT).alias("_clock")))
-            return SpeStream(src.filter(f"NOT _punct OR {WT} IS NULL").drop("_punct"), False)
+            rows, clock = reentry_source(spark, dict(lg.nodes[cand.root].schema),
+                                         str(reentry[cand.id]))
+            sources.append(clock)  # noqa: B023
+            return rows
 
         def build(oid: str) -> SpeStream:
-            if oid in built:
-                return built[oid]
+            if oid in built:  # noqa: B023
+                return built[oid]  # noqa: B023
             node = lg.nodes[oid]
             cand = pp.candidate_of(oid)
             if isinstance(node, Window):
@@ -236,7 +234,7 @@ def run(
                 s = reentry_stream(cand)
             else:
                 s = translator.visit(node, [build(c) for c in lg.children[oid]])
-            built[oid] = s
+            built[oid] = s  # noqa: B023
             return s
 
         outs = []
@@ -247,23 +245,15 @@ def run(
                 s = build(ci.op_ids[0])
                 tag = TS if s.row_level else WT
                 cols = [tag, *ci.node.schema]
-                outs.append((("mig", (c.id, ci.table)), s.df.select(*[F.col(f"`{x}`")
-                                                                        for x in cols])))
+                outs.append((("mig", (c.id, ci.table)), select_columns(s.df, cols)))
         if root_cand is None and node_stage[root_child] == st.index:
             s = build(root_child)
-            outs.append((("result", None), s.df.select(F.col(WT), *[F.col(f"`{x}`")
-                                                                    for x in result_cols])))
+            outs.append((("result", None), select_columns(s.df, [WT, *result_cols])))
         if not outs:
             continue
-        union = None
-        for k, (what, df) in enumerate(outs):
-            st.outputs.append(what)
-            part = df.select(F.lit(k).alias("_out"), F.struct(*df.columns).alias(f"_p{k}"))
-            union = part if union is None else union.unionByName(part, allowMissingColumns=True)
-        for j, clock in enumerate(sources):
-            st.clock_sources.append(j)
-            part = clock.select(F.lit(-1 - j).alias("_out"), F.col("_clock"))
-            union = union.unionByName(part, allowMissingColumns=True)
+        st.outputs = [what for what, _ in outs]
+        st.clock_sources = list(range(len(sources)))
+        union = tag_outputs([df for _, df in outs], sources)
         st.df = union
 
     t_start = time.perf_counter()
@@ -361,13 +351,9 @@ def run(
     for st in stages:
         if not st.outputs:
             continue
-        w = (st.df.writeStream.outputMode("append")
-             .option("checkpointLocation", str(chk_root / f"stage{st.index}"))
-             .queryName(f"fedq_{lg.root.name}_s{st.index}_{id(st)}")
-             .foreachBatch(make_handler(st)))
-        if realtime:
-            w = w.trigger(processingTime=f"{seconds_per_batch} seconds")
-        st.query = w.start()
+        st.query = start_query(st.df, make_handler(st), str(chk_root / f"stage{st.index}"),
+                               f"fedq_{lg.root.name}_s{st.index}_{id(st)}",
+                               seconds_per_batch if realtime else None)
     truncated = threading.Event()
 
     if budget_s is not None:
@@ -377,8 +363,8 @@ def run(
                 if st.query is not None:
                     try:
                         st.query.stop()
-                    except Exception:  # noqa: BLE001 - stopping is best effort
-                        pass
+                    except Exception as e:  # noqa: BLE001 - stopping is best effort
+                        print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
 
         timer = threading.Timer(budget_s, stop_all)
         timer.daemon = True
@@ -426,7 +412,7 @@ def run(
     per_batch = statistics.median(steady) if steady else float("nan")
     # after the windows are full (DESIGN 8): event seconds from then on over the wall time
     # until every stage has drained them
-    warm = int(round(max_range / seconds_per_batch))
+    warm = round(max_range / seconds_per_batch)
     if len(data_batches) > warm + 1:
         t_warm = data_batches[warm]["t"]
         rho_full = (len(data_batches) - warm - 1) * seconds_per_batch / max(wall - t_warm, 1e-9)
@@ -442,8 +428,8 @@ def run(
         "input_rows": ingest.rows_in,
         "wall_s": wall,
         "rho": event_seconds / wall if wall else float("nan"),
-        "rho_steady": seconds_per_batch / per_batch if per_batch == per_batch and per_batch
-        else float("nan"),
+        "rho_steady": seconds_per_batch / per_batch
+        if per_batch and not math.isnan(per_batch) else float("nan"),
         "rho_windows_full": rho_full,
         "warmup_batches": warm,
         "achieved_rate_tps": ingest.rows_ok / wall if wall else float("nan"),

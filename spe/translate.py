@@ -57,7 +57,7 @@ def _c(name: str) -> Column:
 
 
 def _interval(seconds: float) -> str:
-    ms = int(round(seconds * 1000))
+    ms = round(seconds * 1000)
     return f"{ms} milliseconds"
 
 

@@ -21,7 +21,7 @@ def sizes_of(q):
 
 
 def test_eq1_selection_and_window_sizes():
-    plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
+    _plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
     assert s["w1"].rate == 4000 and s["w1"].size == 4000 * 300
     assert s["w1"].copies == 300
     assert s["op1"].rate == pytest.approx(2000)  # property = 1 is half the tuples
@@ -29,14 +29,14 @@ def test_eq1_selection_and_window_sizes():
 
 
 def test_eq3_aggregation_is_slides_times_groups():
-    plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
+    _plan, s = sizes_of(cq5_plan(rate=4000, plugs=100))
     assert s["op2"].rate == pytest.approx(1.0 * 100)  # l = 1/slide, g = 100 plugs
     assert s["op2"].size == 100
     assert s["op3"].size == 40  # households: at least one per house (40 houses)
 
 
 def test_eq2_join():
-    plan, s = sizes_of(cq1_plan(rate=2000, plugs=100))
+    _plan, s = sizes_of(cq1_plan(rate=2000, plugs=100))
     left, right, join = s["op1"], s["op3"], s["op4"]
     f = 1 / 100
     assert join.rate == pytest.approx(left.rate * f * right.size + right.rate * f * left.size)

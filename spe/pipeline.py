@@ -1,0 +1,59 @@
+"""Sources, tagged outputs and sinks of the Spark streaming queries of a plan's stages."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spe.translate import TS, WT, SpeStream, spark_schema
+
+
+def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
+                 files_per_batch: int, delay_ms: int) -> tuple[DataFrame, DataFrame]:
+    """The validated input spool: (data rows with `_ts`, clock rows of punctuation).
+
+    The filters mention the event-time column so that Spark cannot push them below the
+    watermark into the scan (punctuation would then never advance the watermark).
+    """
+    src = (spark.readStream.schema(spark_schema(columns))
+           .option("maxFilesPerTrigger", files_per_batch).parquet(path))
+    src = src.withColumn(TS, F.col(ts_column)).withWatermark(TS, f"{delay_ms} milliseconds")
+    clock = src.filter(f"id < 0 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
+    return src.filter(f"id >= 0 OR {TS} IS NULL"), clock
+
+
+def reentry_source(spark, columns: dict[str, str], path: str) -> tuple[SpeStream, DataFrame]:
+    """A DB-op's results re-entering Spark: (relation rows with `_wt`, clock rows)."""
+    sch = spark_schema({WT: "TIMESTAMP", **columns, "_punct": "BOOLEAN"})
+    src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", 1).parquet(path)
+           .withWatermark(WT, "0 milliseconds"))
+    clock = src.filter(f"_punct AND {WT} IS NOT NULL").select(F.col(WT).alias("_clock"))
+    rows = src.filter(f"NOT _punct OR {WT} IS NULL").drop("_punct")
+    return SpeStream(rows, False), clock
+
+
+def select_columns(df: DataFrame, columns: list[str]) -> DataFrame:
+    return df.select(*[F.col(f"`{c}`") for c in columns])
+
+
+def tag_outputs(outputs: list[DataFrame], clocks: list[DataFrame]) -> DataFrame:
+    """One DataFrame for one foreachBatch: output k as struct `_p{k}` with `_out` = k, clock
+    j as `_clock` with `_out` = -1 - j (one Arrow transfer per micro-batch)."""
+    union = None
+    for k, df in enumerate(outputs):
+        part = df.select(F.lit(k).alias("_out"), F.struct(*df.columns).alias(f"_p{k}"))
+        union = part if union is None else union.unionByName(part, allowMissingColumns=True)
+    for j, clock in enumerate(clocks):
+        part = clock.select(F.lit(-1 - j).alias("_out"), F.col("_clock"))
+        union = union.unionByName(part, allowMissingColumns=True)
+    return union
+
+
+def start_query(df: DataFrame, handler, checkpoint: str, name: str,
+                trigger_seconds: float | None = None):
+    """Start the stage's streaming query in append mode with a foreachBatch sink."""
+    w = (df.writeStream.outputMode("append").option("checkpointLocation", checkpoint)
+         .queryName(name).foreachBatch(handler))
+    if trigger_seconds:
+        w = w.trigger(processingTime=f"{trigger_seconds} seconds")
+    return w.start()
