@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from costmodel.ordering import ZERO, CostVector, better, sort_key
-from costmodel.plan_cost import apply_capacity, spe_gateway_cost, spe_op_cost
+from costmodel.plan_cost import apply_capacity, reentry_cost, spe_gateway_cost, spe_op_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan, Window
@@ -134,13 +134,17 @@ def phase_two(
         closed = ZERO
         db_ops: frozenset[str] = frozenset()
         for c in kids:
-            options = [spe_rooted[c]] + db_rooted[c]
-            best = options[0]
-            for o in options[1:]:
-                if better(coster.view(o.cost), coster.view(best.cost), feasibility_check):
-                    best = o
-            closed = closed.combine(best.cost)
-            db_ops |= best.db_ops
+            # a DB-rooted child feeding this SPE-op re-enters Spark: one more query
+            reenter = reentry_cost(coster.sizes[c], profile)
+            options = [spe_rooted[c].cost] + [
+                d.cost.add(reenter) if reenter else d.cost for d in db_rooted[c]]
+            parts = [spe_rooted[c]] + db_rooted[c]
+            bi = 0
+            for i in range(1, len(options)):
+                if better(coster.view(options[i]), coster.view(options[bi]), feasibility_check):
+                    bi = i
+            closed = closed.combine(options[bi])
+            db_ops |= parts[bi].db_ops
         u = coster.spe_u(oid)
         spe_rooted[oid] = Partial(db_ops, closed.add(u), (), closed.add(u))
         # DB-rooted: each child feeds from the SPE side or merges its DB-rooted plans

@@ -23,6 +23,7 @@ from costmodel.plan_cost import (
     DbOpCost,
     apply_capacity,
     db_op_cost,
+    reentry_cost,
     spe_gateway_cost,
     spe_op_cost,
     vector,
@@ -214,7 +215,10 @@ def build_physical_plan(
 
         cands.append(MigrationCandidate(f"db{i}", tuple(members), root, tuple(inputs), sql, cost))
     gateway = spe_gateway_cost(sizes, plan, profile)
+    reentries = [reentry_cost(sizes[c.root], profile) for c in cands
+                 if plan.parent[c.root] != "root"]
     us = list(spe_costs.values()) + [c.u for c in cands] + ([gateway] if gateway else [])
+    us += [u for u in reentries if u]
     cost = apply_capacity(vector(us), profile)
     return PhysicalPlan(plan, pl, tuple(cands), spe_costs, gateway, cost, sizes)
 
