@@ -30,6 +30,8 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
     if isinstance(node, (Aggregate, Join)):
         # every stateful operator commits its state store at every micro-batch (extension)
         u += size.l * p.spe_s_per_stateful_op_slide
+    else:
+        u += size.l * p.spe_s_per_stateless_op_slide
     if isinstance(node, (Aggregate, Join)) and p.spe_s_per_state_group_window:
         # state work per slide grows with groups x open windows (extension, DESIGN 5)
         for k in kids:

@@ -59,6 +59,9 @@ class CostProfile(BaseModel):
     spe_s_per_slide: float = Field(
         0.0, ge=0, description="fixed cost of one micro-batch (one slide) of the Spark query"
     )
+    spe_s_per_stateless_op_slide: float = Field(
+        0.0, ge=0, description="fixed cost per slide of each stateless SPE-op (select, project)",
+    )
     spe_s_per_stateful_op_slide: float = Field(
         0.0, ge=0,
         description="fixed cost per slide of each stateful SPE-op (state store commit per batch)",
@@ -101,6 +104,7 @@ def paper_form(profile: CostProfile) -> CostProfile:
             "spe_s_per_state_group_window": 0.0,
             "spe_s_per_slide": 0.0,
             "spe_s_per_stateful_op_slide": 0.0,
+            "spe_s_per_stateless_op_slide": 0.0,
             "capacity_cores": None,
         }
     )
