@@ -215,6 +215,33 @@ def phase_one(root: Rstream, profile: CostProfile, reorder: bool = True) -> Rstr
     """Selection push-down, then join ordering (when `reorder`)."""
     out = push_down_selections(root)
     if reorder:
-        out = order_joins(out, profile)
+        out = _drop_reorders(order_joins(out, profile))
     assert isinstance(out, Rstream)
     return out
+
+
+def _is_reorder(node: Node) -> bool:
+    return isinstance(node, Project) and all(
+        e.key == "column" and e.name == n for n, e in node.outputs)
+
+
+def _drop_reorders(node: Node) -> Node:
+    """A column-order projection that join ordering added under another projection is
+    redundant: the outer projection names its columns anyway."""
+    if isinstance(node, Window):
+        return node
+    kids = [_drop_reorders(c) for c in node.children]
+    if isinstance(node, Project):
+        child = kids[0]
+        if _is_reorder(child):
+            child = child.child
+        return Project(child, node.outputs)
+    if isinstance(node, Select):
+        return Select(kids[0], node.predicate, node.selectivity)
+    if isinstance(node, Aggregate):
+        return Aggregate(kids[0], node.keys, node.aggs)
+    if isinstance(node, Join):
+        return Join(kids[0], kids[1], node.keys)
+    if isinstance(node, Rstream):
+        return Rstream(kids[0], node.name)
+    return node
