@@ -46,15 +46,21 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     def progress(m: dict) -> None:
         el = time.time() - t0
+        extra = (f"  rho {m['rho_so_far']:.2f}  backlog {m['backlog_s']} s"
+                 if "rho_so_far" in m else "")
         print(f"\r  stage {m['stage']} batch {m['batch']:>5}  slides {m['slides']:>3}  "
-              f"rows in {m['rows_in']:>7}  watermark {m['watermark'][:19]}  "
-              f"batch {m['wall_s']:.2f}s  elapsed {el:.0f}s", end="", file=sys.stderr,
-              flush=True)
+              f"rows in {m['rows_in']:>7}  watermark {m['watermark'][:19]}{extra}  "
+              f"elapsed {el:.0f}s   ", end="", file=sys.stderr, flush=True)
 
     from costmodel.profile import load_profile
 
+    spark = None
+    if a.master:
+        from spe.session import SparkSettings, get_spark
+
+        spark = get_spark(SparkSettings(master=a.master))
     try:
-        r = run(q, a.placement, data, profile=load_profile(a.profile), rate=rate, seconds=a.seconds, plugs=plugs,
+        r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark, rate=rate, seconds=a.seconds, plugs=plugs,
                 seconds_per_batch=a.seconds_per_batch, output=a.output,
                 allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
                 realtime=a.realtime, progress=None if a.quiet else progress)
@@ -66,8 +72,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(s, indent=2, default=str))
         return 0
-    print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
-          "(no result rows)")
+    if a.console:  # the console sink: every result row
+        print(r.rows.to_pandas().to_string(index=False))
+    else:
+        print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
+              "(no result rows)")
     print(f"query {s['query']}  placement {s['placement']}  DB-ops {s['db_ops'] or 'none'}")
     print(f"result rows {s['result_rows']}  event seconds {s['event_seconds']}  "
           f"wall {s['wall_s']:.1f}s  achieved {s['achieved_rate_tps']:.0f} tuples/s  "
@@ -121,5 +130,7 @@ def add_commands(sub) -> None:
                    help="one micro-batch per batch interval of wall time instead of max speed")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     r.add_argument("--profile", type=Path, default=None, help="cost profile JSON")
+    r.add_argument("--master", default=None, help="Spark master (default local[2])")
+    r.add_argument("--console", action="store_true", help="print every result row")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_run)

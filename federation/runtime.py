@@ -342,6 +342,12 @@ def run(
                     "slides": slides, "t": end - t_start,
                     "watermark": str(_watermark(st.clock, st.clock_sources, 0.0)),
                 }
+                if st.index == 0:
+                    st.data_batches += 1 if rows_in else 0
+                    done_s = min(st.data_batches * seconds_per_batch, ingest.files)
+                    m["event_seconds_done"] = done_s
+                    m["backlog_s"] = ingest.files - done_s
+                    m["rho_so_far"] = done_s / max(end - t_start, 1e-9)
                 last_end[st.index] = end
                 metrics.append(m)
                 if progress:
