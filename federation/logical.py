@@ -460,6 +460,33 @@ def is_row_level(node: Node) -> bool:
     return isinstance(node, Window)
 
 
+def shared_input_key(node: Node) -> object:
+    """What makes two DB-op inputs one table. Row-level inputs (window rows after the same
+    pushed-down stateless operators over the same stream and slide) share a table even when
+    their time windows' ranges differ: the rows are the same, the table keeps the longest
+    range and each window's range is a predicate in the SQL. Other inputs: the node itself.
+
+    Example:
+        >>> from federation.smartplug import smartplug_stream
+        >>> s = smartplug_stream()
+        >>> a = window(s, range=60).filter("property = 1")
+        >>> b = window(s, range=300).filter("property = 1")
+        >>> shared_input_key(a) == shared_input_key(b)
+        True
+    """
+    if not is_row_level(node):
+        return ("node", id(node), node)
+    chain = []
+    n = node
+    while isinstance(n, (Select, Project)):
+        chain.append(n.label())
+        n = n.child
+    w = n
+    assert isinstance(w, Window)
+    kind = ("time",) if w.is_time_based else ("rows", w.rows, w.partition_by)
+    return ("rows", w.stream.name, w.slide_s, kind, tuple(chain))
+
+
 def leaf_window(node: Node) -> Window:
     """The window under a row-level chain of selections and projections."""
     while isinstance(node, (Select, Project)):

@@ -33,7 +33,8 @@ class MigRuntime:
     """DuckDB state and per-slide execution of one migration candidate."""
 
     def __init__(self, cand: MigrationCandidate, slide_s: float, lateness_s: float = 0.0,
-                 threads: int = 1, memory_limit: str = "4GB") -> None:
+                 threads: int = 1, memory_limit: str = "4GB",
+                 plan_nodes: dict | None = None) -> None:
         self.cand = cand
         self.slide = dt.timedelta(seconds=slide_s)
         self.lateness = dt.timedelta(seconds=lateness_s)
@@ -41,7 +42,10 @@ class MigRuntime:
         self.horizon_s = 0.0
         for ci in cand.inputs:
             if ci.row_level:
-                w = leaf_window(ci.node)
+                # inputs sharing a table may read it with different ranges: keep the longest
+                wins = [leaf_window(plan_nodes[o]) for o in ci.op_ids] if plan_nodes else \
+                    [leaf_window(ci.node)]
+                w = max(wins, key=lambda x: x.range_s or 0.0)
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), True, w.range_s, w.rows,
                                        w.partition_by))
                 self.horizon_s = max(self.horizon_s, (w.range_s or 0.0) + slide_s)

@@ -20,7 +20,7 @@ from costmodel.ordering import ZERO, CostVector, better, sort_key
 from costmodel.plan_cost import apply_capacity, reentry_cost, spe_gateway_cost, spe_op_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
-from federation.logical import NumberedPlan, Window
+from federation.logical import NumberedPlan, Window, is_row_level, shared_input_key
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,10 @@ class PartialCoster:
         sig = self._sig.get(oid)
         if sig is None:
             node = self.plan.nodes[oid]
-            sig = (node.label(), tuple(self.signature(c) for c in self.plan.children[oid]))
+            if is_row_level(node):  # window rows: shared whatever the window's range
+                sig = shared_input_key(node)
+            else:
+                sig = (node.label(), tuple(self.signature(c) for c in self.plan.children[oid]))
             self._sig[oid] = sig
             s = self.sizes[oid]
             rows = s.rate if s.row_level else s.l * s.size

@@ -32,7 +32,7 @@ from costmodel.profile import CostProfile, load_profile
 from costmodel.sizes import SourceDrivenSizes
 from db.sqlgen import candidate_sql
 from federation.errors import PlacementError
-from federation.logical import Node, NumberedPlan, Window, is_row_level
+from federation.logical import Node, NumberedPlan, Window, is_row_level, shared_input_key
 
 ENGINES = ("spe", "db")
 
@@ -142,7 +142,8 @@ def _connected(plan: NumberedPlan, placement: Mapping[str, str], m: str, top: st
 
 def candidate_inputs(plan: NumberedPlan, members: list[str]) -> list[CandidateInput]:
     """Inputs of a DB-op; identical inputs (same stream, window and pushed-down operators)
-    share one table and are transferred once (DESIGN 4)."""
+    share one table and are transferred once (DESIGN 4); row-level inputs that differ only
+    in their window's range share one too (`shared_input_key`)."""
     ms = set(members)
     out: list[CandidateInput] = []
     for m in members:
@@ -150,8 +151,11 @@ def candidate_inputs(plan: NumberedPlan, members: list[str]) -> list[CandidateIn
             if c in ms:
                 continue
             node = plan.nodes[c]
+            key = shared_input_key(node)
             for i, ci in enumerate(out):
-                if ci.node == node:
+                same = (ci.node == node) if not ci.row_level else (
+                    shared_input_key(ci.node) == key)
+                if same:
                     out[i] = CandidateInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
                     break
             else:

@@ -181,7 +181,8 @@ def run(
         n_stages = max(n_stages, node_stage[root_child] + 1)
     stages = [_Stage(i) for i in range(n_stages)]
     migs: dict[str, MigRuntime] = {
-        c.id: MigRuntime(c, slide_s, allowed_lateness_s) for c in pp.candidates
+        c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes)
+        for c in pp.candidates
     }
     reentry: dict[str, Path] = {}
     for c in pp.candidates:
