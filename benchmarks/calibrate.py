@@ -77,6 +77,34 @@ def measure_spe(work: Path, quick: bool) -> tuple[list[dict], dict]:
     return rows, cq4
 
 
+def measure_selection_tradeoff(work: Path, rates=(1000, 8000, 20000)) -> list[dict]:
+    """Pure-DB against Spark-select -> DuckDB at several rates, alternating in one warm JVM:
+    what a stateless Spark operator costs per batch against what it saves per row."""
+    from federation.runtime import run
+
+    out = []
+    run(agg_query(1000, 10, 50), "db", _data(work, 1000), work_dir=work / "warmup")
+    for rate in rates:
+        data = _data(work, rate)
+        for placement in ("db", "op2=db", "db", "op2=db"):
+            say(f"[selection] {placement} at {rate}/s")
+            r = run(agg_query(rate, 10, 50), placement, data,
+                    work_dir=work / f"sel{placement}{rate}{len(out)}")
+            ms = [m for m in r.metrics if m["stage"] == 0 and m["rows_in"]][5:]
+            out.append({"rate": rate, "placement": placement,
+                        "rows_to_db_per_batch": statistics.median(m["rows_in"] for m in ms),
+                        "db_s": statistics.median(m["db_s"] for m in ms),
+                        "batch_s": statistics.median(m["wall_s"] for m in ms)})
+    return out
+
+
+def _data(work: Path, rate: float) -> Path:
+    data = work / f"hyb{rate}"
+    if not data.exists():
+        generate(data, rate=rate, seconds=20, plugs=50, seed=5)
+    return data
+
+
 def measure_hybrid(work: Path, placement: str = "op2=db") -> list[dict]:
     from federation.runtime import run
 
@@ -172,7 +200,7 @@ def measure_db() -> dict:
             "expire_s_per_row": statistics.median(exp)}
 
 
-def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, pure_db=None
+def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, pure_db=None, tradeoff=None
                 ) -> tuple[CostProfile, dict]:
     # the Spark query's own per-batch cost and the Arrow transfer: no SPE-op at all (every
     # operator in DuckDB), batch time minus DuckDB's time, against rows per batch
@@ -184,6 +212,14 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, pure_db=None
     if pure_db:
         c_stateless = max(statistics.median(h["batch_s"] - h["db_s"] for h in hybrid)
                           - statistics.median(h["batch_s"] - h["db_s"] for h in pure_db), 0.0)
+    if tradeoff:
+        # T = s0 + [Spark selection] c_stateless + rows into DuckDB x c_row (one fit)
+        a = np.array([[1.0, 1.0 if t["placement"] != "db" else 0.0, t["rows_to_db_per_batch"]]
+                      for t in tradeoff])
+        b = np.array([t["batch_s"] for t in tradeoff])
+        s0, c_stateless, c_row = nnls_fit(a, b)
+        c_transfer = max(c_row - dbf["insert_s_per_row"] - dbf["expire_s_per_row"]
+                         - dbf["scan_select_s_per_row"], 0.0)
     s_stateful_base = s0 + c_stateless  # the stateful runs below also have the selection
     # stateful SPE-ops: batch time beyond s0 against (stateful ops, rows in, rows x window
     # copies, groups x open windows); CQ4 has two aggregations and a join
@@ -241,13 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.reuse and a.figures.exists():  # refit earlier measurements
         old = json.loads(a.figures.read_text())
         spe_rows, cq4, hybrid, dbf = old["spe_runs"], old["cq4"], old["hybrid"], old["db"]
-        pure_db = old.get("pure_db") or measure_hybrid(work, "db")
+        pure_db = old.get("pure_db")
+        tradeoff = old.get("selection_tradeoff") or measure_selection_tradeoff(work)
     else:
         spe_rows, cq4 = measure_spe(work, a.quick)
         hybrid = measure_hybrid(work)
         pure_db = measure_hybrid(work, "db")
+        tradeoff = measure_selection_tradeoff(work)
         dbf = measure_db()
-    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, pure_db)
+    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, pure_db, tradeoff)
     profile.save(a.out)
     say(f"wrote profile {a.out}")
     # predicted u against measured batch time (slide 1 s: seconds of work per batch)
@@ -262,18 +300,24 @@ def main(argv: list[str] | None = None) -> int:
                              "spe", profile)
     checks.append({"plan": "CQ4 spe 1000/s", "predicted_C_u": pp.cost.utilization_cost,
                    "measured_batch_s": cq4["batch_s"]})
-    for label, runs, pl in (("spe->db", hybrid, "op2=db"), ("db", pure_db, "db")):
+    for label, runs, pl in (("spe->db", hybrid, "op2=db"), ("db", pure_db or [], "db")):
         for h in runs:
             pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), pl,
                                      profile)
             checks.append({"plan": f"agg {label} {h['rate']}/s", "predicted_C_u":
                            pp.cost.utilization_cost, "measured_batch_s": h["batch_s"]})
+    for t in tradeoff or []:
+        pp = build_physical_plan(NumberedPlan.of(agg_query(t["rate"], 10, 50)),
+                                 t["placement"], profile)
+        checks.append({"plan": f"agg {t['placement']} {t['rate']}/s", "predicted_C_u":
+                       pp.cost.utilization_cost, "measured_batch_s": t["batch_s"]})
     print(f"{'reference plan':<40} {'predicted u (s/s)':>18} {'measured (s/batch)':>19}")
     for c in checks:
         print(f"{c['plan']:<40} {c['predicted_C_u']:>18.3f} {c['measured_batch_s']:>19.3f}")
     a.figures.parent.mkdir(parents=True, exist_ok=True)
     a.figures.write_text(json.dumps({**environment(), "spe_runs": spe_rows, "cq4": cq4,
-                                     "hybrid": hybrid, "pure_db": pure_db, "db": dbf, "fit": fit,
+                                     "hybrid": hybrid, "pure_db": pure_db,
+                                     "selection_tradeoff": tradeoff, "db": dbf, "fit": fit,
                                      "checks": checks, "profile": json.loads(profile.to_json())},
                                     indent=2, default=str))
     say(f"wrote figures {a.figures}")
