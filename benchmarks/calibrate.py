@@ -28,7 +28,7 @@ from benchmarks.common import environment
 from benchmarks.datagen import generate
 from benchmarks.queries import cq4_plan
 from costmodel.fit import nnls_fit, slope
-from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind, load_profile
+from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind
 from federation.expressions import max_
 from federation.logical import NumberedPlan, window
 from federation.physical import build_physical_plan
@@ -105,17 +105,14 @@ def _data(work: Path, rate: float) -> Path:
     return data
 
 
-def measure_hybrid(work: Path, placement: str = "op2=db") -> list[dict]:
+def measure_hybrid(work: Path) -> list[dict]:
     from federation.runtime import run
 
     out = []
     for rate in (1000, 8000):
-        say(f"[transfer] {placement}: window rows -> DuckDB aggregate at {rate}/s")
-        data = work / f"hyb{rate}"
-        if not data.exists():
-            generate(data, rate=rate, seconds=20, plugs=50, seed=5)
-        r = run(agg_query(rate, 10, 50), placement, data,
-                work_dir=work / f"hyb{placement}{rate}w")
+        say(f"[transfer] Spark select -> DuckDB aggregate at {rate}/s")
+        r = run(agg_query(rate, 10, 50), "op2=db", _data(work, rate),
+                work_dir=work / f"hyb{rate}w")
         ms = [m for m in r.metrics if m["stage"] == 0 and m["rows_in"]][5:]
         out.append({"rate": rate, "rows_per_batch": statistics.median(m["rows_in"] for m in ms),
                     "transfer_s": statistics.median(m["transfer_s"] for m in ms),
@@ -200,26 +197,21 @@ def measure_db() -> dict:
             "expire_s_per_row": statistics.median(exp)}
 
 
-def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, pure_db=None, tradeoff=None
+def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None
                 ) -> tuple[CostProfile, dict]:
-    # the Spark query's own per-batch cost and the Arrow transfer: no SPE-op at all (every
-    # operator in DuckDB), batch time minus DuckDB's time, against rows per batch
-    base = pure_db or hybrid
-    s0, c_transfer = slope([h["rows_per_batch"] for h in base],
-                           [h["batch_s"] - h["db_s"] for h in base])
-    # a stateless SPE-op (the selection) before the transfer: what it adds per batch
     c_stateless = 0.0
-    if pure_db:
-        c_stateless = max(statistics.median(h["batch_s"] - h["db_s"] for h in hybrid)
-                          - statistics.median(h["batch_s"] - h["db_s"] for h in pure_db), 0.0)
     if tradeoff:
-        # T = s0 + [Spark selection] c_stateless + rows into DuckDB x c_row (one fit)
+        # pure-DB against Spark-select -> DuckDB: T = s0 + [Spark selection] c_stateless
+        # + rows into DuckDB x c_row (one fit)
         a = np.array([[1.0, 1.0 if t["placement"] != "db" else 0.0, t["rows_to_db_per_batch"]]
                       for t in tradeoff])
         b = np.array([t["batch_s"] for t in tradeoff])
         s0, c_stateless, c_row = nnls_fit(a, b)
         c_transfer = max(c_row - dbf["insert_s_per_row"] - dbf["expire_s_per_row"]
                          - dbf["scan_select_s_per_row"], 0.0)
+    else:  # figures of an older calibration: the Spark-select -> DuckDB runs only
+        s0, c_transfer = slope([h["rows_per_batch"] for h in hybrid],
+                               [h["batch_s"] - h["db_s"] for h in hybrid])
     s_stateful_base = s0 + c_stateless  # the stateful runs below also have the selection
     # stateful SPE-ops: batch time beyond s0 against (stateful ops, rows in, rows x window
     # copies, groups x open windows); CQ4 has two aggregations and a join
@@ -277,15 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.reuse and a.figures.exists():  # refit earlier measurements
         old = json.loads(a.figures.read_text())
         spe_rows, cq4, hybrid, dbf = old["spe_runs"], old["cq4"], old["hybrid"], old["db"]
-        pure_db = old.get("pure_db")
         tradeoff = old.get("selection_tradeoff") or measure_selection_tradeoff(work)
     else:
         spe_rows, cq4 = measure_spe(work, a.quick)
         hybrid = measure_hybrid(work)
-        pure_db = measure_hybrid(work, "db")
         tradeoff = measure_selection_tradeoff(work)
         dbf = measure_db()
-    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, pure_db, tradeoff)
+    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, tradeoff)
     profile.save(a.out)
     say(f"wrote profile {a.out}")
     # predicted u against measured batch time (slide 1 s: seconds of work per batch)
@@ -300,12 +290,11 @@ def main(argv: list[str] | None = None) -> int:
                              "spe", profile)
     checks.append({"plan": "CQ4 spe 1000/s", "predicted_C_u": pp.cost.utilization_cost,
                    "measured_batch_s": cq4["batch_s"]})
-    for label, runs, pl in (("spe->db", hybrid, "op2=db"), ("db", pure_db or [], "db")):
-        for h in runs:
-            pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), pl,
-                                     profile)
-            checks.append({"plan": f"agg {label} {h['rate']}/s", "predicted_C_u":
-                           pp.cost.utilization_cost, "measured_batch_s": h["batch_s"]})
+    for h in hybrid:
+        pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), "op2=db",
+                                 profile)
+        checks.append({"plan": f"agg spe->db {h['rate']}/s", "predicted_C_u":
+                       pp.cost.utilization_cost, "measured_batch_s": h["batch_s"]})
     for t in tradeoff or []:
         pp = build_physical_plan(NumberedPlan.of(agg_query(t["rate"], 10, 50)),
                                  t["placement"], profile)
@@ -316,16 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{c['plan']:<40} {c['predicted_C_u']:>18.3f} {c['measured_batch_s']:>19.3f}")
     a.figures.parent.mkdir(parents=True, exist_ok=True)
     a.figures.write_text(json.dumps({**environment(), "spe_runs": spe_rows, "cq4": cq4,
-                                     "hybrid": hybrid, "pure_db": pure_db,
+                                     "hybrid": hybrid,
                                      "selection_tradeoff": tradeoff, "db": dbf, "fit": fit,
                                      "checks": checks, "profile": json.loads(profile.to_json())},
                                     indent=2, default=str))
     say(f"wrote figures {a.figures}")
     return 0
-
-
-def profile_or_default(path: str | None) -> CostProfile:
-    return load_profile(path)
 
 
 if __name__ == "__main__":

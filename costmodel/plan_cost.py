@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from costmodel.ordering import ZERO, CostVector
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes
-from federation.logical import Aggregate, Join, Node, NumberedPlan, Project, Select
+from federation.logical import Aggregate, Join, Node, NumberedPlan
 
 
 def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
@@ -120,8 +120,6 @@ def vector(us: Iterable[float]) -> CostVector:
 
 __all__ = [
     "DbOpCost",
-    "Project",
-    "Select",
     "apply_capacity",
     "db_op_cost",
     "reentry_cost",

@@ -8,7 +8,7 @@ relation-level inputs hold SPE-op results per slide instant and lose them once u
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -117,13 +117,3 @@ class MigDatabase:
     def close(self) -> None:
         self.con.close()
 
-
-def execute_sql(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table:
-    """Run one SQL over Arrow tables in a fresh connection (tests, calibration)."""
-    con = duckdb.connect()
-    for name, t in tables.items():
-        con.register(name, t)
-    try:
-        return con.sql(sql).to_arrow_table()
-    finally:
-        con.close()

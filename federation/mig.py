@@ -29,6 +29,11 @@ def wt_to_tau(t: pa.Table) -> pa.Table:
     return t.set_column(i, "_tau", tau)
 
 
+def tau_to_wt(t: pa.Table) -> pa.Array:
+    """`_tau` back to `_wt` (= tau - 1 us), the event time Spark groups and joins on."""
+    return pc.subtract(naive_timestamps(t).column("_tau"), pa.scalar(ONE_US, pa.duration("us")))
+
+
 class MigRuntime:
     """DuckDB state and per-slide execution of one migration candidate."""
 

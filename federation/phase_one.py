@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from sqlglot import exp
+
 from costmodel.ordering import ZERO, CostVector, sort_key
 from costmodel.plan_cost import spe_op_cost
 from costmodel.profile import CostProfile
@@ -107,7 +109,7 @@ def _region(node: Node) -> tuple[list[Node], list[tuple[int, int, tuple]]]:
 
     def rec(n: Node) -> list[int]:
         if not isinstance(n, Join):
-            branches.append(reorder_joins_placeholder(n))
+            branches.append(n)
             return [len(branches) - 1]
         left, right = rec(n.left), rec(n.right)
         # attach the keys to a pair of branches that hold them
@@ -120,10 +122,6 @@ def _region(node: Node) -> tuple[list[Node], list[tuple[int, int, tuple]]]:
 
     rec(node)
     return branches, edges
-
-
-def reorder_joins_placeholder(n: Node) -> Node:
-    return n  # branches are optimized separately by `order_joins` before the region
 
 
 def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
@@ -167,19 +165,13 @@ def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
                             cands.append((j, spe_cost(j, profile)))
                 sub = (sub - 1) & mask
             if cands:
-                best[mask] = min(cands, key=lambda t: (sort_key(t[1]), _shape(t[0])))
+                best[mask] = min(cands, key=lambda t: (sort_key(t[1]), join_shape(t[0])))
     if full not in best:
         return node  # not connected by equi-join keys: keep the written order
     out = best[full][0]
     if list(out.schema) != list(node.schema):  # keep the column order the user wrote
-        out = Project(out, tuple((c, _column(c)) for c in node.schema))
+        out = Project(out, tuple((c, exp.column(c)) for c in node.schema))
     return out
-
-
-def _column(name: str):
-    from sqlglot import exp
-
-    return exp.column(name)
 
 
 def _keys_between(a: int, b: int, edges) -> tuple:
@@ -189,10 +181,6 @@ def _keys_between(a: int, b: int, edges) -> tuple:
         if (a >> y) & 1 and (b >> x) & 1:
             return tuple((r, lft) for lft, r in keys)
     return ()
-
-
-def _shape(node: Node) -> str:
-    return join_shape(node)
 
 
 def join_shape(node: Node) -> str:

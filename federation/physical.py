@@ -32,7 +32,7 @@ from costmodel.profile import CostProfile, load_profile
 from costmodel.sizes import SourceDrivenSizes
 from db.sqlgen import candidate_sql
 from federation.errors import PlacementError
-from federation.logical import Node, NumberedPlan, Window, is_row_level, shared_input_key
+from federation.logical import Node, NumberedPlan, is_row_level, shared_input_key
 
 ENGINES = ("spe", "db")
 
@@ -226,6 +226,3 @@ def build_physical_plan(
     cost = apply_capacity(vector(us), profile)
     return PhysicalPlan(plan, pl, tuple(cands), spe_costs, gateway, cost, sizes)
 
-
-def windows_of(plan: NumberedPlan) -> list[Window]:
-    return [n for n in plan.nodes.values() if isinstance(n, Window)]

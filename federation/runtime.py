@@ -32,7 +32,7 @@ from costmodel.profile import CostProfile, load_profile
 from db.store import naive_timestamps
 from federation.ingest import IngestResult, prepare_input
 from federation.logical import NumberedPlan, Rstream, Window
-from federation.mig import MigRuntime, wt_to_tau
+from federation.mig import MigRuntime, tau_to_wt, wt_to_tau
 from federation.optimizer import optimize
 from federation.phase_one import phase_one
 from federation.physical import MigrationCandidate, PhysicalPlan, build_physical_plan
@@ -268,11 +268,8 @@ def run(
         cols = list(lg.nodes[cand.root].schema)
         parts = []
         if out is not None and out.num_rows:
-            o = naive_timestamps(out)
-            wt = pc.subtract(o.column("_tau"), pa.scalar(dt.timedelta(microseconds=1),
-                                                         pa.duration("us")))
-            t = pa.table({WT: wt, **{c: o.column(c) for c in cols},
-                          "_punct": pa.array([False] * o.num_rows)})
+            t = pa.table({WT: tau_to_wt(out), **{c: out.column(c) for c in cols},
+                          "_punct": pa.array([False] * out.num_rows)})
             parts.append(t)
         # punctuation: everything up to `wm` is complete
         # non-null neutral values: Spark adds isnotnull(keys) below the watermark of joins
@@ -399,12 +396,7 @@ def run(
                     mig = migs[cid]
                     far = dt.datetime(2100, 1, 1)
                     taus, out, _ = mig.advance(far)
-                    key = (st.index, 10**8)
-                    if mig.cand is root_cand:
-                        if out is not None:
-                            collector.put(key, out)
-                    else:
-                        route(mig.cand, key, taus, out, far)
+                    route(mig.cand, (st.index, 10**8), taus, out, far)
     finally:
         if budget_s is not None:
             timer.cancel()

@@ -61,7 +61,7 @@ def _interval(seconds: float) -> str:
     return f"{ms} milliseconds"
 
 
-def _agg_column(func: str, arg, schema: dict, name: str) -> Column:
+def _agg_column(func: str, arg, name: str) -> Column:
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(F.expr(arg.sql(dialect="spark")))
     else:
@@ -89,7 +89,7 @@ class SpeTranslator:
 
     def visit_Aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
-        aggs = [_agg_column(c.func, c.arg, node.child.schema, n) for n, c in node.aggs]
+        aggs = [_agg_column(c.func, c.arg, n) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level:
             w = self._window_column(s)
