@@ -56,13 +56,16 @@ class IngestResult:
     dead: Counter = field(default_factory=Counter)
     first_ts: object = None
     last_ts: object = None
+    spool_files: int = 0  # data files of the spool (< files when fast-forwarded)
+    warmup_files: int = 0  # of which merged warm-up files
 
     @property
     def rows_dead(self) -> int:
         return sum(self.dead.values())
 
     def to_dict(self) -> dict:
-        return {"files": self.files, "rows_in": self.rows_in, "rows_ok": self.rows_ok,
+        return {"files": self.files, "spool_files": self.spool_files,
+                "warmup_files": self.warmup_files, "rows_in": self.rows_in, "rows_ok": self.rows_ok,
                 "rows_dead": self.rows_dead, "dead_by_reason": dict(self.dead),
                 "deadletter_dir": str(self.deadletter_dir)}
 
@@ -114,26 +117,30 @@ def validate_table(
         arr, bad = _cast_column(raw.column(f.name), f.type)
         for i in bad:
             reasons.setdefault(i, f"wrong type in column {f.name!r} (want {stream.columns[f.name]})")
-        nulls = pc.is_null(arr).to_pylist() if arr.null_count else []
-        for i, isnull in enumerate(nulls):
-            if isnull:
-                reasons.setdefault(i, f"null in column {f.name!r}")
+        for i in _true_indices(pc.is_null(arr)) if arr.null_count else []:
+            reasons.setdefault(i, f"null in column {f.name!r}")
         cols[f.name] = arr
     for colname, allowed in (domains or {}).items():
-        vals = cols[colname].to_pylist()
-        for i, v in enumerate(vals):
-            if v is not None and v not in allowed:
-                reasons.setdefault(i, f"unknown {colname} code {v!r}")
+        arr = cols[colname]
+        outside = pc.and_(pc.invert(pc.is_in(arr, pa.array(sorted(allowed), arr.type))),
+                          pc.is_valid(arr))
+        for i in _true_indices(outside):
+            reasons.setdefault(i, f"unknown {colname} code {arr[i].as_py()!r}")
     ts = cols[stream.ts_column]
     if watermark is not None:
-        for i, t in enumerate(ts.to_pylist()):
-            if t is not None and t < watermark:
-                reasons.setdefault(i, "later than the allowed lateness")
+        late = pc.less(ts, pa.scalar(watermark, ts.type))
+        for i in _true_indices(late):
+            reasons.setdefault(i, "later than the allowed lateness")
     table = pa.table(cols, schema=schema)
     if reasons:
         keep = pa.array([i not in reasons for i in range(n)])
         table = table.filter(keep)
     return table, sorted(reasons.items())
+
+
+def _true_indices(mask: pa.Array) -> list[int]:
+    """Row indices where a boolean mask is true (nulls count as false); vectorized."""
+    return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
 
 
 def punctuation(stream: StreamDecl, ts) -> pa.Table:
@@ -166,8 +173,18 @@ def prepare_input(
     max_files: int | None = None,
     domains: Mapping[str, set] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    fast_forward_s: int = 0,
+    fast_forward_batch: int = 1,
 ) -> IngestResult:
-    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc)."""
+    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc).
+
+    `fast_forward_s` > 0 merges the first that many event seconds into spool files of
+    `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
+    windows in fewer batches); every later event second is a spool file of its own.
+    Validation and dead letters are per input file either way, so the rows are the same.
+    """
+    if fast_forward_batch < 1:
+        raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
     work = Path(work_dir)
     spool, dead_dir = work / "spool", work / "deadletter"
     for d in (spool, dead_dir):
@@ -184,6 +201,7 @@ def prepare_input(
     lateness = timedelta(seconds=allowed_lateness_s)
     base_mtime = 1_000_000_000.0
     ts_col = stream.ts_column
+    pending: list[pa.Table] = []
     for k, path in enumerate(parts):
         raw = pq.read_table(path)
         wm = None if max_ts is None else max_ts - lateness
@@ -206,16 +224,26 @@ def prepare_input(
             lo = pc.min(good.column(ts_col)).as_py()
             max_ts = hi if max_ts is None else max(max_ts, hi)
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
-        out = good if max_ts is None else pa.concat_tables([good, punctuation(stream, max_ts)])
-        _write(spool / f"part-{k:08d}.parquet", out, base_mtime + k)
+        pending.append(good)
         res.files += 1
+        in_warmup = k < fast_forward_s
+        if (not in_warmup or len(pending) >= fast_forward_batch or k == fast_forward_s - 1
+                or k == len(parts) - 1):
+            out = pa.concat_tables(pending)
+            if max_ts is not None:
+                out = pa.concat_tables([out, punctuation(stream, max_ts)])
+            _write(spool / f"part-{res.spool_files:08d}.parquet", out,
+                   base_mtime + res.spool_files)
+            res.spool_files += 1
+            res.warmup_files += 1 if in_warmup else 0
+            pending = []
         if progress:
             progress(k + 1, len(parts))
     res.last_ts = max_ts
     if max_ts is not None:
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
-        _write(spool / f"part-{len(parts):08d}.parquet", punctuation(stream, flush),
-               base_mtime + len(parts))
+        _write(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
+               base_mtime + res.spool_files)
     (work / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
     return res
 

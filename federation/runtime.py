@@ -131,9 +131,15 @@ def run(
     domains: Mapping[str, set] | None = None,
     feasibility_check: bool = True,
     budget_s: float | None = None,
+    warmup_batch_s: int | None = None,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
-    of event-second Parquet files (generated when `data` is None)."""
+    of event-second Parquet files (generated when `data` is None).
+
+    `warmup_batch_s` fast-forwards the warm-up: the first (largest window range) event
+    seconds go in micro-batches of that many seconds, the rest one `seconds_per_batch` each.
+    Results are the same; only the wall time until the windows are full shrinks.
+    """
     from spe.pipeline import (
         reentry_source,
         select_columns,
@@ -160,9 +166,21 @@ def run(
     if any(abs(w.slide_s - slide_s) > 1e-9 for w in windows):
         raise ValueError("all windows of a query must share one slide")
     max_range = max((w.range_s or 0.0) for w in windows)
+    if warmup_batch_s is not None and seconds_per_batch != 1:
+        raise ValueError("warmup_batch_s needs seconds_per_batch=1, "
+                         f"got seconds_per_batch={seconds_per_batch}")
+    ff_s = math.ceil(max_range) if warmup_batch_s else 0
     ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
                            flush_after_s=max_range + 10 * slide_s, max_files=max_files,
-                           domains=domains)
+                           domains=domains, fast_forward_s=ff_s,
+                           fast_forward_batch=warmup_batch_s or 1)
+    ff_batches = ingest.warmup_files
+    ff_seconds = min(ff_s, ingest.files)
+
+    def event_seconds_done(batches: int) -> int:
+        if batches <= ff_batches:
+            return min(ff_seconds, batches * (warmup_batch_s or 1))
+        return min(ff_seconds + (batches - ff_batches) * seconds_per_batch, ingest.files)
 
     # -- the plan ------------------------------------------------------------------------
     if isinstance(placement, str) and placement == "auto":
@@ -342,7 +360,7 @@ def run(
                 }
                 if st.index == 0:
                     st.data_batches += 1 if rows_in else 0
-                    done_s = min(st.data_batches * seconds_per_batch, ingest.files)
+                    done_s = event_seconds_done(st.data_batches)
                     m["event_seconds_done"] = done_s
                     m["backlog_s"] = ingest.files - done_s
                     m["rho_so_far"] = done_s / max(end - t_start, 1e-9)
@@ -407,11 +425,18 @@ def run(
     rows = collector.table()
     event_seconds = ingest.files
     data_batches = [m for m in metrics if m["stage"] == 0 and m["rows_in"]]
-    steady = [m["wall_s"] for m in data_batches[3:]] or [m["wall_s"] for m in data_batches]
+    # per-batch wall time of the regular batches (after a fast-forwarded warm-up, if any)
+    regular = data_batches[ff_batches:]
+    steady = [m["wall_s"] for m in regular[3:]] or [m["wall_s"] for m in regular]
     per_batch = statistics.median(steady) if steady else float("nan")
+    secs_per_batch = seconds_per_batch
+    if not steady and data_batches:  # stopped within a fast-forwarded warm-up
+        steady = [m["wall_s"] for m in data_batches[1:]] or [data_batches[0]["wall_s"]]
+        per_batch = statistics.median(steady)
+        secs_per_batch = warmup_batch_s or 1
     # after the windows are full (DESIGN 8): event seconds from then on over the wall time
     # until every stage has drained them
-    warm = round(max_range / seconds_per_batch)
+    warm = ff_batches if ff_batches else round(max_range / seconds_per_batch)
     if len(data_batches) > warm + 1:
         t_warm = data_batches[warm]["t"]
         rho_full = (len(data_batches) - warm - 1) * seconds_per_batch / max(wall - t_warm, 1e-9)
@@ -427,10 +452,11 @@ def run(
         "input_rows": ingest.rows_in,
         "wall_s": wall,
         "rho": event_seconds / wall if wall else float("nan"),
-        "rho_steady": seconds_per_batch / per_batch
+        "rho_steady": secs_per_batch / per_batch
         if per_batch and not math.isnan(per_batch) else float("nan"),
         "rho_windows_full": rho_full,
         "warmup_batches": warm,
+        "warmup_batch_s": warmup_batch_s,
         "achieved_rate_tps": ingest.rows_ok / wall if wall else float("nan"),
         "truncated": truncated.is_set(),
         "data_batches": len(data_batches),

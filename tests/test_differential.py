@@ -100,3 +100,21 @@ def test_one_slide_per_batch(spark, name, placement, data_dir, tmp_path_factory)
     if placement != "spe":  # a MIG completes one slide per data batch (the flush: the rest)
         slides = sorted(m["slides"] for m in r.metrics if m["rows_in"] and m["stage"] == 0)
         assert slides[len(slides) // 2] == 1
+
+
+@pytest.mark.parametrize("name,placement", [("CQ1", "spe"), ("CQ3", "db"),
+                                            ("CQ4", "op1=spe,op2=db,op3=spe,op4=db")])
+def test_fast_forwarded_warmup_matches_reference(spark, name, placement, data_dir,
+                                                 tmp_path_factory):
+    # the benchmark's protocol: the warm-up in coarse batches, then one event second each
+    work = tmp_path_factory.mktemp(f"{name}_ff")
+    r = run(make(name), placement, data_dir, work_dir=work, seconds_per_batch=1,
+            warmup_batch_s=7, spark=spark)
+    want = reference(name, data_dir, tmp_path_factory, r.ingest.spool_dir)
+    assert diff_results(r.rows, want) is None
+    warm = r.ingest.warmup_files
+    assert warm == -(-50 // 7)  # 50 s largest window in batches of 7 s
+    assert r.summary["warmup_batches"] == warm
+    assert r.ingest.spool_files == warm + SECONDS - 50
+    done = [m["event_seconds_done"] for m in r.metrics if m["stage"] == 0 and m["rows_in"]]
+    assert done[-1] == SECONDS

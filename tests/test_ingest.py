@@ -73,3 +73,22 @@ def test_missing_directory_content_is_a_clear_error(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="no part-"):
         prepare_input(tmp_path, tmp_path / "w", smartplug_stream())
+
+
+def test_fast_forward_merges_the_warmup_and_keeps_every_row(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(10):
+        part(data, k, [row(2 * k, k + 0.2), row(2 * k + 1, k + 0.7, prop=5 if k == 3 else 1)])
+    plain = prepare_input(data, tmp_path / "a", smartplug_stream(), domains={"property": {0, 1}})
+    ff = prepare_input(data, tmp_path / "b", smartplug_stream(), domains={"property": {0, 1}},
+                       fast_forward_s=6, fast_forward_batch=4)
+    assert ff.dead == plain.dead == {"unknown property code 5": 1}
+    assert read_clean_rows(ff.spool_dir).equals(read_clean_rows(plain.spool_dir))
+    assert (plain.files, plain.spool_files, plain.warmup_files) == (10, 10, 0)
+    # seconds 0-3 and 4-5 merged, then 6, 7, 8, 9 one each; plus the flush file
+    assert (ff.files, ff.spool_files, ff.warmup_files) == (10, 6, 2)
+    spool = sorted(ff.spool_dir.glob("part-*.parquet"))
+    assert len(spool) == 7
+    first = pq.read_table(spool[0]).column("id").to_pylist()
+    assert first[-1] == PUNCTUATION_ID and len(first) == 4 * 2 - 1 + 1
