@@ -2,13 +2,18 @@
 
 Run: python -m benchmarks.throughput --scale 0.1 --rates 2000,20000 --queries CQ1,CQ3
 
-For each rate lambda the data are replayed one event second per micro-batch, as fast as the
-plan can go; rho = event seconds processed per wall second after the windows are full, the
-achieved throughput is lambda * min(1, rho). Plans: the optimizer's choice (`auto`),
+For each rate lambda the data are replayed as fast as the plan can go: the warm-up (the
+largest window range) in micro-batches of --warmup-batch event seconds (pure-SPE: one event
+second each throughout), then one event second per micro-batch, and no end-of-input drain; rho = event seconds processed per wall second after the windows are
+full, the achieved throughput is lambda * min(1, rho) and the processed throughput
+lambda * rho (tuples per wall second the plan handled, unthrottled). The maximum throughput
+of a plan is found by search over the measured rates: the largest rate it sustains (MST)
+and the largest processed throughput (peak). Plans: the optimizer's choice (`auto`),
 pure-SPE, pure-DB, the optimizer's choice with the feasibility check off (`nofeas`) and the
 other plans Phase-Two keeps (`kept`, at most --max-kept of them). Each point has a wall-time
 budget; a point that cannot finish within it is measured on what ran and marked
-`steady: false`. Results accumulate in benchmarks/results/<out>.json; a rerun skips the
+`steady: false`. Labels whose placement equals one already measured at the same query and
+rate are recorded as `same_as` that point instead of running it twice. Results accumulate in benchmarks/results/<out>.json; a rerun skips the
 points already there (resumable). Plots go next to it.
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -36,6 +42,20 @@ ALL_RATES = "1000,2000,5000,10000,15000,20000,25000,30000,40000"
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """Every ~15 s of a point: event seconds done, wall time, rho so far."""
+
+    def __init__(self, every_s: float = 15.0) -> None:
+        self.every, self.t0, self.last = every_s, time.time(), time.time()
+
+    def __call__(self, m: dict) -> None:
+        now = time.time()
+        if "event_seconds_done" in m and now - self.last >= self.every:
+            self.last = now
+            say(f"      {m['event_seconds_done']} event s done, {m['backlog_s']} to go, "
+                f"{now - self.t0:.0f} s wall, batch {m['wall_s']:.2f} s")
 
 
 def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str],
@@ -79,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-seconds", type=int, default=20,
                     help="event seconds measured after the windows are full")
     ap.add_argument("--budget", type=float, default=300.0, help="wall seconds per point")
+    ap.add_argument("--spe-budget", type=float, default=None,
+                    help="wall seconds per pure-SPE point (default: --budget)")
+    ap.add_argument("--warmup-batch", type=int, default=10,
+                    help="event seconds per micro-batch during the warm-up (1: no fast-forward)")
     ap.add_argument("--out", default=None, help="result name (default from scale)")
     ap.add_argument("--data-dir", type=Path, default=None)
     a = ap.parse_args(argv)
@@ -106,11 +130,30 @@ def main(argv: list[str] | None = None) -> int:
                 n += 1
                 if (name, rate, label) in done:
                     continue
+                twin = next((p for p in doc["points"] if p["query"] == name
+                             and p["rate"] == rate and p["placement"] == placement
+                             and "same_as" not in p), None)
+                if twin is not None:
+                    say(f"[{n}/{total}] {name} @ {rate:.0f}/s  {label}: same placement as "
+                        f"{twin['plan']}")
+                    doc["points"].append({**twin, "plan": label, "same_as": twin["plan"]})
+                    path.write_text(json.dumps(doc, indent=2, default=str))
+                    continue
                 say(f"[{n}/{total}] {name} @ {rate:.0f}/s  {label}: {placement}")
                 q = QUERIES[name](rate=rate, scale=a.scale, plugs=a.plugs)
                 t0 = time.time()
-                r = run(q, placement, data, work_dir=Path(tempfile.mkdtemp()),
-                        seconds_per_batch=1, budget_s=a.budget)
+                budget = a.spe_budget if label == "spe" and a.spe_budget else a.budget
+                work = Path(tempfile.mkdtemp(prefix="fedq-tp-"))
+                try:
+                    # pure Spark keeps range/slide open windows per group from its first
+                    # batch on (its state is full at once), and a coarse batch of it costs
+                    # range/slide window copies per row: no fast-forward for it
+                    ff = a.warmup_batch if a.warmup_batch > 1 and label != "spe" else None
+                    r = run(q, placement, data, work_dir=work, seconds_per_batch=1,
+                            budget_s=budget, progress=_Progress(), warmup_batch_s=ff,
+                            drain=False)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
                 s = r.summary
                 rho = s["rho_windows_full"]
                 steady = not s["truncated"] and not math.isnan(rho)
@@ -120,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 point = {
                     "query": name, "rate": rate, "plan": label, "placement": s["placement"],
                     "rho": rho, "steady": steady, "achieved_tps": rate * min(1.0, rho),
+                    "processed_tps": rate * rho, "rho_steady": s["rho_steady"],
+                    "warmup_batch_s": s["warmup_batch_s"], "budget_s": budget,
                     "predicted_C_b": pp.cost.bottleneck_cost,
                     "predicted_C_u": pp.cost.utilization_cost,
                     "predicted_feasible": pp.cost.is_feasible,
@@ -131,36 +176,62 @@ def main(argv: list[str] | None = None) -> int:
                 doc["points"].append(point)
                 doc.update(environment())
                 doc.update({"scale": a.scale, "plugs": a.plugs, "profile": profile.name,
-                            "measure_seconds": a.measure_seconds, "budget_s": a.budget})
+                            "measure_seconds": a.measure_seconds, "budget_s": a.budget,
+                            "spe_budget_s": a.spe_budget or a.budget,
+                            "warmup_batch_s": a.warmup_batch})
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(doc, indent=2, default=str))
     summarize(doc, path)
     return 0
 
 
+def max_throughput(pts: list[dict]) -> list[dict]:
+    """Per query and plan, by search over the measured rates: the maximum sustainable
+    throughput (largest rate such that rho >= 1 at it and at every lower measured rate) and
+    the peak processed throughput (largest rate x rho)."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for p in pts:
+        by.setdefault((p["query"], p["plan"]), []).append(p)
+    out = []
+    for (q, plan), ps in sorted(by.items()):
+        ps.sort(key=lambda p: p["rate"])
+        mst = 0.0
+        for p in ps:
+            if p["rho"] < 1:
+                break
+            mst = p["rate"]
+        peak = max(ps, key=lambda p: p["rate"] * p["rho"])
+        out.append({"query": q, "plan": plan, "mst": mst,
+                    "peak": peak["rate"] * peak["rho"], "peak_at_rate": peak["rate"],
+                    "rates": len(ps), "all_steady": all(p["steady"] for p in ps)})
+    return out
+
+
 def summarize(doc: dict, path: Path) -> None:
     """Per query and plan: MST and peak throughput; plots next to the JSON."""
-    pts = doc["points"]
-    table = {}
-    for p in pts:
-        key = (p["query"], p["plan"])
-        t = table.setdefault(key, {"mst": 0.0, "peak": 0.0})
-        if p["rho"] >= 1:
-            t["mst"] = max(t["mst"], p["rate"])
-        t["peak"] = max(t["peak"], p["achieved_tps"])
-    doc["max_throughput"] = [{"query": q, "plan": pl, **v} for (q, pl), v in
-                             sorted(table.items())]
+    doc["max_throughput"] = max_throughput(doc["points"])
     path.write_text(json.dumps(doc, indent=2, default=str))
     print(f"{'query':<5} {'plan':<8} {'MST':>8} {'peak':>9}")
-    for (q, pl), v in sorted(table.items()):
-        print(f"{q:<5} {pl:<8} {v['mst']:>8.0f} {v['peak']:>9.0f}")
+    for m in doc["max_throughput"]:
+        print(f"{m['query']:<5} {m['plan']:<8} {m['mst']:>8.0f} {m['peak']:>9.0f}")
     try:
         plot(doc, path)
     except Exception as e:  # noqa: BLE001 - plots are a convenience; the JSON is the result
         say(f"plots skipped: {e}")
 
 
+_COLORS = {"auto": "C0", "spe": "C1", "db": "C2", "nofeas": "C3"}
+
+
+def _series(pts: list[dict], q: str, plan: str, key: str) -> tuple[list, list]:
+    xs = sorted((p["rate"], p[key] if key in p else p["rate"] * p["rho"]) for p in pts
+                if p["query"] == q and p["plan"] == plan)
+    return [x for x, _ in xs], [y for _, y in xs]
+
+
 def plot(doc: dict, path: Path) -> None:
+    """Fig. 5 (a1-f1: achieved vs requested; a2-f2: maximum throughput per plan) as
+    <name>.png and Fig. 6 (with and without the feasibility check) as <name>_fig6.png."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,31 +239,71 @@ def plot(doc: dict, path: Path) -> None:
 
     pts = doc["points"]
     queries = sorted({p["query"] for p in pts})
-    fig, axes = plt.subplots(2, len(queries), figsize=(4 * len(queries), 7), squeeze=False)
+    lim = max(p["rate"] for p in pts)
+    title = (f"window scale {doc.get('scale')}, {doc.get('plugs')} plugs, "
+             f"{doc.get('date', '')[:10]}; hollow markers: not at steady state")
+    fig, axes = plt.subplots(2, len(queries), figsize=(3.6 * len(queries), 7), squeeze=False)
     for i, q in enumerate(queries):
         ax = axes[0][i]
         for plan in ("auto", "spe", "db"):
-            xs = sorted((p["rate"], p["achieved_tps"]) for p in pts
-                        if p["query"] == q and p["plan"] == plan)
-            if xs:
-                ax.plot([x for x, _ in xs], [y for _, y in xs], marker="o", label=plan)
-        lim = max(p["rate"] for p in pts)
+            sel = sorted((p for p in pts if p["query"] == q and p["plan"] == plan),
+                         key=lambda p: p["rate"])
+            if not sel:
+                continue
+            ax.plot([p["rate"] for p in sel], [p["achieved_tps"] for p in sel],
+                    color=_COLORS[plan], lw=2.5 if plan == "auto" else 1, label=plan)
+            for p in sel:
+                ax.plot(p["rate"], p["achieved_tps"], "o", color=_COLORS[plan],
+                        mfc=_COLORS[plan] if p["steady"] else "none")
         ax.plot([0, lim], [0, lim], ls=":", color="grey")
-        ax.set_title(f"{q}: achieved vs requested")
+        ax.set_title(f"({'abcdef'[i % 6]}1) {q}: achieved vs requested", fontsize=9)
         ax.set_xlabel("requested tuples/s")
         ax.set_ylabel("achieved tuples/s")
-        ax.legend()
+        ax.legend(fontsize=7)
         ax = axes[1][i]
-        mt = {m["plan"]: m["peak"] for m in doc["max_throughput"] if m["query"] == q}
-        plans = [p for p in ("auto", "spe", "db", "nofeas") if p in mt]
-        ax.bar(plans, [mt[p] for p in plans], color=["C0", "C1", "C2", "C3"][:len(plans)])
-        ax.set_title(f"{q}: peak throughput")
-        ax.set_ylabel("tuples/s")
-    fig.suptitle(f"scale {doc.get('scale')} ({doc.get('date', '')[:10]})")
+        mt = {m["plan"]: m for m in doc["max_throughput"] if m["query"] == q}
+        plans = [p for p in ("auto", "spe", "db") if p in mt]
+        bars = ax.bar(plans, [mt[p]["peak"] for p in plans],
+                      color=[_COLORS[p] for p in plans])
+        for b, p in zip(bars, plans, strict=True):
+            ax.annotate(f"{mt[p]['peak'] / 1000:.0f}k", (b.get_x() + b.get_width() / 2,
+                        b.get_height()), ha="center", va="bottom", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_title(f"({'abcdef'[i % 6]}2) {q}: max throughput", fontsize=9)
+        ax.set_ylabel("processed tuples/s (rate x rho)")
+    fig.suptitle(f"Fig. 5 - {title}", fontsize=9)
     fig.tight_layout()
     out = path.with_suffix(".png")
     fig.savefig(out, dpi=80)
+    plt.close(fig)
     say(f"wrote {out}")
+    if not any(p["plan"] == "nofeas" for p in pts):
+        return
+    fig, axes = plt.subplots(1, len(queries), figsize=(3.6 * len(queries), 3.8),
+                             squeeze=False)
+    for i, q in enumerate(queries):
+        ax = axes[0][i]
+        for plan, label in (("auto", "with check"), ("nofeas", "without check")):
+            xs, ys = _series(pts, q, plan, "processed_tps")
+            if xs:
+                ax.plot(xs, ys, marker="o" if plan == "auto" else "x",
+                        color=_COLORS[plan], label=label)
+        diff = [p["rate"] for p in pts if p["query"] == q and p["plan"] == "nofeas"
+                and "same_as" not in p]
+        for r in diff:
+            ax.axvline(r, color="grey", lw=0.5, ls="--")
+        ax.plot([0, lim], [0, lim], ls=":", color="grey")
+        ax.set_title(f"{q}: processed vs requested\n(dashed: the plans differ)", fontsize=9)
+        ax.set_xlabel("requested tuples/s")
+        ax.set_ylabel("processed tuples/s")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Fig. 6 - plans with and without the feasibility check; {title}",
+                 fontsize=9)
+    fig.tight_layout()
+    out6 = path.with_name(path.stem + "_fig6.png")
+    fig.savefig(out6, dpi=80)
+    plt.close(fig)
+    say(f"wrote {out6}")
 
 
 if __name__ == "__main__":

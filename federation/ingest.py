@@ -169,7 +169,7 @@ def prepare_input(
     stream: StreamDecl,
     *,
     allowed_lateness_s: float = 0.0,
-    flush_after_s: float = 600.0,
+    flush_after_s: float | None = 600.0,
     max_files: int | None = None,
     domains: Mapping[str, set] | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -182,6 +182,7 @@ def prepare_input(
     `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
     windows in fewer batches); every later event second is a spool file of its own.
     Validation and dead letters are per input file either way, so the rows are the same.
+    `flush_after_s=None` writes no flush file (the windows open at the end stay open).
     """
     if fast_forward_batch < 1:
         raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
@@ -240,7 +241,7 @@ def prepare_input(
         if progress:
             progress(k + 1, len(parts))
     res.last_ts = max_ts
-    if max_ts is not None:
+    if max_ts is not None and flush_after_s is not None:
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
         _write(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
                base_mtime + res.spool_files)

@@ -132,6 +132,7 @@ def run(
     feasibility_check: bool = True,
     budget_s: float | None = None,
     warmup_batch_s: int | None = None,
+    drain: bool = True,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
     of event-second Parquet files (generated when `data` is None).
@@ -139,6 +140,8 @@ def run(
     `warmup_batch_s` fast-forwards the warm-up: the first (largest window range) event
     seconds go in micro-batches of that many seconds, the rest one `seconds_per_batch` each.
     Results are the same; only the wall time until the windows are full shrinks.
+    `drain=False` (throughput measurement only) skips the end of input: the windows that
+    would close after the last event second are not computed, so the result is incomplete.
     """
     from spe.pipeline import (
         reentry_source,
@@ -171,7 +174,8 @@ def run(
                          f"got seconds_per_batch={seconds_per_batch}")
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
     ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
-                           flush_after_s=max_range + 10 * slide_s, max_files=max_files,
+                           flush_after_s=max_range + 10 * slide_s if drain else None,
+                           max_files=max_files,
                            domains=domains, fast_forward_s=ff_s,
                            fast_forward_batch=warmup_batch_s or 1)
     ff_batches = ingest.warmup_files
@@ -357,9 +361,13 @@ def run(
                     "handler_s": end - t0, "wall_s": end - last_end[st.index],
                     "slides": slides, "t": end - t_start,
                     "watermark": str(_watermark(st.clock, st.clock_sources, 0.0)),
+                    "clock": _watermark(st.clock, st.clock_sources, 0.0),
                 }
+                # a data batch consumed input: it produced rows or moved the clock (a pure
+                # Spark plan emits nothing until its first windows close)
+                m["data"] = bool(rows_in) or st.clock != prev_clock
                 if st.index == 0:
-                    st.data_batches += 1 if rows_in else 0
+                    st.data_batches += 1 if m["data"] else 0
                     done_s = event_seconds_done(st.data_batches)
                     m["event_seconds_done"] = done_s
                     m["backlog_s"] = ingest.files - done_s
@@ -406,6 +414,8 @@ def run(
             exc = st.query.exception()
             if exc is not None:
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
+            if not drain:
+                continue
             # end of input: the MIGs of this stage finish every remaining slide
             with lock:
                 for cid, s in cand_stage.items():
@@ -424,7 +434,7 @@ def run(
     wall = time.perf_counter() - t_start
     rows = collector.table()
     event_seconds = ingest.files
-    data_batches = [m for m in metrics if m["stage"] == 0 and m["rows_in"]]
+    data_batches = [m for m in metrics if m["stage"] == 0 and m["data"]]
     # per-batch wall time of the regular batches (after a fast-forwarded warm-up, if any)
     regular = data_batches[ff_batches:]
     steady = [m["wall_s"] for m in regular[3:]] or [m["wall_s"] for m in regular]
@@ -436,10 +446,21 @@ def run(
         secs_per_batch = warmup_batch_s or 1
     # after the windows are full (DESIGN 8): event seconds from then on over the wall time
     # until every stage has drained them
+    # until every stage has processed the last event second; the end-of-input flush (the
+    # windows that close after the data end, all at once) is not steady-state work
     warm = ff_batches if ff_batches else round(max_range / seconds_per_batch)
-    if len(data_batches) > warm + 1:
+    last = ingest.last_ts
+    end = next((i for i, m in enumerate(data_batches)
+                if last is not None and m["clock"] is not None and m["clock"] >= last),
+               len(data_batches) - 1)
+    t_end = data_batches[end]["t"] if data_batches else wall
+    for st in stages[1:]:  # re-entry stages: their clock lags the DB-op by a slide
+        near = [m["t"] for m in metrics if m["stage"] == st.index and m["clock"] is not None
+                and last is not None and m["clock"] >= last - dt.timedelta(seconds=2 * slide_s)]
+        t_end = max(t_end, near[0] if near else wall)
+    if end > warm and not truncated.is_set():
         t_warm = data_batches[warm]["t"]
-        rho_full = (len(data_batches) - warm - 1) * seconds_per_batch / max(wall - t_warm, 1e-9)
+        rho_full = (end - warm) * seconds_per_batch / max(t_end - t_warm, 1e-9)
     else:
         rho_full = float("nan")
     summary = {
@@ -457,6 +478,7 @@ def run(
         "rho_windows_full": rho_full,
         "warmup_batches": warm,
         "warmup_batch_s": warmup_batch_s,
+        "drained": drain,
         "achieved_rate_tps": ingest.rows_ok / wall if wall else float("nan"),
         "truncated": truncated.is_set(),
         "data_batches": len(data_batches),
