@@ -36,7 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
+
+from federation.ingest import write_part
 
 __all__ = ["SCHEMA", "GenerateSummary", "generate", "load_csv", "read_manifest"]
 
@@ -117,12 +118,7 @@ def _clean_spool(out: Path) -> None:
 
 
 def _write_part(out: Path, second: int, table: pa.Table, mtime: float) -> None:
-    """Write one spool file atomically (hidden temp name, set mtime, rename)."""
-    name = f"part-{second:08d}.parquet"
-    tmp = out / f".{name}.tmp"
-    pq.write_table(table, tmp)
-    os.utime(tmp, (mtime, mtime))
-    os.replace(tmp, out / name)
+    write_part(out / f"part-{second:08d}.parquet", table, mtime)
 
 
 def _write_manifest(out: Path, summary: GenerateSummary) -> None:

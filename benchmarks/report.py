@@ -6,13 +6,27 @@ Run: python -m benchmarks.report benchmarks/results/throughput_scale0.1.json
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
+
+from benchmarks.throughput import max_throughput
+
+
+def _rho(p: dict) -> str:
+    if math.isnan(p["rho"]):  # no event second finished within the budget
+        return f"< {1 / p['wall_s']:.3f}"
+    return f"{p['rho']:.2f}"
+
+
+def _val(p: dict) -> float:
+    return -1.0 if math.isnan(p["rho"]) else p["rho"]
 
 
 def report(path: Path) -> str:
     doc = json.loads(path.read_text())
     pts = doc["points"]
+    doc["max_throughput"] = max_throughput(pts)  # recomputed: older files lack fields
     by = {(p["query"], p["rate"], p["plan"]): p for p in pts}
     v = doc.get("versions", {})
     head = (f"`{doc.get('command', '')}` on {doc.get('date', '')}, "
@@ -25,7 +39,7 @@ def report(path: Path) -> str:
     for p in sorted(pts, key=lambda p: (p["query"], p["rate"], p["plan"])):
         out.append(
             f"| {p['query']} | {p['rate']:.0f} | {p['plan']} | `{p['placement']}` | "
-            f"{p['rho']:.2f} | {p['achieved_tps']:.0f} | {'yes' if p['steady'] else 'no'} | "
+            f"{_rho(p)} | {p['achieved_tps']:.0f} | {'yes' if p['steady'] else 'no'} | "
             f"{p['predicted_C_b']:.2f} | {'yes' if p['predicted_feasible'] else 'no'} | "
             f"{'yes' if p['rho'] >= 1 else 'no'} |")
     hdr = ("| query | rate | auto / best measured | auto / pure-SPE | auto / pure-DB | "
@@ -33,7 +47,7 @@ def report(path: Path) -> str:
     out += ["", hdr, "|---|---|---|---|---|---|"]
     for q, rate in sorted({(p["query"], p["rate"]) for p in pts}):
         here = [p for p in pts if p["query"] == q and p["rate"] == rate]
-        best = max(here, key=lambda p: p["rho"])
+        best = max(here, key=_val)
         a = by.get((q, rate, "auto"))
         s = by.get((q, rate, "spe"))
         d = by.get((q, rate, "db"))
@@ -41,16 +55,86 @@ def report(path: Path) -> str:
             continue
 
         def ratio(x, a=a):
+            if x and math.isnan(x["rho"]):  # x's rho < 1 / wall
+                return f"> {a['rho'] * x['wall_s']:.0f}"
             return f"{a['rho'] / x['rho']:.2f}" if x and x["rho"] else "-"
 
         out.append(f"| {q} | {rate:.0f} | {ratio(best)} | {ratio(s)} | {ratio(d)} | "
                    f"{best['plan']} (rho {best['rho']:.2f}) |")
-    if "max_throughput" in doc:
-        out += ["", "| query | plan | max sustainable (tested rates) | peak achieved |",
-                "|---|---|---|---|"]
+    if doc["max_throughput"]:
+        out += ["", ("Maximum throughput by search over the measured rates (DESIGN 8): MST = the "
+                 "largest rate sustained (rho >= 1 there and at every lower rate), peak "
+                 "achieved = the largest rate x min(1, rho), peak processed = the largest "
+                 "rate x rho (not capped by the requested rate)."), "",
+                ("| query | plan | MST | peak achieved/s | peak processed/s (at rate) | "
+                "every point steady |"),
+                "|---|---|---|---|---|---|"]
         for m in doc["max_throughput"]:
-            out.append(f"| {m['query']} | {m['plan']} | {m['mst']:.0f} | {m['peak']:.0f} |")
+            proc = m.get("peak_processed", m["peak"])
+            at = m.get("peak_processed_at_rate", m.get("peak_at_rate", 0))
+            out.append(f"| {m['query']} | {m['plan']} | {m['mst']:.0f} | {m['peak']:.0f} | "
+                       f"{proc:.0f} ({at:.0f}) | "
+                       f"{'yes' if m.get('all_steady', True) else 'no'} |")
+        out += ["", *ratio_table(doc), "", *boundary_table(doc), "", *beaten(doc)]
     return "\n".join(out) + "\n"
+
+
+def ratio_table(doc: dict) -> list[str]:
+    """Hybrid (the optimizer's plan) over pure-SPE and pure-DB, maximum throughput."""
+    mt = {(m["query"], m["plan"]): m for m in doc["max_throughput"]}
+    out = [("| query | auto/spe MST | auto/db MST | auto/spe peak achieved | "
+           "auto/db peak achieved | auto/spe peak processed | auto/db peak processed |"),
+           "|---|---|---|---|---|---|---|"]
+
+    def r(a, b, k):
+        return f"{a[k] / b[k]:.2f}" if a and b and b[k] else ("inf" if a and a[k] else "-")
+
+    for q in sorted({m["query"] for m in doc["max_throughput"]}):
+        a, s, d = mt.get((q, "auto")), mt.get((q, "spe")), mt.get((q, "db"))
+        out.append(f"| {q} | {r(a, s, 'mst')} | {r(a, d, 'mst')} | {r(a, s, 'peak')} | "
+                   f"{r(a, d, 'peak')} | {r(a, s, 'peak_processed')} | "
+                   f"{r(a, d, 'peak_processed')} |")
+    return out
+
+
+def boundary_table(doc: dict) -> list[str]:
+    """Predicted against measured feasibility boundary of each plan label."""
+    out = [("| query | plan | predicted feasible up to | measured feasible up to | "
+           "rates where they disagree |"), "|---|---|---|---|---|"]
+    by: dict = {}
+    for p in doc["points"]:
+        by.setdefault((p["query"], p["plan"]), []).append(p)
+    for (q, plan), ps in sorted(by.items()):
+        ps.sort(key=lambda p: p["rate"])
+
+        def upto(ok, ps=ps):
+            best = 0.0
+            for p in ps:
+                if not ok(p):
+                    break
+                best = p["rate"]
+            return f"{best:.0f}" if best else "none"
+
+        bad = [f"{p['rate'] / 1000:g}k" for p in ps
+               if p["predicted_feasible"] != (p["rho"] >= 1)]
+        out.append(f"| {q} | {plan} | {upto(lambda p: p['predicted_feasible'])} | "
+                   f"{upto(lambda p: p['rho'] >= 1)} | {', '.join(bad) or '-'} |")
+    return out
+
+
+def beaten(doc: dict) -> list[str]:
+    """Every point at which the optimizer's plan was not the best measured plan."""
+    out = []
+    pts = doc["points"]
+    for q, rate in sorted({(p["query"], p["rate"]) for p in pts}):
+        here = [p for p in pts if p["query"] == q and p["rate"] == rate]
+        a = next((p for p in here if p["plan"] == "auto"), None)
+        best = max(here, key=_val)
+        if a and best["placement"] != a["placement"] and best["rho"] > a["rho"]:
+            out.append(f"- {q} at {rate:.0f}/s: beaten by {best['plan']} "
+                       f"(`{best['placement']}`) by {100 * (best['rho'] / a['rho'] - 1):.0f}% "
+                       f"(rho {a['rho']:.2f} vs {best['rho']:.2f})")
+    return ["Points where the optimizer's plan was beaten:", "", *(out or ["- none"])]
 
 
 if __name__ == "__main__":

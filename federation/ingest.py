@@ -233,7 +233,7 @@ def prepare_input(
             out = pa.concat_tables(pending)
             if max_ts is not None:
                 out = pa.concat_tables([out, punctuation(stream, max_ts)])
-            _write(spool / f"part-{res.spool_files:08d}.parquet", out,
+            write_part(spool / f"part-{res.spool_files:08d}.parquet", out,
                    base_mtime + res.spool_files)
             res.spool_files += 1
             res.warmup_files += 1 if in_warmup else 0
@@ -243,13 +243,15 @@ def prepare_input(
     res.last_ts = max_ts
     if max_ts is not None and flush_after_s is not None:
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
-        _write(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
+        write_part(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
                base_mtime + res.spool_files)
     (work / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
     return res
 
 
-def _write(path: Path, table: pa.Table, mtime: float) -> None:
+def write_part(path: Path, table: pa.Table, mtime: float) -> None:
+    """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
+    the given mtime (Spark's file source orders by it), then a rename."""
     tmp = path.with_name("." + path.name + ".tmp")
     pq.write_table(table, tmp)
     os.utime(tmp, (mtime, mtime))
