@@ -29,6 +29,7 @@ from benchmarks.datagen import generate
 from benchmarks.queries import cq4_plan
 from costmodel.fit import nnls_fit, slope
 from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind
+from federation.errors import PlacementError
 from federation.expressions import max_
 from federation.logical import NumberedPlan, window
 from federation.physical import build_physical_plan
@@ -197,7 +198,109 @@ def measure_db() -> dict:
             "expire_s_per_row": statistics.median(exp)}
 
 
-def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None
+_STATE_TERMS = ("stateful ops", "rows in", "rows x copies", "state keys")
+
+
+def _with_terms(p: CostProfile, op=0.0, row=0.0, copy=0.0, state=0.0) -> CostProfile:
+    return p.model_copy(update={
+        "spe_s_per_stateful_op_slide": op,
+        "spe_s_per_row": p.spe_s_per_row.model_copy(update={"aggregate": row, "join": row}),
+        "spe_s_per_window_copy": copy, "spe_s_per_state_group_window": state})
+
+
+def throughput_rows(path: Path, base: CostProfile) -> list[dict]:
+    """Pure-SPE points of a throughput run (`benchmarks.throughput`, any window scale) as
+    observations of the stateful SPE terms: batch time 1/rho against the four features the
+    cost model derives from the plan (the model is linear in its unit costs, so feature k is
+    C_u with unit cost k = 1 and the other three 0, less C_u with all four 0)."""
+    from benchmarks.queries import QUERIES
+    from federation.phase_one import phase_one
+
+    doc = json.loads(Path(path).read_text())
+    out = []
+    for pt in doc["points"]:
+        if pt["plan"] != "spe" or "same_as" in pt or not pt["rho"] > 0:
+            continue
+        q = QUERIES[pt["query"]](rate=pt["rate"], scale=doc["scale"], plugs=doc["plugs"])
+        lg = NumberedPlan.of(phase_one(q, base))
+
+        def cu(p: CostProfile, lg=lg, pt=pt) -> float:
+            return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
+
+        zero = _with_terms(base).model_copy(update={
+            "spe_s_per_slide": 0.0, "spe_s_per_stateless_op_slide": 0.0})
+        try:
+            z = cu(zero)
+        except PlacementError:
+            say(f"skipped {pt['query']} {pt['rate']:.0f}/s spe: operator ids of another plan")
+            continue
+        feats = [cu(_with_terms(zero, **{k: 1.0})) - z for k in ("op", "row", "copy", "state")]
+        out.append({"plan": f"{pt['query']} spe {pt['rate']:.0f}/s (scale {doc['scale']:g})",
+                    "features": feats, "batch_s": 1.0 / pt["rho"],
+                    "per_query": cu(zero.model_copy(update={"spe_s_per_slide": 1.0})) - z,
+                    "per_stateless": cu(zero.model_copy(
+                        update={"spe_s_per_stateless_op_slide": 1.0})) - z,
+                    "query": pt["query"], "rate": pt["rate"], "scale": doc["scale"],
+                    "plugs": doc["plugs"], "placement": pt["placement"]})
+    return out
+
+
+_DB_TERMS = ("scan per row: select/project", "scan per row: join",
+             "scan per row: aggregate")
+
+
+def _with_db_terms(p: CostProfile, sel=0.0, join=0.0, agg=0.0) -> CostProfile:
+    return p.model_copy(update={
+        "db_scan_s_per_row": PerKind(select=sel, project=sel, join=join, aggregate=agg)})
+
+
+def refit_db(profile: CostProfile, path: Path, plan_profile: CostProfile
+             ) -> tuple[CostProfile, list[dict]]:
+    """Refit the DuckDB scan cost per row on the plans with DB-ops of a throughput run
+    (pure-DB, the optimizer's and the kept plans): batch time 1/rho less what the model
+    charges everything else, against the features of the three per-kind scan terms (linear,
+    as above). The microbenchmarks of the generated SQL use windows of thousands of rows; at
+    the paper's window sizes a DB-op scans millions per slide. The Arrow transfer per row
+    stays as the selection trade-off measured it (it rises with the rate like the scans, so
+    one fit cannot tell them apart)."""
+    from benchmarks.queries import QUERIES
+    from federation.phase_one import phase_one
+
+    doc = json.loads(Path(path).read_text())
+    rows = []
+    for pt in doc["points"]:
+        if pt["plan"] == "spe" or "same_as" in pt or not pt["rho"] > 0 or not pt["steady"]:
+            continue
+        q = QUERIES[pt["query"]](rate=pt["rate"], scale=doc["scale"], plugs=doc["plugs"])
+        lg = NumberedPlan.of(phase_one(q, plan_profile))  # the plan the run numbered
+
+        def cu(p: CostProfile, lg=lg, pt=pt) -> float:
+            return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
+
+        zero = _with_db_terms(profile)
+        try:
+            z = cu(zero)
+        except PlacementError:
+            say(f"skipped {pt['query']} {pt['rate']:.0f}/s {pt['plan']}: its operator ids "
+                "belong to another Phase-One join order")
+            continue
+        feats = [cu(_with_db_terms(profile, **{k: 1.0})) - z
+                 for k in ("sel", "join", "agg")]
+        rows.append({"plan": f"{pt['query']} {pt['plan']} {pt['rate']:.0f}/s "
+                             f"(scale {doc['scale']:g})", "features": feats, "rest_s": z,
+                     "batch_s": 1.0 / pt["rho"], "query": pt["query"], "rate": pt["rate"],
+                     "scale": doc["scale"], "plugs": doc["plugs"],
+                     "placement": pt["placement"]})
+    if not rows:
+        return profile, rows
+    a = np.array([r["features"] for r in rows])
+    b = np.array([r["batch_s"] - r["rest_s"] for r in rows])
+    w = 1.0 / np.array([r["batch_s"] for r in rows])
+    sel, join, agg = nnls_fit(a * w[:, None], b * w)
+    return _with_db_terms(profile, float(sel), float(join), float(agg)), rows
+
+
+def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None, extra=None
                 ) -> tuple[CostProfile, dict]:
     c_stateless = 0.0
     if tradeoff:
@@ -224,10 +327,18 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None
     design.append([3.0, 2 * lam + 2 * cq4["plugs"], lam * sum(cq4["ranges_s"]),
                    cq4["plugs"] * (sum(cq4["ranges_s"]) + 1)])
     target.append(cq4["batch_s"] - s0 - 3 * c_stateless)  # two selections, a projection
+    measured = [r["batch_s"] for r in spe_rows] + [cq4["batch_s"]]
+    for e in extra or []:  # throughput points: features and fixed part from the model
+        design.append(e["features"])
+        target.append(e["batch_s"] - s0 * e["per_query"] - c_stateless * e["per_stateless"])
+        measured.append(e["batch_s"])
     a = np.array(design)
     b = np.array(target)
-    c_op, c_agg, c_copy, c_state = nnls_fit(a, b)
-    pred = s_stateful_base + a @ np.array([c_op, c_agg, c_copy, c_state])
+    # relative error: a 0.5 s calibration batch weighs as much as a 20 s one at full scale
+    w = 1.0 / np.array(measured)
+    c_op, c_agg, c_copy, c_state = nnls_fit(a * w[:, None], b * w)
+    pred = (b - a @ np.array([c_op, c_agg, c_copy, c_state]))
+    pred = np.array(measured) - pred
     c_join = c_agg
     c_select = 0.0  # stateless Spark ops: below what the batch times resolve
     p = CostProfile(
@@ -252,8 +363,9 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None
         capacity_cores=cores,
     )
     fit = {"spe_fit_predicted_batch_s": pred.tolist(),
-           "spe_measured_batch_s": (b + s0).tolist(),
-           "columns": ["stateful ops", "rows in", "rows x copies", "groups x open windows"]}
+           "spe_measured_batch_s": measured,
+           "columns": list(_STATE_TERMS),
+           "throughput_points": [e["plan"] for e in extra or []]}
     return p, fit
 
 
@@ -264,7 +376,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer Spark runs")
     ap.add_argument("--reuse", action="store_true", help="refit the figures of a previous run")
     ap.add_argument("--figures", type=Path, default=Path("benchmarks/results/calibration.json"))
+    ap.add_argument("--throughput", type=Path, action="append", default=[],
+                    help="also fit the pure-SPE points of this throughput result (e.g. the "
+                         "full run at the paper's window sizes); repeatable")
     a = ap.parse_args(argv)
+    from costmodel.profile import load_profile
+
+    base = load_profile()  # numbers the operators as the throughput runs did
+    extra = [e for path in a.throughput for e in throughput_rows(path, base)]
+    if extra:
+        say(f"{len(extra)} pure-SPE throughput points join the fit")
     work = Path(tempfile.mkdtemp(prefix="fedq-calibrate-"))
     if a.reuse and a.figures.exists():  # refit earlier measurements
         old = json.loads(a.figures.read_text())
@@ -275,7 +396,14 @@ def main(argv: list[str] | None = None) -> int:
         hybrid = measure_hybrid(work)
         tradeoff = measure_selection_tradeoff(work)
         dbf = measure_db()
-    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, tradeoff)
+    profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, tradeoff, extra)
+    db_rows: list[dict] = []
+    for path in a.throughput:
+        profile, more = refit_db(profile, path, base)
+        db_rows += more
+    if db_rows:
+        say(f"{len(db_rows)} throughput points with DB-ops refit the DuckDB per-row terms")
+        fit["db_refit"] = {"columns": list(_DB_TERMS), "points": [r["plan"] for r in db_rows]}
     profile.save(a.out)
     say(f"wrote profile {a.out}")
     # predicted u against measured batch time (slide 1 s: seconds of work per batch)
@@ -300,13 +428,23 @@ def main(argv: list[str] | None = None) -> int:
                                  t["placement"], profile)
         checks.append({"plan": f"agg {t['placement']} {t['rate']}/s", "predicted_C_u":
                        pp.cost.utilization_cost, "measured_batch_s": t["batch_s"]})
+    from benchmarks.queries import QUERIES
+    from federation.phase_one import phase_one
+
+    for e in [*extra, *db_rows]:
+        q = QUERIES[e["query"]](rate=e["rate"], scale=e["scale"], plugs=e["plugs"])
+        pp = build_physical_plan(NumberedPlan.of(phase_one(q, base)), e["placement"],
+                                 profile)
+        checks.append({"plan": e["plan"], "predicted_C_u": pp.cost.utilization_cost,
+                       "measured_batch_s": e["batch_s"]})
     print(f"{'reference plan':<40} {'predicted u (s/s)':>18} {'measured (s/batch)':>19}")
     for c in checks:
         print(f"{c['plan']:<40} {c['predicted_C_u']:>18.3f} {c['measured_batch_s']:>19.3f}")
     a.figures.parent.mkdir(parents=True, exist_ok=True)
     a.figures.write_text(json.dumps({**environment(), "spe_runs": spe_rows, "cq4": cq4,
                                      "hybrid": hybrid,
-                                     "selection_tradeoff": tradeoff, "db": dbf, "fit": fit,
+                                     "selection_tradeoff": tradeoff,
+                                     "throughput_sources": [str(x) for x in a.throughput], "db": dbf, "fit": fit,
                                      "checks": checks, "profile": json.loads(profile.to_json())},
                                     indent=2, default=str))
     say(f"wrote figures {a.figures}")

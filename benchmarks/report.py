@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def report(path: Path) -> str:
             out.append(f"| {m['query']} | {m['plan']} | {m['mst']:.0f} | {m['peak']:.0f} | "
                        f"{proc:.0f} ({at:.0f}) | "
                        f"{'yes' if m.get('all_steady', True) else 'no'} |")
-        out += ["", *ratio_table(doc), "", *boundary_table(doc), "", *beaten(doc)]
+        out += ["", *ratio_table(doc), "", *boundary_table(doc), "", *beaten(doc), "",
+                *shipped_choice(doc)]
     return "\n".join(out) + "\n"
 
 
@@ -97,10 +99,34 @@ def ratio_table(doc: dict) -> list[str]:
     return out
 
 
+def _refit_feasible(doc: dict, p: dict, profile) -> bool:
+    """Feasibility of the point's placement predicted by `profile` (the shipped one)."""
+    from benchmarks.queries import QUERIES
+    from federation.logical import NumberedPlan
+    from federation.phase_one import phase_one
+    from federation.physical import build_physical_plan
+
+    q = QUERIES[p["query"]](rate=p["rate"], scale=doc["scale"], plugs=doc["plugs"])
+    try:
+        pp = build_physical_plan(NumberedPlan.of(phase_one(q, profile)), p["placement"],
+                                 profile)
+    except Exception:  # noqa: BLE001 - Phase-One numbered this query's plan differently
+        return p["predicted_feasible"]
+    return pp.cost.is_feasible
+
+
 def boundary_table(doc: dict) -> list[str]:
-    """Predicted against measured feasibility boundary of each plan label."""
-    out = [("| query | plan | predicted feasible up to | measured feasible up to | "
-           "rates where they disagree |"), "|---|---|---|---|---|"]
+    """Predicted against measured feasibility boundary of each plan label: as the run's
+    profile predicted it, and as the shipped profile predicts it now."""
+    from costmodel.profile import load_profile
+
+    prof = load_profile()
+    for p in doc["points"]:
+        p["now_feasible"] = _refit_feasible(doc, p, prof)
+    out = [(f"| query | plan | predicted feasible up to (`{doc.get('profile')}`) | "
+            f"predicted (`{prof.name}`) | measured feasible up to | "
+            "rates where the run's prediction disagrees | where the shipped one does |"),
+           "|---|---|---|---|---|---|---|"]
     by: dict = {}
     for p in doc["points"]:
         by.setdefault((p["query"], p["plan"]), []).append(p)
@@ -117,8 +143,47 @@ def boundary_table(doc: dict) -> list[str]:
 
         bad = [f"{p['rate'] / 1000:g}k" for p in ps
                if p["predicted_feasible"] != (p["rho"] >= 1)]
+        bad_now = [f"{p['rate'] / 1000:g}k" for p in ps
+                   if p["now_feasible"] != (p["rho"] >= 1)]
         out.append(f"| {q} | {plan} | {upto(lambda p: p['predicted_feasible'])} | "
-                   f"{upto(lambda p: p['rho'] >= 1)} | {', '.join(bad) or '-'} |")
+                   f"{upto(lambda p: p['now_feasible'])} | "
+                   f"{upto(lambda p: p['rho'] >= 1)} | {', '.join(bad) or '-'} | "
+                   f"{', '.join(bad_now) or '-'} |")
+    return out
+
+
+def shipped_choice(doc: dict) -> list[str]:
+    """Per point: the placement the shipped profile's optimizer chooses now, and how that
+    placement measured in this run (any label with the same placement)."""
+    from benchmarks.queries import QUERIES
+    from costmodel.profile import load_profile
+    from federation.optimizer import optimize
+
+    prof = load_profile()
+    pts = doc["points"]
+    out = [(f"| query | rate | choice under `{prof.name}` | measured rho | / best measured | "
+           "/ the run's choice |"), "|---|---|---|---|---|---|"]
+    worst = []
+    for q, rate in sorted({(p["query"], p["rate"]) for p in pts}):
+        here = [p for p in pts if p["query"] == q and p["rate"] == rate]
+        plan = optimize(QUERIES[q](rate=rate, scale=doc["scale"], plugs=doc["plugs"]),
+                        profile=prof).plan.placement_string
+        same = next((p for p in here if p["placement"] == plan), None)
+        best = max(here, key=_val)
+        auto = next((p for p in here if p["plan"] == "auto"), None)
+        label = next((p["plan"] for p in here if p["placement"] == plan), "other")
+        if same is None or math.isnan(same["rho"]):
+            out.append(f"| {q} | {rate:.0f} | `{plan}` | not measured | - | - |")
+            continue
+        r_best = same["rho"] / best["rho"]
+        worst.append(r_best)
+        r_auto = same["rho"] / auto["rho"] if auto else float("nan")
+        out.append(f"| {q} | {rate:.0f} | {label} | {same['rho']:.2f} | {r_best:.2f} | "
+                   f"{r_auto:.2f} |")
+    if worst:
+        out += ["", (f"Shipped profile's choice / best measured plan: median "
+                f"{statistics.median(worst):.2f}, worst {min(worst):.2f} over {len(worst)} "
+                "points.")]
     return out
 
 

@@ -106,10 +106,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="event seconds per micro-batch during the warm-up (1: no fast-forward)")
     ap.add_argument("--out", default=None, help="result name (default from scale)")
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="recompute the maximum throughput and the plots of a result, no runs")
     a = ap.parse_args(argv)
     out_name = a.out or f"throughput_scale{a.scale:g}"
     path = RESULTS / f"{out_name}.json"
     doc = json.loads(path.read_text()) if path.exists() else {"points": []}
+    if a.summarize_only:
+        summarize(doc, path)
+        return 0
     done = {(p["query"], p["rate"], p["plan"]) for p in doc["points"]}
     profile = load_profile()
     data_root = a.data_dir or Path(tempfile.gettempdir()) / "fedq-throughput-data"
@@ -163,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                 pp = build_physical_plan(r.plan.logical, placement, profile)
                 point = {
                     "query": name, "rate": rate, "plan": label, "placement": s["placement"],
-                    "rho": rho, "steady": steady, "achieved_tps": rate * min(1.0, rho),
-                    "processed_tps": rate * rho, "rho_steady": s["rho_steady"],
+                    "rho": rho, "steady": steady, **derived(rate, rho),
+                    "rho_steady": s["rho_steady"],
                     "warmup_batch_s": s["warmup_batch_s"], "budget_s": budget,
                     "predicted_C_b": pp.cost.bottleneck_cost,
                     "predicted_C_u": pp.cost.utilization_cost,
@@ -214,8 +219,18 @@ def max_throughput(pts: list[dict]) -> list[dict]:
     return out
 
 
+def derived(rate: float, rho: float) -> dict:
+    """Achieved (rate x min(1, rho)) and processed (rate x rho) throughput; NaN when no
+    event second finished within the budget (min(1.0, nan) would be 1.0 in Python)."""
+    if math.isnan(rho):
+        return {"achieved_tps": float("nan"), "processed_tps": float("nan")}
+    return {"achieved_tps": rate * min(1.0, rho), "processed_tps": rate * rho}
+
+
 def summarize(doc: dict, path: Path) -> None:
     """Per query and plan: MST and peak throughput; plots next to the JSON."""
+    for p in doc["points"]:  # recomputed: older points had NaN rho counted as achieved
+        p.update(derived(p["rate"], p["rho"]))
     doc["max_throughput"] = max_throughput(doc["points"])
     path.write_text(json.dumps(doc, indent=2, default=str))
     print(f"{'query':<5} {'plan':<8} {'MST':>8} {'peak':>9} {'processed':>10}")
@@ -229,6 +244,14 @@ def summarize(doc: dict, path: Path) -> None:
 
 
 _COLORS = {"auto": "C0", "spe": "C1", "db": "C2", "nofeas": "C3"}
+
+
+def _achieved(p: dict) -> float:
+    """Achieved throughput; for a point without one finished event second, its upper
+    bound rate / wall time (drawn as a downward triangle)."""
+    if math.isnan(p["rho"]):
+        return p["rate"] / p["wall_s"]
+    return p["rate"] * min(1.0, p["rho"])
 
 
 def _series(pts: list[dict], q: str, plan: str, key: str) -> tuple[list, list]:
@@ -249,7 +272,8 @@ def plot(doc: dict, path: Path) -> None:
     queries = sorted({p["query"] for p in pts})
     lim = max(p["rate"] for p in pts)
     title = (f"window scale {doc.get('scale')}, {doc.get('plugs')} plugs, "
-             f"{doc.get('date', '')[:10]}; hollow markers: not at steady state")
+             f"{doc.get('date', '')[:10]}; hollow: not at steady state; triangle: upper "
+             "bound (no event second within the budget)")
     fig, axes = plt.subplots(2, len(queries), figsize=(3.6 * len(queries), 7), squeeze=False)
     for i, q in enumerate(queries):
         ax = axes[0][i]
@@ -258,11 +282,12 @@ def plot(doc: dict, path: Path) -> None:
                          key=lambda p: p["rate"])
             if not sel:
                 continue
-            ax.plot([p["rate"] for p in sel], [p["achieved_tps"] for p in sel],
+            ys = [_achieved(p) for p in sel]
+            ax.plot([p["rate"] for p in sel], ys,
                     color=_COLORS[plan], lw=2.5 if plan == "auto" else 1, label=plan)
-            for p in sel:
-                ax.plot(p["rate"], p["achieved_tps"], "o", color=_COLORS[plan],
-                        mfc=_COLORS[plan] if p["steady"] else "none")
+            for p, y in zip(sel, ys, strict=True):
+                ax.plot(p["rate"], y, "v" if math.isnan(p["rho"]) else "o",
+                        color=_COLORS[plan], mfc=_COLORS[plan] if p["steady"] else "none")
         ax.plot([0, lim], [0, lim], ls=":", color="grey")
         ax.set_title(f"({'abcdef'[i % 6]}1) {q}: achieved vs requested", fontsize=9)
         ax.set_xlabel("requested tuples/s")

@@ -168,7 +168,8 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
         f = 1.0 / max(gl, gr, 1.0)  # equi-join selectivity
         rate = lk.rate * f * rk.size + rk.rate * f * lk.size  # eq. 2
         size = f * lk.size * rk.size
-        return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f)
+        return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f,
+                        groups=max(gl, gr, 1.0))
     if isinstance(node, Rstream):
         (k,) = kids
         return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)

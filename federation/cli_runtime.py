@@ -91,6 +91,12 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from benchmarks.calibrate import main as calibrate_main
 
     argv = ["--out", str(a.out), "--cores", str(a.cores)] + (["--quick"] if a.quick else [])
+    if a.reuse:
+        argv.append("--reuse")
+    if a.figures is not None:
+        argv += ["--figures", str(a.figures)]
+    for t in a.throughput:
+        argv += ["--throughput", str(t)]
     return calibrate_main(argv)
 
 
@@ -101,6 +107,12 @@ def add_commands(sub) -> None:
     c.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
     c.add_argument("--cores", type=float, default=2.0)
     c.add_argument("--quick", action="store_true")
+    c.add_argument("--reuse", action="store_true",
+                   help="refit the figures of a previous calibration (--figures)")
+    c.add_argument("--figures", type=Path, default=None,
+                   help="calibration figures JSON (default benchmarks/results/calibration.json)")
+    c.add_argument("--throughput", type=Path, action="append", default=[],
+                   help="also fit the pure-SPE points of a throughput result; repeatable")
     c.set_defaults(func=cmd_calibrate)
 
     g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
