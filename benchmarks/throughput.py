@@ -97,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-kept", type=int, default=2)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--plugs", type=int, default=2125)
-    ap.add_argument("--measure-seconds", type=int, default=20,
+    ap.add_argument("--measure-seconds", type=int, default=12,
                     help="event seconds measured after the windows are full")
     ap.add_argument("--budget", type=float, default=300.0, help="wall seconds per point")
-    ap.add_argument("--spe-budget", type=float, default=None,
-                    help="wall seconds per pure-SPE point (default: --budget)")
+    ap.add_argument("--spe-budget", type=float, default=30.0,
+                    help="wall seconds per pure-SPE point (measured on what ran)")
     ap.add_argument("--warmup-batch", type=int, default=10,
                     help="event seconds per micro-batch during the warm-up (1: no fast-forward)")
     ap.add_argument("--out", default=None, help="result name (default from scale)")
