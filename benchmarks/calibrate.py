@@ -213,22 +213,20 @@ def throughput_rows(path: Path, base: CostProfile) -> list[dict]:
     observations of the stateful SPE terms: batch time 1/rho against the four features the
     cost model derives from the plan (the model is linear in its unit costs, so feature k is
     C_u with unit cost k = 1 and the other three 0, less C_u with all four 0)."""
-    from benchmarks.queries import QUERIES
-    from federation.phase_one import phase_one
+    from benchmarks.throughput import point_plan
 
     doc = json.loads(Path(path).read_text())
+    zero = _with_terms(base).model_copy(update={
+        "spe_s_per_slide": 0.0, "spe_s_per_stateless_op_slide": 0.0})
     out = []
     for pt in doc["points"]:
         if pt["plan"] != "spe" or "same_as" in pt or not pt["rho"] > 0:
             continue
-        q = QUERIES[pt["query"]](rate=pt["rate"], scale=doc["scale"], plugs=doc["plugs"])
-        lg = NumberedPlan.of(phase_one(q, base))
+        lg = point_plan(doc, pt, base)
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
             return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
 
-        zero = _with_terms(base).model_copy(update={
-            "spe_s_per_slide": 0.0, "spe_s_per_stateless_op_slide": 0.0})
         try:
             z = cu(zero)
         except PlacementError:
@@ -263,21 +261,19 @@ def refit_db(profile: CostProfile, path: Path, plan_profile: CostProfile
     the paper's window sizes a DB-op scans millions per slide. The Arrow transfer per row
     stays as the selection trade-off measured it (it rises with the rate like the scans, so
     one fit cannot tell them apart)."""
-    from benchmarks.queries import QUERIES
-    from federation.phase_one import phase_one
+    from benchmarks.throughput import point_plan
 
     doc = json.loads(Path(path).read_text())
+    zero = _with_db_terms(profile)
     rows = []
     for pt in doc["points"]:
         if pt["plan"] == "spe" or "same_as" in pt or not pt["rho"] > 0 or not pt["steady"]:
             continue
-        q = QUERIES[pt["query"]](rate=pt["rate"], scale=doc["scale"], plugs=doc["plugs"])
-        lg = NumberedPlan.of(phase_one(q, plan_profile))  # the plan the run numbered
+        lg = point_plan(doc, pt, plan_profile)  # the plan the run numbered
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
             return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
 
-        zero = _with_db_terms(profile)
         try:
             z = cu(zero)
         except PlacementError:
@@ -337,8 +333,8 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None, extra=N
     # relative error: a 0.5 s calibration batch weighs as much as a 20 s one at full scale
     w = 1.0 / np.array(measured)
     c_op, c_agg, c_copy, c_state = nnls_fit(a * w[:, None], b * w)
-    pred = (b - a @ np.array([c_op, c_agg, c_copy, c_state]))
-    pred = np.array(measured) - pred
+    fixed = np.array(measured) - b  # what each row's target left out
+    pred = fixed + a @ np.array([c_op, c_agg, c_copy, c_state])
     c_join = c_agg
     c_select = 0.0  # stateless Spark ops: below what the batch times resolve
     p = CostProfile(

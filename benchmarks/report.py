@@ -71,11 +71,9 @@ def report(path: Path) -> str:
                 "every point steady |"),
                 "|---|---|---|---|---|---|"]
         for m in doc["max_throughput"]:
-            proc = m.get("peak_processed", m["peak"])
-            at = m.get("peak_processed_at_rate", m.get("peak_at_rate", 0))
             out.append(f"| {m['query']} | {m['plan']} | {m['mst']:.0f} | {m['peak']:.0f} | "
-                       f"{proc:.0f} ({at:.0f}) | "
-                       f"{'yes' if m.get('all_steady', True) else 'no'} |")
+                       f"{m['peak_processed']:.0f} ({m['peak_processed_at_rate']:.0f}) | "
+                       f"{'yes' if m['all_steady'] else 'no'} |")
         out += ["", *ratio_table(doc), "", *boundary_table(doc), "", *beaten(doc), "",
                 *shipped_choice(doc)]
     return "\n".join(out) + "\n"
@@ -101,16 +99,13 @@ def ratio_table(doc: dict) -> list[str]:
 
 def _refit_feasible(doc: dict, p: dict, profile) -> bool:
     """Feasibility of the point's placement predicted by `profile` (the shipped one)."""
-    from benchmarks.queries import QUERIES
-    from federation.logical import NumberedPlan
-    from federation.phase_one import phase_one
+    from benchmarks.throughput import point_plan
+    from federation.errors import PlacementError
     from federation.physical import build_physical_plan
 
-    q = QUERIES[p["query"]](rate=p["rate"], scale=doc["scale"], plugs=doc["plugs"])
     try:
-        pp = build_physical_plan(NumberedPlan.of(phase_one(q, profile)), p["placement"],
-                                 profile)
-    except Exception:  # noqa: BLE001 - Phase-One numbered this query's plan differently
+        pp = build_physical_plan(point_plan(doc, p, profile), p["placement"], profile)
+    except PlacementError:  # Phase-One numbered this query's plan differently
         return p["predicted_feasible"]
     return pp.cost.is_feasible
 

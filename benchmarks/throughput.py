@@ -4,8 +4,9 @@ Run: python -m benchmarks.throughput --scale 0.1 --rates 2000,20000 --queries CQ
 
 For each rate lambda the data are replayed as fast as the plan can go: the warm-up (the
 largest window range) in micro-batches of --warmup-batch event seconds (pure-SPE: one event
-second each throughout), then one event second per micro-batch, and no end-of-input drain; rho = event seconds processed per wall second after the windows are
-full, the achieved throughput is lambda * min(1, rho) and the processed throughput
+second each throughout), then one event second per micro-batch, and no end-of-input drain;
+rho = event seconds processed per wall second after the windows are full, the achieved
+throughput is lambda * min(1, rho) and the processed throughput
 lambda * rho (tuples per wall second the plan handled, unthrottled). The maximum throughput
 of a plan is found by search over the measured rates: the largest rate it sustains (MST)
 and the largest processed throughput (peak). Plans: the optimizer's choice (`auto`),
@@ -13,8 +14,9 @@ pure-SPE, pure-DB, the optimizer's choice with the feasibility check off (`nofea
 other plans Phase-Two keeps (`kept`, at most --max-kept of them). Each point has a wall-time
 budget; a point that cannot finish within it is measured on what ran and marked
 `steady: false`. Labels whose placement equals one already measured at the same query and
-rate are recorded as `same_as` that point instead of running it twice. Results accumulate in benchmarks/results/<out>.json; a rerun skips the
-points already there (resumable). Plots go next to it.
+rate are recorded as `same_as` that point instead of running it twice. Results accumulate
+in benchmarks/results/<out>.json; a rerun skips the points already there (resumable). Plots
+go next to it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ ALL_RATES = "1000,2000,5000,10000,15000,20000,25000,30000,40000"
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def point_plan(doc: dict, pt: dict, profile) -> NumberedPlan:
+    """The logical plan of a result point (its query at its rate, the result's scale and
+    plugs), numbered by Phase-One under `profile`; its placement names these operator ids
+    when `profile` is the one the run used."""
+    q = QUERIES[pt["query"]](rate=pt["rate"], scale=doc["scale"], plugs=doc["plugs"])
+    return NumberedPlan.of(phase_one(q, profile))
 
 
 class _Progress:
@@ -255,8 +265,7 @@ def _achieved(p: dict) -> float:
 
 
 def _series(pts: list[dict], q: str, plan: str, key: str) -> tuple[list, list]:
-    xs = sorted((p["rate"], p[key] if key in p else p["rate"] * p["rho"]) for p in pts
-                if p["query"] == q and p["plan"] == plan)
+    xs = sorted((p["rate"], p[key]) for p in pts if p["query"] == q and p["plan"] == plan)
     return [x for x, _ in xs], [y for _, y in xs]
 
 

@@ -355,13 +355,13 @@ def run(
                         result_rows += out.num_rows if mig.cand is root_cand else 0
                 st.done_batches.add(batch_id)
                 end = time.perf_counter()
+                clock = _watermark(st.clock, st.clock_sources, 0.0)
                 m = {
                     "stage": st.index, "batch": batch_id, "rows_in": rows_in,
                     "result_rows": result_rows, "transfer_s": t1 - t0, "db_s": db_s,
                     "handler_s": end - t0, "wall_s": end - last_end[st.index],
                     "slides": slides, "t": end - t_start,
-                    "watermark": str(_watermark(st.clock, st.clock_sources, 0.0)),
-                    "clock": _watermark(st.clock, st.clock_sources, 0.0),
+                    "watermark": str(clock), "clock": clock,
                 }
                 # a data batch consumed input: it produced rows or moved the clock (a pure
                 # Spark plan emits nothing until its first windows close)
