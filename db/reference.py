@@ -12,6 +12,7 @@ import datetime as dt
 import duckdb
 import pyarrow as pa
 
+from federation.instants import extent_of, instants
 from federation.logical import Aggregate, Join, Node, Project, Rstream, Select, Window
 
 
@@ -56,6 +57,8 @@ class ReferenceEvaluator:
             for name, call in node.aggs:
                 arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb")
                 e = f"{call.func}({arg})"
+                if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
+                    e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
                 if call.func == "sum" and node.schema[name] == "BIGINT":
                     e = f"CAST({e} AS BIGINT)"
                 aggs.append(f"{e} AS {_q(name)}")
@@ -86,20 +89,9 @@ class ReferenceEvaluator:
 
 
 def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) -> list:
-    """Every slide instant whose windows can hold a row of [first_ts, last_ts]."""
+    """The query's instants over readings in [first_ts, last_ts] (federation.instants)."""
     windows = [n for n in query.walk() if isinstance(n, Window)]
-    slide = min(w.slide_s for w in windows)
-    span = max((w.range_s or 0.0) for w in windows) + slide
-    epoch = dt.datetime(1970, 1, 1)
-    k = int(((first_ts - epoch).total_seconds()) // slide) + 1
-    out = []
-    while True:
-        tau = epoch + dt.timedelta(seconds=k * slide)
-        if tau > last_ts + dt.timedelta(seconds=span):
-            break
-        out.append(tau)
-        k += 1
-    return out
+    return instants(first_ts, last_ts, extent_of(windows), windows[0].slide_s)
 
 
 def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:

@@ -95,12 +95,15 @@ def window_relation(win: Window, columns: Sequence[str], table: str) -> exp.Sele
 
 
 def candidate_sql(
-    plan: NumberedPlan, members: Sequence[str], inputs: Sequence[tuple[str, str]]
+    plan: NumberedPlan, members: Sequence[str], inputs: Sequence[tuple[str, str]],
+    row_level: set[str] | None = None,
 ) -> exp.Select:
     """The SQL of the DB-op made of `members` (op ids), whose inputs are `(table, op id)`.
 
     Inputs that are identical subtrees share a table (they are transferred once): pass
-    each input position with the table name it reads.
+    each input position with the table name it reads. `row_level` names the inputs that
+    arrive as window rows with `_ts` (default: every input that is a window under
+    selections and projections); the others arrive as relations tagged with `_tau`.
     """
     member_set = set(members)
     table_of = {oid: table for table, oid in inputs}
@@ -116,7 +119,7 @@ def candidate_sql(
             if table is None:
                 raise UnsupportedOperationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
-            if is_row_level(node):
+            if (oid in row_level) if row_level is not None else is_row_level(node):
                 q = window_relation(leaf_window(node), cols, table)
             else:
                 q = (
@@ -169,7 +172,20 @@ def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
         for name, call in node.aggs:
             cols.append(_alias(aggregate_expression(call.func, call.arg, node.child.schema), name))
         group = [_col(TAU)] + [_col(k) for k in node.keys]
-        return exp.select(*cols).from_(srcs[0]).group_by(*group)
+        q = exp.select(*cols).from_(srcs[0]).group_by(*group)
+        if node.keys:
+            return q
+        # a global aggregate has one row at every instant, also over an empty input (SQL):
+        # COUNT 0, the others NULL
+        out: list[exp.Expression] = [_alias(_col(TAU, "t"), TAU)]
+        for name, call in node.aggs:
+            v: exp.Expression = _col(name, "a")
+            if call.func == "count":
+                v = exp.Coalesce(this=v, expressions=[exp.Literal.number(0)])
+            out.append(_alias(v, name))
+        return (exp.select(*out).from_(exp.to_table("taus").as_("t"))
+                .join(q.subquery("a"), on=exp.EQ(this=_col(TAU, "t"), expression=_col(TAU, "a")),
+                      join_type="left"))
     raise UnsupportedOperationError(f"no SQL for {node.kind}")
 
 
@@ -186,8 +202,10 @@ def aggregate_expression(func: str, arg: exp.Expression | None, schema: dict) ->
         if infer_type(arg, schema) != "DOUBLE":  # type: ignore[arg-type]
             return exp.Cast(this=s, to=exp.DataType.build("BIGINT"))
         return s
-    if func == "avg":
-        return exp.Avg(this=a)
+    if func == "avg":  # SUM / COUNT in double, the same expression in every engine
+        total = exp.Cast(this=exp.Sum(this=a), to=exp.DataType.build("DOUBLE"))
+        n = exp.Nullif(this=exp.Count(this=a.copy()), expression=exp.Literal.number(0))
+        return exp.Div(this=total, expression=n)
     if func == "min":
         return exp.Min(this=a)
     if func == "max":

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +28,9 @@ import pyarrow.parquet as pq
 from federation.streams import StreamDecl
 
 PUNCTUATION_ID = -1
+TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
+EPOCH = datetime(1970, 1, 1)
+REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
 _PART = re.compile(r"^part-.*\.parquet$")
 _ARROW = {
     "BIGINT": pa.int64(),
@@ -58,6 +61,7 @@ class IngestResult:
     last_ts: object = None
     spool_files: int = 0  # data files of the spool (< files when fast-forwarded)
     warmup_files: int = 0  # of which merged warm-up files
+    quarantined: list = field(default_factory=list)  # [{"file", "reason"}] unreadable files
 
     @property
     def rows_dead(self) -> int:
@@ -67,6 +71,7 @@ class IngestResult:
         return {"files": self.files, "spool_files": self.spool_files,
                 "warmup_files": self.warmup_files, "rows_in": self.rows_in, "rows_ok": self.rows_ok,
                 "rows_dead": self.rows_dead, "dead_by_reason": dict(self.dead),
+                "files_quarantined": self.quarantined,
                 "deadletter_dir": str(self.deadletter_dir)}
 
 
@@ -102,8 +107,17 @@ def validate_table(
     stream: StreamDecl,
     watermark,
     domains: Mapping[str, set] | None = None,
+    clock=None,
+    horizon_s: float = 3600.0,
 ) -> tuple[pa.Table, list[tuple[int, str]]]:
-    """Split a raw table into clean rows (typed) and (row index, reason) of the bad ones."""
+    """Split a raw table into clean rows (typed) and (row index, reason) of the bad ones.
+
+    Event time must be plausible: not before 1970, not late (below `watermark`), and not
+    more than `horizon_s` ahead of the stream's `clock` (the largest event time accepted
+    so far). Within one table, readings are taken in event-time order and a gap of more
+    than `horizon_s` to the readings before it marks the rest as far-future; with no clock
+    yet (the first file), the gap is measured from the file's median reading both ways,
+    so one outlier can neither start nor move the clock."""
     schema = arrow_schema(stream.columns)
     n = raw.num_rows
     reasons: dict[int, str] = {}
@@ -119,6 +133,10 @@ def validate_table(
             reasons.setdefault(i, f"wrong type in column {f.name!r} (want {stream.columns[f.name]})")
         for i in _true_indices(pc.is_null(arr)) if arr.null_count else []:
             reasons.setdefault(i, f"null in column {f.name!r}")
+        if pa.types.is_floating(f.type):
+            for i in _true_indices(pc.invert(pc.is_finite(arr))):
+                reasons.setdefault(i, f"not a finite number (NaN or infinite) in column "
+                                      f"{f.name!r}")
         cols[f.name] = arr
     for colname, allowed in (domains or {}).items():
         arr = cols[colname]
@@ -127,10 +145,15 @@ def validate_table(
         for i in _true_indices(outside):
             reasons.setdefault(i, f"unknown {colname} code {arr[i].as_py()!r}")
     ts = cols[stream.ts_column]
+    for i in _true_indices(pc.less(ts, pa.scalar(EPOCH, ts.type))):
+        reasons.setdefault(i, f"event time {ts[i].as_py()} is before 1970-01-01")
     if watermark is not None:
         late = pc.less(ts, pa.scalar(watermark, ts.type))
         for i in _true_indices(late):
-            reasons.setdefault(i, "later than the allowed lateness")
+            reasons.setdefault(i, f"late: event time {ts[i].as_py()} is before the watermark "
+                                  f"{watermark} (largest earlier event time - allowed lateness)")
+    for i, why in _far_from_clock(ts, reasons, clock, horizon_s):
+        reasons.setdefault(i, why)
     table = pa.table(cols, schema=schema)
     if reasons:
         keep = pa.array([i not in reasons for i in range(n)])
@@ -138,28 +161,68 @@ def validate_table(
     return table, sorted(reasons.items())
 
 
+def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
+    """(row, reason) of readings more than `horizon_s` away from the stream's clock (see
+    `validate_table`); vectorized over the sorted event times of the rows still good."""
+    import numpy as np
+
+    good = np.array([i for i in range(len(ts)) if i not in reasons], dtype=np.int64)
+    if not len(good):
+        return []
+    us = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[good]
+    order = np.argsort(us, kind="stable")
+    v, idx = us[order], good[order]
+    h = round(horizon_s * 1_000_000)
+    out: list[tuple[int, str]] = []
+    if clock is None:  # anchor at the median; walk down, then up
+        m = len(v) // 2
+        gaps_down = np.flatnonzero(np.diff(v[: m + 1]) > h)
+        lo = gaps_down[-1] + 1 if len(gaps_down) else 0
+        for i in idx[:lo]:
+            out.append((int(i), f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s "
+                                "before the other readings of the first file"))
+        v, idx, start = v[m:], idx[m:], v[m]
+    else:
+        start = _ts_us(clock)
+    steps = np.diff(np.concatenate([[start], np.maximum.accumulate(v)]))
+    jump = np.flatnonzero(steps > h)
+    if len(jump):
+        for i in idx[jump[0]:]:
+            out.append((int(i), f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s "
+                                "ahead of the stream's clock (--event-horizon)"))
+    return out
+
+
+def _ts_us(t) -> int:
+    d = t - EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+
+
 def _true_indices(mask: pa.Array) -> list[int]:
     """Row indices where a boolean mask is true (nulls count as false); vectorized."""
     return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
 
 
-def punctuation(stream: StreamDecl, ts) -> pa.Table:
-    """A punctuation row: id -1, event time `ts`, every other column a neutral value."""
+def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION_ID) -> pa.Table:
+    """Punctuation rows: id -1 (or TICK_ID), event time `ts` (one or a list), every other
+    column a neutral value."""
+    tss = ts if isinstance(ts, list) else [ts]
+    n = len(tss)
     schema = arrow_schema(stream.columns)
     row = {}
     for f in schema:
         if f.name == stream.ts_column:
-            row[f.name] = [ts]
+            row[f.name] = tss
         elif f.name == "id":
-            row[f.name] = [PUNCTUATION_ID]
+            row[f.name] = [kind] * n
         elif pa.types.is_integer(f.type):
-            row[f.name] = [-1]
+            row[f.name] = [-1] * n
         elif pa.types.is_floating(f.type):
-            row[f.name] = [0.0]
+            row[f.name] = [0.0] * n
         elif pa.types.is_boolean(f.type):
-            row[f.name] = [False]
+            row[f.name] = [False] * n
         else:
-            row[f.name] = [""]
+            row[f.name] = [""] * n
     return pa.table(row, schema=schema)
 
 
@@ -175,6 +238,9 @@ def prepare_input(
     progress: Callable[[int, int], None] | None = None,
     fast_forward_s: int = 0,
     fast_forward_batch: int = 1,
+    tick_s: float | None = None,
+    horizon_s: float = 3600.0,
+    run_id: str | None = None,
 ) -> IngestResult:
     """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc).
 
@@ -183,30 +249,47 @@ def prepare_input(
     windows in fewer batches); every later event second is a spool file of its own.
     Validation and dead letters are per input file either way, so the rows are the same.
     `flush_after_s=None` writes no flush file (the windows open at the end stay open).
+    `tick_s` writes a tick row (id TICK_ID) at every instant of that slide's grid from the
+    first reading on, and one at each file's largest event time (`federation.instants`).
+    `horizon_s`: the event-time horizon of `validate_table`. A file that cannot be read, or
+    lacks a column of the stream, is quarantined (copied to the dead-letter directory with
+    its reason) and the run goes on. Dead letters go to `work_dir/deadletter/<run_id>`, so
+    a reused work directory keeps the letters of earlier runs.
     """
+    from federation.instants import grid_floor, grid_points
+
     if fast_forward_batch < 1:
         raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
     work = Path(work_dir)
-    spool, dead_dir = work / "spool", work / "deadletter"
-    for d in (spool, dead_dir):
-        d.mkdir(parents=True, exist_ok=True)
-        for old in d.glob("*.parquet"):
-            old.unlink()
-    parts = list_parts(Path(data_dir))
+    run_id = run_id or datetime.now().strftime("run-%Y%m%d-%H%M%S-%f")
+    spool, dead_dir = work / "spool", work / "deadletter" / run_id
+    spool.mkdir(parents=True, exist_ok=True)
+    for old in spool.glob("*.parquet"):
+        old.unlink()
+    dead_dir.mkdir(parents=True, exist_ok=True)
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise FileNotFoundError(f"data directory {data} does not exist")
+    parts = list_parts(data)
     if not parts:
         raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
     if max_files is not None:
         parts = parts[:max_files]
     res = IngestResult(spool, dead_dir, 0, 0, 0)
+    _count_csv_rejects(data, dead_dir, res)
     max_ts = None
+    tick_hi = None
     lateness = timedelta(seconds=allowed_lateness_s)
     base_mtime = 1_000_000_000.0
     ts_col = stream.ts_column
     pending: list[pa.Table] = []
     for k, path in enumerate(parts):
-        raw = pq.read_table(path)
+        raw, why = _read_part(path, stream)
+        if why is not None:
+            _quarantine(path, dead_dir, why, res)
+            raw = arrow_schema(stream.columns).empty_table()
         wm = None if max_ts is None else max_ts - lateness
-        good, bad = validate_table(raw, stream, wm, domains)
+        good, bad = validate_table(raw, stream, wm, domains, clock=max_ts, horizon_s=horizon_s)
         res.rows_in += raw.num_rows
         res.rows_ok += good.num_rows
         if bad:
@@ -219,13 +302,23 @@ def prepare_input(
                 "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
             })
             pq.write_table(dl, dead_dir / f"dead-{k:08d}.parquet")
-            res.dead.update(r for _, r in bad)
+            res.dead.update(_reason_kind(r) for _, r in bad)
+        ticks: list = []
         if good.num_rows:
             hi = pc.max(good.column(ts_col)).as_py()
             lo = pc.min(good.column(ts_col)).as_py()
             max_ts = hi if max_ts is None else max(max_ts, hi)
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
+            if tick_s:
+                start = grid_floor(lo, tick_s)
+                if tick_hi is not None and start <= tick_hi:
+                    start = tick_hi + timedelta(microseconds=1)
+                ticks = grid_points(start, max_ts, tick_s)
+                tick_hi = ticks[-1] if ticks else tick_hi
+                ticks.append(max_ts)
         pending.append(good)
+        if ticks:
+            pending.append(punctuation(stream, ticks, TICK_ID))
         res.files += 1
         in_warmup = k < fast_forward_s
         if (not in_warmup or len(pending) >= fast_forward_batch or k == fast_forward_s - 1
@@ -234,7 +327,7 @@ def prepare_input(
             if max_ts is not None:
                 out = pa.concat_tables([out, punctuation(stream, max_ts)])
             write_part(spool / f"part-{res.spool_files:08d}.parquet", out,
-                   base_mtime + res.spool_files)
+                       base_mtime + res.spool_files)
             res.spool_files += 1
             res.warmup_files += 1 if in_warmup else 0
             pending = []
@@ -244,9 +337,57 @@ def prepare_input(
     if max_ts is not None and flush_after_s is not None:
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
         write_part(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
-               base_mtime + res.spool_files)
+                   base_mtime + res.spool_files)
+    (dead_dir / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
     (work / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
     return res
+
+
+def _reason_kind(reason: str) -> str:
+    """The reason without the row's own values, for counting."""
+    return re.sub(r" -?[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9:.]+", "", reason)
+
+
+def _read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | None]:
+    """A part file's table, or the reason it cannot be used (unreadable, wrong schema)."""
+    try:
+        if path.stat().st_size == 0:
+            return None, "empty file (0 bytes)"
+        t = pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
+    missing = [c for c in stream.columns if c not in t.column_names]
+    if missing:
+        return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
+                      f"(has {', '.join(t.column_names)})")
+    return t, None
+
+
+def _quarantine(path: Path, dead_dir: Path, why: str, res: IngestResult) -> None:
+    qdir = dead_dir / "quarantine"
+    qdir.mkdir(exist_ok=True)
+    import shutil
+
+    shutil.copy2(path, qdir / path.name)
+    (qdir / (path.name + ".reason.txt")).write_text(why + "\n")
+    res.quarantined.append({"file": path.name, "reason": why})
+
+
+def _count_csv_rejects(data: Path, dead_dir: Path, res: IngestResult) -> None:
+    """Rows the CSV loader rejected (its `_rejected.csv`: line, raw, reason) count as dead
+    letters of this run, with their line numbers."""
+    path = data / REJECTED_CSV
+    if not path.exists():
+        return
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    import shutil
+
+    shutil.copy2(path, dead_dir / REJECTED_CSV)
+    res.rows_in += len(rows)
+    res.dead.update("csv: " + r.get("reason", "?") for r in rows)
 
 
 def write_part(path: Path, table: pa.Table, mtime: float) -> None:

@@ -272,6 +272,14 @@ class Join(Node):
         _check_child("join", self.right)
         if not self.keys:
             raise QueryValidationError("join", "on", "an equi-join needs at least one key")
+        slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
+                  if isinstance(w, Window)}
+        if len(slides) > 1:
+            raise QueryValidationError(
+                "join", "slide",
+                "the windows of one query must share one slide (its instants), got "
+                + ", ".join(f"{x:g} s" for x in sorted(slides)),
+            )
         ls, rs = self.left.schema, self.right.schema
         for lk, rk in self.keys:
             if lk not in ls:

@@ -39,8 +39,13 @@ class MigRuntime:
 
     def __init__(self, cand: MigrationCandidate, slide_s: float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
-                 plan_nodes: dict | None = None) -> None:
+                 plan_nodes: dict | None = None,
+                 life: tuple[dt.datetime, dt.datetime] | None = None) -> None:
+        """`life`: the first and last slide instant of the query over its input
+        (federation.instants); the MIG computes exactly those instants, empty ones
+        included. Without it, from the first row it receives to the last row's window."""
         self.cand = cand
+        self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
         self.lateness = dt.timedelta(seconds=lateness_s)
         specs = []
@@ -59,7 +64,7 @@ class MigRuntime:
         self.row_inputs = any(ci.row_level for ci in cand.inputs)
         self.rel_inputs = any(not ci.row_level for ci in cand.inputs)
         self.db = MigDatabase(specs, cand.sql, threads=threads, memory_limit=memory_limit)
-        self.next_tau: dt.datetime | None = None
+        self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None
         self.rows_in = 0
@@ -86,7 +91,8 @@ class MigRuntime:
             lo, hi = pc.min(rows.column("_tau")).as_py(), pc.max(rows.column("_tau")).as_py()
             self.max_rel_tau = hi if self.max_rel_tau is None else max(self.max_rel_tau, hi)
             first = lo
-        if self.next_tau is None or first < self.next_tau and self.slides_done == 0:
+        if self.life is None and (self.next_tau is None
+                                  or first < self.next_tau and self.slides_done == 0):
             self.next_tau = first
         self.rows_in += rows.num_rows
         self.db.insert(table, rows)
@@ -99,9 +105,11 @@ class MigRuntime:
         # beyond the last instant whose windows or relations can hold a row, every input is
         # empty and so is the result: never enumerate slides up to a far-future flush
         bounds = []
-        if self.max_data_ts is not None:
+        if self.life is not None:
+            bounds.append(self.life[1])
+        elif self.max_data_ts is not None:
             bounds.append(self.max_data_ts + dt.timedelta(seconds=self.horizon_s))
-        if self.max_rel_tau is not None:
+        if self.max_rel_tau is not None and self.life is None:
             bounds.append(self.max_rel_tau)
         limits = [watermark, max(bounds) if bounds else self.next_tau]
         upto = min(limits)

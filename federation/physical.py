@@ -140,10 +140,24 @@ def _connected(plan: NumberedPlan, placement: Mapping[str, str], m: str, top: st
     return True
 
 
-def candidate_inputs(plan: NumberedPlan, members: list[str]) -> list[CandidateInput]:
+def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]) -> bool:
+    """True when the SPE delivers `oid` as window rows with their event time: a window and
+    SPE-placed selections and projections over it. A DB-op below the chain turns the rows
+    into a per-instant relation (its result re-enters Spark tagged with the instant)."""
+    node = plan.nodes[oid]
+    if not is_row_level(node):
+        return False
+    while oid in plan.children and plan.children[oid] and placement.get(oid) != "db":
+        (oid,) = plan.children[oid]
+    return placement.get(oid) != "db"
+
+
+def candidate_inputs(plan: NumberedPlan, members: list[str],
+                     placement: Mapping[str, str] | None = None) -> list[CandidateInput]:
     """Inputs of a DB-op; identical inputs (same stream, window and pushed-down operators)
     share one table and are transferred once (DESIGN 4); row-level inputs that differ only
     in their window's range share one too (`shared_input_key`)."""
+    placement = placement or {}
     ms = set(members)
     out: list[CandidateInput] = []
     for m in members:
@@ -151,15 +165,16 @@ def candidate_inputs(plan: NumberedPlan, members: list[str]) -> list[CandidateIn
             if c in ms:
                 continue
             node = plan.nodes[c]
-            key = shared_input_key(node)
+            row_level = reads_window_rows(plan, c, placement)
+            key = shared_input_key(node) if row_level else ("node", node)
             for i, ci in enumerate(out):
-                same = (ci.node == node) if not ci.row_level else (
-                    shared_input_key(ci.node) == key)
+                same = (ci.node == node and not row_level) if not ci.row_level else (
+                    row_level and shared_input_key(ci.node) == key)
                 if same:
                     out[i] = CandidateInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
                     break
             else:
-                out.append(CandidateInput(f"in{len(out)}", (c,), node, is_row_level(node)))
+                out.append(CandidateInput(f"in{len(out)}", (c,), node, row_level))
     return out
 
 
@@ -210,11 +225,12 @@ def build_physical_plan(
     }
     cands = []
     for i, members in enumerate(candidate_groups(plan, pl), start=1):
-        inputs = candidate_inputs(plan, members)
+        inputs = candidate_inputs(plan, members, pl)
         root = next(m for m in members if plan.parent[m] not in members)
         cost = db_op_cost(plan, sizes, members, [ci.op_ids[0] for ci in inputs], root, profile)
         sql = candidate_sql(
-            plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids]
+            plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
+            row_level={o for ci in inputs if ci.row_level for o in ci.op_ids},
         ).sql(dialect="duckdb", pretty=True) if render_sql else ""
 
         cands.append(MigrationCandidate(f"db{i}", tuple(members), root, tuple(inputs), sql, cost))

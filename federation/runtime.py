@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from costmodel.profile import CostProfile, load_profile
 from db.store import naive_timestamps
 from federation.ingest import IngestResult, prepare_input
+from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.mig import MigRuntime, tau_to_wt, wt_to_tau
 from federation.optimizer import optimize
@@ -133,6 +134,7 @@ def run(
     budget_s: float | None = None,
     warmup_batch_s: int | None = None,
     drain: bool = True,
+    event_horizon_s: float = 3600.0,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
     of event-second Parquet files (generated when `data` is None).
@@ -144,6 +146,7 @@ def run(
     would close after the last event second are not computed, so the result is incomplete.
     """
     from spe.pipeline import (
+        instants_relation,
         reentry_source,
         select_columns,
         spool_source,
@@ -165,10 +168,9 @@ def run(
     if domains is None and stream.name == "smartplug":
         domains = {"property": {0, 1}}
     windows = [n for n in query.walk() if isinstance(n, Window)]
-    slide_s = min(w.slide_s for w in windows)
-    if any(abs(w.slide_s - slide_s) > 1e-9 for w in windows):
-        raise ValueError("all windows of a query must share one slide")
+    slide_s = windows[0].slide_s  # one slide per query (checked where the query is built)
     max_range = max((w.range_s or 0.0) for w in windows)
+    extent_s = extent_of(windows)
     if warmup_batch_s is not None and seconds_per_batch != 1:
         raise ValueError("warmup_batch_s needs seconds_per_batch=1, "
                          f"got seconds_per_batch={seconds_per_batch}")
@@ -177,7 +179,11 @@ def run(
                            flush_after_s=max_range + 10 * slide_s if drain else None,
                            max_files=max_files,
                            domains=domains, fast_forward_s=ff_s,
-                           fast_forward_batch=warmup_batch_s or 1)
+                           fast_forward_batch=warmup_batch_s or 1, tick_s=slide_s,
+                           horizon_s=event_horizon_s)
+    life = None if ingest.first_ts is None else (
+        first_instant(ingest.first_ts, slide_s),
+        last_instant(ingest.last_ts, extent_s, slide_s))
     ff_batches = ingest.warmup_files
     ff_seconds = min(ff_s, ingest.files)
 
@@ -203,7 +209,7 @@ def run(
         n_stages = max(n_stages, node_stage[root_child] + 1)
     stages = [_Stage(i) for i in range(n_stages)]
     migs: dict[str, MigRuntime] = {
-        c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes)
+        c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes, life=life)
         for c in pp.candidates
     }
     reentry: dict[str, Path] = {}
@@ -219,7 +225,6 @@ def run(
     spark = spark or get_spark()
     chk_root = work / "checkpoints"
     shutil.rmtree(chk_root, ignore_errors=True)
-    translator = SpeTranslator()
     metrics: list[dict] = []
     lock = threading.Lock()
     delay_ms = round(allowed_lateness_s * 1000)
@@ -231,14 +236,22 @@ def run(
         built: dict[str, SpeStream] = {}
         sources: list = []  # clock DataFrames
         base = None
+        ticks = None
 
         def base_rows():
-            nonlocal base
+            nonlocal base, ticks
             if base is None:
-                base, clock = spool_source(spark, stream.columns, stream.ts_column,
-                                           str(ingest.spool_dir), seconds_per_batch, delay_ms)
+                base, clock, ticks = spool_source(spark, stream.columns, stream.ts_column,
+                                                  str(ingest.spool_dir), seconds_per_batch,
+                                                  delay_ms)
                 sources.append(clock)  # noqa: B023
             return base
+
+        def instants():
+            base_rows()
+            return instants_relation(ticks, extent_s, slide_s)
+
+        translator = SpeTranslator(instants)
 
         def reentry_stream(cand: MigrationCandidate) -> SpeStream:
             rows, clock = reentry_source(spark, dict(lg.nodes[cand.root].schema),
@@ -270,7 +283,7 @@ def run(
                 cols = [tag, *ci.node.schema]
                 outs.append((("mig", (c.id, ci.table)), select_columns(s.df, cols)))
         if root_cand is None and node_stage[root_child] == st.index:
-            s = build(root_child)
+            s = translator.as_relation(build(root_child))
             outs.append((("result", None), select_columns(s.df, [WT, *result_cols])))
         if not outs:
             continue

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spe.translate import TS, WT, SpeStream, spark_schema
+from spe.translate import TS, WT, SpeStream, spark_schema, window_column
 
 
 def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
-                 files_per_batch: int, delay_ms: int) -> tuple[DataFrame, DataFrame]:
-    """The validated input spool: (data rows with `_ts`, clock rows of punctuation).
+                 files_per_batch: int, delay_ms: int
+                 ) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The validated input spool: (data rows with `_ts`, clock rows of punctuation, tick
+    rows with `_ts`: one per slide instant of the stream's life, see federation.instants).
 
     The filters mention the event-time column so that Spark cannot push them below the
     watermark into the scan (punctuation would then never advance the watermark).
@@ -18,8 +20,9 @@ def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
     src = (spark.readStream.schema(spark_schema(columns))
            .option("maxFilesPerTrigger", files_per_batch).parquet(path))
     src = src.withColumn(TS, F.col(ts_column)).withWatermark(TS, f"{delay_ms} milliseconds")
-    clock = src.filter(f"id < 0 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
-    return src.filter(f"id >= 0 OR {TS} IS NULL"), clock
+    clock = src.filter(f"id = -1 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
+    ticks = src.filter(f"id = -2 AND {TS} IS NOT NULL").select(F.col(TS))
+    return src.filter(f"id >= 0 OR {TS} IS NULL"), clock, ticks
 
 
 def reentry_source(spark, columns: dict[str, str], path: str) -> tuple[SpeStream, DataFrame]:
@@ -57,3 +60,10 @@ def start_query(df: DataFrame, handler, checkpoint: str, name: str,
     if trigger_seconds:
         w = w.trigger(processingTime=f"{trigger_seconds} seconds")
     return w.start()
+
+
+def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> DataFrame:
+    """One row (`_wt`) per slide instant of the query's life, possibly repeated: every tick
+    in each window of the query's largest range that holds it (federation.instants)."""
+    w = ticks.select(window_column(F.col(TS), extent_s, slide_s).alias("window"))
+    return w.select(F.window_time("window").alias(WT))

@@ -56,22 +56,46 @@ def _c(name: str) -> Column:
     return F.col(f"`{name}`")
 
 
-def _interval(seconds: float) -> str:
-    ms = round(seconds * 1000)
-    return f"{ms} milliseconds"
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _interval(us: int) -> str:
+    return f"{us} microseconds"
+
+
+def window_column(ts: Column, range_s: float, slide_s: float) -> Column:
+    """Spark's sliding window aligned to the query's instants: the window of instant
+    tau = k * slide (from the epoch) covers [tau - range, tau), also when the slide does not
+    divide the range (Spark aligns window starts to the slide; the start offset moves them)."""
+    r, sl = _us(range_s), _us(slide_s)
+    start = (-r) % sl
+    return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
 
 
 def _agg_column(func: str, arg, name: str) -> Column:
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(F.expr(arg.sql(dialect="spark")))
+    elif func == "avg":
+        # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
+        e = F.expr(arg.sql(dialect="spark"))
+        c = F.sum(e.cast("double")) / F.count(e)
     else:
         e = F.expr(arg.sql(dialect="spark"))
-        c = {"sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}[func](e)
+        c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
     return c.alias(name)
 
 
 class SpeTranslator:
-    """Builds the streaming DataFrame of each SPE-op (the `visit_<Node>` pattern)."""
+    """Builds the streaming DataFrame of each SPE-op (the `visit_<Node>` pattern).
+
+    `instants` gives, on demand, a relation with one row (`_wt`) per slide instant of the
+    query's life (built from the ticks of the input spool): a global aggregate has one row
+    at every instant, also where its input is empty (SQL semantics).
+    """
+
+    def __init__(self, instants=None) -> None:
+        self.instants = instants
 
     def visit(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
         return getattr(self, f"visit_{type(node).__name__}")(node, inputs)
@@ -97,10 +121,37 @@ class SpeTranslator:
                    .select(F.window_time("window").alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
         else:
             out = s.df.groupBy(_c(WT), *keys).agg(*aggs)
+        if not node.keys:
+            out = self._pad_empty_instants(node, out)
         # SUM of integers is BIGINT in both engines; keep the declared result types
         out = out.select(_c(WT), *[_c(c).cast(SPARK_TYPES[t]).alias(c)
                                    for c, t in node.schema.items()])
         return SpeStream(out, False)
+
+    def _pad_empty_instants(self, node: Aggregate, out: DataFrame) -> DataFrame:
+        """A global aggregate: one row at every instant, (COUNT 0, others NULL) where the
+        input is empty. The aggregate's rows are merged with one row per instant."""
+        if self.instants is None:
+            raise UnsupportedOperationError(
+                "a global aggregate in Spark needs the instants of the input spool")
+        names = [n for n, _ in node.aggs]
+        padded = out.select(_c(WT), *[_c(n) for n in names], F.lit(False).alias("_pad"))
+        padded = padded.unionByName(self.instants().select(_c(WT), F.lit(True).alias("_pad")),
+                                    allowMissingColumns=True)
+        cols = []
+        for n, call in node.aggs:
+            v = F.max(F.when(~F.col("_pad"), _c(n)))
+            cols.append((F.coalesce(v, F.lit(0)) if call.func == "count" else v).alias(n))
+        return padded.groupBy(_c(WT)).agg(*cols)
+
+    def as_relation(self, s: SpeStream) -> SpeStream:
+        """Window rows as the per-instant relation: every row once per window holding it."""
+        if not s.row_level:
+            return s
+        cols = [c for c in s.df.columns if c != TS]
+        df = s.df.select(self._window_column(s), *[_c(c) for c in cols])
+        return SpeStream(df.select(F.window_time("window").alias(WT), *[_c(c) for c in cols]),
+                         False)
 
     def visit_Join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
         left, right = inputs
@@ -137,7 +188,7 @@ class SpeTranslator:
         if w is None or not w.is_time_based:
             raise UnsupportedOperationError(
                 "tuple-based windows run in the DB only for now; place their operators in db")
-        return F.window(_c(TS), _interval(w.range_s), _interval(w.slide_s)).alias("window")
+        return window_column(_c(TS), w.range_s, w.slide_s).alias("window")
 
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):
         """A relation-level DataFrame; a row-level side is collected per (window, keys)."""

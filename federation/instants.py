@@ -1,0 +1,80 @@
+"""The slide instants of a query: when it produces a result (the semantics contract).
+
+Every window of a query slides on one grid: tau = k * slide from the epoch (1970-01-01), in
+whole microseconds. The window of instant tau covers [tau - range, tau) (time windows) or the
+last n rows before tau (tuple windows). Over a finite input whose event times run from
+`first_ts` to `last_ts`, the query's instants are
+
+    T = { tau on the grid : first_ts < tau <= last_ts + extent }
+
+where `extent` is the largest window range of the query (a tuple window counts its slide):
+the first instant after the first reading up to the last instant at which a window can
+still hold a reading. Every placement computes exactly these instants; a global aggregate
+(no group keys) has one row at each of them, (COUNT 0, the others NULL) where its input is
+empty, as in SQL.
+
+Example:
+    >>> import datetime as dt
+    >>> t0 = dt.datetime(2026, 1, 1, 0, 0, 0, 500000)
+    >>> first_instant(t0, 2.0), last_instant(t0, 7.0, 2.0)
+    (datetime.datetime(2026, 1, 1, 0, 0, 2), datetime.datetime(2026, 1, 1, 0, 0, 6))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _ts_us(ts: dt.datetime) -> int:
+    d = ts - EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+def _at(us: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(microseconds=us)
+
+
+def grid_floor(ts: dt.datetime, slide_s: float) -> dt.datetime:
+    """The largest instant on the grid at or before `ts`."""
+    s = _us(slide_s)
+    return _at(_ts_us(ts) // s * s)
+
+
+def first_instant(ts: dt.datetime, slide_s: float) -> dt.datetime:
+    """The smallest instant on the grid strictly after `ts`."""
+    s = _us(slide_s)
+    return _at((_ts_us(ts) // s + 1) * s)
+
+
+def last_instant(ts: dt.datetime, extent_s: float, slide_s: float) -> dt.datetime:
+    """The largest instant on the grid at or before `ts + extent`."""
+    s = _us(slide_s)
+    return _at((_ts_us(ts) + _us(extent_s)) // s * s)
+
+
+def instants(first_ts: dt.datetime, last_ts: dt.datetime, extent_s: float,
+             slide_s: float) -> list[dt.datetime]:
+    """T for event times in [first_ts, last_ts] (module doc)."""
+    s = _us(slide_s)
+    lo = _ts_us(first_instant(first_ts, slide_s))
+    hi = _ts_us(last_instant(last_ts, extent_s, slide_s))
+    return [_at(u) for u in range(lo, hi + 1, s)]
+
+
+def grid_points(lo: dt.datetime, hi: dt.datetime, slide_s: float) -> list[dt.datetime]:
+    """Grid points g with lo <= g <= hi."""
+    s = _us(slide_s)
+    a = -(-_ts_us(lo) // s) * s
+    return [_at(u) for u in range(a, _ts_us(hi) + 1, s)]
+
+
+def extent_of(windows: Iterable) -> float:
+    """The largest range of the windows (a tuple window counts its slide)."""
+    return max(w.range_s if w.range_s is not None else w.slide_s for w in windows)
