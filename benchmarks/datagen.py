@@ -400,7 +400,8 @@ def _read_typed(path: Path, bad: list[tuple[int | None, str, str]]) -> pa.Table:
 
     return pacsv.read_csv(
         path,
-        read_options=pacsv.ReadOptions(column_names=_CSV_COLUMNS),
+        # one thread: the invalid-row handler then knows each row's line number
+        read_options=pacsv.ReadOptions(column_names=_CSV_COLUMNS, use_threads=False),
         parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(column_types=_CSV_TYPES),
     )
@@ -422,7 +423,8 @@ def _read_as_strings(
 
     raw = pacsv.read_csv(
         path,
-        read_options=pacsv.ReadOptions(column_names=_CSV_COLUMNS),
+        # one thread: the invalid-row handler then knows each row's line number
+        read_options=pacsv.ReadOptions(column_names=_CSV_COLUMNS, use_threads=False),
         parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(
             column_types={c: pa.string() for c in _CSV_COLUMNS},
@@ -475,6 +477,12 @@ def _semantic_reasons(table: pa.Table, reasons: np.ndarray) -> np.ndarray:
     return reasons
 
 
+def _line_numbers(n: int, skipped: list[int | None]) -> np.ndarray:
+    """Line numbers (1-based) of the `n` rows kept by the reader, around the skipped lines."""
+    skip = np.array(sorted(x for x in skipped if x is not None), dtype=np.int64)
+    return np.setdiff1d(np.arange(1, n + len(skip) + 1, dtype=np.int64), skip)[:n]
+
+
 def _write_rejected(out: Path, rows: list[tuple[int | None, str, str]]) -> None:
     """Write ``_rejected.csv`` (line, raw, reason) or remove a stale one."""
     path = out / REJECTED_NAME
@@ -525,6 +533,7 @@ def load_csv(
         table, reasons, raw_cols = _read_as_strings(path, bad)
     reasons = _semantic_reasons(table, reasons)
     rejected_idx = np.flatnonzero(reasons != "")
+    lines = _line_numbers(table.num_rows, [b[0] for b in bad])
     for i in rejected_idx:
         if raw_cols is not None:
             text = ",".join(str(c[i]) for c in raw_cols)
@@ -532,7 +541,7 @@ def load_csv(
             text = ",".join(
                 "" if v is None else str(v) for v in table.slice(int(i), 1).to_pylist()[0].values()
             )
-        bad.append((None, text, str(reasons[i])))
+        bad.append((int(lines[i]), text, str(reasons[i])))
     if len(rejected_idx):
         table = table.filter(pa.array(reasons == ""))
     _write_rejected(out, bad)

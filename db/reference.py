@@ -36,10 +36,12 @@ class ReferenceEvaluator:
             return self.con.sql(
                 f"SELECT {cols} FROM stream_rows WHERE {ts} >= TIMESTAMP "
                 f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
+        # ties in event time are broken by the other columns (as db.sqlgen does)
+        desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
         part = ("PARTITION BY " + ", ".join(_q(k) for k in w.partition_by)) if w.partition_by \
             else ""
         return self.con.sql(
-            f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC) AS rn "
+            f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, {desc}) AS rn "
             f"FROM stream_rows WHERE {ts} < {t}) WHERE rn <= {w.rows}")
 
     def eval(self, node: Node, tau: dt.datetime):

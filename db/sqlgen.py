@@ -77,7 +77,9 @@ def window_relation(win: Window, columns: Sequence[str], table: str) -> exp.Sele
         )
         return src.join(exp.to_table(table).as_("i"), on=cond)
     # tuple window: the last n rows (per partition) with ts < tau
-    order = exp.Order(expressions=[exp.Ordered(this=_col(TS, "i"), desc=True)])
+    # ties in event time are broken by the other columns: the last n rows are one set
+    order = exp.Order(expressions=[exp.Ordered(this=_col(c, "i"), desc=True)
+                                   for c in [TS, *columns]])
     rn = exp.Window(
         this=exp.RowNumber(),
         partition_by=[_col(TAU, "t")] + [_col(k, "i") for k in win.partition_by],

@@ -100,9 +100,11 @@ class MigDatabase:
                     f"'{spec.range_s}' SECOND", [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 part = ", ".join(f'"{k}"' for k in spec.partition_by) or "1"
+                # the same order as the DB-op's SQL (ties broken by the other columns)
+                order = ", ".join(f'"{c}" DESC' for c in ["_ts", *spec.columns])
                 self._exec(
                     f'DELETE FROM "{spec.table}" WHERE rowid IN (SELECT rowid FROM (SELECT rowid,'
-                    f" row_number() OVER (PARTITION BY {part} ORDER BY _ts DESC) AS rn FROM "
+                    f" row_number() OVER (PARTITION BY {part} ORDER BY {order}) AS rn FROM "
                     f'"{spec.table}" WHERE _ts < ?) WHERE rn > {int(spec.rows)})', [next_tau])
         self.timings["expire_s"] += time.perf_counter() - t0
 

@@ -4,21 +4,71 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 
+def positive(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def non_negative(text: str) -> float:
+    """A finite number >= 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def count(text: str) -> int:
+    """A whole number >= 1 (argparse type)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
 def _rates(text: str) -> list[float]:
-    """'1000:40000:1000' (start:stop:step, inclusive) or '1000,2000'."""
+    """'1000:40000:1000' (start:stop:step, inclusive) or '1000,2000'; each rate > 0.
+
+    Example:
+        >>> _rates("1000:3000:1000")
+        [1000.0, 2000.0, 3000.0]
+    """
     if ":" in text:
-        a, b, s = (float(x) for x in text.split(":"))
-        if s <= 0 or b < a:
-            raise argparse.ArgumentTypeError(f"bad sweep {text!r}: want start:stop:step")
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise argparse.ArgumentTypeError(
+                f"bad sweep {text!r}: want start:stop:step (e.g. 1000:40000:1000)")
+        a, b, s = (positive(x) for x in parts)
+        if b < a:
+            raise argparse.ArgumentTypeError(f"bad sweep {text!r}: stop is below start")
+        if (b - a) / s > 10_000:
+            raise argparse.ArgumentTypeError(f"bad sweep {text!r}: more than 10,000 rates")
         out, x = [], a
         while x <= b + 1e-9:
             out.append(x)
             x += s
         return out
-    return [float(x) for x in text.split(",") if x]
+    return [positive(x) for x in text.split(",") if x.strip()]
+
+
+def _sweep_text(text: str) -> str:
+    _rates(text)  # validated when the arguments are read
+    return text
 
 
 def _query(name: str):
@@ -65,16 +115,16 @@ def main(argv: list[str] | None = None) -> int:
 
     e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
     e.add_argument("query", help="CQ1..CQ6")
-    e.add_argument("--rate", type=float, default=2000.0, help="input rate, tuples/s")
-    e.add_argument("--scale", type=float, default=1.0, help="window range scale (1 = paper)")
-    e.add_argument("--plugs", type=int, default=2125, help="number of plugs (groups)")
+    e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
+    e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
+    e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")
     e.add_argument("--json", action="store_true")
     e.add_argument("--no-feasibility-check", action="store_true",
                    help="rank plans by C_u alone (paper section 8.4)")
-    e.add_argument("--sweep", metavar="START:STOP:STEP",
+    e.add_argument("--sweep", metavar="START:STOP:STEP", type=_sweep_text,
                    help="show the optimal placement across a range of rates")
     e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
-    e.add_argument("--max-subplan-ops", type=int, default=15)
+    e.add_argument("--max-subplan-ops", type=count, default=15)
     e.set_defaults(func=cmd_explain)
 
     try:

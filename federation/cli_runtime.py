@@ -22,12 +22,24 @@ def cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(option: str, message: str) -> int:
+    print(f"fedq run: {option}: {message}", file=sys.stderr)
+    return 2
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     from federation.cli import _query
     from federation.errors import FedqError
-    from federation.runtime import run
+    from federation.runtime import check_output, run
 
     make = _query(a.query)
+    if a.data is not None and not a.data.is_dir():
+        return _fail("--data", f"{a.data} is not a directory")
+    if a.data is not None and not any(a.data.glob("part-*.parquet")):
+        return _fail("--data", f"no part-*.parquet files in {a.data}")
+    why = check_output(a.output, a.overwrite)
+    if why:
+        return _fail("--output", why)
     plugs = a.plugs
     data = a.data
     if data is not None:
@@ -42,6 +54,17 @@ def cmd_run(a: argparse.Namespace) -> int:
     rate = a.rate or 2000.0
     plugs = plugs or 200
     q = make(rate=rate, scale=a.scale, plugs=plugs)
+    if a.placement.strip().lower() != "auto":  # a malformed placement fails before any work
+        from costmodel.profile import load_profile as _lp
+        from federation.logical import NumberedPlan
+        from federation.phase_one import phase_one
+        from federation.physical import build_physical_plan
+
+        try:
+            build_physical_plan(NumberedPlan.of(phase_one(q, _lp(a.profile))), a.placement,
+                                render_sql=False)
+        except FedqError as e:
+            return _fail("--placement", str(e))
     t0 = time.time()
 
     def progress(m: dict) -> None:
@@ -63,6 +86,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark, rate=rate, seconds=a.seconds, plugs=plugs,
                 seconds_per_batch=a.seconds_per_batch, output=a.output,
                 allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
+                event_horizon_s=a.event_horizon, overwrite=a.overwrite,
                 realtime=a.realtime, progress=None if a.quiet else progress)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
@@ -82,6 +106,10 @@ def cmd_run(a: argparse.Namespace) -> int:
           f"wall {s['wall_s']:.1f}s  achieved {s['achieved_rate_tps']:.0f} tuples/s  "
           f"rho {s['rho']:.2f} (steady {s['rho_steady']:.2f})")
     print(f"dead-lettered rows {s['dead_lettered']} {s['dead_by_reason'] or ''}")
+    if s.get("files_quarantined"):
+        print(f"quarantined files {len(s['files_quarantined'])}: " + "; ".join(
+            f"{q['file']}: {q['reason']}" for q in s["files_quarantined"]))
+    print(f"dead letters in {s['deadletter_dir']}")
     if s.get("output"):
         print(f"results written to {s['output']}")
     return 0
@@ -102,10 +130,11 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def add_commands(sub) -> None:
     from costmodel.profile import USER_PROFILE_PATH
+    from federation.cli import count, non_negative, positive
 
     c = sub.add_parser("calibrate", help="measure unit costs on this machine, write a profile")
     c.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
-    c.add_argument("--cores", type=float, default=2.0)
+    c.add_argument("--cores", type=positive, default=2.0)
     c.add_argument("--quick", action="store_true")
     c.add_argument("--reuse", action="store_true",
                    help="refit the figures of a previous calibration (--figures)")
@@ -116,10 +145,10 @@ def add_commands(sub) -> None:
     c.set_defaults(func=cmd_calibrate)
 
     g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
-    g.add_argument("--rate", type=float, default=2000.0)
-    g.add_argument("--seconds", type=int, default=600)
-    g.add_argument("--plugs", type=int, default=None)
-    g.add_argument("--houses", type=int, default=40)
+    g.add_argument("--rate", type=positive, default=2000.0)
+    g.add_argument("--seconds", type=count, default=600)
+    g.add_argument("--plugs", type=count, default=None)
+    g.add_argument("--houses", type=count, default=40)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", type=Path, required=True)
     g.set_defaults(func=cmd_generate)
@@ -130,13 +159,17 @@ def add_commands(sub) -> None:
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
     r.add_argument("--data", type=Path, default=None,
                    help="directory of part-*.parquet (generated when left out)")
-    r.add_argument("--rate", type=float, default=None, help="tuples/s (default 2000)")
-    r.add_argument("--seconds", type=int, default=60, help="event seconds to generate")
-    r.add_argument("--plugs", type=int, default=None, help="plugs to generate (default 200)")
-    r.add_argument("--scale", type=float, default=1.0, help="window range scale")
-    r.add_argument("--seconds-per-batch", type=int, default=1)
-    r.add_argument("--allowed-lateness", type=float, default=0.0, help="seconds")
+    r.add_argument("--rate", type=positive, default=None, help="tuples/s (default 2000)")
+    r.add_argument("--seconds", type=count, default=60, help="event seconds to generate")
+    r.add_argument("--plugs", type=count, default=None, help="plugs to generate (default 200)")
+    r.add_argument("--scale", type=positive, default=1.0, help="window range scale")
+    r.add_argument("--seconds-per-batch", type=count, default=1)
+    r.add_argument("--allowed-lateness", type=non_negative, default=0.0, help="seconds")
+    r.add_argument("--event-horizon", type=positive, default=3600.0,
+                   help="seconds: a reading further than this ahead of the stream's clock "
+                        "(or from the first file's other readings) is dead-lettered")
     r.add_argument("--output", type=Path, default=None, help="results .parquet or directory")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     r.add_argument("--work-dir", type=Path, default=None)
     r.add_argument("--realtime", action="store_true",
                    help="one micro-batch per batch interval of wall time instead of max speed")

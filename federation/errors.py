@@ -28,3 +28,7 @@ class UnsupportedOperationError(FedqError, NotImplementedError):
 
 class PlacementError(FedqError, ValueError):
     """An explicit placement names an unknown operator or engine."""
+
+
+class OutputError(FedqError, ValueError):
+    """The results cannot be written where asked (checked before any work starts)."""

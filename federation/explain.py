@@ -6,7 +6,7 @@ from typing import Any
 
 from federation.logical import Window
 from federation.optimizer import OptimizationResult, optimize
-from federation.physical import PhysicalPlan
+from federation.physical import PhysicalPlan, spe_limits
 
 
 def plan_tree(plan: PhysicalPlan) -> list[str]:
@@ -35,6 +35,12 @@ def plan_tree(plan: PhysicalPlan) -> list[str]:
     return lines
 
 
+def engine_limits(p: PhysicalPlan) -> list[tuple[str, str]]:
+    """What an engine cannot run in this query, whatever the placement: the operators that
+    cannot be in Spark when everything below them is (physical.spe_limits)."""
+    return spe_limits(p.logical, {o: "spe" for o in p.logical.r2r_ids})
+
+
 def explain_text(r: OptimizationResult) -> str:
     """Human-readable explain output."""
     p = r.plan
@@ -51,6 +57,8 @@ def explain_text(r: OptimizationResult) -> str:
         f"plans examined: {r.plans_examined} (of 2^{len(p.logical.r2r_ids)} = "
         f"{2 ** len(p.logical.r2r_ids)}), subplans: {r.subplans}, join shape: {r.join_shape}"
     )
+    for _, why in engine_limits(p):
+        out.append(f"engine limit: {why}")
     out.append(f"phase one: {r.phase_one_s * 1000:.2f} ms  phase two: {r.phase_two_s * 1000:.2f} ms")
     for c in p.candidates:
         ins = ", ".join(
@@ -95,6 +103,7 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "r2r_operators": len(lg.r2r_ids),
         "subplans": r.subplans,
         "join_shape": r.join_shape,
+        "engine_limits": [{"operator": o, "reason": why} for o, why in engine_limits(p)],
         "phase_one_s": r.phase_one_s,
         "phase_two_s": r.phase_two_s,
         "db_ops": [

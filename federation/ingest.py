@@ -179,8 +179,9 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
         gaps_down = np.flatnonzero(np.diff(v[: m + 1]) > h)
         lo = gaps_down[-1] + 1 if len(gaps_down) else 0
         for i in idx[:lo]:
-            out.append((int(i), f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s "
-                                "before the other readings of the first file"))
+            why = (f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s before the "
+                   "other readings of the first file")
+            out.append((int(i), why))
         v, idx, start = v[m:], idx[m:], v[m]
     else:
         start = _ts_us(clock)
@@ -188,8 +189,9 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
     jump = np.flatnonzero(steps > h)
     if len(jump):
         for i in idx[jump[0]:]:
-            out.append((int(i), f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s "
-                                "ahead of the stream's clock (--event-horizon)"))
+            why = (f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s ahead of "
+                   "the stream's clock (--event-horizon)")
+            out.append((int(i), why))
     return out
 
 
@@ -283,6 +285,7 @@ def prepare_input(
     base_mtime = 1_000_000_000.0
     ts_col = stream.ts_column
     pending: list[pa.Table] = []
+    pending_files = 0
     for k, path in enumerate(parts):
         raw, why = _read_part(path, stream)
         if why is not None:
@@ -317,11 +320,12 @@ def prepare_input(
                 tick_hi = ticks[-1] if ticks else tick_hi
                 ticks.append(max_ts)
         pending.append(good)
+        pending_files += 1
         if ticks:
             pending.append(punctuation(stream, ticks, TICK_ID))
         res.files += 1
         in_warmup = k < fast_forward_s
-        if (not in_warmup or len(pending) >= fast_forward_batch or k == fast_forward_s - 1
+        if (not in_warmup or pending_files >= fast_forward_batch or k == fast_forward_s - 1
                 or k == len(parts) - 1):
             out = pa.concat_tables(pending)
             if max_ts is not None:
@@ -330,7 +334,7 @@ def prepare_input(
                        base_mtime + res.spool_files)
             res.spool_files += 1
             res.warmup_files += 1 if in_warmup else 0
-            pending = []
+            pending, pending_files = [], 0
         if progress:
             progress(k + 1, len(parts))
     res.last_ts = max_ts

@@ -17,7 +17,7 @@ from costmodel.profile import CostProfile, load_profile
 from federation.logical import NumberedPlan, Rstream
 from federation.phase_one import join_shape, phase_one
 from federation.phase_two import phase_two
-from federation.physical import PhysicalPlan, build_physical_plan
+from federation.physical import PhysicalPlan, build_physical_plan, spe_limits
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,10 @@ def optimize(
     t1 = time.perf_counter()
     res = phase_two(logical, profile, feasibility_check, max_subplan_ops)
     t2 = time.perf_counter()
-    placement, _ = res.plans[0]
+    # the enumeration never chooses what an engine cannot run (physical.spe_limits); as a
+    # guard, the first kept plan that every engine can run, else pure-DB
+    runnable = [pl for pl, _ in res.plans if not spe_limits(logical, pl)]
+    placement = runnable[0] if runnable else {o: "db" for o in logical.r2r_ids}
     physical = build_physical_plan(logical, placement, profile)
     return OptimizationResult(
         plan=physical,

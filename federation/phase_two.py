@@ -21,6 +21,7 @@ from costmodel.plan_cost import apply_capacity, reentry_cost, spe_gateway_cost, 
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan, Window, is_row_level, shared_input_key
+from federation.physical import spe_limits
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,10 @@ def phase_two(
         # SPE-rooted: this operator in Spark over each child's best partial plan
         closed = ZERO
         db_ops: frozenset[str] = frozenset()
+        # Spark has no tuple windows: an operator reading one runs in the DB (spe_limits)
+        if any(isinstance(plan.nodes[c], Window) and not plan.nodes[c].is_time_based
+               for c in plan.children[oid]):
+            closed = closed.add(float("inf"))
         for c in kids:
             # a DB-rooted child feeding this SPE-op re-enters Spark: one more query
             reenter = reentry_cost(coster.sizes[c], profile)
@@ -200,6 +205,8 @@ def exhaustive(plan: NumberedPlan, profile: CostProfile, feasibility_check: bool
     out = []
     for engines in product(("spe", "db"), repeat=len(ops)):
         pl = dict(zip(ops, engines))
+        if spe_limits(plan, pl):
+            continue
         pp = build_physical_plan(plan, pl, profile, sizes, render_sql=False)
         out.append((pl, pp.cost))
     out.sort(key=lambda t: sort_key(t[1], feasibility_check))

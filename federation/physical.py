@@ -32,7 +32,14 @@ from costmodel.profile import CostProfile, load_profile
 from costmodel.sizes import SourceDrivenSizes
 from db.sqlgen import candidate_sql
 from federation.errors import PlacementError
-from federation.logical import Node, NumberedPlan, is_row_level, shared_input_key
+from federation.logical import (
+    Node,
+    NumberedPlan,
+    Window,
+    is_row_level,
+    leaf_window,
+    shared_input_key,
+)
 
 ENGINES = ("spe", "db")
 
@@ -152,6 +159,32 @@ def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]
     return placement.get(oid) != "db"
 
 
+def tuple_window_rows(plan: NumberedPlan, oid: str) -> bool:
+    """True when `oid` is a tuple window or selections and projections over one."""
+    node = plan.nodes[oid]
+    return is_row_level(node) and not leaf_window(node).is_time_based
+
+
+def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(operator, reason) for each operator a placement puts in Spark that Spark cannot run.
+    Spark has no tuple windows: the last n rows before an instant exist only in the DB, so
+    every operator that reads a tuple window runs there (a selection in Spark would filter
+    before the window counts its n rows, which is another query)."""
+    out = []
+    for oid in plan.r2r_ids:
+        if placement.get(oid, "spe") == "db":
+            continue
+        node = plan.nodes[oid]
+        for c in plan.children[oid]:
+            w = plan.nodes[c]
+            if isinstance(w, Window) and not w.is_time_based:
+                why = (f"{oid} ({node.kind}) cannot run in Spark: it reads a tuple window "
+                       f"({w.label()}), which only the DB has; place it in db")
+                out.append((oid, why))
+                break
+    return out
+
+
 def candidate_inputs(plan: NumberedPlan, members: list[str],
                      placement: Mapping[str, str] | None = None) -> list[CandidateInput]:
     """Inputs of a DB-op; identical inputs (same stream, window and pushed-down operators)
@@ -185,13 +218,19 @@ def parse_placement(plan: NumberedPlan, placement: str | Mapping[str, str]) -> d
         text = placement.strip().lower()
         if text in ENGINES:
             return {o: text for o in ops}
+        if not text:
+            raise PlacementError("placement is empty: give 'auto', 'spe', 'db' or op=engine "
+                                 "items (e.g. op2=db,op3=db)")
         mapping: dict[str, str] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
+        for part in (p.strip() for p in text.split(",")):
             if "=" not in part:
                 raise PlacementError(
                     f"placement item {part!r}: expected op=engine (e.g. op2=db), 'spe' or 'db'"
                 )
             k, v = (x.strip() for x in part.split("=", 1))
+            if k in mapping:
+                raise PlacementError(f"placement names {k!r} twice ({k}={mapping[k]} and "
+                                     f"{k}={v})")
             mapping[k] = v
         placement = mapping
     out = {o: "spe" for o in ops}
@@ -218,6 +257,9 @@ def build_physical_plan(
     profile = profile or load_profile()
     sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
     pl = parse_placement(plan, placement)
+    limits = spe_limits(plan, pl)
+    if limits:
+        raise PlacementError("; ".join(why for _, why in limits))
     spe_costs = {
         o: spe_op_cost(plan.nodes[o], sizes[o], [sizes[c] for c in plan.children[o]], profile)
         for o in plan.r2r_ids

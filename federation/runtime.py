@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import shutil
 import statistics
 import sys
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 
 from costmodel.profile import CostProfile, load_profile
 from db.store import naive_timestamps
+from federation.errors import OutputError
 from federation.ingest import IngestResult, prepare_input
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import NumberedPlan, Rstream, Window
@@ -39,6 +41,30 @@ from federation.phase_one import phase_one
 from federation.physical import MigrationCandidate, PhysicalPlan, build_physical_plan
 
 FAR_FUTURE_S = 10 * 365 * 86400
+
+
+def output_path(output: Path) -> Path:
+    """Where `output` is written: the file itself (.parquet) or results.parquet inside."""
+    return output if output.suffix == ".parquet" else output / "results.parquet"
+
+
+def check_output(output: Path | str | None, overwrite: bool = False) -> str | None:
+    """Why the results cannot be written to `output`, or None; checked before any work."""
+    if output is None:
+        return None
+    output = Path(output)
+    path = output_path(output)
+    if path.exists() and not overwrite:
+        return f"{path} exists; pass --overwrite to replace it"
+    parent = path.parent
+    if output.suffix == ".parquet" and not parent.is_dir():
+        return f"directory {parent} does not exist"
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        return f"cannot write to {parent} ({probe} is not a writable directory)"
+    return None
 
 
 @dataclass
@@ -135,6 +161,7 @@ def run(
     warmup_batch_s: int | None = None,
     drain: bool = True,
     event_horizon_s: float = 3600.0,
+    overwrite: bool = False,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a data directory
     of event-second Parquet files (generated when `data` is None).
@@ -156,6 +183,9 @@ def run(
     from spe.session import get_spark
     from spe.translate import TS, WT, SpeStream, SpeTranslator
 
+    why = check_output(output, overwrite)
+    if why:
+        raise OutputError(f"output: {why}")
     profile = profile or load_profile()
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-run-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -249,7 +279,7 @@ def run(
 
         def instants():
             base_rows()
-            return instants_relation(ticks, extent_s, slide_s)
+            return instants_relation(ticks, extent_s, slide_s)  # noqa: B023
 
         translator = SpeTranslator(instants)
 
@@ -269,7 +299,7 @@ def run(
             elif cand is not None:
                 s = reentry_stream(cand)
             else:
-                s = translator.visit(node, [build(c) for c in lg.children[oid]])
+                s = translator.visit(node, [build(c) for c in lg.children[oid]])  # noqa: B023
             built[oid] = s  # noqa: B023
             return s
 
@@ -497,17 +527,20 @@ def run(
         "data_batches": len(data_batches),
         "dead_lettered": ingest.rows_dead,
         "dead_by_reason": dict(ingest.dead),
+        "files_quarantined": ingest.quarantined,
+        "deadletter_dir": str(ingest.deadletter_dir),
         "predicted": {"C_b": pp.cost.bottleneck_cost, "C_u": pp.cost.utilization_cost,
                       "feasible": pp.cost.is_feasible},
         "db_memory_bytes": {cid: m.memory_bytes() for cid, m in migs.items()},
     }
     for m in migs.values():
         m.close()
+    (work / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     if out_dir is not None:
-        path = out_dir if out_dir.suffix == ".parquet" else out_dir / "results.parquet"
+        path = output_path(out_dir)
         pq.write_table(rows, path)
         summary["output"] = str(path)
-    (work / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        (work / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return RunResult(rows, metrics, summary, pp, ingest)
 
 

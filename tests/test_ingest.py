@@ -95,3 +95,110 @@ def test_fast_forward_merges_the_warmup_and_keeps_every_row(tmp_path):
     assert len(spool) == 7
     first = pq.read_table(spool[0]).column("id").to_pylist()
     assert first[-1] == PUNCTUATION_ID and len(first) == 4 * 2 - 1 + 1
+
+
+# -- event-time horizon, corrupt files, non-finite readings (issue 8) ------------------------
+
+
+def seconds_of(data, n, start=0):
+    for k in range(n):
+        part(data, start + k, [row(10 * k + j, k + j / 10) for j in range(10)])
+
+
+def test_one_far_future_reading_loses_nothing_else(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    seconds_of(data, 6)
+    t = pq.read_table(data / "part-00000002.parquet").to_pylist()
+    t[3]["ts"] = dt.datetime(2030, 1, 1)
+    part(data, 2, t)
+    res = prepare_input(data, tmp_path / "w", smartplug_stream())
+    assert res.rows_in == 60 and res.rows_ok == 59
+    assert res.dead == {"event time is more than 3600 s ahead of the stream's clock "
+                        "(--event-horizon)": 1}
+    assert res.last_ts < T0 + dt.timedelta(seconds=10)  # the clock did not move
+
+
+def test_far_future_reading_in_the_first_file_does_not_start_the_clock(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    seconds_of(data, 4)
+    t = pq.read_table(data / "part-00000000.parquet").to_pylist()
+    t[0]["ts"] = dt.datetime(2031, 5, 5)  # a far-future reading first
+    t[1]["ts"] = dt.datetime(1960, 1, 1)  # and a pre-epoch one
+    t[2]["ts"] = dt.datetime(1999, 1, 1)  # far before the other readings of the file
+    part(data, 0, t)
+    res = prepare_input(data, tmp_path / "w", smartplug_stream())
+    assert res.rows_ok == 37
+    assert res.dead == {
+        "event time is more than 3600 s ahead of the stream's clock (--event-horizon)": 1,
+        "event time is before 1970-01-01": 1,
+        "event time is more than 3600 s before the other readings of the first file": 1,
+    }
+    assert res.first_ts >= T0 and res.last_ts < T0 + dt.timedelta(seconds=10)
+
+
+def test_horizon_is_configurable(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    seconds_of(data, 3)
+    part(data, 3, [row(99, 3 + 120)])  # two minutes ahead
+    assert prepare_input(data, tmp_path / "a", smartplug_stream()).rows_ok == 31
+    assert prepare_input(data, tmp_path / "b", smartplug_stream(), horizon_s=60).rows_ok == 30
+
+
+def test_corrupt_empty_and_wrong_schema_files_are_quarantined(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    seconds_of(data, 6)
+    whole = (data / "part-00000001.parquet").read_bytes()
+    (data / "part-00000001.parquet").write_bytes(whole[: len(whole) // 2])  # truncated
+    (data / "part-00000003.parquet").write_bytes(b"")  # 0 bytes
+    pq.write_table(pa.table({"a": [1, 2]}), data / "part-00000004.parquet")  # wrong schema
+    res = prepare_input(data, tmp_path / "w", smartplug_stream())
+    assert res.rows_ok == 30 and res.files == 6
+    reasons = {q["file"]: q["reason"] for q in res.quarantined}
+    assert reasons["part-00000001.parquet"].startswith("unreadable Parquet")
+    assert reasons["part-00000003.parquet"] == "empty file (0 bytes)"
+    assert reasons["part-00000004.parquet"].startswith("wrong schema: missing column(s) id, ts")
+    q = res.deadletter_dir / "quarantine"
+    assert sorted(p.name for p in q.glob("*.parquet")) == sorted(reasons)
+
+
+def test_nan_and_infinite_readings_are_dead_lettered(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    part(data, 0, [row(0, 0.1, value=float("nan")), row(1, 0.2, value=float("inf")),
+                   row(2, 0.3, value=-float("inf")), row(3, 0.4)])
+    res = prepare_input(data, tmp_path / "w", smartplug_stream())
+    assert res.rows_ok == 1
+    assert res.dead == {"not a finite number (NaN or infinite) in column 'value'": 3}
+
+
+def test_csv_loader_rejects_count_with_their_line_numbers(tmp_path):
+    from benchmarks.datagen import load_csv
+
+    csv_path = tmp_path / "in.csv"
+    csv_path.write_text("0,1377986401,68.451,0,11,0,0\n"
+                        "1,1377986401,nan,1,11,0,0\n"
+                        "2,1377986402,19.1,1,11,0,0\n"
+                        "3,1377986402,19.1,1\n"
+                        "4,1377986403,19.2,7,11,0,0\n")
+    load_csv(csv_path, tmp_path / "data")
+    res = prepare_input(tmp_path / "data", tmp_path / "w", smartplug_stream())
+    assert res.rows_in == 5 and res.rows_ok == 2 and res.rows_dead == 3
+    import csv
+
+    with open(res.deadletter_dir / "_rejected.csv") as f:
+        lines = sorted(int(r["line"]) for r in csv.DictReader(f))
+    assert lines == [2, 4, 5]
+
+
+def test_a_reused_work_directory_keeps_earlier_dead_letters(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    part(data, 0, [row(0, 0.1, value=float("nan")), row(1, 0.2)])
+    a = prepare_input(data, tmp_path / "w", smartplug_stream(), run_id="a")
+    b = prepare_input(data, tmp_path / "w", smartplug_stream(), run_id="b")
+    assert a.deadletter_dir != b.deadletter_dir
+    assert list(a.deadletter_dir.glob("dead-*.parquet"))

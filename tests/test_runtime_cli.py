@@ -17,6 +17,7 @@ from federation.results import diff_results
 from federation.runtime import run
 
 pytestmark = pytest.mark.spark
+LATE = "late: event time is before the watermark (largest earlier event time - allowed lateness)"
 
 
 def test_bad_rows_are_dead_lettered_and_the_run_goes_on(spark, tmp_path):
@@ -35,7 +36,7 @@ def test_bad_rows_are_dead_lettered_and_the_run_goes_on(spark, tmp_path):
     r = run(q, "op2=db", data, work_dir=tmp_path / "w", seconds_per_batch=4, spark=spark)
     assert r.summary["dead_lettered"] == 3
     assert r.summary["dead_by_reason"] == {
-        "later than the allowed lateness": 1, "unknown property code 9": 1,
+        LATE: 1, "unknown property code 9": 1,
         "null in column 'plug_id'": 1}
     want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
     assert diff_results(r.rows, want) is None
@@ -60,3 +61,23 @@ def test_bad_placement_is_a_clear_error(spark, tmp_path, capsys):
                "--work-dir", str(tmp_path), "--quiet"])
     assert rc == 2
     assert "placement names 'op9': not an operator" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("when", [dt.datetime(2030, 1, 1), dt.datetime(1960, 1, 1)])
+def test_one_outlier_timestamp_costs_no_good_row(spark, tmp_path, when):
+    # issue 8: one reading dated 2030 (or 1960) once lost every later row and the memory
+    data = tmp_path / "data"
+    generate(data, rate=40, seconds=20, plugs=5, seed=3)
+    path = sorted(data.glob("part-*.parquet"))[2]
+    t = pq.read_table(path)
+    rows = t.to_pylist()
+    rows[0]["ts"] = when
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), path)
+    q = QUERIES["CQ5"](rate=40, scale=1 / 30, plugs=5)
+    r = run(q, "db", data, work_dir=tmp_path / "w", seconds_per_batch=4, spark=spark)
+    assert r.summary["input_rows"] == 800 and r.summary["dead_lettered"] == 1
+    assert r.ingest.rows_ok == 799
+    assert r.summary["deadletter_dir"].startswith(str(tmp_path / "w"))
+    want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
+    assert diff_results(r.rows, want) is None
+    assert r.summary["event_seconds"] == 20

@@ -1,0 +1,437 @@
+"""Differential fuzzing: random valid queries, random placements, random micro-batch sizes,
+every run compared with the reference evaluator (db/reference.py).
+
+The generator is a Hypothesis strategy (`queries()`): windows of different ranges over one
+slide (ranges that the slide does not divide, fractions of seconds, now and then a tuple
+window), selections, projections with computed columns, aggregations with key subsets and
+global ones, chained aggregations, joins of window rows with aggregates, joins of
+aggregates, self-joins. Each query runs under `spe`, `db`, `auto` and one or two random
+explicit placements, each with a random number of event seconds per micro-batch. A
+placement that an engine cannot run must be refused with a PlacementError naming the
+operator (it is never run); anything else must equal the reference. On a mismatch or a
+crash Hypothesis shrinks the query to a minimal one, which the report shows.
+
+    python -m benchmarks.fuzz --queries 200 --seed 1     # long profile, writes a report
+    python -m benchmarks.fuzz --queries 3 --seed 0       # a quick look
+
+The tests run a fast profile (a handful of queries, fixed seed) in `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from federation.errors import PlacementError
+from federation.expressions import avg, count, max_, min_, sum_
+from federation.logical import Node, NumberedPlan, Rstream, window
+from federation.smartplug import smartplug_stream
+
+RATE, PLUGS, HOUSES, SECONDS = 30, 6, 2, 30
+AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_}
+
+
+@dataclass
+class Generated:
+    """A query and the DSL source that builds it (for the report and for reproducing)."""
+
+    query: Rstream
+    source: str
+    placements: list[str] = field(default_factory=list)
+    batch_s: int = 5
+
+    def __repr__(self) -> str:  # Hypothesis prints this for a falsifying example
+        return f"{self.source}  # placements {self.placements}, {self.batch_s} s per batch"
+
+
+class _Builder:
+    """Draws one query: nodes with their DSL source and a magnitude hint per column."""
+
+    def __init__(self, draw) -> None:
+        self.draw = draw
+        self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
+        self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        self.n = 0
+
+    def name(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    # -- leaves --------------------------------------------------------------------------
+    def leaf(self) -> tuple[Node, str, dict]:
+        d = self.draw
+        if d(st.integers(0, 9)) == 0:
+            rows = d(st.sampled_from([5, 20]))
+            w = window(self.stream, rows=rows, slide=self.slide)
+            src = f"window(s, rows={rows}, slide={self.slide:g})"
+        else:
+            k = d(st.integers(1, 6))
+            extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
+            r = self.slide * (k + extra)
+            w = window(self.stream, range=r, slide=self.slide)
+            src = f"window(s, range={r:g}, slide={self.slide:g})"
+        hints = {"value": "value", "property": "code", "house_id": "key",
+                 "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
+        node: Node = w
+        if d(st.booleans()):
+            node, src = self.select(node, src, hints)
+        return node, src, hints
+
+    # -- unary -----------------------------------------------------------------------------
+    def predicate(self, node: Node, hints: dict) -> str:
+        d = self.draw
+        cols = [c for c, t in node.schema.items() if t in ("INT", "BIGINT", "DOUBLE")
+                and hints.get(c) != "id"]
+        c = d(st.sampled_from(cols))
+        h = hints.get(c)
+        if h == "code":
+            return f"{c} = {d(st.sampled_from([0, 1]))}"
+        if h == "key":
+            return d(st.sampled_from([f"{c} = 1", f"{c} % 2 = 0", f"{c} < 2"]))
+        if h == "count":
+            return f"{c} > {d(st.sampled_from([1, 2, 5]))}"
+        op = d(st.sampled_from([">", "<", ">="]))
+        return f"{c} {op} {d(st.sampled_from([0.01, 1, 20, 36]))}"
+
+    def select(self, node: Node, src: str, hints: dict) -> tuple[Node, str]:
+        p = self.predicate(node, hints)
+        return node.filter(p), f'{src}.filter("{p}")'
+
+    def project(self, node: Node, src: str, hints: dict) -> tuple[Node, str, dict]:
+        d = self.draw
+        cols = list(node.schema)
+        keep = d(st.lists(st.sampled_from(cols), min_size=1, max_size=len(cols), unique=True))
+        keep = [c for c in cols if c in keep]  # schema order
+        outputs = {}
+        nums = [c for c, t in node.schema.items() if t == "DOUBLE"]
+        if nums and d(st.booleans()):
+            c = d(st.sampled_from(nums))
+            new = self.name("x")
+            outputs[new] = f"{c} * 2 + 1"
+            hints = {**hints, new: "value"}
+        node2 = node.project(*keep, **outputs)
+        args = ", ".join([repr(c) for c in keep] + [f'{k}="{v}"' for k, v in outputs.items()])
+        return node2, f"{src}.project({args})", hints
+
+    def aggregate(self, node: Node, src: str, hints: dict) -> tuple[Node, str, dict]:
+        d = self.draw
+        keys_all = [c for c in node.schema if hints.get(c) in ("key", "code")]
+        keys = d(st.lists(st.sampled_from(keys_all), max_size=min(2, len(keys_all)),
+                          unique=True)) if keys_all else []
+        keys = [c for c in node.schema if c in keys]
+        nums = [c for c, t in node.schema.items() if t in ("DOUBLE", "INT", "BIGINT")
+                and hints.get(c) not in ("id",)]
+        aggs, parts, new_hints = {}, [], {k: hints[k] for k in keys}
+        for _ in range(d(st.integers(1, 3))):
+            f = d(st.sampled_from(sorted(AGGS)))
+            name = self.name(f[0])
+            if f == "count":
+                aggs[name] = count()
+                parts.append(f"{name}=count()")
+                new_hints[name] = "count"
+                continue
+            c = d(st.sampled_from(nums))
+            aggs[name] = AGGS[f](c)
+            parts.append(f'{name}={AGGS[f].__name__}("{c}")')
+            new_hints[name] = "value" if hints.get(c) != "count" else "count"
+        out = node.aggregate(by=keys, **aggs)
+        return out, f"{src}.aggregate(by={keys!r}, {', '.join(parts)})", new_hints
+
+    # -- whole subtrees --------------------------------------------------------------------
+    def relation(self, depth: int) -> tuple[Node, str, dict]:
+        """A subtree; joins need one side aggregated (bounded result sizes)."""
+        d = self.draw
+        node, src, hints = self.leaf()
+        for _ in range(d(st.integers(0, depth))):
+            kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join"]))
+            if kind == "select":
+                node, src = self.select(node, src, hints)
+            elif kind == "project":
+                node, src, hints = self.project(node, src, hints)
+            elif kind == "aggregate":
+                node, src, hints = self.aggregate(node, src, hints)
+            else:
+                node, src, hints = self.join(node, src, hints, depth - 1)
+        return node, src, hints
+
+    def join(self, left: Node, lsrc: str, lhints: dict, depth: int) -> tuple[Node, str, dict]:
+        d = self.draw
+        if d(st.integers(0, 2)) == 0:  # self-join: the same subtree on both sides
+            right, rsrc, rhints = left, lsrc, lhints
+        else:
+            right, rsrc, rhints = self.relation(max(depth, 0))
+        lkeys = [c for c in left.schema if lhints.get(c) in ("key", "code")]
+        common = [c for c in lkeys if c in right.schema and rhints.get(c) in ("key", "code")
+                  and left.schema[c] == right.schema[c]]
+        if not common or (self._rows(left) and self._rows(right)):
+            # no join key, or window rows on both sides (too large): aggregate the right
+            right, rsrc, rhints = self.aggregate(right, rsrc, rhints)
+            common = [c for c in lkeys if c in right.schema and rhints.get(c) in ("key", "code")]
+            if not common:
+                return left, lsrc, lhints
+        keys = d(st.lists(st.sampled_from(common), min_size=1, max_size=len(common),
+                          unique=True))
+        keys = [c for c in common if c in keys]
+        # rename the right side's other columns: no ambiguous names
+        rest = {c: self.name(f"{c}_r") for c in right.schema if c not in keys}
+        rproj = right.project(*keys, **{n: c for c, n in rest.items()})
+        rsrc2 = f"{rsrc}.project({', '.join(repr(k) for k in keys)}" + "".join(
+            f', {n}="{c}"' for c, n in rest.items()) + ")"
+        out = left.join(rproj, on=keys)
+        hints = {**lhints, **{n: rhints.get(c, "value") for c, n in rest.items()}}
+        return out, f"{lsrc}.join({rsrc2}, on={keys!r})", hints
+
+    @staticmethod
+    def _rows(node: Node) -> bool:
+        from federation.logical import is_row_level
+
+        return is_row_level(node)
+
+
+@st.composite
+def queries(draw, max_depth: int = 3) -> Generated:
+    """A random valid query over the smart-plug stream, with placements and a batch size."""
+    b = _Builder(draw)
+    node, src, hints = b.relation(draw(st.integers(1, max_depth)))
+    if node.kind == "window":
+        node, src = b.select(node, src, hints)
+    q = node.rstream("Q")
+    ops = _logical(q).r2r_ids
+    explicit = draw(st.lists(st.lists(st.sampled_from(["spe", "db"]), min_size=len(ops),
+                                      max_size=len(ops)), min_size=1, max_size=2))
+    from federation.physical import spe_limits
+
+    plan = _logical(q)
+    fixed = []
+    for es in explicit:  # explicit placements that the engines can run ('spe' tests refusal)
+        pl = dict(zip(ops, es))
+        for o, _ in spe_limits(plan, pl):
+            pl[o] = "db"
+        fixed.append(pl)
+    placements = ["spe", "db", "auto"] + [
+        ",".join(f"{o}={e}" for o, e in pl.items()) for pl in fixed]
+    placements = list(dict.fromkeys(placements))
+    batch = draw(st.sampled_from([2, 3, 5, 10]))
+    return Generated(q, f"{src}.rstream('Q')", placements, batch)
+
+
+# -- running -----------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs generated queries over one data set in one Spark session and records outcomes."""
+
+    def __init__(self, work: Path, spark) -> None:
+        from benchmarks.datagen import generate
+
+        self.work = work
+        self.spark = spark
+        self.data = work / "data"
+        if not self.data.exists():
+            generate(self.data, rate=RATE, seconds=SECONDS, plugs=PLUGS, houses=HOUSES, seed=11)
+        self.records: list[dict] = []
+        self.k = 0
+
+    def check(self, g: Generated) -> list[dict]:
+        """Run every placement of `g`; raise AssertionError on a mismatch or a crash."""
+        from db.reference import reference_result
+        from federation.ingest import read_clean_rows
+        from federation.physical import build_physical_plan, spe_limits
+        from federation.results import diff_results
+        from federation.runtime import run
+
+        self.k += 1
+        outcomes = []
+        want = None
+        for pl in g.placements:
+            rec = {"query": g.source, "placement": pl, "batch_s": g.batch_s}
+            t0 = time.perf_counter()
+            try:
+                if pl not in ("auto",):
+                    plan = _logical(g.query)
+                    limits = spe_limits(plan, _parse(plan, pl))
+                    if limits:
+                        try:
+                            build_physical_plan(plan, pl)
+                        except PlacementError as e:
+                            rec.update(outcome="refused", reason=str(e))
+                            outcomes.append(rec)
+                            continue
+                        raise AssertionError(f"{pl} was not refused: {limits}")
+                r = run(g.query, pl, self.data, work_dir=self.work / f"q{self.k}",
+                        seconds_per_batch=g.batch_s, spark=self.spark)
+                if want is None:
+                    want = reference_result(g.query, read_clean_rows(r.ingest.spool_dir))
+                problem = diff_results(r.rows, want)
+                rec.update(outcome="match" if problem is None else "mismatch",
+                           placement_run=r.summary["placement"], rows=r.rows.num_rows,
+                           reference_rows=want.num_rows)
+                if problem:
+                    rec["problem"] = problem
+            except AssertionError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a crash is an outcome to report
+                rec.update(outcome="crash", error=f"{type(e).__name__}: {str(e)[:2000]}",
+                           trace=traceback.format_exc()[-3000:])
+            rec["wall_s"] = round(time.perf_counter() - t0, 2)
+            outcomes.append(rec)
+        self.records.extend(outcomes)
+        bad = [o for o in outcomes if o["outcome"] in ("mismatch", "crash")]
+        if bad:
+            raise AssertionError(f"{g!r}: " + "; ".join(
+                f"{o['placement']}: {o.get('problem') or o.get('error')}" for o in bad))
+        return outcomes
+
+
+def _logical(q: Rstream) -> NumberedPlan:
+    """The plan whose operator ids explicit placements name (as `run` numbers it)."""
+    from costmodel.profile import load_profile
+    from federation.phase_one import phase_one
+
+    return NumberedPlan.of(phase_one(q, load_profile()))
+
+
+def _parse(plan, pl: str) -> dict:
+    from federation.physical import parse_placement
+
+    return parse_placement(plan, pl)
+
+
+def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True):
+    """Run `n` generated queries; returns (records, failure text or None)."""
+    runner = Runner(work, spark)
+    phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
+
+    @seed(seed_value)
+    @settings(max_examples=n, deadline=None, database=None, phases=phases,
+              suppress_health_check=list(HealthCheck), derandomize=False, print_blob=True)
+    @given(queries())
+    def prop(g: Generated) -> None:
+        runner.check(g)
+        if progress:
+            progress(runner)
+
+    failure = None
+    try:
+        prop()
+    except AssertionError as e:
+        failure = str(e)
+    return runner.records, failure
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, default=200, help="generated queries (default 200)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="benchmarks/results/fuzz",
+                    help="report path without suffix (.json and .md are written)")
+    ap.add_argument("--work", default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--no-shrink", action="store_true")
+    a = ap.parse_args(argv)
+    if a.queries < 1:
+        ap.error("--queries: must be >= 1")
+    from spe.session import get_spark
+
+    work = Path(a.work or tempfile.mkdtemp(prefix="fedq-fuzz-"))
+    spark = get_spark()
+    t0 = time.perf_counter()
+
+    def progress(r: Runner) -> None:
+        recs = r.records
+        runs = sum(1 for x in recs if x["outcome"] != "refused")
+        print(f"[{time.perf_counter() - t0:6.0f} s] query {r.k}/{a.queries}: {runs} runs, "
+              f"{sum(1 for x in recs if x['outcome'] == 'refused')} refused", flush=True)
+
+    records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink)
+    report = summarize(records, failure, a, time.perf_counter() - t0)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
+    Path(a.out + ".md").write_text(markdown(report))
+    print(markdown(report).split("\n## Queries")[0])
+    return 0 if failure is None else 1
+
+
+def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> dict:
+    import duckdb
+    import pyspark
+    import sqlglot
+
+    queries = list(dict.fromkeys(r["query"] for r in records))
+    by = {}
+    for r in records:
+        by[r["outcome"]] = by.get(r["outcome"], 0) + 1
+    per_query = {}
+    for r in records:
+        per_query.setdefault(r["query"], []).append(r)
+    ran = [q for q, rs in per_query.items()]
+    return {
+        "command": "python -m benchmarks.fuzz " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                    "cores": __import__("os").cpu_count()},
+        "versions": {"pyspark": pyspark.__version__, "duckdb": duckdb.__version__,
+                     "sqlglot": sqlglot.__version__},
+        "seed": args.seed,
+        "queries_requested": args.queries,
+        "queries": len(queries),
+        "runs": len(records),
+        "outcomes": by,
+        "placements_per_query_min": min((len(v) for v in per_query.values()), default=0),
+        "runs_per_query_min": min((sum(1 for x in v if x["outcome"] != "refused")
+                                   for v in per_query.values()), default=0),
+        "failure": failure,
+        "wall_s": round(wall_s, 1),
+        "data": {"rate_tps": RATE, "plugs": PLUGS, "houses": HOUSES, "event_seconds": SECONDS},
+        "records": records,
+        "_queries": ran,
+    }
+
+
+def markdown(rep: dict) -> str:
+    m = rep["machine"]
+    v = rep["versions"]
+    o = rep["outcomes"]
+    head = (f"`{rep['command']}` on {rep['date']} ({m['platform']}, {m['cores']} cores; "
+            f"pyspark {v['pyspark']}, duckdb {v['duckdb']}, sqlglot {v['sqlglot']}); "
+            f"{rep['wall_s']:.0f} s.")
+    queries = (f"- queries: **{rep['queries']}** generated (seed {rep['seed']}), placements "
+               f"per query at least {rep['placements_per_query_min']} (runs at least "
+               f"{rep['runs_per_query_min']})")
+    bad = f"- mismatches: **{o.get('mismatch', 0)}**, crashes: **{o.get('crash', 0)}**"
+    rule = ("A run matches when its rows equal the reference evaluator's as a multiset (floats "
+            "to 9 significant digits or within 1e-6 relative). `refused`: an explicit "
+            "placement that an engine cannot run (Spark has no tuple windows), refused with a "
+            "PlacementError naming the operator, as it must be.")
+    out = [
+        "# Differential fuzzing report", "", head, "", queries,
+        f"- runs: {rep['runs']}; outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(o.items())),
+        bad,
+        "- data: " + ", ".join(f"{k} {n}" for k, n in rep["data"].items()),
+        "", rule,
+    ]
+    if rep["failure"]:
+        out += ["", "## Minimal failing query (after shrinking)", "", "```", rep["failure"][:4000],
+                "```"]
+    out += ["", "## Queries", "", "| # | query | placement | s/batch | outcome | rows | s |",
+            "|---|---|---|---|---|---|---|"]
+    qi = {q: i + 1 for i, q in enumerate(rep["_queries"])}
+    for r in rep["records"]:
+        out.append(f"| {qi[r['query']]} | `{r['query']}` | {r['placement']} | {r['batch_s']} | "
+                   f"{r['outcome']} | {r.get('rows', '')} | {r.get('wall_s', '')} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Every CLI argument is checked before any work starts: one line naming the option (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from federation.cli import main
+
+
+@pytest.mark.parametrize("argv,option,message", [
+    (["run", "CQ5", "--rate", "0"], "--rate", "must be a finite number > 0"),
+    (["run", "CQ5", "--rate", "-5"], "--rate", "must be a finite number > 0"),
+    (["run", "CQ5", "--plugs", "0"], "--plugs", "must be >= 1"),
+    (["run", "CQ5", "--seconds", "0"], "--seconds", "must be >= 1"),
+    (["run", "CQ5", "--seconds-per-batch", "0"], "--seconds-per-batch", "must be >= 1"),
+    (["run", "CQ5", "--allowed-lateness", "-1"], "--allowed-lateness", ">= 0"),
+    (["run", "CQ5", "--event-horizon", "nan"], "--event-horizon", "finite number > 0"),
+    (["explain", "CQ5", "--rate", "inf"], "--rate", "must be a finite number > 0"),
+    (["explain", "CQ5", "--sweep", "1000:40000"], "--sweep", "want start:stop:step"),
+    (["explain", "CQ5", "--sweep", "1000:40000:0"], "--sweep", "must be a finite number > 0"),
+    (["generate", "--out", "x", "--plugs", "0"], "--plugs", "must be >= 1"),
+])
+def test_bad_arguments_are_refused_with_the_option_named(argv, option, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert option in err and message in err
+
+
+def run_err(argv, capsys) -> str:
+    assert main(argv) == 2
+    return capsys.readouterr().err.strip()
+
+
+def test_missing_data_directory(tmp_path, capsys):
+    err = run_err(["run", "CQ5", "--data", str(tmp_path / "nope")], capsys)
+    assert err == f"fedq run: --data: {tmp_path / 'nope'} is not a directory"
+
+
+def test_output_in_a_missing_directory_is_refused_before_the_run(tmp_path, capsys):
+    out = tmp_path / "no" / "such" / "r.parquet"
+    err = run_err(["run", "CQ5", "--output", str(out)], capsys)
+    assert err == f"fedq run: --output: directory {out.parent} does not exist"
+
+
+def test_existing_output_needs_overwrite(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    out.write_bytes(b"x")
+    err = run_err(["run", "CQ5", "--output", str(out)], capsys)
+    assert "exists; pass --overwrite to replace it" in err
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "results.parquet").write_bytes(b"x")
+    assert "exists" in run_err(["run", "CQ5", "--output", str(d)], capsys)
+
+
+@pytest.mark.parametrize("placement,message", [
+    ("", "placement is empty"),
+    ("op1=db,op1=spe", "placement names 'op1' twice (op1=db and op1=spe)"),
+    ("op1=db,,op2=db", "placement item ''"),
+    ("op1=gpu", "unknown engine 'gpu'"),
+])
+def test_malformed_placements_are_refused(placement, message, capsys):
+    err = run_err(["run", "CQ5", "--placement", placement], capsys)
+    assert err.startswith("fedq run: --placement: ") and message in err

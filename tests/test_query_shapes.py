@@ -1,0 +1,126 @@
+"""Query shapes beyond CQ1-CQ6, each under every placement that can run it (issue 8).
+
+One reproducer per class of failure found by trying other queries: a DB step, a Spark step
+and a DB step on window rows; a result of window rows in Spark; windows whose slide does not
+divide the range; a global aggregate over empty windows (one row per instant, as SQL).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from benchmarks.datagen import generate
+from db.reference import reference_result
+from federation import count, max_, window
+from federation.errors import PlacementError
+from federation.expressions import avg, sum_
+from federation.ingest import read_clean_rows
+from federation.logical import NumberedPlan
+from federation.physical import build_physical_plan, spe_limits
+from federation.results import diff_results
+from federation.runtime import run
+from federation.smartplug import smartplug_stream
+
+pytestmark = pytest.mark.spark
+
+S = smartplug_stream(rate=40, plugs=6, houses=2)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shapes")
+    generate(d, rate=40, seconds=30, plugs=6, houses=2, seed=5)
+    return d
+
+
+def every_placement(q) -> list[str]:
+    """spe, db and every explicit placement the engines can run."""
+    plan = NumberedPlan.of(q)
+    ops = plan.r2r_ids
+    out = ["spe", "db"]
+    for es in itertools.product(("spe", "db"), repeat=len(ops)):
+        pl = dict(zip(ops, es))
+        if not spe_limits(plan, pl) and len(set(es)) > 1:
+            out.append(",".join(f"{o}={e}" for o, e in pl.items()))
+    return out
+
+
+def check(spark, q, placement, data, tmp_path, batch=5):
+    r = run(q, placement, data, work_dir=tmp_path, seconds_per_batch=batch, spark=spark)
+    want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
+    assert want.num_rows > 0
+    problem = diff_results(r.rows, want)
+    assert problem is None, f"{placement}: {problem}"
+    return r, want
+
+
+DB_SPE_DB = (window(S, range=5, slide=1).filter("property = 1").filter("house_id = 1")
+             .aggregate(by=["house_id"], c=count()).rstream("Q"))
+ROWS_RESULT = (window(S, range=3, slide=1).filter("property = 1")
+               .project("house_id", "plug_id", "value").rstream("Q"))
+MISALIGNED = (window(S, range=7, slide=2).filter("property = 1")
+              .aggregate(by=["house_id"], c=count(), m=max_("value")).rstream("Q"))
+HALF = window(S, range=3.75, slide=0.5).filter("property = 1") \
+    .aggregate(by=["house_id"], a=avg("value"))
+MISALIGNED_JOIN = (window(S, range=10, slide=0.5).filter("property = 0")
+                   .aggregate(by=["house_id"], n=count())
+                   .join(HALF, on=["house_id"]).rstream("Q"))
+GLOBAL_EMPTY = (window(S, range=2, slide=1).filter("value > 37")
+                .aggregate(by=[], n=count(), m=max_("value"), a=avg("value"), s=sum_("value"))
+                .rstream("Q"))
+
+
+@pytest.mark.parametrize("placement", every_placement(DB_SPE_DB))
+def test_db_then_spark_then_db_on_window_rows(spark, data, tmp_path, placement):
+    check(spark, DB_SPE_DB, placement, data, tmp_path)
+
+
+@pytest.mark.parametrize("placement", every_placement(ROWS_RESULT))
+def test_result_of_window_rows(spark, data, tmp_path, placement):
+    r, want = check(spark, ROWS_RESULT, placement, data, tmp_path)
+    # every row once per window holding it: range 3 s at slide 1 s
+    assert want.num_rows == 3 * read_clean_rows(r.ingest.spool_dir).filter(
+        pa_eq("property", 1)).num_rows
+
+
+def pa_eq(col, v):
+    import pyarrow.compute as pc
+
+    return pc.field(col) == v
+
+
+@pytest.mark.parametrize("placement", every_placement(MISALIGNED))
+def test_slide_that_does_not_divide_the_range(spark, data, tmp_path, placement):
+    _, want = check(spark, MISALIGNED, placement, data, tmp_path)
+    # instants on the slide's grid (even seconds), each window [tau - 7 s, tau)
+    assert {t.second % 2 for t in want.column("tau").to_pylist()} == {0}
+
+
+@pytest.mark.parametrize("placement", ["spe", "db", "op1=spe,op2=db,op3=spe,op4=spe,op5=db"])
+def test_join_of_windows_with_ranges_off_the_slide(spark, data, tmp_path, placement):
+    check(spark, MISALIGNED_JOIN, placement, data, tmp_path, batch=10)
+
+
+@pytest.mark.parametrize("placement", every_placement(GLOBAL_EMPTY))
+def test_global_aggregate_has_one_row_per_instant(spark, data, tmp_path, placement):
+    _, want = check(spark, GLOBAL_EMPTY, placement, data, tmp_path)
+    taus = want.column("tau").to_pylist()
+    assert len(taus) == len(set(taus))  # one row per instant, none missing in between
+    assert all((b - a).total_seconds() == 1 for a, b in itertools.pairwise(taus))
+    empty = [row for row in want.to_pylist() if row["n"] == 0]
+    assert empty and all(row["m"] is None and row["a"] is None and row["s"] is None
+                         for row in empty)
+
+
+def test_tuple_window_operators_are_refused_in_spark_and_not_chosen(spark, data, tmp_path):
+    q = window(S, rows=10, slide=1).filter("property = 1") \
+        .aggregate(by=["house_id"], c=count()).rstream("T")
+    plan = NumberedPlan.of(q)
+    with pytest.raises(PlacementError, match=r"op1 \(select\) cannot run in Spark: it reads a "
+                                             r"tuple window"):
+        build_physical_plan(plan, "spe")
+    r, _ = check(spark, q, "auto", data, tmp_path)
+    assert r.summary["placement"].startswith("op1=db")
+    check(spark, q, "op1=db,op2=spe", data, tmp_path / "b")
