@@ -67,7 +67,7 @@ HALF = window(S, range=3.75, slide=0.5).filter("property = 1") \
 MISALIGNED_JOIN = (window(S, range=10, slide=0.5).filter("property = 0")
                    .aggregate(by=["house_id"], n=count())
                    .join(HALF, on=["house_id"]).rstream("Q"))
-GLOBAL_EMPTY = (window(S, range=2, slide=1).filter("value > 37")
+GLOBAL_EMPTY = (window(S, range=2, slide=1).filter("value > 150")
                 .aggregate(by=[], n=count(), m=max_("value"), a=avg("value"), s=sum_("value"))
                 .rstream("Q"))
 
