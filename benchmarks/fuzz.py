@@ -89,10 +89,12 @@ class _Builder:
         return node, src, hints
 
     # -- unary -----------------------------------------------------------------------------
-    def predicate(self, node: Node, hints: dict) -> str:
+    def predicate(self, node: Node, hints: dict) -> str | None:
         d = self.draw
         cols = [c for c, t in node.schema.items() if t in ("INT", "BIGINT", "DOUBLE")
                 and hints.get(c) != "id"]
+        if not cols:
+            return None
         c = d(st.sampled_from(cols))
         h = hints.get(c)
         if h == "code":
@@ -106,6 +108,8 @@ class _Builder:
 
     def select(self, node: Node, src: str, hints: dict) -> tuple[Node, str]:
         p = self.predicate(node, hints)
+        if p is None:
+            return node, src
         return node.filter(p), f'{src}.filter("{p}")'
 
     def project(self, node: Node, src: str, hints: dict) -> tuple[Node, str, dict]:
@@ -134,7 +138,7 @@ class _Builder:
                 and hints.get(c) not in ("id",)]
         aggs, parts, new_hints = {}, [], {k: hints[k] for k in keys}
         for _ in range(d(st.integers(1, 3))):
-            f = d(st.sampled_from(sorted(AGGS)))
+            f = d(st.sampled_from(sorted(AGGS))) if nums else "count"
             name = self.name(f[0])
             if f == "count":
                 aggs[name] = count()
@@ -153,8 +157,9 @@ class _Builder:
         """A subtree; joins need one side aggregated (bounded result sizes)."""
         d = self.draw
         node, src, hints = self.leaf()
-        for _ in range(d(st.integers(0, depth))):
-            kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join"]))
+        for _ in range(d(st.integers(1, depth + 1))):
+            kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join",
+                                      "join"]))
             if kind == "select":
                 node, src = self.select(node, src, hints)
             elif kind == "project":
