@@ -92,3 +92,21 @@ def test_phase_one_join_order_keeps_columns_and_reports_shape():
     out = phase_one(q, PROFILE)
     assert list(out.schema) == list(q.schema)
     assert join_shape(out).count("B") == 5
+
+
+def test_the_optimizer_never_places_a_tuple_window_reader_in_spark():
+    # every kept plan is checked; at a rate where Spark would be cheapest, still the DB
+    from federation import count, window
+    from federation.explain import explain_json, explain_text
+    from federation.physical import spe_limits
+    from federation.smartplug import smartplug_stream
+
+    for rate in (100, 2000, 40000):
+        s = smartplug_stream(rate=rate, plugs=50)
+        q = window(s, rows=100, slide=1).filter("property = 1") \
+            .aggregate(by=["house_id"], c=count()).rstream("T")
+        r = optimize(q)
+        assert r.plan.placement["op1"] == "db"
+        assert not spe_limits(r.plan.logical, r.plan.placement)
+        assert "engine limit: op1 (select) cannot run in Spark" in explain_text(r)
+        assert explain_json(r)["engine_limits"][0]["operator"] == "op1"
