@@ -67,6 +67,21 @@ def check_output(output: Path | str | None, overwrite: bool = False) -> str | No
     return None
 
 
+def _check_arguments(**kw) -> None:
+    """Refuse a bad argument of `run` before any work, naming it."""
+    for name in ("seconds", "plugs", "seconds_per_batch"):
+        v = kw[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be a whole number >= 1, got {v!r}")
+    for name, lo in (("rate", 0.0), ("event_horizon_s", 0.0)):
+        v = kw[name]
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= lo:
+            raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
+    v = kw["allowed_lateness_s"]
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"allowed_lateness_s: must be a finite number >= 0, got {v!r}")
+
+
 @dataclass
 class RunResult:
     """What a run returns: result rows (with `tau`), per-batch metrics and a summary."""
@@ -183,6 +198,9 @@ def run(
     from spe.session import get_spark
     from spe.translate import TS, WT, SpeStream, SpeTranslator
 
+    _check_arguments(rate=rate, seconds=seconds, plugs=plugs,
+                     seconds_per_batch=seconds_per_batch, allowed_lateness_s=allowed_lateness_s,
+                     event_horizon_s=event_horizon_s)
     why = check_output(output, overwrite)
     if why:
         raise OutputError(f"output: {why}")

@@ -64,3 +64,19 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
 def test_malformed_placements_are_refused(placement, message, capsys):
     err = run_err(["run", "CQ5", "--placement", placement], capsys)
     assert err.startswith("fedq run: --placement: ") and message in err
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"seconds_per_batch": 0}, "seconds_per_batch: must be a whole number >= 1, got 0"),
+    ({"rate": float("inf")}, "rate: must be a finite number > 0, got inf"),
+    ({"allowed_lateness_s": -1}, "allowed_lateness_s: must be a finite number >= 0, got -1"),
+    ({"event_horizon_s": 0}, "event_horizon_s: must be a finite number > 0, got 0"),
+])
+def test_run_refuses_bad_arguments_before_any_work(kw, message, tmp_path):
+    from benchmarks.queries import QUERIES
+    from federation.runtime import run
+
+    with pytest.raises(ValueError) as e:
+        run(QUERIES["CQ5"](), "db", work_dir=tmp_path, **kw)
+    assert str(e.value) == message
+    assert not any(tmp_path.iterdir())  # nothing generated, nothing started

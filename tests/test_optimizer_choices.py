@@ -1,0 +1,21 @@
+"""The optimizer's choices for CQ1-CQ6 at 1k-40k tuples/s with the shipped profile, pinned
+(tests/data/optimizer_choices.json, written before the architecture change of issue 9):
+a refactoring must not change what the optimizer chooses (no JVM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.queries import QUERIES
+from federation.optimizer import optimize
+
+PINNED = json.loads((Path(__file__).parent / "data" / "optimizer_choices.json").read_text())
+
+
+@pytest.mark.parametrize("key", sorted(PINNED))
+def test_choice_is_unchanged(key):
+    name, rate = key.split("@")
+    assert optimize(QUERIES[name](rate=float(rate))).plan.placement_string == PINNED[key]
