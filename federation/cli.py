@@ -8,26 +8,25 @@ import math
 import sys
 
 
-def positive(text: str) -> float:
-    """A finite number > 0 (argparse type)."""
+def _number(text: str, low: float, inclusive: bool) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    if not math.isfinite(v) or v < low or (v == low and not inclusive):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number {'>=' if inclusive else '>'} {low:g}, got {text!r}")
     return v
+
+
+def positive(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    return _number(text, 0.0, inclusive=False)
 
 
 def non_negative(text: str) -> float:
     """A finite number >= 0 (argparse type)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
+    return _number(text, 0.0, inclusive=True)
 
 
 def count(text: str) -> int:
