@@ -25,8 +25,6 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.common import environment
-from benchmarks.datagen import generate
-from benchmarks.queries import cq4_plan
 from costmodel.fit import nnls_fit, slope
 from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind
 from federation.errors import PlacementError
@@ -34,6 +32,8 @@ from federation.expressions import max_
 from federation.logical import NumberedPlan, window
 from federation.physical import build_physical_plan
 from federation.smartplug import PLUG_KEYS, smartplug_stream
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import cq4_plan
 
 SPE_CONFIGS = [  # (rate tuples/s, window range s, plugs)
     (1000, 10, 50), (4000, 10, 50), (1000, 40, 50), (1000, 10, 400), (4000, 40, 400),
@@ -424,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                                  t["placement"], profile)
         checks.append({"plan": f"agg {t['placement']} {t['rate']}/s", "predicted_C_u":
                        pp.cost.utilization_cost, "measured_batch_s": t["batch_s"]})
-    from benchmarks.queries import QUERIES
     from federation.phase_one import phase_one
+    from federation.smartplug.queries import QUERIES
 
     for e in [*extra, *db_rows]:
         q = QUERIES[e["query"]](rate=e["rate"], scale=e["scale"], plugs=e["plugs"])

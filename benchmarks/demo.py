@@ -11,12 +11,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from benchmarks.datagen import generate
-from benchmarks.queries import QUERIES
 from federation.explain import explain_text
 from federation.optimizer import optimize
 from federation.results import diff_results
 from federation.runtime import run
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
 
 
 def main(argv: list[str] | None = None) -> int:

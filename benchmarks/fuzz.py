@@ -238,7 +238,7 @@ class Runner:
     """Runs generated queries over one data set in one Spark session and records outcomes."""
 
     def __init__(self, work: Path, spark) -> None:
-        from benchmarks.datagen import generate
+        from federation.smartplug.datagen import generate
 
         self.work = work
         self.spark = spark

@@ -11,11 +11,11 @@ import statistics
 import time
 
 from benchmarks.common import write_result
-from benchmarks.queries import PAPER_SHAPES, QUERIES, kway_plan
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
 from federation.phase_one import join_shape, phase_one
 from federation.phase_two import phase_two
+from federation.smartplug.queries import PAPER_SHAPES, QUERIES, kway_plan
 
 
 def measure(query, profile, repeat: int, max_ops: int, reorder: bool) -> dict:

@@ -150,9 +150,9 @@ def boundary_table(doc: dict) -> list[str]:
 def shipped_choice(doc: dict) -> list[str]:
     """Per point: the placement the shipped profile's optimizer chooses now, and how that
     placement measured in this run (any label with the same placement)."""
-    from benchmarks.queries import QUERIES
     from costmodel.profile import load_profile
     from federation.optimizer import optimize
+    from federation.smartplug.queries import QUERIES
 
     prof = load_profile()
     pts = doc["points"]

@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import write_result
-from benchmarks.datagen import generate
-from benchmarks.queries import QUERIES
 from federation.results import diff_results
 from federation.runtime import run
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 from benchmarks.common import RESULTS, environment
-from benchmarks.datagen import generate
-from benchmarks.queries import QUERIES
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
 from federation.phase_one import phase_one
 from federation.physical import build_physical_plan
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
 
 ALL_RATES = "1000,2000,5000,10000,15000,20000,25000,30000,40000"
 

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from costmodel.ordering import ZERO, CostVector
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes
-from federation.logical import Aggregate, Join, Node, NumberedPlan
+
+if TYPE_CHECKING:  # plan nodes are read by their `kind`
+    from federation.logical import Node, NumberedPlan
+
+
+STATEFUL = ("aggregate", "join")
 
 
 def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
@@ -25,14 +31,14 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
     u = 0.0
     for k in kids:
         u += k.rate * c
-        if isinstance(node, (Aggregate, Join)) and k.row_level:
+        if node.kind in STATEFUL and k.row_level:
             u += k.rate * k.copies * p.spe_s_per_window_copy
-    if isinstance(node, (Aggregate, Join)):
+    if node.kind in STATEFUL:
         # every stateful operator commits its state store at every micro-batch (extension)
         u += size.l * p.spe_s_per_stateful_op_slide
     else:
         u += size.l * p.spe_s_per_stateless_op_slide
-    if isinstance(node, (Aggregate, Join)) and p.spe_s_per_state_group_window:
+    if node.kind in STATEFUL and p.spe_s_per_state_group_window:
         u += size.l * state_keys(size, kids) * p.spe_s_per_state_group_window
     return u
 

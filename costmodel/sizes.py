@@ -6,7 +6,7 @@ and, for row-level nodes (a window and stateless operators over it), the number 
 copies Spark's sliding-window expansion makes of each row (`copies` = range / slide).
 
 Example:
-    >>> from benchmarks.queries import cq2_plan
+    >>> from federation.smartplug.queries import cq2_plan
     >>> from federation.logical import NumberedPlan
     >>> sizes = SourceDrivenSizes.of(NumberedPlan.of(cq2_plan(rate=2000)))
     >>> sizes["w1"].rate, sizes["w1"].size
@@ -16,21 +16,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from federation.expressions import split_conjuncts
-from federation.logical import (
-    Aggregate,
-    Join,
-    Node,
-    NumberedPlan,
-    Project,
-    Rstream,
-    Select,
-    Window,
-)
-from federation.streams import StreamStats
+if TYPE_CHECKING:  # the cost model reads plan nodes by their `kind`; it imports no plan code
+    from federation.logical import Node, NumberedPlan, Select
+    from federation.streams import StreamStats
 
 #: System R's default selectivity of a predicate nothing is known about.
 DEFAULT_SELECTIVITY = 1.0 / 3.0
@@ -50,7 +42,7 @@ class NodeSize:
 
 
 def _stats_below(node: Node) -> list[StreamStats]:
-    return [n.stream.stats for n in node.walk() if isinstance(n, Window)]
+    return [n.stream.stats for n in node.walk() if n.kind == "window"]
 
 
 def key_groups(node: Node, keys: tuple[str, ...] | list[str], size: float) -> float:
@@ -99,9 +91,14 @@ def estimate_selectivity(select: Select) -> float:
         if text in st.selectivities:
             return st.selectivities[text]
     f = 1.0
-    for part in split_conjuncts(select.predicate):
+    for part in _conjuncts(select.predicate):
         f *= _conjunct_selectivity(part, stats)
     return f
+
+
+def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    e = e.unnest()
+    return [p for c in e.flatten() for p in _conjuncts(c)] if isinstance(e, exp.And) else [e]
 
 
 def _conjunct_selectivity(e: exp.Expression, stats: list[StreamStats]) -> float:
@@ -138,7 +135,8 @@ class SourceDrivenSizes(dict):
 
 def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
     """Sizes of one node from its children's (eqs 1-3)."""
-    if isinstance(node, Window):
+    kind = node.kind
+    if kind == "window":
         lam = node.stream.stats.rate_tps
         l = 1.0 / node.slide_s
         if node.is_time_based:
@@ -150,18 +148,18 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
             # a row stays in a tuple window for size/lam seconds, i.e. that many slides
             copies = max(1.0, size / lam / node.slide_s)
         return NodeSize(rate=lam, size=size, l=l, copies=copies, row_level=True)
-    if isinstance(node, Select):
+    if kind == "select":
         (k,) = kids
         f = estimate_selectivity(node)
         return NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level, selectivity=f)
-    if isinstance(node, Project):
+    if kind == "project":
         (k,) = kids
         return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
-    if isinstance(node, Aggregate):
+    if kind == "aggregate":
         (k,) = kids
         g = key_groups(node.child, node.keys, k.size)
         return NodeSize(k.l * g, g, k.l, 1.0, False, groups=g)  # eq. 3
-    if isinstance(node, Join):
+    if kind == "join":
         lk, rk = kids
         gl = key_groups(node.left, tuple(a for a, _ in node.keys), lk.size)
         gr = key_groups(node.right, tuple(b for _, b in node.keys), rk.size)
@@ -170,7 +168,7 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
         size = f * lk.size * rk.size
         return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f,
                         groups=max(gl, gr, 1.0))
-    if isinstance(node, Rstream):
+    if kind == "rstream":
         (k,) = kids
         return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
     raise TypeError(f"no size rule for {type(node).__name__}")

@@ -8,12 +8,13 @@ DB-op path (db.sqlgen, db.store) beyond reading the files.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 
-from federation.instants import extent_of, instants
-from federation.logical import Aggregate, Join, Node, Project, Rstream, Select, Window
+if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+    from federation.logical import Node, Rstream, Window
 
 
 def _q(name: str) -> str:
@@ -45,16 +46,16 @@ class ReferenceEvaluator:
             f"FROM stream_rows WHERE {ts} < {t}) WHERE rn <= {w.rows}")
 
     def eval(self, node: Node, tau: dt.datetime):
-        if isinstance(node, Window):
+        if node.kind == "window":
             return self.window(node, tau)
-        if isinstance(node, Rstream):
+        if node.kind == "rstream":
             return self.eval(node.child, tau)
-        if isinstance(node, Select):
+        if node.kind == "select":
             return self.eval(node.child, tau).filter(node.predicate.sql(dialect="duckdb"))
-        if isinstance(node, Project):
+        if node.kind == "project":
             return self.eval(node.child, tau).project(
                 ", ".join(f"{e.sql(dialect='duckdb')} AS {_q(n)}" for n, e in node.outputs))
-        if isinstance(node, Aggregate):
+        if node.kind == "aggregate":
             aggs = []
             for name, call in node.aggs:
                 arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb")
@@ -67,7 +68,7 @@ class ReferenceEvaluator:
             keys = ", ".join(_q(k) for k in node.keys)
             rel = self.eval(node.child, tau)
             return rel.aggregate(", ".join(filter(None, [keys, *aggs])), keys)
-        if isinstance(node, Join):
+        if node.kind == "join":
             left = self.eval(node.left, tau).set_alias("lhs")
             right = self.eval(node.right, tau).set_alias("rhs")
             cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys)
@@ -91,14 +92,27 @@ class ReferenceEvaluator:
 
 
 def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) -> list:
-    """The query's instants over readings in [first_ts, last_ts] (federation.instants)."""
-    windows = [n for n in query.walk() if isinstance(n, Window)]
-    return instants(first_ts, last_ts, extent_of(windows), windows[0].slide_s)
+    """The query's instants over readings in [first_ts, last_ts]: every tau = k x slide
+    (whole microseconds from 1970) with first_ts < tau <= last_ts + extent, the extent being
+    the largest window range (a tuple window counts its slide). Written out here, apart
+    from federation/instants.py which the engines' path uses: the reference is independent."""
+    windows = [n for n in query.walk() if n.kind == "window"]
+    slide = round(windows[0].slide_s * 1_000_000)
+    extent = round(max(w.range_s if w.range_s is not None else w.slide_s
+                       for w in windows) * 1_000_000)
+    epoch = dt.datetime(1970, 1, 1)
+
+    def us(t: dt.datetime) -> int:
+        return (t - epoch) // dt.timedelta(microseconds=1)
+
+    lo = (us(first_ts) // slide + 1) * slide
+    hi = (us(last_ts) + extent) // slide * slide
+    return [epoch + dt.timedelta(microseconds=u) for u in range(lo, hi + 1, slide)]
 
 
 def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:
     """The reference result of a query over finite rows (punctuation already removed)."""
-    ts = next(n for n in query.walk() if isinstance(n, Window)).stream.ts_column
+    ts = next(n for n in query.walk() if n.kind == "window").stream.ts_column
     if rows.num_rows == 0:
         return pa.table({"tau": pa.array([], pa.timestamp("us"))})
     col = rows.column(ts)

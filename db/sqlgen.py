@@ -7,7 +7,7 @@ time-range predicate on the slide instant (`_tau - range <= _ts < _tau`); relati
 inputs (results of SPE-ops) hold rows tagged with `_tau`. This module needs only sqlglot.
 
 Example:
-    >>> from benchmarks.queries import cq5_plan
+    >>> from federation.smartplug.queries import cq5_plan
     >>> from federation.logical import NumberedPlan
     >>> plan = NumberedPlan.of(cq5_plan(scale=1/6))
     >>> sql = candidate_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")]).sql("duckdb")
@@ -18,23 +18,26 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from federation.errors import UnsupportedOperationError
-from federation.logical import (
-    Aggregate,
-    Join,
-    NumberedPlan,
-    Project,
-    Select,
-    Window,
-    is_row_level,
-    leaf_window,
-)
+if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+    from federation.logical import NumberedPlan, Window
 
 TAU = "_tau"
 TS = "_ts"
+
+
+class SqlGenerationError(NotImplementedError):
+    """A plan the SQL generator cannot express (a malformed DB-op)."""
+
+
+def _leaf_window(node):
+    """The window under selections and projections, or None (a relation)."""
+    while node.kind in ("select", "project"):
+        node = node.child
+    return node if node.kind == "window" else None
 
 
 def _col(name: str, table: str | None = None) -> exp.Column:
@@ -119,10 +122,10 @@ def candidate_sql(
         if oid not in member_set:
             table = table_of.get(oid)
             if table is None:
-                raise UnsupportedOperationError(f"input {oid} of the DB-op has no table")
+                raise SqlGenerationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
-            if (oid in row_level) if row_level is not None else is_row_level(node):
-                q = window_relation(leaf_window(node), cols, table)
+            if (oid in row_level) if row_level is not None else _leaf_window(node):
+                q = window_relation(_leaf_window(node), cols, table)
             else:
                 q = (
                     exp.select(*[_col(TAU, "i")] + [_col(c, "i") for c in cols])
@@ -139,7 +142,7 @@ def candidate_sql(
 
     root = [m for m in members if plan.parent.get(m) not in member_set]
     if len(root) != 1:
-        raise UnsupportedOperationError(f"a DB-op must be one connected subtree, got roots {root}")
+        raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
     top = source(root[0])
     out_cols = [_col(TAU)] + [_col(c) for c in plan.nodes[root[0]].schema]
     query = exp.select(*out_cols).from_(top)
@@ -151,13 +154,13 @@ def candidate_sql(
 def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
     """One R2R operator over the CTEs of its children, per slide instant."""
     node = plan.nodes[oid]
-    if isinstance(node, Select):
+    if node.kind == "select":
         cols = [_col(TAU)] + [_col(c) for c in node.schema]
         return exp.select(*cols).from_(srcs[0]).where(_quote(node.predicate))
-    if isinstance(node, Project):
+    if node.kind == "project":
         cols = [_col(TAU)] + [_alias(_quote(e), n) for n, e in node.outputs]
         return exp.select(*cols).from_(srcs[0])
-    if isinstance(node, Join):
+    if node.kind == "join":
         rkeys = {r for _, r in node.keys}
         cols = [_col(TAU, "l")] + [_col(c, "l") for c in node.left.schema]
         cols += [_col(c, "r") for c in node.right.schema if c not in rkeys]
@@ -169,10 +172,11 @@ def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
             .from_(exp.to_table(srcs[0]).as_("l"))
             .join(exp.to_table(srcs[1]).as_("r"), on=cond)
         )
-    if isinstance(node, Aggregate):
+    if node.kind == "aggregate":
         cols: list[exp.Expression] = [_col(TAU)] + [_col(k) for k in node.keys]
         for name, call in node.aggs:
-            cols.append(_alias(aggregate_expression(call.func, call.arg, node.child.schema), name))
+            cols.append(_alias(aggregate_expression(call.func, call.arg, node.schema[name]),
+                               name))
         group = [_col(TAU)] + [_col(k) for k in node.keys]
         q = exp.select(*cols).from_(srcs[0]).group_by(*group)
         if node.keys:
@@ -188,20 +192,19 @@ def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
         return (exp.select(*out).from_(exp.to_table("taus").as_("t"))
                 .join(q.subquery("a"), on=exp.EQ(this=_col(TAU, "t"), expression=_col(TAU, "a")),
                       join_type="left"))
-    raise UnsupportedOperationError(f"no SQL for {node.kind}")
+    raise SqlGenerationError(f"no SQL for {node.kind}")
 
 
-def aggregate_expression(func: str, arg: exp.Expression | None, schema: dict) -> exp.Expression:
+def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
+                         ) -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
-    BIGINT as in Spark, not DuckDB's HUGEINT)."""
-    from federation.expressions import infer_type
-
+    BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type."""
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else _quote(arg))
     a = _quote(arg)  # type: ignore[arg-type]
     if func == "sum":
         s = exp.Sum(this=a)
-        if infer_type(arg, schema) != "DOUBLE":  # type: ignore[arg-type]
+        if result_type != "DOUBLE":
             return exp.Cast(this=s, to=exp.DataType.build("BIGINT"))
         return s
     if func == "avg":  # SUM / COUNT in double, the same expression in every engine
@@ -212,4 +215,4 @@ def aggregate_expression(func: str, arg: exp.Expression | None, schema: dict) ->
         return exp.Min(this=a)
     if func == "max":
         return exp.Max(this=a)
-    raise UnsupportedOperationError(f"unknown aggregate {func}")
+    raise SqlGenerationError(f"unknown aggregate {func}")

@@ -71,7 +71,7 @@ def _sweep_text(text: str) -> str:
 
 
 def _query(name: str):
-    from benchmarks.queries import QUERIES
+    from federation.smartplug.queries import QUERIES
 
     key = name.upper()
     if key not in QUERIES:

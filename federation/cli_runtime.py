@@ -6,17 +6,29 @@ import argparse
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from benchmarks.datagen import generate
+    from federation.smartplug.datagen import generate
 
     def progress(i: int, n: int) -> None:
         print(f"\r  generated {i}/{n} event seconds", end="", file=sys.stderr, flush=True)
 
+    if a.csv is not None:
+        from federation.smartplug.csvload import load_csv
+
+        if not a.csv.is_file():
+            print(f"fedq generate: --csv: {a.csv} is not a file", file=sys.stderr)
+            return 2
+        s = load_csv(a.csv, a.out)
+        print(f"converted {a.csv}: {s.rows} rows in {s.files} files, {s.rejected} rejected "
+              f"(see {a.out / '_rejected.csv'})" if s.rejected else
+              f"converted {a.csv}: {s.rows} rows in {s.files} files")
+        return 0
     s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
-                 seed=a.seed, progress=progress)
+                 seed=a.seed, progress=progress, start=a.start)
     print(file=sys.stderr)
     print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}")
     return 0
@@ -43,7 +55,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     plugs = a.plugs
     data = a.data
     if data is not None:
-        from benchmarks.datagen import read_manifest
+        from federation.smartplug.datagen import read_manifest
 
         try:
             man = read_manifest(data)
@@ -151,6 +163,10 @@ def add_commands(sub) -> None:
     g.add_argument("--houses", type=count, default=40)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--start", type=datetime.fromisoformat, default=datetime(2013, 9, 1),
+                   help="event time of the first second (ISO date)")
+    g.add_argument("--csv", type=Path, default=None,
+                   help="convert this DEBS 2014 CSV file instead of generating")
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("run", help="run a query across Spark and DuckDB")

@@ -1,7 +1,7 @@
 """The optimizer's driver: Phase-One, then Phase-Two, and the report of both (DESIGN 6).
 
 Example:
-    >>> from benchmarks.queries import cq4_plan
+    >>> from federation.smartplug.queries import cq4_plan
     >>> r = optimize(cq4_plan(rate=2000))
     >>> r.plans_examined
     11

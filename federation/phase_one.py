@@ -187,7 +187,7 @@ def join_shape(node: Node) -> str:
     """The join tree of a plan with branches written B, e.g. '((B B) B)'.
 
     Example:
-        >>> from benchmarks.queries import kway_plan, PAPER_SHAPES
+        >>> from federation.smartplug.queries import kway_plan, PAPER_SHAPES
         >>> join_shape(kway_plan(5, shape=PAPER_SHAPES[5]))
         '(((B B) B) (B B))'
     """

@@ -5,7 +5,7 @@ each maximal connected group is one migration candidate, run as one SQL query in
 behind a MIG operator on the Spark side.
 
 Example:
-    >>> from benchmarks.queries import cq5_plan
+    >>> from federation.smartplug.queries import cq5_plan
     >>> from federation.logical import NumberedPlan
     >>> plan = NumberedPlan.of(cq5_plan())
     >>> pp = build_physical_plan(plan, {"op1": "spe", "op2": "db", "op3": "db"})

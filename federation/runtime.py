@@ -209,12 +209,12 @@ def run(
     work.mkdir(parents=True, exist_ok=True)
     stream = next(n for n in query.walk() if isinstance(n, Window)).stream
     if data is None:
-        from benchmarks.datagen import generate
+        from federation.smartplug.datagen import generate
 
         data = work / "data"
         generate(data, rate=rate, seconds=seconds, plugs=plugs, seed=seed)
-    if domains is None and stream.name == "smartplug":
-        domains = {"property": {0, 1}}
+    if domains is None:
+        domains = {c: set(v) for c, v in stream.domains.items()}
     windows = [n for n in query.walk() if isinstance(n, Window)]
     slide_s = windows[0].slide_s  # one slide per query (checked where the query is built)
     max_range = max((w.range_s or 0.0) for w in windows)

@@ -62,6 +62,10 @@ class StreamDecl(BaseModel):
     schema_: dict[str, str] = Field(alias="schema", description="column name -> SQL type")
     ts_column: str = "ts"
     stats: StreamStats
+    domains: dict[str, list] = Field(
+        default_factory=dict,
+        description="allowed values of coded columns; other values are dead-lettered at ingest",
+    )
 
     @field_validator("schema_")
     @classmethod
@@ -81,6 +85,9 @@ class StreamDecl(BaseModel):
         for col in list(self.stats.distinct):
             if col not in self.schema_:
                 raise ValueError(f"stats.distinct names unknown column {col!r}")
+        for col in self.domains:
+            if col not in self.schema_:
+                raise ValueError(f"domains names unknown column {col!r}")
         return self
 
     @property

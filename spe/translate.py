@@ -18,13 +18,14 @@ joins on (`_wt`, keys) and explodes the collected rows again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from federation.errors import UnsupportedOperationError
-from federation.logical import Aggregate, Join, Node, Project, Select, Window
+if TYPE_CHECKING:  # plan nodes are read by their `kind`: spe/ imports no plan code
+    from federation.logical import Aggregate, Join, Node, Project, Select, Window
 
 WT = "_wt"
 TS = "_ts"
@@ -87,7 +88,7 @@ def _agg_column(func: str, arg, name: str) -> Column:
 
 
 class SpeTranslator:
-    """Builds the streaming DataFrame of each SPE-op (the `visit_<Node>` pattern).
+    """Builds the streaming DataFrame of each SPE-op (a `visit_<kind>` method per node kind).
 
     `instants` gives, on demand, a relation with one row (`_wt`) per slide instant of the
     query's life (built from the ticks of the input spool): a global aggregate has one row
@@ -98,20 +99,20 @@ class SpeTranslator:
         self.instants = instants
 
     def visit(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
-        return getattr(self, f"visit_{type(node).__name__}")(node, inputs)
+        return getattr(self, f"visit_{node.kind}")(node, inputs)
 
-    def visit_Select(self, node: Select, inputs: list[SpeStream]) -> SpeStream:
+    def visit_select(self, node: Select, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         return SpeStream(s.df.filter(F.expr(node.predicate.sql(dialect="spark"))), s.row_level,
                          s.window)
 
-    def visit_Project(self, node: Project, inputs: list[SpeStream]) -> SpeStream:
+    def visit_project(self, node: Project, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         tag = TS if s.row_level else WT
         cols = [_c(tag)] + [F.expr(e.sql(dialect="spark")).alias(n) for n, e in node.outputs]
         return SpeStream(s.df.select(*cols), s.row_level, s.window)
 
-    def visit_Aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
+    def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         aggs = [_agg_column(c.func, c.arg, n) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
@@ -132,7 +133,7 @@ class SpeTranslator:
         """A global aggregate: one row at every instant, (COUNT 0, others NULL) where the
         input is empty. The aggregate's rows are merged with one row per instant."""
         if self.instants is None:
-            raise UnsupportedOperationError(
+            raise NotImplementedError(
                 "a global aggregate in Spark needs the instants of the input spool")
         names = [n for n, _ in node.aggs]
         padded = out.select(_c(WT), *[_c(n) for n in names], F.lit(False).alias("_pad"))
@@ -153,7 +154,7 @@ class SpeTranslator:
         return SpeStream(df.select(F.window_time("window").alias(WT), *[_c(c) for c in cols]),
                          False)
 
-    def visit_Join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
+    def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
         left, right = inputs
         lkeys = [a for a, _ in node.keys]
         rkeys = [b for _, b in node.keys]
@@ -186,7 +187,7 @@ class SpeTranslator:
     def _window_column(self, s: SpeStream) -> Column:
         w = s.window
         if w is None or not w.is_time_based:
-            raise UnsupportedOperationError(
+            raise NotImplementedError(
                 "tuple-based windows run in the DB only for now; place their operators in db")
         return window_column(_c(TS), w.range_s, w.slide_s).alias("window")
 

@@ -73,8 +73,8 @@ def test_malformed_placements_are_refused(placement, message, capsys):
     ({"event_horizon_s": 0}, "event_horizon_s: must be a finite number > 0, got 0"),
 ])
 def test_run_refuses_bad_arguments_before_any_work(kw, message, tmp_path):
-    from benchmarks.queries import QUERIES
     from federation.runtime import run
+    from federation.smartplug.queries import QUERIES
 
     with pytest.raises(ValueError) as e:
         run(QUERIES["CQ5"](), "db", work_dir=tmp_path, **kw)

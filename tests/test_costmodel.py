@@ -7,12 +7,12 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from benchmarks.queries import cq1_plan, cq3_plan, cq5_plan
 from costmodel.ordering import CostVector, better, sort_key
 from costmodel.profile import DEFAULT_PROFILE_PATH, CostProfile, load_profile, paper_form
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan
 from federation.physical import build_physical_plan
+from federation.smartplug.queries import cq1_plan, cq3_plan, cq5_plan
 
 
 def sizes_of(q):

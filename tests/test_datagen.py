@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.datagen import SCHEMA, generate, load_csv, read_manifest
+from federation.smartplug.csvload import load_csv
+from federation.smartplug.datagen import SCHEMA, generate, read_manifest
 
 START = datetime(2013, 9, 1)
 

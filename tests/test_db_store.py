@@ -7,12 +7,12 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.queries import cq5_plan
 from db.reference import reference_result
 from federation.logical import NumberedPlan
 from federation.mig import MigRuntime
 from federation.physical import build_physical_plan
 from federation.results import diff_results
+from federation.smartplug.queries import cq5_plan
 
 T0 = dt.datetime(2013, 9, 1)
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.datagen import generate
-from benchmarks.queries import QUERIES
 from costmodel.profile import load_profile
 from db.reference import reference_result
 from federation.ingest import read_clean_rows
@@ -20,6 +18,8 @@ from federation.phase_one import phase_one
 from federation.phase_two import phase_two
 from federation.results import diff_results
 from federation.runtime import run
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
 
 pytestmark = pytest.mark.spark
 

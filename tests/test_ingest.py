@@ -176,7 +176,7 @@ def test_nan_and_infinite_readings_are_dead_lettered(tmp_path):
 
 
 def test_csv_loader_rejects_count_with_their_line_numbers(tmp_path):
-    from benchmarks.datagen import load_csv
+    from federation.smartplug.csvload import load_csv
 
     csv_path = tmp_path / "in.csv"
     csv_path.write_text("0,1377986401,68.451,0,11,0,0\n"

@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from benchmarks.queries import PAPER_SHAPES, QUERIES, kway_plan
 from costmodel.profile import DEFAULT_PROFILE_PATH, load_profile, paper_form
 from federation import max_, window
 from federation.logical import NumberedPlan
@@ -14,6 +13,7 @@ from federation.optimizer import optimize
 from federation.phase_one import join_shape, phase_one
 from federation.phase_two import exhaustive, phase_two
 from federation.smartplug import PLUG_KEYS, smartplug_stream
+from federation.smartplug.queries import PAPER_SHAPES, QUERIES, kway_plan
 
 PROFILE = load_profile(DEFAULT_PROFILE_PATH)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.queries import QUERIES
 from federation.optimizer import optimize
+from federation.smartplug.queries import QUERIES
 
 PINNED = json.loads((Path(__file__).parent / "data" / "optimizer_choices.json").read_text())
 

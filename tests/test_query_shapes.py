@@ -11,7 +11,6 @@ import itertools
 
 import pytest
 
-from benchmarks.datagen import generate
 from db.reference import reference_result
 from federation import count, max_, window
 from federation.errors import PlacementError
@@ -22,6 +21,7 @@ from federation.physical import build_physical_plan, spe_limits
 from federation.results import diff_results
 from federation.runtime import run
 from federation.smartplug import smartplug_stream
+from federation.smartplug.datagen import generate
 
 pytestmark = pytest.mark.spark
 

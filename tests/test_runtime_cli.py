@@ -8,13 +8,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.datagen import generate
-from benchmarks.queries import QUERIES
 from db.reference import reference_result
 from federation.cli import main
 from federation.ingest import read_clean_rows
 from federation.results import diff_results
 from federation.runtime import run
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
 
 pytestmark = pytest.mark.spark
 LATE = "late: event time is before the watermark (largest earlier event time - allowed lateness)"

@@ -36,6 +36,7 @@ def smartplug_stream(
     return StreamDecl(
         name=name,
         schema=SMARTPLUG_SCHEMA,
+        domains={"property": [0, 1]},
         stats=StreamStats(
             rate_tps=rate,
             distinct={"property": 2, "house_id": houses},
