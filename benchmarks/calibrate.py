@@ -1,4 +1,4 @@
-"""`fedq calibrate`: measure this machine's unit costs and write a cost profile.
+"""`python -m benchmarks.calibrate`: measure this machine's unit costs and write a cost profile.
 
 SPE: pure-Spark runs of a windowed aggregation at several (rate, range, groups) give the
 per-micro-batch fixed cost, the per-row cost, the per-window-copy cost of Spark's sliding
@@ -51,14 +51,14 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def steady(metrics: list[dict], skip: int, key: str = "wall_s") -> float:
-    xs = [m[key] for m in metrics if m["stage"] == 0 and m["rows_in"]]
+def steady(metrics: list, skip: int, key: str = "wall_s") -> float:
+    xs = [getattr(m, key) for m in metrics if m.stage == 0 and m.rows_in]
     xs = xs[skip:] or xs
     return statistics.median(xs)
 
 
 def measure_spe(work: Path, quick: bool) -> tuple[list[dict], dict]:
-    from federation.runtime import run
+    from federation.api import run
 
     rows = []
     configs = SPE_CONFIGS[:2] + SPE_CONFIGS[4:5] if quick else SPE_CONFIGS
@@ -81,7 +81,7 @@ def measure_spe(work: Path, quick: bool) -> tuple[list[dict], dict]:
 def measure_selection_tradeoff(work: Path, rates=(1000, 8000, 20000)) -> list[dict]:
     """Pure-DB against Spark-select -> DuckDB at several rates, alternating in one warm JVM:
     what a stateless Spark operator costs per batch against what it saves per row."""
-    from federation.runtime import run
+    from federation.api import run
 
     out = []
     run(agg_query(1000, 10, 50), "db", _data(work, 1000), work_dir=work / "warmup")
@@ -91,11 +91,11 @@ def measure_selection_tradeoff(work: Path, rates=(1000, 8000, 20000)) -> list[di
             say(f"[selection] {placement} at {rate}/s")
             r = run(agg_query(rate, 10, 50), placement, data,
                     work_dir=work / f"sel{placement}{rate}{len(out)}")
-            ms = [m for m in r.metrics if m["stage"] == 0 and m["rows_in"]][5:]
+            ms = [m for m in r.metrics if m.stage == 0 and m.rows_in][5:]
             out.append({"rate": rate, "placement": placement,
-                        "rows_to_db_per_batch": statistics.median(m["rows_in"] for m in ms),
-                        "db_s": statistics.median(m["db_s"] for m in ms),
-                        "batch_s": statistics.median(m["wall_s"] for m in ms)})
+                        "rows_to_db_per_batch": statistics.median(m.rows_in for m in ms),
+                        "db_s": statistics.median(m.db_s for m in ms),
+                        "batch_s": statistics.median(m.wall_s for m in ms)})
     return out
 
 
@@ -107,18 +107,18 @@ def _data(work: Path, rate: float) -> Path:
 
 
 def measure_hybrid(work: Path) -> list[dict]:
-    from federation.runtime import run
+    from federation.api import run
 
     out = []
     for rate in (1000, 8000):
         say(f"[transfer] Spark select -> DuckDB aggregate at {rate}/s")
         r = run(agg_query(rate, 10, 50), "op2=db", _data(work, rate),
                 work_dir=work / f"hyb{rate}w")
-        ms = [m for m in r.metrics if m["stage"] == 0 and m["rows_in"]][5:]
-        out.append({"rate": rate, "rows_per_batch": statistics.median(m["rows_in"] for m in ms),
-                    "transfer_s": statistics.median(m["transfer_s"] for m in ms),
-                    "db_s": statistics.median(m["db_s"] for m in ms),
-                    "batch_s": statistics.median(m["wall_s"] for m in ms)})
+        ms = [m for m in r.metrics if m.stage == 0 and m.rows_in][5:]
+        out.append({"rate": rate, "rows_per_batch": statistics.median(m.rows_in for m in ms),
+                    "transfer_s": statistics.median(m.transfer_s for m in ms),
+                    "db_s": statistics.median(m.db_s for m in ms),
+                    "batch_s": statistics.median(m.wall_s for m in ms)})
     return out
 
 

@@ -11,10 +11,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from federation.api import run
 from federation.explain import explain_text
 from federation.optimizer import optimize
 from federation.results import diff_results
-from federation.runtime import run
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -41,16 +41,16 @@ def main(argv: list[str] | None = None) -> int:
         r = run(q, placement, work / "data", work_dir=work / placement,
                 seconds_per_batch=a.seconds_per_batch)
         results[placement] = r
-        print(f"   {r.summary['placement']}: {r.summary['result_rows']} rows, "
-              f"rho {r.summary['rho']:.2f}, wall {r.summary['wall_s']:.1f} s")
+        print(f"   {r.summary.placement}: {r.summary.result_rows} rows, "
+              f"rho {r.summary.rho:.2f}, wall {r.summary.wall_s:.1f} s")
     print("== sample results (optimizer's plan)")
     print(results["auto"].rows.slice(0, 8).to_pandas().to_string(index=False))
     print("\n== side by side")
     print(f"{'plan':<6} {'rho':>6} {'rho steady':>10} {'wall s':>7} {'rows':>7}  placement")
     for k, r in results.items():
         s = r.summary
-        print(f"{k:<6} {s['rho']:>6.2f} {s['rho_steady']:>10.2f} {s['wall_s']:>7.1f} "
-              f"{s['result_rows']:>7}  {s['placement']}")
+        print(f"{k:<6} {s.rho:>6.2f} {s.rho_steady:>10.2f} {s.wall_s:>7.1f} "
+              f"{s.result_rows:>7}  {s.placement}")
     same = all(diff_results(results[k].rows, results["spe"].rows) is None for k in results)
     print(f"outputs equal across placements: {'yes' if same else 'NO'}")
     return 0 if same else 1

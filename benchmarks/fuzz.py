@@ -251,10 +251,10 @@ class Runner:
     def check(self, g: Generated) -> list[dict]:
         """Run every placement of `g`; raise AssertionError on a mismatch or a crash."""
         from db.reference import reference_result
-        from federation.ingest import read_clean_rows
+        from federation.api import run
         from federation.physical import build_physical_plan, spe_limits
         from federation.results import diff_results
-        from federation.runtime import run
+        from federation.runtime.ingest import read_clean_rows
 
         self.k += 1
         outcomes = []
@@ -280,7 +280,7 @@ class Runner:
                     want = reference_result(g.query, read_clean_rows(r.ingest.spool_dir))
                 problem = diff_results(r.rows, want)
                 rec.update(outcome="match" if problem is None else "mismatch",
-                           placement_run=r.summary["placement"], rows=r.rows.num_rows,
+                           placement_run=r.summary.placement, rows=r.rows.num_rows,
                            reference_rows=want.num_rows)
                 if problem:
                     rec["problem"] = problem
@@ -369,8 +369,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> dict:
+    from importlib.metadata import version
+
     import duckdb
-    import pyspark
     import sqlglot
 
     queries = list(dict.fromkeys(r["query"] for r in records))
@@ -386,7 +387,7 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cores": __import__("os").cpu_count()},
-        "versions": {"pyspark": pyspark.__version__, "duckdb": duckdb.__version__,
+        "versions": {"pyspark": version("pyspark"), "duckdb": duckdb.__version__,
                      "sqlglot": sqlglot.__version__},
         "seed": args.seed,
         "queries_requested": args.queries,

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import write_result
+from federation.api import run
 from federation.results import diff_results
-from federation.runtime import run
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -46,13 +46,13 @@ def main(argv: list[str] | None = None) -> int:
                 results[plan] = r
                 s = r.summary
                 rows.append({"query": name, "rate": rate, "plan": plan,
-                             "placement": s["placement"], "rho": s["rho"],
-                             "rho_steady": s["rho_steady"], "wall_s": s["wall_s"],
-                             "result_rows": s["result_rows"], "predicted": s["predicted"],
-                             "batch_wall_s": [m["wall_s"] for m in r.metrics
-                                              if m["stage"] == 0]})
-                print(f"   rho {s['rho']:.2f} steady {s['rho_steady']:.2f} "
-                      f"({s['placement']})", file=sys.stderr, flush=True)
+                             "placement": s.placement, "rho": s.rho,
+                             "rho_steady": s.rho_steady, "wall_s": s.wall_s,
+                             "result_rows": s.result_rows, "predicted": s.predicted.model_dump(),
+                             "batch_wall_s": [m.wall_s for m in r.metrics
+                                              if m.stage == 0]})
+                print(f"   rho {s.rho:.2f} steady {s.rho_steady:.2f} "
+                      f"({s.placement})", file=sys.stderr, flush=True)
             base = next(iter(results.values())).rows
             equal = all(diff_results(r.rows, base) is None for r in results.values())
             for row in rows[-len(results):]:

@@ -60,12 +60,12 @@ class _Progress:
     def __init__(self, every_s: float = 15.0) -> None:
         self.every, self.t0, self.last = every_s, time.time(), time.time()
 
-    def __call__(self, m: dict) -> None:
+    def __call__(self, m) -> None:
         now = time.time()
-        if "event_seconds_done" in m and now - self.last >= self.every:
+        if m.event_seconds_done is not None and now - self.last >= self.every:
             self.last = now
-            say(f"      {m['event_seconds_done']} event s done, {m['backlog_s']} to go, "
-                f"{now - self.t0:.0f} s wall, batch {m['wall_s']:.2f} s")
+            say(f"      {m.event_seconds_done} event s done, {m.backlog_s} to go, "
+                f"{now - self.t0:.0f} s wall, batch {m.wall_s:.2f} s")
 
 
 def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str],
@@ -98,7 +98,7 @@ def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    from federation.runtime import run
+    from federation.api import run
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--queries", default=",".join(QUERIES))
@@ -171,21 +171,21 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                 s = r.summary
-                rho = s["rho_windows_full"]
-                steady = not s["truncated"] and not math.isnan(rho)
+                rho = s.rho_windows_full
+                steady = not s.truncated and not math.isnan(rho)
                 if math.isnan(rho):  # never reached full windows: what ran
-                    rho = s["rho_steady"]
+                    rho = s.rho_steady
                 pp = build_physical_plan(r.plan.logical, placement, profile)
                 point = {
-                    "query": name, "rate": rate, "plan": label, "placement": s["placement"],
+                    "query": name, "rate": rate, "plan": label, "placement": s.placement,
                     "rho": rho, "steady": steady, **derived(rate, rho),
-                    "rho_steady": s["rho_steady"],
-                    "warmup_batch_s": s["warmup_batch_s"], "budget_s": budget,
+                    "rho_steady": s.rho_steady,
+                    "warmup_batch_s": s.warmup_batch_s, "budget_s": budget,
                     "predicted_C_b": pp.cost.bottleneck_cost,
                     "predicted_C_u": pp.cost.utilization_cost,
                     "predicted_feasible": pp.cost.is_feasible,
-                    "wall_s": time.time() - t0, "data_batches": s["data_batches"],
-                    "result_rows": s["result_rows"],
+                    "wall_s": time.time() - t0, "data_batches": s.data_batches,
+                    "result_rows": s.result_rows,
                 }
                 say(f"    rho {rho:.2f}{'' if steady else ' (not at steady state)'}  "
                     f"predicted C_b {pp.cost.bottleneck_cost:.2f}")

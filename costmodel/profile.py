@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_PROFILE_PATH = Path(__file__).parent / "profiles" / "default.json"
-#: Where `fedq calibrate` writes a measured profile and where the optimizer looks first.
+#: Where `python -m benchmarks.calibrate` writes a measured profile and where the optimizer looks first.
 USER_PROFILE_PATH = Path.home() / ".config" / "fedq" / "profile.json"
 
 R2R_KINDS = ("select", "project", "join", "aggregate")
@@ -45,7 +45,7 @@ class CostProfile(BaseModel):
 
     name: str = "default"
     measured: bool = Field(
-        False, description="true when `fedq calibrate` measured it on this machine"
+        False, description="true when `python -m benchmarks.calibrate` measured it on this machine"
     )
     notes: str = ""
     # -- SPE (Spark Structured Streaming) -------------------------------------------------

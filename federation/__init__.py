@@ -35,8 +35,8 @@ def optimize(query, **kw):
 
 
 def run(query, placement="auto", **kw):
-    """Run a query across Spark and DuckDB; see federation.runtime.run."""
-    from federation.runtime import run as _run
+    """Plan a query, then run it across Spark and DuckDB; see federation.api.run."""
+    from federation.api import run as _run
 
     return _run(query, placement=placement, **kw)
 

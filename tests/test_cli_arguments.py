@@ -73,7 +73,7 @@ def test_malformed_placements_are_refused(placement, message, capsys):
     ({"event_horizon_s": 0}, "event_horizon_s: must be a finite number > 0, got 0"),
 ])
 def test_run_refuses_bad_arguments_before_any_work(kw, message, tmp_path):
-    from federation.runtime import run
+    from federation.api import run
     from federation.smartplug.queries import QUERIES
 
     with pytest.raises(ValueError) as e:

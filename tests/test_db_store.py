@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from db.reference import reference_result
 from federation.logical import NumberedPlan
-from federation.mig import MigRuntime
 from federation.physical import build_physical_plan
 from federation.results import diff_results
+from federation.runtime.mig import MigRuntime
 from federation.smartplug.queries import cq5_plan
 
 T0 = dt.datetime(2013, 9, 1)

@@ -11,13 +11,13 @@ import pytest
 
 from costmodel.profile import load_profile
 from db.reference import reference_result
-from federation.ingest import read_clean_rows
+from federation.api import run
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
 from federation.phase_one import phase_one
 from federation.phase_two import phase_two
 from federation.results import diff_results
-from federation.runtime import run
+from federation.runtime.ingest import read_clean_rows
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -57,7 +57,7 @@ def run_and_check(spark, name, placement, data_dir, tmp_path_factory, per_batch=
     want = reference(name, data_dir, tmp_path_factory, r.ingest.spool_dir)
     assert want.num_rows > 0
     problem = diff_results(r.rows, want)
-    assert problem is None, f"{name} under {r.summary['placement']}: {problem}"
+    assert problem is None, f"{name} under {r.summary.placement}: {problem}"
     return r
 
 
@@ -71,7 +71,7 @@ def placement_at(name: str, rate: float) -> str:
 @pytest.mark.parametrize("placement", ["spe", "db"])
 def test_pure_placements_match_reference(spark, name, placement, data_dir, tmp_path_factory):
     r = run_and_check(spark, name, placement, data_dir, tmp_path_factory)
-    assert r.summary["dead_lettered"] == 0
+    assert r.summary.dead_lettered == 0
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -102,7 +102,7 @@ def test_every_phase_two_plan_matches_reference(spark, name, index, data_dir,
 def test_one_slide_per_batch(spark, name, placement, data_dir, tmp_path_factory):
     r = run_and_check(spark, name, placement, data_dir, tmp_path_factory, per_batch=1)
     if placement != "spe":  # a MIG completes one slide per data batch (the flush: the rest)
-        slides = sorted(m["slides"] for m in r.metrics if m["rows_in"] and m["stage"] == 0)
+        slides = sorted(m.slides for m in r.metrics if m.rows_in and m.stage == 0)
         assert slides[len(slides) // 2] == 1
 
 
@@ -118,7 +118,7 @@ def test_fast_forwarded_warmup_matches_reference(spark, name, placement, data_di
     assert diff_results(r.rows, want) is None
     warm = r.ingest.warmup_files
     assert warm == -(-50 // 7)  # 50 s largest window in batches of 7 s
-    assert r.summary["warmup_batches"] == warm
+    assert r.summary.warmup_batches == warm
     assert r.ingest.spool_files == warm + SECONDS - 50
-    done = [m["event_seconds_done"] for m in r.metrics if m["stage"] == 0 and m["rows_in"]]
+    done = [m.event_seconds_done for m in r.metrics if m.stage == 0 and m.rows_in]
     assert done[-1] == SECONDS

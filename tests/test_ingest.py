@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from federation.ingest import PUNCTUATION_ID, _reason_kind, prepare_input, read_clean_rows
+from federation.runtime.ingest import PUNCTUATION_ID, _reason_kind, prepare_input, read_clean_rows
 from federation.smartplug import smartplug_stream
 
 T0 = dt.datetime(2013, 9, 1)

@@ -1,5 +1,14 @@
-"""Only spe/ imports pyspark; only db/ imports duckdb; federation (but its runtime) and
-costmodel import neither (DESIGN 3)."""
+"""The layers point one way (docs/architecture.md), checked on every import in the code
+(function-level imports included; imports under `if TYPE_CHECKING:` are type hints only):
+
+    model (DSL, logical plan)  <-  optimizer  <-  physical plan  <-  runtime  <-  CLI
+         ^                            |                                 |
+    costmodel/ (cost of plans, reads nodes by kind)     spe/, db/ (engines, read nodes by kind)
+
+Only spe/ imports pyspark, only db/ imports duckdb; costmodel/, spe/ and db/ import no
+federation code; nothing but benchmarks/ imports benchmarks; no import cycle between
+top-level packages or between two modules.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +16,153 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = {"runtime.py", "cli_runtime.py"}
+PACKAGES = ("federation", "costmodel", "db", "spe", "benchmarks")
+
+#: groups of federation modules (by dotted-name prefix) and the groups each may import
+FEDERATION_GROUPS = {
+    "model": ["federation.errors", "federation.streams", "federation.expressions",
+              "federation.logical", "federation.instants", "federation.results",
+              "federation.parts", "federation.smartplug"],
+    "physical": ["federation.physical"],
+    "optimizer": ["federation.phase_one", "federation.phase_two", "federation.optimizer"],
+    "runtime": ["federation.runtime"],
+    "interface": ["federation.explain", "federation.cli", "federation.api", "federation"],
+}
+MAY_IMPORT = {
+    "model": {"model"},
+    "physical": {"model", "physical"},
+    "optimizer": {"model", "physical", "optimizer"},
+    "runtime": {"model", "physical", "runtime"},  # executes a given plan: never re-plans
+    "interface": set(FEDERATION_GROUPS),
+}
 
 
-def imports(path: Path) -> set[str]:
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def code_imports(path: Path) -> set[str]:
+    """Dotted names imported by the code (not under `if TYPE_CHECKING:`)."""
     tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+            skip |= {id(x) for b in n.body for x in ast.walk(b)}
     out = set()
     for n in ast.walk(tree):
+        if id(n) in skip:
+            continue
         if isinstance(n, ast.Import):
-            out |= {a.name.split(".")[0] for a in n.names}
+            out |= {a.name for a in n.names}
         elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
-            out.add(n.module.split(".")[0])
+            out.add(n.module)
+            out |= {f"{n.module}.{a.name}" for a in n.names}
+    return out
+
+
+def modules() -> dict[str, set[str]]:
+    mods = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            mods[module_name(f)] = code_imports(f)
+    return mods
+
+
+def resolve(name: str, known: set[str]) -> str | None:
+    """The project module an imported dotted name refers to (longest known prefix)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        cand = ".".join(parts[:i])
+        if cand in known:
+            return cand
+    return None
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {m: {r for i in imps if (r := resolve(i, known)) and r != m} for m, imps in
+            mods.items()}
+
+
+def group(mod: str) -> str:
+    best, out = -1, None
+    for g, prefixes in FEDERATION_GROUPS.items():
+        for p in prefixes:
+            if (mod == p or mod.startswith(p + ".")) and len(p) > best:
+                best, out = len(p), g
+    assert out is not None, f"{mod} has no group in FEDERATION_GROUPS"
     return out
 
 
 def test_engine_imports_stay_in_their_packages():
     bad = []
-    for pkg in ("federation", "costmodel", "db", "spe"):
-        for f in (ROOT / pkg).rglob("*.py"):
-            mods = imports(f)
-            if "pyspark" in mods and pkg != "spe":
-                bad.append(f"{f.relative_to(ROOT)} imports pyspark")
-            if "duckdb" in mods and pkg != "db":
-                bad.append(f"{f.relative_to(ROOT)} imports duckdb")
-            if pkg in ("federation", "costmodel") and f.name not in RUNTIME:
-                for eng in ("spe",):
-                    if eng in mods:
-                        bad.append(f"{f.relative_to(ROOT)} imports {eng}")
+    for mod, imps in modules().items():
+        top = {i.split(".")[0] for i in imps}
+        if "pyspark" in top and not mod.startswith("spe"):
+            bad.append(f"{mod} imports pyspark")
+        if "duckdb" in top and not mod.startswith(("db", "benchmarks")):
+            bad.append(f"{mod} imports duckdb")
     assert not bad, bad
 
 
+def test_costmodel_and_engines_import_no_federation_code():
+    bad = [f"{m} imports {d}" for m, deps in graph().items()
+           if m.split(".")[0] in ("costmodel", "db", "spe")
+           for d in deps if d.split(".")[0] in ("federation", "benchmarks")]
+    bad += [f"{m} imports {d}" for m, deps in graph().items()
+            if m.split(".")[0] == "costmodel" for d in deps if d.split(".")[0] in ("db", "spe")]
+    assert not bad, bad
+
+
+def test_nothing_but_benchmarks_imports_benchmarks():
+    bad = [f"{m} imports {d}" for m, deps in graph().items()
+           if not m.startswith("benchmarks") for d in deps if d.startswith("benchmarks")]
+    assert not bad, bad
+
+
+def test_federation_layers_point_one_way():
+    bad = []
+    for m, deps in graph().items():
+        if not m.startswith("federation"):
+            continue
+        for d in deps:
+            if d.startswith("federation") and group(d) not in MAY_IMPORT[group(m)]:
+                bad.append(f"{m} ({group(m)}) imports {d} ({group(d)})")
+    assert not bad, bad
+
+
+def test_no_import_cycles():
+    g = graph()
+    pkg = {p: {d.split(".")[0] for m, deps in g.items() if m.split(".")[0] == p for d in deps}
+           - {p} for p in PACKAGES}
+    cycles = [f"{a} <-> {b}" for a in PACKAGES for b in pkg[a] if a in pkg[b] and a < b]
+    assert not cycles, f"package cycles: {cycles}"
+    # modules: depth-first search for a back edge
+    state: dict[str, int] = {}
+    found: list[str] = []
+
+    def dfs(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(g.get(m, ())):
+            if d == m.rsplit(".", 1)[0] or m == d.rsplit(".", 1)[0]:
+                continue  # a package and its own modules (re-exports)
+            if state.get(d) == 1:
+                found.append(" -> ".join(stack[stack.index(d):] + [d]))
+            elif d not in state:
+                dfs(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            dfs(m, [m])
+    assert not found, found
+
+
 def test_sqlgen_needs_only_sqlglot():
-    assert "duckdb" not in imports(ROOT / "db" / "sqlgen.py")
+    imps = {i.split(".")[0] for i in code_imports(ROOT / "db" / "sqlgen.py")}
+    assert imps <= {"__future__", "collections", "typing", "sqlglot"}, imps

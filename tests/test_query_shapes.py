@@ -13,13 +13,13 @@ import pytest
 
 from db.reference import reference_result
 from federation import count, max_, window
+from federation.api import run
 from federation.errors import PlacementError
 from federation.expressions import avg, sum_
-from federation.ingest import read_clean_rows
 from federation.logical import NumberedPlan
 from federation.physical import build_physical_plan, spe_limits
 from federation.results import diff_results
-from federation.runtime import run
+from federation.runtime.ingest import read_clean_rows
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 
@@ -122,5 +122,5 @@ def test_tuple_window_operators_are_refused_in_spark_and_not_chosen(spark, data,
                                              r"tuple window"):
         build_physical_plan(plan, "spe")
     r, _ = check(spark, q, "auto", data, tmp_path)
-    assert r.summary["placement"].startswith("op1=db")
+    assert r.summary.placement.startswith("op1=db")
     check(spark, q, "op1=db,op2=spe", data, tmp_path / "b")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from federation.ingest import write_part
+from federation.parts import write_part
 
 __all__ = ["SCHEMA", "GenerateSummary", "generate", "read_manifest"]
 

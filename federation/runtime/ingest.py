@@ -13,7 +13,6 @@ window closes. The lateness rule is the watermark's: a row is late when its ts i
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -25,28 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from federation.parts import arrow_schema, list_parts, write_part
 from federation.streams import StreamDecl
 
 PUNCTUATION_ID = -1
 TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
 EPOCH = datetime(1970, 1, 1)
 REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
-_PART = re.compile(r"^part-.*\.parquet$")
-_ARROW = {
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "DOUBLE": pa.float64(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "VARCHAR": pa.string(),
-    "BOOLEAN": pa.bool_(),
-}
-
-
-def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
-    """Arrow schema of a stream declaration's columns."""
-    return pa.schema([(c, _ARROW[t]) for c, t in columns.items()])
-
-
 @dataclass
 class IngestResult:
     """The spool written for the engines, and what was dead-lettered."""
@@ -73,11 +57,6 @@ class IngestResult:
                 "rows_dead": self.rows_dead, "dead_by_reason": dict(self.dead),
                 "files_quarantined": self.quarantined,
                 "deadletter_dir": str(self.deadletter_dir)}
-
-
-def list_parts(data_dir: Path) -> list[Path]:
-    """Event-second files of a directory, in name order (= event-time order)."""
-    return sorted(p for p in Path(data_dir).iterdir() if _PART.match(p.name))
 
 
 def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
@@ -392,15 +371,6 @@ def _count_csv_rejects(data: Path, dead_dir: Path, res: IngestResult) -> None:
     shutil.copy2(path, dead_dir / REJECTED_CSV)
     res.rows_in += len(rows)
     res.dead.update("csv: " + r.get("reason", "?") for r in rows)
-
-
-def write_part(path: Path, table: pa.Table, mtime: float) -> None:
-    """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
-    the given mtime (Spark's file source orders by it), then a rename."""
-    tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.utime(tmp, (mtime, mtime))
-    os.replace(tmp, path)
 
 
 def read_clean_rows(spool_dir: Path | str) -> pa.Table:

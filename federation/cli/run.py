@@ -1,13 +1,16 @@
-"""`fedq run`, `fedq generate` and `fedq calibrate`: the commands that start engines."""
+"""`fedq run` and `fedq generate`: the commands that start engines or write data.
+
+Calibration measures the machine with the benchmarks: `python -m benchmarks.calibrate`."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
+
+from federation.cli.args import count, non_negative, positive, query_maker
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -40,11 +43,11 @@ def _fail(option: str, message: str) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from federation.cli import _query
+    from federation.api import run
     from federation.errors import FedqError
-    from federation.runtime import check_output, run
+    from federation.runtime import check_output
 
-    make = _query(a.query)
+    make = query_maker(a.query)
     if a.data is not None and not a.data.is_dir():
         return _fail("--data", f"{a.data} is not a directory")
     if a.data is not None and not any(a.data.glob("part-*.parquet")):
@@ -79,12 +82,12 @@ def cmd_run(a: argparse.Namespace) -> int:
             return _fail("--placement", str(e))
     t0 = time.time()
 
-    def progress(m: dict) -> None:
+    def progress(m) -> None:
         el = time.time() - t0
-        extra = (f"  rho {m['rho_so_far']:.2f}  backlog {m['backlog_s']} s"
-                 if "rho_so_far" in m else "")
-        print(f"\r  stage {m['stage']} batch {m['batch']:>5}  slides {m['slides']:>3}  "
-              f"rows in {m['rows_in']:>7}  watermark {m['watermark'][:19]}{extra}  "
+        extra = (f"  rho {m.rho_so_far:.2f}  backlog {m.backlog_s} s"
+                 if m.rho_so_far is not None else "")
+        print(f"\r  stage {m.stage} batch {m.batch:>5}  slides {m.slides:>3}  "
+              f"rows in {m.rows_in:>7}  watermark {m.watermark[:19]}{extra}  "
               f"elapsed {el:.0f}s   ", end="", file=sys.stderr, flush=True)
 
     from costmodel.profile import load_profile
@@ -95,7 +98,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         spark = get_spark(SparkSettings(master=a.master))
     try:
-        r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark, rate=rate, seconds=a.seconds, plugs=plugs,
+        r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark, rate=rate,
+                seconds=a.seconds, plugs=plugs,
                 seconds_per_batch=a.seconds_per_batch, output=a.output,
                 allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
                 event_horizon_s=a.event_horizon, overwrite=a.overwrite,
@@ -106,55 +110,28 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(file=sys.stderr)
     s = r.summary
     if a.json:
-        print(json.dumps(s, indent=2, default=str))
+        print(s.model_dump_json(indent=2))
         return 0
     if a.console:  # the console sink: every result row
         print(r.rows.to_pandas().to_string(index=False))
     else:
         print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
               "(no result rows)")
-    print(f"query {s['query']}  placement {s['placement']}  DB-ops {s['db_ops'] or 'none'}")
-    print(f"result rows {s['result_rows']}  event seconds {s['event_seconds']}  "
-          f"wall {s['wall_s']:.1f}s  achieved {s['achieved_rate_tps']:.0f} tuples/s  "
-          f"rho {s['rho']:.2f} (steady {s['rho_steady']:.2f})")
-    print(f"dead-lettered rows {s['dead_lettered']} {s['dead_by_reason'] or ''}")
-    if s.get("files_quarantined"):
-        print(f"quarantined files {len(s['files_quarantined'])}: " + "; ".join(
-            f"{q['file']}: {q['reason']}" for q in s["files_quarantined"]))
-    print(f"dead letters in {s['deadletter_dir']}")
-    if s.get("output"):
-        print(f"results written to {s['output']}")
+    print(f"query {s.query}  placement {s.placement}  DB-ops {s.db_ops or 'none'}")
+    print(f"result rows {s.result_rows}  event seconds {s.event_seconds}  "
+          f"wall {s.wall_s:.1f}s  achieved {s.achieved_rate_tps:.0f} tuples/s  "
+          f"rho {s.rho:.2f} (steady {s.rho_steady:.2f})")
+    print(f"dead-lettered rows {s.dead_lettered} {s.dead_by_reason or ''}")
+    if s.files_quarantined:
+        print(f"quarantined files {len(s.files_quarantined)}: " + "; ".join(
+            f"{q['file']}: {q['reason']}" for q in s.files_quarantined))
+    print(f"dead letters in {s.deadletter_dir}")
+    if s.output:
+        print(f"results written to {s.output}")
     return 0
 
 
-def cmd_calibrate(a: argparse.Namespace) -> int:
-    from benchmarks.calibrate import main as calibrate_main
-
-    argv = ["--out", str(a.out), "--cores", str(a.cores)] + (["--quick"] if a.quick else [])
-    if a.reuse:
-        argv.append("--reuse")
-    if a.figures is not None:
-        argv += ["--figures", str(a.figures)]
-    for t in a.throughput:
-        argv += ["--throughput", str(t)]
-    return calibrate_main(argv)
-
-
-def add_commands(sub) -> None:
-    from costmodel.profile import USER_PROFILE_PATH
-    from federation.cli import count, non_negative, positive
-
-    c = sub.add_parser("calibrate", help="measure unit costs on this machine, write a profile")
-    c.add_argument("--out", type=Path, default=USER_PROFILE_PATH)
-    c.add_argument("--cores", type=positive, default=2.0)
-    c.add_argument("--quick", action="store_true")
-    c.add_argument("--reuse", action="store_true",
-                   help="refit the figures of a previous calibration (--figures)")
-    c.add_argument("--figures", type=Path, default=None,
-                   help="calibration figures JSON (default benchmarks/results/calibration.json)")
-    c.add_argument("--throughput", type=Path, action="append", default=[],
-                   help="also fit the pure-SPE points of a throughput result; repeatable")
-    c.set_defaults(func=cmd_calibrate)
+def add_parsers(sub) -> None:
 
     g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
     g.add_argument("--rate", type=positive, default=2000.0)

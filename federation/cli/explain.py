@@ -1,0 +1,54 @@
+"""`fedq explain`: the optimizer's physical plan for a query, as text, JSON or a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from federation.cli.args import count, positive, query_maker, rates, sweep_text
+
+
+def cmd_explain(a: argparse.Namespace) -> int:
+    from costmodel.profile import load_profile
+    from federation.explain import explain_json, explain_text, sweep
+    from federation.optimizer import optimize
+
+    make = query_maker(a.query)
+    profile = load_profile(a.profile)
+    kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
+              "max_subplan_ops": a.max_subplan_ops}
+
+    def mk(rate: float):
+        return make(rate=rate, scale=a.scale, plugs=a.plugs)
+
+    if a.sweep:
+        rows = sweep(mk, rates(a.sweep), **kw)
+        if a.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(f"{'rate':>8}  {'C_b':>9}  {'C_u':>9}  feasible  placement")
+        for r in rows:
+            mark = " <- changes" if r["changed"] and r is not rows[0] else ""
+            print(f"{r['rate']:>8.0f}  {r['C_b']:>9.4g}  {r['C_u']:>9.4g}  "
+                  f"{'yes' if r['feasible'] else 'NO ':<8}  {r['placement']}{mark}")
+        return 0
+    r = optimize(mk(a.rate), **kw)
+    print(json.dumps(explain_json(r), indent=2) if a.json else explain_text(r))
+    return 0
+
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
+    e.add_argument("query", help="CQ1..CQ6")
+    e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
+    e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
+    e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--no-feasibility-check", action="store_true",
+                   help="rank plans by C_u alone (paper section 8.4)")
+    e.add_argument("--sweep", metavar="START:STOP:STEP", type=sweep_text,
+                   help="show the optimal placement across a range of rates")
+    e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
+    e.add_argument("--max-subplan-ops", type=count, default=15)
+    e.set_defaults(func=cmd_explain)

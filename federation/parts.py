@@ -1,0 +1,47 @@
+"""Part files: the on-disk form of a stream (one Parquet file per event second, in name
+order) and the Arrow types of stream columns. Shared by the data producers of a domain and
+the runtime's ingest."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+_PART = re.compile(r"^part-.*\.parquet$")
+_ARROW = {
+    "BIGINT": pa.int64(),
+    "INT": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+}
+
+
+def arrow_type(sql_type: str) -> pa.DataType:
+    """The Arrow type of a stream column's SQL type."""
+    return _ARROW[sql_type]
+
+
+def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
+    """Arrow schema of a stream declaration's columns."""
+    return pa.schema([(c, _ARROW[t]) for c, t in columns.items()])
+
+
+def list_parts(data_dir: Path) -> list[Path]:
+    """Event-second files of a directory, in name order (= event-time order)."""
+    return sorted(p for p in Path(data_dir).iterdir() if _PART.match(p.name))
+
+
+def write_part(path: Path, table: pa.Table, mtime: float) -> None:
+    """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
+    the given mtime (Spark's file source orders by it), then a rename."""
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, path)

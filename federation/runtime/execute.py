@@ -1,0 +1,257 @@
+"""`execute`: run a given physical plan over a directory of part files (docs/architecture.md).
+
+Ingest validates the input into a spool; the plan is cut into stages (stages.py), each a
+Spark streaming query whose foreachBatch is a BatchHandler (handler.py) feeding the MIGs
+(mig.py); at the end of input the MIGs finish every remaining slide; the summary and the
+result rows are returned (records.py). The runtime never re-plans: placement, DB-ops and
+their SQL come with the plan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from federation.errors import OutputError
+from federation.instants import extent_of, first_instant, last_instant
+from federation.logical import Window
+from federation.physical import PhysicalPlan
+from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
+from federation.runtime.ingest import prepare_input
+from federation.runtime.mig import MigRuntime
+from federation.runtime.records import (
+    BatchMetrics,
+    PredictedCost,
+    ResultCollector,
+    RunResult,
+    RunSummary,
+    check_arguments,
+    check_output,
+    output_path,
+)
+from federation.runtime.stages import StageBuilder, StagedPlan
+
+
+def execute(
+    plan: PhysicalPlan,
+    data: str | Path,
+    *,
+    seconds_per_batch: int = 1,
+    allowed_lateness_s: float = 0.0,
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    work_dir: str | Path | None = None,
+    realtime: bool = False,
+    max_files: int | None = None,
+    spark=None,
+    progress: Callable[[BatchMetrics], None] | None = None,
+    domains: Mapping[str, set] | None = None,
+    budget_s: float | None = None,
+    warmup_batch_s: int | None = None,
+    drain: bool = True,
+    event_horizon_s: float = 3600.0,
+) -> RunResult:
+    """Run `plan` over the part files of `data`.
+
+    `warmup_batch_s` fast-forwards the warm-up: the first (largest window range) event
+    seconds go in micro-batches of that many seconds, the rest one `seconds_per_batch` each.
+    Results are the same; only the wall time until the windows are full shrinks.
+    `drain=False` (throughput measurement only) skips the end of input: the windows that
+    would close after the last event second are not computed, so the result is incomplete.
+    `budget_s` stops the run after that many seconds of wall time (the summary says so).
+    """
+    check_arguments(seconds_per_batch=seconds_per_batch, allowed_lateness_s=allowed_lateness_s,
+                    event_horizon_s=event_horizon_s)
+    why = check_output(output, overwrite)
+    if why:
+        raise OutputError(f"output: {why}")
+    if warmup_batch_s is not None and seconds_per_batch != 1:
+        raise ValueError("warmup_batch_s needs seconds_per_batch=1, "
+                         f"got seconds_per_batch={seconds_per_batch}")
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-run-"))
+    work.mkdir(parents=True, exist_ok=True)
+    lg = plan.logical
+    windows = [n for n in lg.nodes.values() if isinstance(n, Window)]
+    stream = windows[0].stream
+    slide_s = windows[0].slide_s  # one slide per query (checked where the query is built)
+    max_range = max((w.range_s or 0.0) for w in windows)
+    extent_s = extent_of(windows)
+    if domains is None:
+        domains = {c: set(v) for c, v in stream.domains.items()}
+
+    ff_s = math.ceil(max_range) if warmup_batch_s else 0
+    ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
+                           flush_after_s=max_range + 10 * slide_s if drain else None,
+                           max_files=max_files, domains=domains, fast_forward_s=ff_s,
+                           fast_forward_batch=warmup_batch_s or 1, tick_s=slide_s,
+                           horizon_s=event_horizon_s)
+    life = None if ingest.first_ts is None else (
+        first_instant(ingest.first_ts, slide_s), last_instant(ingest.last_ts, extent_s, slide_s))
+    ff_batches = ingest.warmup_files
+    ff_seconds = min(ff_s, ingest.files)
+
+    def event_seconds_done(batches: int) -> int:
+        if batches <= ff_batches:
+            return min(ff_seconds, batches * (warmup_batch_s or 1))
+        return min(ff_seconds + (batches - ff_batches) * seconds_per_batch, ingest.files)
+
+    staged = StagedPlan.of(plan)
+    reentry_dirs = {}
+    for c in plan.candidates:
+        if c is not staged.root_db_op:
+            reentry_dirs[c.id] = work / "reentry" / c.id
+            shutil.rmtree(reentry_dirs[c.id], ignore_errors=True)
+            reentry_dirs[c.id].mkdir(parents=True)
+    migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes, life=life)
+            for c in plan.candidates}
+    ex = Execution(staged, migs, ResultCollector(staged.result_columns),
+                   ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
+                   event_seconds_done, progress)
+
+    from spe.pipeline import start_query
+    from spe.session import get_spark
+
+    spark = spark or get_spark()
+    chk_root = work / "checkpoints"
+    shutil.rmtree(chk_root, ignore_errors=True)
+    builder = StageBuilder(spark, staged, stream, ingest.spool_dir, reentry_dirs,
+                           seconds_per_batch, round(allowed_lateness_s * 1000), extent_s, slide_s)
+    for st in staged.stages:
+        builder.build(st)
+    ex.t_start = time.perf_counter()
+    for st in staged.stages:
+        if st.outputs:
+            st.query = start_query(st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
+                                   f"fedq_{lg.root.name}_s{st.index}_{id(st)}",
+                                   seconds_per_batch if realtime else None)
+    truncated = _drive(ex, budget_s, drain)
+    wall = time.perf_counter() - ex.t_start
+    rows = ex.collector.table()
+    summary = _summary(ex, plan, rows.num_rows, wall, truncated, warmup_batch_s, drain,
+                       seconds_per_batch, max_range, slide_s)
+    for m in migs.values():
+        m.close()
+    (work / "summary.json").write_text(summary.model_dump_json(indent=2))
+    if output is not None:
+        path = output_path(Path(output))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, path)
+        summary.output = str(path)
+        (work / "summary.json").write_text(summary.model_dump_json(indent=2))
+    return RunResult(rows, ex.metrics, summary, plan, ingest)
+
+
+def _drive(ex: Execution, budget_s: float | None, drain: bool) -> bool:
+    """Process every stage's input in stage order; True when the budget stopped the run."""
+    stages = ex.staged.stages
+    truncated = threading.Event()
+    timer = None
+    if budget_s is not None:
+        def stop_all() -> None:
+            truncated.set()
+            for st in stages:
+                if st.query is not None:
+                    try:
+                        st.query.stop()
+                    except Exception as e:  # noqa: BLE001 - stopping is best effort
+                        print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
+
+        timer = threading.Timer(budget_s, stop_all)
+        timer.daemon = True
+        timer.start()
+    try:
+        for st in stages:
+            if st.query is None or truncated.is_set():
+                continue
+            try:
+                st.query.processAllAvailable()
+            except Exception:
+                if truncated.is_set():
+                    break
+                raise
+            if truncated.is_set():
+                break
+            exc = st.query.exception()
+            if exc is not None:
+                raise RuntimeError(f"stage {st.index} failed: {exc}")
+            if drain:
+                ex.drain(st.index)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for st in stages:
+            if st.query is not None:
+                st.query.stop()
+    return truncated.is_set()
+
+
+def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
+             truncated: bool, warmup_batch_s: int | None, drain: bool, seconds_per_batch: int,
+             max_range: float, slide_s: float) -> RunSummary:
+    ingest, metrics = ex.ingest, ex.metrics
+    ff_batches = ingest.warmup_files
+    data_batches = [m for m in metrics if m.stage == 0 and m.data]
+    # per-batch wall time of the regular batches (after a fast-forwarded warm-up, if any)
+    regular = data_batches[ff_batches:]
+    steady = [m.wall_s for m in regular[3:]] or [m.wall_s for m in regular]
+    per_batch = statistics.median(steady) if steady else float("nan")
+    secs_per_batch = seconds_per_batch
+    if not steady and data_batches:  # stopped within a fast-forwarded warm-up
+        steady = [m.wall_s for m in data_batches[1:]] or [data_batches[0].wall_s]
+        per_batch = statistics.median(steady)
+        secs_per_batch = warmup_batch_s or 1
+    # rho after the windows are full: event seconds from then on over the wall time until
+    # every stage has processed the last event second; the end-of-input flush (the windows
+    # that close after the data end, all at once) is not steady-state work
+    warm = ff_batches if ff_batches else round(max_range / seconds_per_batch)
+    last = ingest.last_ts
+    end = next((i for i, m in enumerate(data_batches)
+                if last is not None and m.clock is not None and m.clock >= last),
+               len(data_batches) - 1)
+    t_end = data_batches[end].t if data_batches else wall
+    for st in ex.staged.stages[1:]:  # re-entry stages: their clock lags the DB-op by a slide
+        near = [m.t for m in metrics if m.stage == st.index and m.clock is not None
+                and last is not None and m.clock >= last - dt.timedelta(seconds=2 * slide_s)]
+        t_end = max(t_end, near[0] if near else wall)
+    if end > warm and not truncated:
+        rho_full = (end - warm) * seconds_per_batch / max(t_end - data_batches[warm].t, 1e-9)
+    else:
+        rho_full = float("nan")
+    nan = float("nan")
+    return RunSummary(
+        query=plan.logical.root.name,
+        placement=plan.placement_string,
+        db_ops=[c.id + ":" + "+".join(c.members) for c in plan.candidates],
+        stages=len(ex.staged.stages),
+        result_rows=result_rows,
+        event_seconds=ingest.files,
+        input_rows=ingest.rows_in,
+        wall_s=wall,
+        rho=ingest.files / wall if wall else nan,
+        rho_steady=secs_per_batch / per_batch if per_batch and not math.isnan(per_batch)
+        else nan,
+        rho_windows_full=rho_full,
+        warmup_batches=warm,
+        warmup_batch_s=warmup_batch_s,
+        drained=drain,
+        achieved_rate_tps=ingest.rows_ok / wall if wall else nan,
+        truncated=truncated,
+        data_batches=len(data_batches),
+        dead_lettered=ingest.rows_dead,
+        dead_by_reason=dict(ingest.dead),
+        files_quarantined=ingest.quarantined,
+        deadletter_dir=str(ingest.deadletter_dir),
+        predicted=PredictedCost(C_b=plan.cost.bottleneck_cost, C_u=plan.cost.utilization_cost,
+                                feasible=plan.cost.is_feasible),
+        db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
+    )

@@ -1,0 +1,199 @@
+"""The micro-batch cycle: what one stage's `foreachBatch` does with one micro-batch.
+
+1. one Arrow transfer of the tagged union (MIG inputs, result rows, clock rows);
+2. the stage's clock advances to the largest punctuation of each source;
+3. every MIG input is inserted into its DuckDB table, result rows go to the collector;
+4. every MIG of the stage runs its SQL for the slide instants the watermark completed
+   (a MIG reading a relation waits one batch: its rows arrive one batch after their clock),
+   and hands (tau, rows) on: to the collector, or to the re-entry spool of the next stage
+   with a punctuation row that tells that stage how far it is complete;
+5. the batch's metrics are recorded. Batches are idempotent by micro-batch id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from db.store import naive_timestamps
+from federation.parts import arrow_type
+from federation.physical import MigrationCandidate
+from federation.runtime.ingest import IngestResult
+from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
+from federation.runtime.records import BatchMetrics, ResultCollector
+from federation.runtime.stages import Stage, StagedPlan
+
+WT = "_wt"
+END_OF_INPUT_BATCH = 10**8
+#: values of a punctuation row's columns (non-null: Spark filters null join keys)
+NEUTRAL = {"BIGINT": -1, "INT": -1, "DOUBLE": 0.0, "VARCHAR": "", "BOOLEAN": False,
+           "TIMESTAMP": dt.datetime(1970, 1, 1)}  # the key of the parts written when the input is drained
+
+
+def watermark(clock: dict[int, dt.datetime], sources: list[int], lateness_s: float):
+    """The stage's watermark: the slowest source's clock minus the allowed lateness."""
+    if not sources or any(j not in clock for j in sources):
+        return None
+    return min(clock[j] for j in sources) - dt.timedelta(seconds=lateness_s)
+
+
+class ReentrySpool:
+    """Writes a DB-op's result (tagged `_wt`) and a punctuation row to the Parquet spool
+    that the next stage reads as a streaming source."""
+
+    def __init__(self, staged: StagedPlan, dirs: dict[str, Path]) -> None:
+        self.staged = staged
+        self.dirs = dirs
+
+    def write(self, cand: MigrationCandidate, key: tuple, out: pa.Table | None, done) -> None:
+        schema = self.staged.plan.logical.nodes[cand.root].schema
+        cols = list(schema)
+        parts = []
+        if out is not None and out.num_rows:
+            parts.append(pa.table({WT: tau_to_wt(out), **{c: out.column(c) for c in cols},
+                                   "_punct": pa.array([False] * out.num_rows)}))
+        # punctuation: everything up to `done` is complete; non-null neutral values, as
+        # Spark adds isnotnull(keys) below the watermark of joins
+        parts.append(pa.table({WT: pa.array([done], pa.timestamp("us")),
+                               **{c: pa.array([NEUTRAL[t]], arrow_type(t))
+                                  for c, t in schema.items()},
+                               "_punct": pa.array([True])}))
+        table = pa.concat_tables(parts, promote_options="permissive")
+        path = self.dirs[cand.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
+        tmp = path.with_name("." + path.name)
+        pq.write_table(table, tmp)
+        tmp.rename(path)
+
+
+@dataclass
+class Execution:
+    """The state of one run that every stage's batch handler shares."""
+
+    staged: StagedPlan
+    migs: dict[str, MigRuntime]
+    collector: ResultCollector
+    reentry: ReentrySpool
+    ingest: IngestResult
+    lateness_s: float
+    event_seconds_done: Callable[[int], int]
+    progress: Callable[[BatchMetrics], None] | None = None
+    metrics: list[BatchMetrics] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    t_start: float = field(default_factory=time.perf_counter)
+    last_end: dict[int, float] = field(default_factory=dict)
+
+    def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> None:
+        """A DB-op's result: to the collector (the query's result) or to re-entry."""
+        if mig.cand is self.staged.root_db_op:
+            if out is not None:
+                self.collector.put(key, out)
+            return
+        self.reentry.write(mig.cand, key, out, done)
+
+    def drain(self, stage: int) -> None:
+        """End of input: the MIGs of the stage finish every remaining slide instant."""
+        far = dt.datetime(2100, 1, 1)
+        with self.lock:
+            for cid in self.staged.db_ops_of(stage):
+                mig = self.migs[cid]
+                _, out, _ = mig.advance(far)
+                self.hand_on(mig, (stage, END_OF_INPUT_BATCH), out, far)
+
+
+class BatchHandler:
+    """The `foreachBatch` of one stage (module doc)."""
+
+    def __init__(self, ex: Execution, st: Stage) -> None:
+        self.ex = ex
+        self.st = st
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        ex, st = self.ex, self.st
+        with ex.lock:
+            if batch_id in st.done_batches:  # idempotent by micro-batch id
+                return
+            t0 = time.perf_counter()
+            tbl = batch_df.toArrow()
+            t1 = time.perf_counter()
+            prev_clock = dict(st.clock)
+            self._advance_clock(tbl)
+            rows_in, result_rows = self._take_rows(tbl, batch_id)
+            db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock)
+            st.done_batches.add(batch_id)
+            self._record(batch_id, t0, t1, rows_in, result_rows + mig_rows, db_s, slides,
+                         prev_clock)
+
+    def _advance_clock(self, tbl: pa.Table) -> None:
+        outcol = tbl.column("_out")
+        for j in self.st.clock_sources:
+            c = tbl.filter(pc.equal(outcol, -1 - j)).column("_clock")
+            if len(c):
+                hi = pc.max(naive_timestamps(pa.table({"c": c})).column("c")).as_py()
+                self.st.clock[j] = max(hi, self.st.clock.get(j, hi))
+
+    def _take_rows(self, tbl: pa.Table, batch_id: int) -> tuple[int, int]:
+        outcol = tbl.column("_out")
+        rows_in = result_rows = 0
+        for k, what in enumerate(self.st.outputs):
+            sub = tbl.filter(pc.equal(outcol, k)).column(f"_p{k}")
+            if len(sub) == 0:
+                continue
+            part = pa.Table.from_struct_array(sub.combine_chunks())
+            rows_in += part.num_rows
+            if what[0] == "mig":
+                cid, table = what[1]
+                self.ex.migs[cid].add(table, part)
+            else:
+                part = wt_to_tau(part)
+                result_rows += part.num_rows
+                self.ex.collector.put((self.st.index, batch_id), part)
+        return rows_in, result_rows
+
+    def _run_migs(self, batch_id: int, prev_clock: dict) -> tuple[float, int, int]:
+        ex, st = self.ex, self.st
+        db_s, slides, result_rows = 0.0, 0, 0
+        for cid in ex.staged.db_ops_of(st.index):
+            mig = ex.migs[cid]
+            src = prev_clock if mig.rel_inputs else st.clock
+            wm = watermark(src, st.clock_sources, ex.lateness_s if st.index == 0 else 0.0)
+            taus, out, took = mig.advance(wm)
+            db_s += took
+            slides = max(slides, len(taus))
+            if taus or (mig.cand is not ex.staged.root_db_op and wm is not None):
+                done = mig.next_tau - mig.slide if mig.next_tau else wm
+                ex.hand_on(mig, (st.index, batch_id), out, done)
+            if out is not None and mig.cand is ex.staged.root_db_op:
+                result_rows += out.num_rows
+        return db_s, slides, result_rows
+
+    def _record(self, batch_id, t0, t1, rows_in, result_rows, db_s, slides, prev_clock) -> None:
+        ex, st = self.ex, self.st
+        end = time.perf_counter()
+        clock = watermark(st.clock, st.clock_sources, 0.0)
+        # a data batch consumed input: it produced rows or moved the clock (a pure Spark
+        # plan emits nothing until its first windows close)
+        data = bool(rows_in) or st.clock != prev_clock
+        extra = {}
+        if st.index == 0:
+            st.data_batches += 1 if data else 0
+            done_s = ex.event_seconds_done(st.data_batches)
+            extra = {"event_seconds_done": done_s, "backlog_s": ex.ingest.files - done_s,
+                     "rho_so_far": done_s / max(end - ex.t_start, 1e-9)}
+        m = BatchMetrics(stage=st.index, batch=batch_id, rows_in=rows_in,
+                         result_rows=result_rows, transfer_s=t1 - t0, db_s=db_s,
+                         handler_s=end - t0,
+                         wall_s=end - ex.last_end.get(st.index, ex.t_start), slides=slides,
+                         t=end - ex.t_start, watermark=str(clock), clock=clock, data=data,
+                         **extra)
+        ex.last_end[st.index] = end
+        ex.metrics.append(m)
+        if ex.progress:
+            ex.progress(m)

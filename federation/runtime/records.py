@@ -1,0 +1,152 @@
+"""What a run returns and writes: its summary and batch metrics (typed records), the
+result rows, and the checks of its arguments and output location made before any work."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from federation.runtime.ingest import IngestResult
+
+
+class BatchMetrics(BaseModel):
+    """One micro-batch of one stage, as the batch handler measured it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: int
+    batch: int
+    rows_in: int
+    result_rows: int
+    transfer_s: float
+    db_s: float
+    handler_s: float
+    wall_s: float
+    slides: int
+    t: float
+    watermark: str
+    clock: Any = None  # datetime of the stage's clock, None before the first punctuation
+    data: bool
+    event_seconds_done: int | None = None
+    backlog_s: int | None = None
+    rho_so_far: float | None = None
+
+
+class PredictedCost(BaseModel):
+    C_b: float
+    C_u: float
+    feasible: bool
+
+
+class RunSummary(BaseModel):
+    """The summary of a run (written as summary.json in the work directory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    placement: str
+    db_ops: list[str]
+    stages: int
+    result_rows: int
+    event_seconds: int
+    input_rows: int
+    wall_s: float
+    rho: float
+    rho_steady: float
+    rho_windows_full: float
+    warmup_batches: int
+    warmup_batch_s: int | None
+    drained: bool
+    achieved_rate_tps: float
+    truncated: bool
+    data_batches: int
+    dead_lettered: int
+    dead_by_reason: dict[str, int]
+    files_quarantined: list[dict[str, str]]
+    deadletter_dir: str
+    predicted: PredictedCost
+    db_memory_bytes: dict[str, int]
+    output: str | None = None
+
+
+@dataclass
+class RunResult:
+    """What a run returns: result rows (with `tau`), per-batch metrics and a summary."""
+
+    rows: pa.Table
+    metrics: list[BatchMetrics]
+    summary: RunSummary
+    plan: Any  # the PhysicalPlan that ran
+    ingest: IngestResult
+
+    def to_pandas(self):
+        return self.rows.to_pandas()
+
+
+class ResultCollector:
+    """The in-memory sink: result parts keyed by (stage, batch id) so replays overwrite."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        self.parts: dict[tuple, pa.Table] = {}
+
+    def put(self, key: tuple, t: pa.Table) -> None:
+        self.parts[key] = t
+
+    def table(self) -> pa.Table:
+        parts = [self.parts[k] for k in sorted(self.parts)]
+        parts = [p for p in parts if p.num_rows]
+        if not parts:
+            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+        t = pa.concat_tables([p.select(["_tau", *self.columns]) for p in parts],
+                             promote_options="permissive")
+        return t.rename_columns(["tau", *self.columns]).sort_by("tau")
+
+
+def output_path(output: Path) -> Path:
+    """Where `output` is written: the file itself (.parquet) or results.parquet inside."""
+    return output if output.suffix == ".parquet" else output / "results.parquet"
+
+
+def check_output(output: Path | str | None, overwrite: bool = False) -> str | None:
+    """Why the results cannot be written to `output`, or None; checked before any work."""
+    if output is None:
+        return None
+    output = Path(output)
+    path = output_path(output)
+    if path.exists() and not overwrite:
+        return f"{path} exists; pass --overwrite to replace it"
+    parent = path.parent
+    if output.suffix == ".parquet" and not parent.is_dir():
+        return f"directory {parent} does not exist"
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        return f"cannot write to {parent} ({probe} is not a writable directory)"
+    return None
+
+
+def check_arguments(**kw) -> None:
+    """Refuse a bad argument of a run before any work, naming it."""
+    for name in ("seconds", "plugs", "seconds_per_batch"):
+        if name not in kw:
+            continue
+        v = kw[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be a whole number >= 1, got {v!r}")
+    for name in ("rate", "event_horizon_s"):
+        if name not in kw:
+            continue
+        v = kw[name]
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
+    v = kw.get("allowed_lateness_s", 0.0)
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"allowed_lateness_s: must be a finite number >= 0, got {v!r}")

@@ -1,0 +1,170 @@
+"""The plan cut into stages, each one Spark streaming query (docs/architecture.md).
+
+Stage 0 reads the validated input spool. A DB-op whose result feeds further SPE-ops writes
+it to a re-entry spool that the next stage's query reads as a streaming source. Each stage's
+`foreachBatch` receives, in one Arrow transfer, every output of the stage tagged by `_out`:
+the inputs of each MIG of the stage, the query result if the stage produces it, and the
+event-time clock (punctuation rows).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from federation.logical import Window
+from federation.physical import MigrationCandidate, PhysicalPlan
+
+
+def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
+    """Stage of every node (SPE side) and of every DB-op."""
+    lg = pp.logical
+    node_stage: dict[str, int] = {}
+    cand_stage: dict[str, int] = {}
+    for oid in lg.post_order():
+        node = lg.nodes[oid]
+        if isinstance(node, Window):
+            node_stage[oid] = 0
+            continue
+        if oid == "root":
+            continue
+        cand = pp.candidate_of(oid)
+        if cand is not None:
+            if oid == cand.root:
+                cand_stage[cand.id] = max(
+                    (node_stage[o] for ci in cand.inputs for o in ci.op_ids), default=0)
+                node_stage[oid] = cand_stage[cand.id] + 1  # its output re-enters Spark
+            continue
+        node_stage[oid] = max(node_stage[c] for c in lg.children[oid])
+    return node_stage, cand_stage
+
+
+@dataclass
+class Stage:
+    """One Spark streaming query of the plan and what its foreachBatch feeds."""
+
+    index: int
+    outputs: list[tuple[str, object]] = field(default_factory=list)  # ("mig", (db-op, table))
+    clock_sources: list[int] = field(default_factory=list)  # | ("result", None)
+    df: object = None
+    query: object = None
+    clock: dict[int, dt.datetime] = field(default_factory=dict)
+    done_batches: set[int] = field(default_factory=set)
+    data_batches: int = 0
+
+
+@dataclass
+class StagedPlan:
+    """A physical plan's stages, the stage of each DB-op, and where its result goes."""
+
+    plan: PhysicalPlan
+    stages: list[Stage]
+    node_stage: dict[str, int]
+    db_op_stage: dict[str, int]
+    root_child: str
+    root_db_op: MigrationCandidate | None
+    result_columns: list[str]
+
+    @staticmethod
+    def of(pp: PhysicalPlan) -> StagedPlan:
+        node_stage, db_op_stage = assign_stages(pp)
+        lg = pp.logical
+        root_child = lg.children["root"][0]
+        root_db_op = pp.candidate_of(root_child)
+        n = 1 + max([*node_stage.values(), *db_op_stage.values()], default=0)
+        if root_db_op is None:
+            n = max(n, node_stage[root_child] + 1)
+        return StagedPlan(pp, [Stage(i) for i in range(n)], node_stage, db_op_stage, root_child,
+                          root_db_op, list(lg.nodes[root_child].schema))
+
+    def db_ops_of(self, stage: int) -> list[str]:
+        return [c for c, s in self.db_op_stage.items() if s == stage]
+
+
+class StageBuilder:
+    """Builds each stage's streaming DataFrame: its sources, the SPE-ops translated into
+    Spark operators, and the tagged union of its outputs (one per MIG input, the result)."""
+
+    def __init__(self, spark, staged: StagedPlan, stream, spool_dir: Path,
+                 reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
+                 extent_s: float, slide_s: float) -> None:
+        self.spark = spark
+        self.staged = staged
+        self.stream = stream
+        self.spool_dir = spool_dir
+        self.reentry_dirs = reentry_dirs
+        self.seconds_per_batch = seconds_per_batch
+        self.delay_ms = delay_ms
+        self.extent_s = extent_s
+        self.slide_s = slide_s
+
+    def build(self, st: Stage) -> None:
+        """Set the stage's outputs, clock sources and DataFrame (none when it has no work)."""
+        from spe.pipeline import select_columns, tag_outputs
+        from spe.translate import TS, WT, SpeTranslator
+
+        self._built: dict = {}
+        self._sources: list = []  # clock DataFrames
+        self._base = self._ticks = None
+        self._translator = SpeTranslator(self._instants)
+        pp = self.staged.plan
+        outs = []
+        for cid in self.staged.db_ops_of(st.index):
+            c = next(x for x in pp.candidates if x.id == cid)
+            for ci in c.inputs:
+                s = self._node(ci.op_ids[0])
+                tag = TS if s.row_level else WT
+                cols = [tag, *ci.node.schema]
+                outs.append((("mig", (c.id, ci.table)), select_columns(s.df, cols)))
+        sp = self.staged
+        if sp.root_db_op is None and sp.node_stage[sp.root_child] == st.index:
+            s = self._translator.as_relation(self._node(sp.root_child))
+            outs.append((("result", None), select_columns(s.df, [WT, *sp.result_columns])))
+        if not outs:
+            return
+        st.outputs = [what for what, _ in outs]
+        st.clock_sources = list(range(len(self._sources)))
+        st.df = tag_outputs([df for _, df in outs], self._sources)
+
+    def _base_rows(self):
+        from spe.pipeline import spool_source
+
+        if self._base is None:
+            self._base, clock, self._ticks = spool_source(
+                self.spark, self.stream.columns, self.stream.ts_column, str(self.spool_dir),
+                self.seconds_per_batch, self.delay_ms)
+            self._sources.append(clock)
+        return self._base
+
+    def _instants(self):
+        from spe.pipeline import instants_relation
+
+        self._base_rows()
+        return instants_relation(self._ticks, self.extent_s, self.slide_s)
+
+    def _reentry(self, cand: MigrationCandidate):
+        from spe.pipeline import reentry_source
+
+        lg = self.staged.plan.logical
+        rows, clock = reentry_source(self.spark, dict(lg.nodes[cand.root].schema),
+                                     str(self.reentry_dirs[cand.id]))
+        self._sources.append(clock)
+        return rows
+
+    def _node(self, oid: str):
+        from spe.translate import SpeStream
+
+        if oid in self._built:
+            return self._built[oid]
+        pp = self.staged.plan
+        node = pp.logical.nodes[oid]
+        cand = pp.candidate_of(oid)
+        if isinstance(node, Window):
+            s = SpeStream(self._base_rows(), True, node)
+        elif cand is not None:
+            s = self._reentry(cand)
+        else:
+            s = self._translator.visit(node, [self._node(c) for c in pp.logical.children[oid]])
+        self._built[oid] = s
+        return s
