@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from benchmarks.common import environment
 from costmodel.fit import nnls_fit, slope
+from costmodel.plan_cost import plan_cost
 from costmodel.profile import USER_PROFILE_PATH, CostProfile, PerKind
 from federation.errors import PlacementError
 from federation.expressions import max_
@@ -49,6 +50,11 @@ def agg_query(rate: float, range_s: float, plugs: int):
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def u_total(pp, profile) -> float:
+    """Predicted C_u of a physical plan."""
+    return plan_cost(pp, profile).vector.utilization_cost
 
 
 def steady(metrics: list, skip: int, key: str = "wall_s") -> float:
@@ -137,13 +143,13 @@ def _rows(n: int, plugs: int, seconds: float, rng) -> pa.Table:
 
 
 def _time_sql(members, plan, rows: pa.Table, tau, repeat: int = 5) -> tuple[float, float, float]:
-    from db.sqlgen import candidate_sql
+    from db.sqlgen import db_op_sql
     from db.store import InputSpec, MigDatabase
 
     wins = [o for o in plan.post_order() if o.startswith("w")]
     needed = {o for m in members for o in plan.subtree(m) if o in wins}
     inputs = [(f"in{i}", w) for i, w in enumerate(wins) if w in needed]
-    sql = candidate_sql(plan, members, inputs).sql(dialect="duckdb")
+    sql = db_op_sql(plan, members, inputs).sql(dialect="duckdb")
     specs = [InputSpec(t, dict(plan.nodes[w].schema), True, 10_000.0) for t, w in inputs]
     db = MigDatabase(specs, sql)
     t0 = time.perf_counter()
@@ -225,7 +231,7 @@ def throughput_rows(path: Path, base: CostProfile) -> list[dict]:
         lg = point_plan(doc, pt, base)
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
-            return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
+            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.utilization_cost
 
         try:
             z = cu(zero)
@@ -272,7 +278,7 @@ def refit_db(profile: CostProfile, path: Path, plan_profile: CostProfile
         lg = point_plan(doc, pt, plan_profile)  # the plan the run numbered
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
-            return build_physical_plan(lg, pt["placement"], p).cost.utilization_cost
+            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.utilization_cost
 
         try:
             z = cu(zero)
@@ -406,32 +412,30 @@ def main(argv: list[str] | None = None) -> int:
     checks = []
     for r in spe_rows:
         q = NumberedPlan.of(agg_query(r["rate"], r["range_s"], r["plugs"]))
-        pp = build_physical_plan(q, "spe", profile)
+        pp = build_physical_plan(q, "spe")
         checks.append({"plan": f"agg spe {r['rate']}/s range {r['range_s']} plugs {r['plugs']}",
-                       "predicted_C_u": pp.cost.utilization_cost, "measured_batch_s":
+                       "predicted_C_u": u_total(pp, profile), "measured_batch_s":
                        r["batch_s"]})
     pp = build_physical_plan(NumberedPlan.of(cq4_plan(rate=1000, scale=1 / 30, plugs=50)),
-                             "spe", profile)
-    checks.append({"plan": "CQ4 spe 1000/s", "predicted_C_u": pp.cost.utilization_cost,
+                             "spe")
+    checks.append({"plan": "CQ4 spe 1000/s", "predicted_C_u": u_total(pp, profile),
                    "measured_batch_s": cq4["batch_s"]})
     for h in hybrid:
-        pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), "op2=db",
-                                 profile)
+        pp = build_physical_plan(NumberedPlan.of(agg_query(h["rate"], 10, 50)), "op2=db")
         checks.append({"plan": f"agg spe->db {h['rate']}/s", "predicted_C_u":
-                       pp.cost.utilization_cost, "measured_batch_s": h["batch_s"]})
+                       u_total(pp, profile), "measured_batch_s": h["batch_s"]})
     for t in tradeoff or []:
         pp = build_physical_plan(NumberedPlan.of(agg_query(t["rate"], 10, 50)),
-                                 t["placement"], profile)
+                                 t["placement"])
         checks.append({"plan": f"agg {t['placement']} {t['rate']}/s", "predicted_C_u":
-                       pp.cost.utilization_cost, "measured_batch_s": t["batch_s"]})
-    from federation.phase_one import phase_one
+                       u_total(pp, profile), "measured_batch_s": t["batch_s"]})
+    from federation.optimizer.phase_one import phase_one
     from federation.smartplug.queries import QUERIES
 
     for e in [*extra, *db_rows]:
         q = QUERIES[e["query"]](rate=e["rate"], scale=e["scale"], plugs=e["plugs"])
-        pp = build_physical_plan(NumberedPlan.of(phase_one(q, base)), e["placement"],
-                                 profile)
-        checks.append({"plan": e["plan"], "predicted_C_u": pp.cost.utilization_cost,
+        pp = build_physical_plan(NumberedPlan.of(phase_one(q, base)), e["placement"])
+        checks.append({"plan": e["plan"], "predicted_C_u": u_total(pp, profile),
                        "measured_batch_s": e["batch_s"]})
     print(f"{'reference plan':<40} {'predicted u (s/s)':>18} {'measured (s/batch)':>19}")
     for c in checks:

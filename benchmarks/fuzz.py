@@ -302,7 +302,7 @@ class Runner:
 def _logical(q: Rstream) -> NumberedPlan:
     """The plan whose operator ids explicit placements name (as `run` numbers it)."""
     from costmodel.profile import load_profile
-    from federation.phase_one import phase_one
+    from federation.optimizer.phase_one import phase_one
 
     return NumberedPlan.of(phase_one(q, load_profile()))
 

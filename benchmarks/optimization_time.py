@@ -13,8 +13,8 @@ import time
 from benchmarks.common import write_result
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
-from federation.phase_one import join_shape, phase_one
-from federation.phase_two import phase_two
+from federation.optimizer.phase_one import join_shape, phase_one
+from federation.optimizer.phase_two import phase_two
 from federation.smartplug.queries import PAPER_SHAPES, QUERIES, kway_plan
 
 

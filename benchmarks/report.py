@@ -100,14 +100,15 @@ def ratio_table(doc: dict) -> list[str]:
 def _refit_feasible(doc: dict, p: dict, profile) -> bool:
     """Feasibility of the point's placement predicted by `profile` (the shipped one)."""
     from benchmarks.throughput import point_plan
+    from costmodel.plan_cost import plan_cost
     from federation.errors import PlacementError
     from federation.physical import build_physical_plan
 
     try:
-        pp = build_physical_plan(point_plan(doc, p, profile), p["placement"], profile)
+        pp = build_physical_plan(point_plan(doc, p, profile), p["placement"])
     except PlacementError:  # Phase-One numbered this query's plan differently
         return p["predicted_feasible"]
-    return pp.cost.is_feasible
+    return plan_cost(pp, profile).vector.is_feasible
 
 
 def boundary_table(doc: dict) -> list[str]:

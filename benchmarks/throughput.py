@@ -31,10 +31,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import RESULTS, environment
+from costmodel.plan_cost import plan_cost
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
-from federation.phase_one import phase_one
+from federation.optimizer.phase_one import phase_one
 from federation.physical import build_physical_plan
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
@@ -175,20 +176,20 @@ def main(argv: list[str] | None = None) -> int:
                 steady = not s.truncated and not math.isnan(rho)
                 if math.isnan(rho):  # never reached full windows: what ran
                     rho = s.rho_steady
-                pp = build_physical_plan(r.plan.logical, placement, profile)
+                pc = plan_cost(build_physical_plan(r.plan.logical, placement), profile).vector
                 point = {
                     "query": name, "rate": rate, "plan": label, "placement": s.placement,
                     "rho": rho, "steady": steady, **derived(rate, rho),
                     "rho_steady": s.rho_steady,
                     "warmup_batch_s": s.warmup_batch_s, "budget_s": budget,
-                    "predicted_C_b": pp.cost.bottleneck_cost,
-                    "predicted_C_u": pp.cost.utilization_cost,
-                    "predicted_feasible": pp.cost.is_feasible,
+                    "predicted_C_b": pc.bottleneck_cost,
+                    "predicted_C_u": pc.utilization_cost,
+                    "predicted_feasible": pc.is_feasible,
                     "wall_s": time.time() - t0, "data_batches": s.data_batches,
                     "result_rows": s.result_rows,
                 }
                 say(f"    rho {rho:.2f}{'' if steady else ' (not at steady state)'}  "
-                    f"predicted C_b {pp.cost.bottleneck_cost:.2f}")
+                    f"predicted C_b {pc.bottleneck_cost:.2f}")
                 doc["points"].append(point)
                 doc.update(environment())
                 doc.update({"scale": a.scale, "plugs": a.plugs, "profile": profile.name,

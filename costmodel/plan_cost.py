@@ -88,20 +88,64 @@ def db_op_cost(
     """
     t_in = maintain = 0.0
     for i in inputs:
-        s = sizes[i]
-        rows = s.rate if s.row_level else s.l * s.size
-        t_in += rows * p.db_transfer_in_s_per_row
-        if s.row_level:
-            maintain += rows * p.db_window_maintain_s_per_row
-    l = sizes[root].l
-    scan = 0.0
-    for m in members:
-        node = plan.nodes[m]
-        in_size = sum(sizes[c].size for c in plan.children[m])
-        scan += p.db_scan_s_per_row.of(node.kind) * in_size
-    sql = l * (p.db_sql_fixed_s + scan)
-    t_out = l * sizes[root].size * p.db_transfer_out_s_per_row
-    return DbOpCost(t_in, maintain, sql, t_out)
+        a, b = db_input_cost(sizes[i], p)
+        t_in, maintain = t_in + a, maintain + b
+    scan = sum(db_scan_cost(plan, sizes, m, p) for m in members)
+    return db_op_cost_of(t_in, maintain, scan, sizes[root], p)
+
+
+def db_input_cost(s: NodeSize, p: CostProfile) -> tuple[float, float]:
+    """(transfer in, window maintenance) per second of one DB-op input: rows/s x Arrow
+    cost; window rows also pay their upkeep in DuckDB."""
+    rows = s.rate if s.row_level else s.l * s.size
+    return rows * p.db_transfer_in_s_per_row, (
+        rows * p.db_window_maintain_s_per_row if s.row_level else 0.0)
+
+
+def db_scan_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, m: str, p: CostProfile) -> float:
+    """Per-slide scan cost of one DB-op member: cost per row of its kind x its input size."""
+    in_size = sum(sizes[c].size for c in plan.children[m])
+    return p.db_scan_s_per_row.of(plan.nodes[m].kind) * in_size
+
+
+def db_op_cost_of(transfer_in: float, maintain: float, scan: float, root: NodeSize,
+                  p: CostProfile) -> DbOpCost:
+    """The DB-op cost from its parts: SQL = l x (fixed + scan); out = l x W x Arrow cost."""
+    sql = root.l * (p.db_sql_fixed_s + scan)
+    return DbOpCost(transfer_in, maintain, sql, root.l * root.size * p.db_transfer_out_s_per_row)
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    """The cost of a physical plan: u of every SPE-op and DB-op, the Spark gateway and
+    re-entry costs, and the cost vector (C_b, C_u) with the capacity constraint applied."""
+
+    vector: CostVector
+    spe: dict[str, float]
+    db: dict[str, DbOpCost]
+    gateway: float
+    reentry: float
+
+    def u_of(self, op_id: str, db_op_id: str | None) -> float:
+        """u of the physical operator that executes `op_id` (its DB-op's, if any)."""
+        return self.db[db_op_id].total if db_op_id else self.spe.get(op_id, 0.0)
+
+
+def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> PlanCost:
+    """Cost of a physical plan (eqs 4-6 with the extensions of costmodel/README.md). `pp`
+    is read by attributes: `logical`, `placement` and `db_ops` (id, members, root, inputs)."""
+    plan = pp.logical
+    sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
+    spe = {o: spe_op_cost(plan.nodes[o], sizes[o], [sizes[c] for c in plan.children[o]], p)
+           for o in plan.r2r_ids if pp.placement.get(o, "spe") == "spe"}
+    db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids[0] for ci in d.inputs], d.root, p)
+          for d in pp.db_ops}
+    gateway = spe_gateway_cost(sizes, plan, p)
+    reentries = [reentry_cost(sizes[d.root], p) for d in pp.db_ops
+                 if plan.parent[d.root] != "root"]
+    us = list(spe.values()) + [c.total for c in db.values()] + ([gateway] if gateway else [])
+    us += [u for u in reentries if u]
+    return PlanCost(apply_capacity(vector(us), p), spe, db, gateway, sum(reentries))
 
 
 def apply_capacity(c: CostVector, p: CostProfile) -> CostVector:
@@ -137,8 +181,13 @@ def vector(us: Iterable[float]) -> CostVector:
 
 __all__ = [
     "DbOpCost",
+    "PlanCost",
     "apply_capacity",
+    "db_input_cost",
     "db_op_cost",
+    "db_op_cost_of",
+    "db_scan_cost",
+    "plan_cost",
     "reentry_cost",
     "spe_gateway_cost",
     "spe_op_cost",

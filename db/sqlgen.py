@@ -10,7 +10,7 @@ Example:
     >>> from federation.smartplug.queries import cq5_plan
     >>> from federation.logical import NumberedPlan
     >>> plan = NumberedPlan.of(cq5_plan(scale=1/6))
-    >>> sql = candidate_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")]).sql("duckdb")
+    >>> sql = db_op_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")]).sql("duckdb")
     >>> "INTERVAL '50' SECOND" in sql and '"i"."_ts" < "t"."_tau"' in sql
     True
 """
@@ -99,7 +99,7 @@ def window_relation(win: Window, columns: Sequence[str], table: str) -> exp.Sele
     )
 
 
-def candidate_sql(
+def db_op_sql(
     plan: NumberedPlan, members: Sequence[str], inputs: Sequence[tuple[str, str]],
     row_level: set[str] | None = None,
 ) -> exp.Select:

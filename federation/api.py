@@ -6,23 +6,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from costmodel.plan_cost import PlanCost, plan_cost
 from costmodel.profile import CostProfile, load_profile
 from federation.errors import OutputError
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.optimizer import optimize
-from federation.phase_one import phase_one
+from federation.optimizer.phase_one import phase_one
 from federation.physical import PhysicalPlan, build_physical_plan
 from federation.runtime import RunResult, check_arguments, check_output, execute
 
 
 def plan_for(query: Rstream, placement: str | Mapping[str, str] = "auto",
-             profile: CostProfile | None = None, feasibility_check: bool = True) -> PhysicalPlan:
-    """The physical plan that `run` executes: the optimizer's choice for "auto", else the
-    named placement ("spe", "db" or op=engine items) over the Phase-One plan."""
+             profile: CostProfile | None = None, feasibility_check: bool = True
+             ) -> tuple[PhysicalPlan, PlanCost]:
+    """The physical plan that `run` executes and its cost: the optimizer's choice for
+    "auto", else the named placement ("spe", "db" or op=engine items) over the Phase-One
+    plan."""
     profile = profile or load_profile()
     if isinstance(placement, str) and placement.strip().lower() == "auto":
-        return optimize(query, profile=profile, feasibility_check=feasibility_check).plan
-    return build_physical_plan(NumberedPlan.of(phase_one(query, profile)), placement, profile)
+        r = optimize(query, profile=profile, feasibility_check=feasibility_check)
+        return r.plan, r.plan_cost
+    pp = build_physical_plan(NumberedPlan.of(phase_one(query, profile)), placement)
+    return pp, plan_cost(pp, profile)
 
 
 def run(
@@ -50,12 +55,12 @@ def run(
     why = check_output(output, overwrite)
     if why:
         raise OutputError(f"output: {why}")
-    plan = plan_for(query, placement, profile, feasibility_check)
+    plan, cost = plan_for(query, placement, profile, feasibility_check)
     if data is None:
         data = _generated(query, Path(work_dir) if work_dir else None, rate, seconds, plugs,
                           seed)
     return execute(plan, data, work_dir=work_dir, output=output, overwrite=overwrite,
-                   **execute_options)
+                   predicted=cost.vector, **execute_options)
 
 
 def _generated(query: Rstream, work: Path | None, rate: float, seconds: int, plugs: int,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.plan_cost import PlanCost
 from federation.logical import Window
 from federation.optimizer import OptimizationResult, optimize
 from federation.physical import PhysicalPlan, spe_limits
 
 
-def plan_tree(plan: PhysicalPlan) -> list[str]:
+def plan_tree(plan: PhysicalPlan, cost: PlanCost) -> list[str]:
     """One line per operator, indented by depth: id, engine, u, label."""
     lines: list[str] = []
     lg = plan.logical
@@ -23,9 +24,10 @@ def plan_tree(plan: PhysicalPlan) -> list[str]:
             lines.append(f"{pad}{oid:<5} SPE  (leaf)        {node.label()}")
         else:
             eng = plan.engine_of(oid)
-            cand = plan.candidate_of(oid)
-            where = f"DB {cand.id}" if cand else "SPE"
-            u = f"u={plan.u_of(oid):.4g}" if not cand or cand.root == oid else "  (in " + cand.id + ")"
+            d = plan.db_op_of(oid)
+            where = f"DB {d.id}" if d else "SPE"
+            u = (f"u={cost.u_of(oid, d and d.id):.4g}" if not d or d.root == oid
+                 else f"  (in {d.id})")
             lines.append(f"{pad}{oid:<5} {where:<6} {u:<12} {node.label()}")
             assert eng in ("spe", "db")
         for c in lg.children[oid]:
@@ -45,14 +47,15 @@ def explain_text(r: OptimizationResult) -> str:
     """Human-readable explain output."""
     p = r.plan
     out = [f"query {p.logical.root.name}: placement {p.placement_string}"]
-    out += plan_tree(p)
+    pc = r.plan_cost
+    out += plan_tree(p, pc)
     feas = "feasible" if r.feasible else "INFEASIBLE"
     check = "" if r.feasibility_check else " (feasibility check off: ranked by C_u)"
     out.append(
         f"C_b = {r.cost.bottleneck_cost:.4g}  C_u = {r.cost.utilization_cost:.4g}  {feas}{check}"
     )
-    if p.gateway_cost:
-        out.append(f"(includes the Spark per-slide gateway cost u={p.gateway_cost:.4g})")
+    if pc.gateway:
+        out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})")
     out.append(
         f"plans examined: {r.plans_examined} (of 2^{len(p.logical.r2r_ids)} = "
         f"{2 ** len(p.logical.r2r_ids)}), subplans: {r.subplans}, join shape: {r.join_shape}"
@@ -60,15 +63,16 @@ def explain_text(r: OptimizationResult) -> str:
     for _, why in engine_limits(p):
         out.append(f"engine limit: {why}")
     out.append(f"phase one: {r.phase_one_s * 1000:.2f} ms  phase two: {r.phase_two_s * 1000:.2f} ms")
-    for c in p.candidates:
+    for d in p.db_ops:
         ins = ", ".join(
             f"{i.table} <- {'/'.join(i.op_ids)} ({'window rows' if i.row_level else 'relation'})"
-            for i in c.inputs
+            for i in d.inputs
         )
-        out.append(f"-- {c.id}: members {', '.join(c.members)}; inputs {ins}; u={c.u:.4g} "
-                   f"(in {c.cost.transfer_in:.3g} + maintain {c.cost.maintain:.3g} + "
-                   f"sql {c.cost.sql:.3g} + out {c.cost.transfer_out:.3g})")
-        out.append(c.sql + ";")
+        c = pc.db[d.id]
+        out.append(f"-- {d.id}: members {', '.join(d.members)}; inputs {ins}; u={c.total:.4g} "
+                   f"(in {c.transfer_in:.3g} + maintain {c.maintain:.3g} + "
+                   f"sql {c.sql:.3g} + out {c.transfer_out:.3g})")
+        out.append(d.sql_text + ";")
     return "\n".join(out)
 
 
@@ -81,14 +85,14 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         node = lg.nodes[oid]
         if oid == "root":
             continue
-        cand = p.candidate_of(oid)
+        cand = p.db_op_of(oid)
         ops.append({
             "id": oid,
             "kind": node.kind,
             "label": node.label(),
             "engine": "spe" if isinstance(node, Window) else p.engine_of(oid),
             "db_op": cand.id if cand else None,
-            "u": None if isinstance(node, Window) else p.u_of(oid),
+            "u": None if isinstance(node, Window) else r.plan_cost.u_of(oid, cand and cand.id),
             "children": list(lg.children[oid]),
         })
     return {
@@ -107,13 +111,15 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "phase_one_s": r.phase_one_s,
         "phase_two_s": r.phase_two_s,
         "db_ops": [
-            {"id": c.id, "members": list(c.members), "u": c.u,
-             "cost": {"transfer_in": c.cost.transfer_in, "maintain": c.cost.maintain,
-                      "sql": c.cost.sql, "transfer_out": c.cost.transfer_out},
+            {"id": c.id, "members": list(c.members), "u": r.plan_cost.db[c.id].total,
+             "cost": {"transfer_in": r.plan_cost.db[c.id].transfer_in,
+                      "maintain": r.plan_cost.db[c.id].maintain,
+                      "sql": r.plan_cost.db[c.id].sql,
+                      "transfer_out": r.plan_cost.db[c.id].transfer_out},
              "inputs": [{"table": i.table, "from": list(i.op_ids), "row_level": i.row_level}
                         for i in c.inputs],
-             "sql": c.sql}
-            for c in p.candidates
+             "sql": c.sql_text}
+            for c in p.db_ops
         ],
     }
 

@@ -1,51 +1,43 @@
-"""Physical plans: SPE-ops, DB-ops (migration candidates) and their MIG wrappers (DESIGN 4).
+"""Physical plans: SPE-ops and DB-ops over a logical plan (paper section 4).
 
-A placement maps every R2R operator to "spe" or "db". DB-placed operators form the DB-ops:
-each maximal connected group is one migration candidate, run as one SQL query in DuckDB
-behind a MIG operator on the Spark side.
+A placement maps every R2R operator to "spe" or "db". DB-placed operators form the DB-ops
+(the paper's migration candidates): each maximal connected group is one DB-op, run as one
+SQL query in DuckDB behind a MIG operator on the Spark side. The physical plan is
+structure only: the placement, the DB-ops, their input tables and their SQL (a sqlglot
+tree). What it costs is the cost model's (`costmodel.plan_cost.plan_cost`).
 
 Example:
     >>> from federation.smartplug.queries import cq5_plan
     >>> from federation.logical import NumberedPlan
     >>> plan = NumberedPlan.of(cq5_plan())
     >>> pp = build_physical_plan(plan, {"op1": "spe", "op2": "db", "op3": "db"})
-    >>> [(c.id, c.members, [i.table for i in c.inputs]) for c in pp.candidates]
+    >>> [(d.id, d.members, [i.table for i in d.inputs]) for d in pp.db_ops]
     [('db1', ('op2', 'op3'), ['in0'])]
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from costmodel.ordering import CostVector
-from costmodel.plan_cost import (
-    DbOpCost,
-    apply_capacity,
-    db_op_cost,
-    reentry_cost,
-    spe_gateway_cost,
-    spe_op_cost,
-    vector,
-)
-from costmodel.profile import CostProfile, load_profile
-from costmodel.sizes import SourceDrivenSizes
-from db.sqlgen import candidate_sql
+from sqlglot import exp
+
+from db.sqlgen import db_op_sql
 from federation.errors import PlacementError
 from federation.logical import (
     Node,
     NumberedPlan,
     Window,
+    input_key,
     is_row_level,
     leaf_window,
-    shared_input_key,
 )
 
 ENGINES = ("spe", "db")
 
 
 @dataclass(frozen=True)
-class CandidateInput:
+class DbOpInput:
     """One input table of a DB-op: a window's rows (row-level) or an SPE-op's relation."""
 
     table: str
@@ -55,73 +47,48 @@ class CandidateInput:
 
 
 @dataclass(frozen=True)
-class MigrationCandidate:
-    """A DB-op: a connected subtree of R2R operators run as one SQL query in DuckDB."""
+class DbOp:
+    """A DB-op (migration candidate): a connected subtree of R2R operators run as one SQL
+    query in DuckDB; `root` is its top operator."""
 
     id: str
     members: tuple[str, ...]
     root: str
-    inputs: tuple[CandidateInput, ...]
-    sql: str
-    cost: DbOpCost
+    inputs: tuple[DbOpInput, ...]
+    sql: exp.Select
 
     @property
-    def u(self) -> float:
-        return self.cost.total
-
-
-@dataclass(frozen=True)
-class MigOperator:
-    """The SPE-side wrapper of one DB-op: ships its inputs to DuckDB as Arrow, runs its SQL
-    at each slide and sends the result (tau, rows) to `consumer` (an op id or 'root')."""
-
-    candidate: MigrationCandidate
-    consumer: str
+    def sql_text(self) -> str:
+        return self.sql.sql(dialect="duckdb", pretty=True)
 
 
 @dataclass(frozen=True)
 class PhysicalPlan:
-    """P(T) = (O', E', M): SPE-ops and DB-ops over the logical plan, with their costs."""
+    """P(T) = (O', E', M): the logical plan, where each operator runs, and the DB-ops."""
 
     logical: NumberedPlan
     placement: dict[str, str]
-    candidates: tuple[MigrationCandidate, ...]
-    spe_costs: dict[str, float]
-    gateway_cost: float
-    cost: CostVector
-    sizes: SourceDrivenSizes = field(repr=False)
-
-    @property
-    def migs(self) -> tuple[MigOperator, ...]:
-        return tuple(
-            MigOperator(c, self.logical.parent[c.root] or "root") for c in self.candidates
-        )
+    db_ops: tuple[DbOp, ...]
 
     def engine_of(self, op_id: str) -> str:
         return self.placement.get(op_id, "spe")
 
-    def candidate_of(self, op_id: str) -> MigrationCandidate | None:
-        for c in self.candidates:
-            if op_id in c.members:
-                return c
-        return None
-
-    def u_of(self, op_id: str) -> float:
-        """u of the physical operator that executes `op_id`."""
-        c = self.candidate_of(op_id)
-        return c.u if c else self.spe_costs.get(op_id, 0.0)
+    def db_op_of(self, op_id: str) -> DbOp | None:
+        """The DB-op that executes `op_id`, or None when it runs in Spark."""
+        return next((d for d in self.db_ops if op_id in d.members), None)
 
     @property
     def placement_string(self) -> str:
         """Explicit placement as `fedq run --placement` takes it."""
-        return ",".join(f"{o}={e}" for o, e in self.placement.items())
-
-    @property
-    def is_feasible(self) -> bool:
-        return self.cost.is_feasible
+        return placement_string(self.placement)
 
 
-def candidate_groups(plan: NumberedPlan, placement: Mapping[str, str]) -> list[list[str]]:
+def placement_string(placement: Mapping[str, str]) -> str:
+    """'op1=spe,op2=db,...': the form `fedq run --placement` and explain use."""
+    return ",".join(f"{o}={e}" for o, e in placement.items())
+
+
+def db_op_groups(plan: NumberedPlan, placement: Mapping[str, str]) -> list[list[str]]:
     """Maximal connected groups of DB-placed operators, each in post order."""
     groups: list[list[str]] = []
     seen: set[str] = set()
@@ -185,29 +152,28 @@ def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[s
     return out
 
 
-def candidate_inputs(plan: NumberedPlan, members: list[str],
-                     placement: Mapping[str, str] | None = None) -> list[CandidateInput]:
-    """Inputs of a DB-op; identical inputs (same stream, window and pushed-down operators)
-    share one table and are transferred once (DESIGN 4); row-level inputs that differ only
-    in their window's range share one too (`shared_input_key`)."""
+def db_op_inputs(plan: NumberedPlan, members: list[str],
+                 placement: Mapping[str, str] | None = None) -> list[DbOpInput]:
+    """Inputs of a DB-op; inputs with the same `input_key` share one table and are
+    transferred once (identical subtrees, and window rows that differ only in their range)."""
     placement = placement or {}
     ms = set(members)
-    out: list[CandidateInput] = []
+    out: list[DbOpInput] = []
+    keys: list[object] = []
     for m in members:
         for c in plan.children[m]:
             if c in ms:
                 continue
             node = plan.nodes[c]
             row_level = reads_window_rows(plan, c, placement)
-            key = shared_input_key(node) if row_level else ("node", node)
-            for i, ci in enumerate(out):
-                same = (ci.node == node and not row_level) if not ci.row_level else (
-                    row_level and shared_input_key(ci.node) == key)
-                if same:
-                    out[i] = CandidateInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
-                    break
+            key = input_key(node, row_level)
+            if key in keys:
+                i = keys.index(key)
+                ci = out[i]
+                out[i] = DbOpInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
             else:
-                out.append(CandidateInput(f"in{len(out)}", (c,), node, row_level))
+                keys.append(key)
+                out.append(DbOpInput(f"in{len(out)}", (c,), node, row_level))
     return out
 
 
@@ -246,41 +212,19 @@ def parse_placement(plan: NumberedPlan, placement: str | Mapping[str, str]) -> d
     return out
 
 
-def build_physical_plan(
-    plan: NumberedPlan,
-    placement: str | Mapping[str, str],
-    profile: CostProfile | None = None,
-    sizes: SourceDrivenSizes | None = None,
-    render_sql: bool = True,
-) -> PhysicalPlan:
-    """The physical plan of a placement, with its DB-ops' SQL and every operator's cost."""
-    profile = profile or load_profile()
-    sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
+def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
+                        ) -> PhysicalPlan:
+    """The physical plan of a placement: its DB-ops, their inputs and SQL. A placement that
+    puts in Spark what Spark cannot run (`spe_limits`) is refused, naming the operator."""
     pl = parse_placement(plan, placement)
     limits = spe_limits(plan, pl)
     if limits:
         raise PlacementError("; ".join(why for _, why in limits))
-    spe_costs = {
-        o: spe_op_cost(plan.nodes[o], sizes[o], [sizes[c] for c in plan.children[o]], profile)
-        for o in plan.r2r_ids
-        if pl[o] == "spe"
-    }
-    cands = []
-    for i, members in enumerate(candidate_groups(plan, pl), start=1):
-        inputs = candidate_inputs(plan, members, pl)
+    db_ops = []
+    for i, members in enumerate(db_op_groups(plan, pl), start=1):
+        inputs = db_op_inputs(plan, members, pl)
         root = next(m for m in members if plan.parent[m] not in members)
-        cost = db_op_cost(plan, sizes, members, [ci.op_ids[0] for ci in inputs], root, profile)
-        sql = candidate_sql(
-            plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
-            row_level={o for ci in inputs if ci.row_level for o in ci.op_ids},
-        ).sql(dialect="duckdb", pretty=True) if render_sql else ""
-
-        cands.append(MigrationCandidate(f"db{i}", tuple(members), root, tuple(inputs), sql, cost))
-    gateway = spe_gateway_cost(sizes, plan, profile)
-    reentries = [reentry_cost(sizes[c.root], profile) for c in cands
-                 if plan.parent[c.root] != "root"]
-    us = list(spe_costs.values()) + [c.u for c in cands] + ([gateway] if gateway else [])
-    us += [u for u in reentries if u]
-    cost = apply_capacity(vector(us), profile)
-    return PhysicalPlan(plan, pl, tuple(cands), spe_costs, gateway, cost, sizes)
-
+        sql = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
+                        row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
+        db_ops.append(DbOp(f"db{i}", tuple(members), root, tuple(inputs), sql))
+    return PhysicalPlan(plan, pl, tuple(db_ops))

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from costmodel.ordering import CostVector, better, sort_key
+from costmodel.plan_cost import plan_cost
 from costmodel.profile import DEFAULT_PROFILE_PATH, CostProfile, load_profile, paper_form
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan
@@ -45,29 +46,31 @@ def test_eq2_join():
 
 def test_eq4_to_6_plan_cost_is_max_and_sum():
     p = paper_form(load_profile(DEFAULT_PROFILE_PATH))
-    pp = build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe", p)
-    us = list(pp.spe_costs.values())
-    assert pp.cost.bottleneck_cost == pytest.approx(max(us))
-    assert pp.cost.utilization_cost == pytest.approx(sum(us))
+    pc = plan_cost(build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe"), p)
+    us = list(pc.spe.values())
+    assert pc.vector.bottleneck_cost == pytest.approx(max(us))
+    assert pc.vector.utilization_cost == pytest.approx(sum(us))
     # eq. 4 for a selection: u = in * c
-    assert pp.spe_costs["op1"] == pytest.approx(2000 * p.spe_s_per_row.select)
+    assert pc.spe["op1"] == pytest.approx(2000 * p.spe_s_per_row.select)
 
 
 def test_db_op_cost_split():
     p = paper_form(load_profile(DEFAULT_PROFILE_PATH))
-    pp = build_physical_plan(NumberedPlan.of(cq5_plan(rate=2000, plugs=100)), "op2=db,op3=db", p)
-    (c,) = pp.candidates
-    s = pp.sizes
-    assert c.cost.transfer_in == pytest.approx(s["op1"].rate * p.db_transfer_in_s_per_row)
+    pp = build_physical_plan(NumberedPlan.of(cq5_plan(rate=2000, plugs=100)), "op2=db,op3=db")
+    pc = plan_cost(pp, p)
+    (d,) = pp.db_ops
+    c = pc.db[d.id]
+    s = SourceDrivenSizes.of(pp.logical)
+    assert c.transfer_in == pytest.approx(s["op1"].rate * p.db_transfer_in_s_per_row)
     scan = p.db_scan_s_per_row.aggregate * (s["op1"].size + s["op2"].size)
-    assert c.cost.sql == pytest.approx(1.0 * (p.db_sql_fixed_s + scan))
-    assert c.cost.transfer_out == pytest.approx(1.0 * 40 * p.db_transfer_out_s_per_row)
-    assert pp.cost.utilization_cost == pytest.approx(c.u + pp.spe_costs["op1"])
+    assert c.sql == pytest.approx(1.0 * (p.db_sql_fixed_s + scan))
+    assert c.transfer_out == pytest.approx(1.0 * 40 * p.db_transfer_out_s_per_row)
+    assert pc.vector.utilization_cost == pytest.approx(c.total + pc.spe["op1"])
 
 
 def test_identical_inputs_are_transferred_once():
     pp = build_physical_plan(NumberedPlan.of(cq1_plan()), "db")
-    (c,) = pp.candidates
+    (c,) = pp.db_ops
     assert len(c.inputs) == 1 and c.inputs[0].op_ids == ("w1", "w2")
 
 
@@ -86,8 +89,8 @@ def test_definition_1():
 
 def test_capacity_constraint_extension():
     p = load_profile(DEFAULT_PROFILE_PATH).model_copy(update={"capacity_cores": 2})
-    pp = build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe", p)
-    assert pp.cost.bottleneck_cost >= pp.cost.utilization_cost / 2
+    v = plan_cost(build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe"), p).vector
+    assert v.bottleneck_cost >= v.utilization_cost / 2
 
 
 def test_profile_is_strict_and_round_trips(tmp_path):

@@ -34,7 +34,7 @@ def second_of_rows(sec: int, n: int, plugs: int, rng) -> pa.Table:
 def pure_db_mig(scale: float, plugs: int):
     q = cq5_plan(rate=2000, scale=scale, plugs=plugs)
     pp = build_physical_plan(NumberedPlan.of(q), "db")
-    (cand,) = pp.candidates
+    (cand,) = pp.db_ops
     return q, MigRuntime(cand, slide_s=1.0)
 
 

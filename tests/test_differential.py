@@ -14,8 +14,8 @@ from db.reference import reference_result
 from federation.api import run
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
-from federation.phase_one import phase_one
-from federation.phase_two import phase_two
+from federation.optimizer.phase_one import phase_one
+from federation.optimizer.phase_two import phase_two
 from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.smartplug.datagen import generate

@@ -24,7 +24,7 @@ FEDERATION_GROUPS = {
               "federation.logical", "federation.instants", "federation.results",
               "federation.parts", "federation.smartplug"],
     "physical": ["federation.physical"],
-    "optimizer": ["federation.phase_one", "federation.phase_two", "federation.optimizer"],
+    "optimizer": ["federation.optimizer"],
     "runtime": ["federation.runtime"],
     "interface": ["federation.explain", "federation.cli", "federation.api", "federation"],
 }

@@ -10,8 +10,8 @@ from costmodel.profile import DEFAULT_PROFILE_PATH, load_profile, paper_form
 from federation import max_, window
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
-from federation.phase_one import join_shape, phase_one
-from federation.phase_two import exhaustive, phase_two
+from federation.optimizer.phase_one import join_shape, phase_one
+from federation.optimizer.phase_two import exhaustive, phase_two
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 from federation.smartplug.queries import PAPER_SHAPES, QUERIES, kway_plan
 

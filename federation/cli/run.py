@@ -72,12 +72,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.placement.strip().lower() != "auto":  # a malformed placement fails before any work
         from costmodel.profile import load_profile as _lp
         from federation.logical import NumberedPlan
-        from federation.phase_one import phase_one
+        from federation.optimizer.phase_one import phase_one
         from federation.physical import build_physical_plan
 
         try:
-            build_physical_plan(NumberedPlan.of(phase_one(q, _lp(a.profile))), a.placement,
-                                render_sql=False)
+            build_physical_plan(NumberedPlan.of(phase_one(q, _lp(a.profile))), a.placement)
         except FedqError as e:
             return _fail("--placement", str(e))
     t0 = time.time()

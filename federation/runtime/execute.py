@@ -60,6 +60,7 @@ def execute(
     warmup_batch_s: int | None = None,
     drain: bool = True,
     event_horizon_s: float = 3600.0,
+    predicted=None,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
 
@@ -69,6 +70,7 @@ def execute(
     `drain=False` (throughput measurement only) skips the end of input: the windows that
     would close after the last event second are not computed, so the result is incomplete.
     `budget_s` stops the run after that many seconds of wall time (the summary says so).
+    `predicted`: the plan's cost vector (C_b, C_u), recorded in the summary beside rho.
     """
     check_arguments(seconds_per_batch=seconds_per_batch, allowed_lateness_s=allowed_lateness_s,
                     event_horizon_s=event_horizon_s)
@@ -107,13 +109,13 @@ def execute(
 
     staged = StagedPlan.of(plan)
     reentry_dirs = {}
-    for c in plan.candidates:
+    for c in plan.db_ops:
         if c is not staged.root_db_op:
             reentry_dirs[c.id] = work / "reentry" / c.id
             shutil.rmtree(reentry_dirs[c.id], ignore_errors=True)
             reentry_dirs[c.id].mkdir(parents=True)
     migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes, life=life)
-            for c in plan.candidates}
+            for c in plan.db_ops}
     ex = Execution(staged, migs, ResultCollector(staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
                    event_seconds_done, progress)
@@ -138,7 +140,7 @@ def execute(
     wall = time.perf_counter() - ex.t_start
     rows = ex.collector.table()
     summary = _summary(ex, plan, rows.num_rows, wall, truncated, warmup_batch_s, drain,
-                       seconds_per_batch, max_range, slide_s)
+                       seconds_per_batch, max_range, slide_s, predicted)
     for m in migs.values():
         m.close()
     (work / "summary.json").write_text(summary.model_dump_json(indent=2))
@@ -197,7 +199,7 @@ def _drive(ex: Execution, budget_s: float | None, drain: bool) -> bool:
 
 def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
              truncated: bool, warmup_batch_s: int | None, drain: bool, seconds_per_batch: int,
-             max_range: float, slide_s: float) -> RunSummary:
+             max_range: float, slide_s: float, predicted) -> RunSummary:
     ingest, metrics = ex.ingest, ex.metrics
     ff_batches = ingest.warmup_files
     data_batches = [m for m in metrics if m.stage == 0 and m.data]
@@ -231,7 +233,7 @@ def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
     return RunSummary(
         query=plan.logical.root.name,
         placement=plan.placement_string,
-        db_ops=[c.id + ":" + "+".join(c.members) for c in plan.candidates],
+        db_ops=[c.id + ":" + "+".join(c.members) for c in plan.db_ops],
         stages=len(ex.staged.stages),
         result_rows=result_rows,
         event_seconds=ingest.files,
@@ -251,7 +253,8 @@ def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
         dead_by_reason=dict(ingest.dead),
         files_quarantined=ingest.quarantined,
         deadletter_dir=str(ingest.deadletter_dir),
-        predicted=PredictedCost(C_b=plan.cost.bottleneck_cost, C_u=plan.cost.utilization_cost,
-                                feasible=plan.cost.is_feasible),
+        predicted=None if predicted is None else PredictedCost(
+            C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
+            feasible=predicted.is_feasible),
         db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
     )

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from db.store import naive_timestamps
 from federation.parts import arrow_type
-from federation.physical import MigrationCandidate
+from federation.physical import DbOp
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
 from federation.runtime.records import BatchMetrics, ResultCollector
@@ -53,8 +53,8 @@ class ReentrySpool:
         self.staged = staged
         self.dirs = dirs
 
-    def write(self, cand: MigrationCandidate, key: tuple, out: pa.Table | None, done) -> None:
-        schema = self.staged.plan.logical.nodes[cand.root].schema
+    def write(self, db_op: DbOp, key: tuple, out: pa.Table | None, done) -> None:
+        schema = self.staged.plan.logical.nodes[db_op.root].schema
         cols = list(schema)
         parts = []
         if out is not None and out.num_rows:
@@ -67,7 +67,7 @@ class ReentrySpool:
                                   for c, t in schema.items()},
                                "_punct": pa.array([True])}))
         table = pa.concat_tables(parts, promote_options="permissive")
-        path = self.dirs[cand.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
+        path = self.dirs[db_op.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
         tmp = path.with_name("." + path.name)
         pq.write_table(table, tmp)
         tmp.rename(path)
@@ -92,11 +92,11 @@ class Execution:
 
     def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> None:
         """A DB-op's result: to the collector (the query's result) or to re-entry."""
-        if mig.cand is self.staged.root_db_op:
+        if mig.db_op is self.staged.root_db_op:
             if out is not None:
                 self.collector.put(key, out)
             return
-        self.reentry.write(mig.cand, key, out, done)
+        self.reentry.write(mig.db_op, key, out, done)
 
     def drain(self, stage: int) -> None:
         """End of input: the MIGs of the stage finish every remaining slide instant."""
@@ -167,10 +167,10 @@ class BatchHandler:
             taus, out, took = mig.advance(wm)
             db_s += took
             slides = max(slides, len(taus))
-            if taus or (mig.cand is not ex.staged.root_db_op and wm is not None):
+            if taus or (mig.db_op is not ex.staged.root_db_op and wm is not None):
                 done = mig.next_tau - mig.slide if mig.next_tau else wm
                 ex.hand_on(mig, (st.index, batch_id), out, done)
-            if out is not None and mig.cand is ex.staged.root_db_op:
+            if out is not None and mig.db_op is ex.staged.root_db_op:
                 result_rows += out.num_rows
         return db_s, slides, result_rows
 

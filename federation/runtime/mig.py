@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from db.store import InputSpec, MigDatabase, naive_timestamps
 from federation.logical import leaf_window
-from federation.physical import MigrationCandidate
+from federation.physical import DbOp
 
 ONE_US = dt.timedelta(microseconds=1)
 EPOCH = dt.datetime(1970, 1, 1)
@@ -37,20 +37,20 @@ def tau_to_wt(t: pa.Table) -> pa.Array:
 class MigRuntime:
     """DuckDB state and per-slide execution of one migration candidate."""
 
-    def __init__(self, cand: MigrationCandidate, slide_s: float, lateness_s: float = 0.0,
+    def __init__(self, db_op: DbOp, slide_s: float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime] | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included. Without it, from the first row it receives to the last row's window."""
-        self.cand = cand
+        self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
         self.lateness = dt.timedelta(seconds=lateness_s)
         specs = []
         self.horizon_s = 0.0
-        for ci in cand.inputs:
+        for ci in db_op.inputs:
             if ci.row_level:
                 # inputs sharing a table may read it with different ranges: keep the longest
                 wins = [leaf_window(plan_nodes[o]) for o in ci.op_ids] if plan_nodes else \
@@ -61,9 +61,9 @@ class MigRuntime:
                 self.horizon_s = max(self.horizon_s, (w.range_s or 0.0) + slide_s)
             else:
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
-        self.row_inputs = any(ci.row_level for ci in cand.inputs)
-        self.rel_inputs = any(not ci.row_level for ci in cand.inputs)
-        self.db = MigDatabase(specs, cand.sql, threads=threads, memory_limit=memory_limit)
+        self.row_inputs = any(ci.row_level for ci in db_op.inputs)
+        self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
+        self.db = MigDatabase(specs, db_op.sql_text, threads=threads, memory_limit=memory_limit)
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None

@@ -70,7 +70,7 @@ class RunSummary(BaseModel):
     dead_by_reason: dict[str, int]
     files_quarantined: list[dict[str, str]]
     deadletter_dir: str
-    predicted: PredictedCost
+    predicted: PredictedCost | None
     db_memory_bytes: dict[str, int]
     output: str | None = None
 

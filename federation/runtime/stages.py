@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.logical import Window
-from federation.physical import MigrationCandidate, PhysicalPlan
+from federation.physical import DbOp, PhysicalPlan
 
 
 def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
@@ -29,12 +29,12 @@ def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
             continue
         if oid == "root":
             continue
-        cand = pp.candidate_of(oid)
-        if cand is not None:
-            if oid == cand.root:
-                cand_stage[cand.id] = max(
-                    (node_stage[o] for ci in cand.inputs for o in ci.op_ids), default=0)
-                node_stage[oid] = cand_stage[cand.id] + 1  # its output re-enters Spark
+        db_op = pp.db_op_of(oid)
+        if db_op is not None:
+            if oid == db_op.root:
+                cand_stage[db_op.id] = max(
+                    (node_stage[o] for ci in db_op.inputs for o in ci.op_ids), default=0)
+                node_stage[oid] = cand_stage[db_op.id] + 1  # its output re-enters Spark
             continue
         node_stage[oid] = max(node_stage[c] for c in lg.children[oid])
     return node_stage, cand_stage
@@ -63,7 +63,7 @@ class StagedPlan:
     node_stage: dict[str, int]
     db_op_stage: dict[str, int]
     root_child: str
-    root_db_op: MigrationCandidate | None
+    root_db_op: DbOp | None
     result_columns: list[str]
 
     @staticmethod
@@ -71,7 +71,7 @@ class StagedPlan:
         node_stage, db_op_stage = assign_stages(pp)
         lg = pp.logical
         root_child = lg.children["root"][0]
-        root_db_op = pp.candidate_of(root_child)
+        root_db_op = pp.db_op_of(root_child)
         n = 1 + max([*node_stage.values(), *db_op_stage.values()], default=0)
         if root_db_op is None:
             n = max(n, node_stage[root_child] + 1)
@@ -111,7 +111,7 @@ class StageBuilder:
         pp = self.staged.plan
         outs = []
         for cid in self.staged.db_ops_of(st.index):
-            c = next(x for x in pp.candidates if x.id == cid)
+            c = next(x for x in pp.db_ops if x.id == cid)
             for ci in c.inputs:
                 s = self._node(ci.op_ids[0])
                 tag = TS if s.row_level else WT
@@ -143,12 +143,12 @@ class StageBuilder:
         self._base_rows()
         return instants_relation(self._ticks, self.extent_s, self.slide_s)
 
-    def _reentry(self, cand: MigrationCandidate):
+    def _reentry(self, db_op: DbOp):
         from spe.pipeline import reentry_source
 
         lg = self.staged.plan.logical
-        rows, clock = reentry_source(self.spark, dict(lg.nodes[cand.root].schema),
-                                     str(self.reentry_dirs[cand.id]))
+        rows, clock = reentry_source(self.spark, dict(lg.nodes[db_op.root].schema),
+                                     str(self.reentry_dirs[db_op.id]))
         self._sources.append(clock)
         return rows
 
@@ -159,11 +159,11 @@ class StageBuilder:
             return self._built[oid]
         pp = self.staged.plan
         node = pp.logical.nodes[oid]
-        cand = pp.candidate_of(oid)
+        db_op = pp.db_op_of(oid)
         if isinstance(node, Window):
             s = SpeStream(self._base_rows(), True, node)
-        elif cand is not None:
-            s = self._reentry(cand)
+        elif db_op is not None:
+            s = self._reentry(db_op)
         else:
             s = self._translator.visit(node, [self._node(c) for c in pp.logical.children[oid]])
         self._built[oid] = s

@@ -1,4 +1,5 @@
-"""The optimizer's driver: Phase-One, then Phase-Two, and the report of both (DESIGN 6).
+"""The optimizer: Phase-One (phase_one.py and its rules), then Phase-Two (phase_two.py, the
+enumerator, with coster.py), and the report of both.
 
 Example:
     >>> from federation.smartplug.queries import cq4_plan
@@ -13,19 +14,21 @@ import time
 from dataclasses import dataclass
 
 from costmodel.ordering import CostVector
+from costmodel.plan_cost import PlanCost, plan_cost
 from costmodel.profile import CostProfile, load_profile
 from federation.logical import NumberedPlan, Rstream
-from federation.phase_one import join_shape, phase_one
-from federation.phase_two import phase_two
+from federation.optimizer.join_order import join_shape
+from federation.optimizer.phase_one import phase_one
+from federation.optimizer.phase_two import phase_two
 from federation.physical import PhysicalPlan, build_physical_plan, spe_limits
 
 
 @dataclass(frozen=True)
 class OptimizationResult:
-    """The chosen physical plan and how it was found."""
+    """The chosen physical plan, what it costs, and how it was found."""
 
     plan: PhysicalPlan
-    cost: CostVector
+    plan_cost: PlanCost
     feasible: bool
     plans_examined: int
     subplans: int
@@ -34,6 +37,11 @@ class OptimizationResult:
     join_shape: str
     kept: tuple[tuple[dict[str, str], CostVector], ...]  # every complete plan, best first
     feasibility_check: bool
+
+    @property
+    def cost(self) -> CostVector:
+        """The chosen plan's cost vector (C_b, C_u)."""
+        return self.plan_cost.vector
 
 
 def optimize(
@@ -54,11 +62,12 @@ def optimize(
     # guard, the first kept plan that every engine can run, else pure-DB
     runnable = [pl for pl, _ in res.plans if not spe_limits(logical, pl)]
     placement = runnable[0] if runnable else {o: "db" for o in logical.r2r_ids}
-    physical = build_physical_plan(logical, placement, profile)
+    physical = build_physical_plan(logical, placement)
+    cost = plan_cost(physical, profile)
     return OptimizationResult(
         plan=physical,
-        cost=physical.cost,
-        feasible=physical.cost.is_feasible,
+        plan_cost=cost,
+        feasible=cost.vector.is_feasible,
         plans_examined=res.examined,
         subplans=res.subplans,
         phase_one_s=t1 - t0,

@@ -17,80 +17,12 @@ from dataclasses import dataclass
 from itertools import product
 
 from costmodel.ordering import ZERO, CostVector, better, sort_key
-from costmodel.plan_cost import apply_capacity, reentry_cost, spe_gateway_cost, spe_op_cost
+from costmodel.plan_cost import plan_cost, reentry_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
-from federation.logical import NumberedPlan, Window, is_row_level, shared_input_key
-from federation.physical import spe_limits
-
-
-@dataclass(frozen=True)
-class Partial:
-    """A partial plan of the subtree under one operator."""
-
-    db_ops: frozenset[str]  # operators of the subtree placed in the DB
-    closed: CostVector  # cost of its physical operators other than an open DB-op
-    open_members: tuple[str, ...] = ()  # the DB-op rooted here, still open to merging
-    cost: CostVector = ZERO  # closed + the open DB-op's cost: the subtree as a whole
-    open_inputs: frozenset = frozenset()  # signatures of the open DB-op's inputs
-    open_scan: float = 0.0  # sum over its members of scan cost x input size
-
-    @property
-    def db_rooted(self) -> bool:
-        return bool(self.open_members)
-
-
-class PartialCoster:
-    """Cost vectors of partial plans (eqs 4-6) for one plan and profile."""
-
-    def __init__(self, plan: NumberedPlan, profile: CostProfile) -> None:
-        self.plan = plan
-        self.profile = profile
-        self.sizes = SourceDrivenSizes.of(plan)
-        self._spe = {
-            o: spe_op_cost(plan.nodes[o], self.sizes[o],
-                           [self.sizes[c] for c in plan.children[o]], profile)
-            for o in plan.r2r_ids
-        }
-        self.gateway = spe_gateway_cost(self.sizes, plan, profile)
-        self._sig: dict[str, tuple] = {}
-        self._in_cost: dict[tuple, float] = {}
-
-    def spe_u(self, oid: str) -> float:
-        return self._spe[oid]
-
-    def signature(self, oid: str) -> tuple:
-        """Identity of an input subtree: identical inputs are transferred once (DESIGN 4)."""
-        sig = self._sig.get(oid)
-        if sig is None:
-            node = self.plan.nodes[oid]
-            if is_row_level(node):  # window rows: shared whatever the window's range
-                sig = shared_input_key(node)
-            else:
-                sig = (node.label(), tuple(self.signature(c) for c in self.plan.children[oid]))
-            self._sig[oid] = sig
-            s = self.sizes[oid]
-            rows = s.rate if s.row_level else s.l * s.size
-            p = self.profile
-            maintain = rows * p.db_window_maintain_s_per_row if s.row_level else 0.0
-            self._in_cost[sig] = rows * p.db_transfer_in_s_per_row + maintain
-        return sig
-
-    def scan(self, oid: str) -> float:
-        """Per-slide scan cost of one member: cost per row of its kind x its input size."""
-        in_size = sum(self.sizes[c].size for c in self.plan.children[oid])
-        return self.profile.db_scan_s_per_row.of(self.plan.nodes[oid].kind) * in_size
-
-    def db_u(self, root: str, inputs: frozenset, scan: float) -> float:
-        """The DB-op cost of costmodel.plan_cost.db_op_cost, from incremental parts."""
-        s = self.sizes[root]
-        p = self.profile
-        t_in = sum(self._in_cost[i] for i in inputs)
-        return t_in + s.l * (p.db_sql_fixed_s + scan) + s.l * s.size * p.db_transfer_out_s_per_row
-
-    def view(self, c: CostVector) -> CostVector:
-        """The vector as Definition 1 compares it (gateway and capacity included)."""
-        return apply_capacity(c.add(self.gateway) if self.gateway else c, self.profile)
+from federation.logical import NumberedPlan, Window
+from federation.optimizer.coster import Partial, PartialCoster
+from federation.physical import build_physical_plan, spe_limits
 
 
 @dataclass
@@ -198,8 +130,6 @@ def phase_two(
 
 def exhaustive(plan: NumberedPlan, profile: CostProfile, feasibility_check: bool = True):
     """All 2^n placements with their cost vectors, best first (for checks on small plans)."""
-    from federation.physical import build_physical_plan
-
     ops = plan.r2r_ids
     sizes = SourceDrivenSizes.of(plan)
     out = []
@@ -207,7 +137,6 @@ def exhaustive(plan: NumberedPlan, profile: CostProfile, feasibility_check: bool
         pl = dict(zip(ops, engines))
         if spe_limits(plan, pl):
             continue
-        pp = build_physical_plan(plan, pl, profile, sizes, render_sql=False)
-        out.append((pl, pp.cost))
+        out.append((pl, plan_cost(build_physical_plan(plan, pl), profile, sizes).vector))
     out.sort(key=lambda t: sort_key(t[1], feasibility_check))
     return out

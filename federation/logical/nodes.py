@@ -1,24 +1,14 @@
-"""Logical plan nodes and the query DSL built on them (DESIGN sections 2 and 4).
+"""Logical plan nodes (operators of the continuous query algebra) and their DSL methods.
 
 Nodes are immutable values; every method builds a new node and validates it at once, so
 a mistake fails where the query is written, with the operator and the field named.
-
-Example:
-    >>> from federation.smartplug import smartplug_stream
-    >>> from federation.expressions import max_
-    >>> s = smartplug_stream(rate=2000)
-    >>> w = window(s, range=300, slide=1)
-    >>> load = w.filter("property = 1")
-    >>> q = load.aggregate(by=["plug_id"], maxv=max_("value")).rstream("peak")
-    >>> list(q.schema)
-    ['plug_id', 'maxv']
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from sqlglot import exp
@@ -33,28 +23,6 @@ from federation.expressions import (
     to_expression,
 )
 from federation.streams import NUMERIC_TYPES, StreamDecl
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")
-_UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
-           "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,
-           "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
-
-
-def parse_duration(value: float | str, operator: str, field_name: str) -> float:
-    """Seconds of a duration given as a number of seconds or a string like '5 min'.
-
-    Example:
-        >>> parse_duration("5 min", "window", "range")
-        300.0
-    """
-    if isinstance(value, bool):
-        raise QueryValidationError(operator, field_name, f"expected a duration, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    m = _DURATION.match(str(value))
-    if not m:
-        raise QueryValidationError(operator, field_name, f"cannot read duration {value!r}")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
 class Node:
@@ -107,6 +75,14 @@ class Node:
         return Rstream(self, name)
 
     # -- traversal ---------------------------------------------------------------------
+    child_fields: tuple[str, ...] = ()
+
+    def with_children(self, *children: Node) -> Node:
+        """The same operator over other inputs (validated again)."""
+        if not self.child_fields:
+            return self
+        return dataclasses.replace(self, **dict(zip(self.child_fields, children)))
+
     def walk(self) -> Iterator[Node]:
         """Nodes in post order (children first)."""
         for c in self.children:
@@ -186,8 +162,24 @@ class Window(Node):
         return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"
 
 
+class Unary(Node):
+    """An operator over one input (`child`); its output columns are the input's unless it
+    says otherwise."""
+
+    child: Node
+    child_fields = ("child",)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return self.child.schema
+
+
 @dataclass(frozen=True, eq=True)
-class Select(Node):
+class Select(Unary):
     """Selection: keep rows matching a predicate (eq. 1: out = f * in)."""
 
     child: Node
@@ -207,20 +199,12 @@ class Select(Node):
                 "select", "selectivity", f"must be in [0, 1], got {self.selectivity}"
             )
 
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    @cached_property
-    def schema(self) -> dict[str, str]:
-        return self.child.schema
-
     def label(self) -> str:
         return f"select {self.predicate.sql(dialect='duckdb')}"
 
 
 @dataclass(frozen=True, eq=True)
-class Project(Node):
+class Project(Unary):
     """Projection: named output expressions (eq. 1 with f = 1)."""
 
     child: Node
@@ -237,10 +221,6 @@ class Project(Node):
                 raise QueryValidationError("project", name, "output column named twice")
             seen.add(name)
             _check_columns("project", name, e, self.child.schema)
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
 
     @cached_property
     def schema(self) -> dict[str, str]:
@@ -312,6 +292,8 @@ class Join(Node):
                     "join", "columns", f"ambiguous column {lk!r}: present in both inputs"
                 )
 
+    child_fields = ("left", "right")
+
     @property
     def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)
@@ -329,7 +311,7 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=True)
-class Aggregate(Node):
+class Aggregate(Unary):
     """Group-by aggregation at each slide instant (eq. 3: out = l * g)."""
 
     child: Node
@@ -368,10 +350,6 @@ class Aggregate(Node):
                     f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
                 )
 
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
     @cached_property
     def schema(self) -> dict[str, str]:
         s = self.child.schema
@@ -387,7 +365,7 @@ class Aggregate(Node):
 
 
 @dataclass(frozen=True, eq=True)
-class Rstream(Node):
+class Rstream(Unary):
     """R2S root: the whole result relation at every slide instant, tagged with tau."""
 
     child: Node
@@ -400,14 +378,6 @@ class Rstream(Node):
             raise QueryValidationError(
                 "rstream", "input", "a query needs at least one R2R operator above its window"
             )
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    @cached_property
-    def schema(self) -> dict[str, str]:
-        return self.child.schema
 
     def label(self) -> str:
         return f"rstream {self.name}"
@@ -425,134 +395,3 @@ def _check_child(operator: str, child: object) -> None:
 
 R2R_KINDS = (Select, Project, Join, Aggregate)
 
-
-def window(
-    stream: StreamDecl | str | Node,
-    *,
-    range: float | str | None = None,
-    slide: float | str = 1,
-    rows: int | None = None,
-    partition_by: Sequence[str] = (),
-    catalog: Mapping[str, StreamDecl] | None = None,
-) -> Window:
-    """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), or `rows` and `slide`.
-
-    Example:
-        >>> from federation.smartplug import smartplug_stream
-        >>> window(smartplug_stream(), range="1 min", slide="1 s").range_s
-        60.0
-    """
-    if isinstance(stream, str):
-        known = dict(catalog or {})
-        if stream not in known:
-            raise QueryValidationError(
-                "window", "stream",
-                f"unknown stream {stream!r} (known: {', '.join(sorted(known)) or 'none'})",
-            )
-        stream = known[stream]
-    if isinstance(partition_by, str):
-        partition_by = (partition_by,)
-    return Window(
-        stream=stream,  # type: ignore[arg-type]
-        slide_s=parse_duration(slide, "window", "slide"),
-        range_s=None if range is None else parse_duration(range, "window", "range"),
-        rows=rows,
-        partition_by=tuple(partition_by),
-    )
-
-
-def is_row_level(node: Node) -> bool:
-    """True for a window leaf and stateless operators over it: rows still carry their ts."""
-    while isinstance(node, (Select, Project)):
-        node = node.child
-    return isinstance(node, Window)
-
-
-def shared_input_key(node: Node) -> object:
-    """What makes two DB-op inputs one table. Row-level inputs (window rows after the same
-    pushed-down stateless operators over the same stream and slide) share a table even when
-    their time windows' ranges differ: the rows are the same, the table keeps the longest
-    range and each window's range is a predicate in the SQL. Other inputs: the node itself.
-
-    Example:
-        >>> from federation.smartplug import smartplug_stream
-        >>> s = smartplug_stream()
-        >>> a = window(s, range=60).filter("property = 1")
-        >>> b = window(s, range=300).filter("property = 1")
-        >>> shared_input_key(a) == shared_input_key(b)
-        True
-    """
-    if not is_row_level(node):
-        return ("node", id(node), node)
-    chain = []
-    n = node
-    while isinstance(n, (Select, Project)):
-        chain.append(n.label())
-        n = n.child
-    w = n
-    assert isinstance(w, Window)
-    kind = ("time",) if w.is_time_based else ("rows", w.rows, w.partition_by)
-    return ("rows", w.stream.name, w.slide_s, kind, tuple(chain))
-
-
-def leaf_window(node: Node) -> Window:
-    """The window under a row-level chain of selections and projections."""
-    while isinstance(node, (Select, Project)):
-        node = node.child
-    assert isinstance(node, Window)
-    return node
-
-
-@dataclass(frozen=True)
-class NumberedPlan:
-    """A logical plan with operator ids by position, in post order.
-
-    Windows are `w1..`, R2R operators `op1..`, the root `root`. Ids are positional: the same
-    node value used twice in a query (CQ1 reads one window twice) gets two ids.
-    """
-
-    root: Rstream
-    nodes: dict[str, Node] = field(default_factory=dict)
-    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    parent: dict[str, str | None] = field(default_factory=dict)
-
-    @staticmethod
-    def of(root: Rstream) -> NumberedPlan:
-        plan = NumberedPlan(root)
-        counters = {"w": 0, "op": 0}
-
-        def rec(node: Node) -> str:
-            child_ids = tuple(rec(c) for c in node.children)
-            if isinstance(node, Rstream):
-                oid = "root"
-            elif isinstance(node, Window):
-                counters["w"] += 1
-                oid = f"w{counters['w']}"
-            else:
-                counters["op"] += 1
-                oid = f"op{counters['op']}"
-            plan.nodes[oid] = node
-            plan.children[oid] = child_ids
-            for cid in child_ids:
-                plan.parent[cid] = oid
-            return oid
-
-        rec(root)
-        plan.parent["root"] = None
-        return plan
-
-    @property
-    def r2r_ids(self) -> list[str]:
-        """R2R operator ids in post order."""
-        return [i for i, n in self.nodes.items() if isinstance(n, R2R_KINDS)]
-
-    def post_order(self) -> list[str]:
-        return list(self.nodes)
-
-    def subtree(self, oid: str) -> list[str]:
-        """Ids of the subtree rooted at `oid`, post order."""
-        out: list[str] = []
-        for c in self.children[oid]:
-            out.extend(self.subtree(c))
-        out.append(oid)
-        return out

@@ -1,9 +1,9 @@
-"""Phase-One: the logical plan (paper section 6).
+"""Phase-One rule: join ordering (paper section 6).
 
-Selection push-down, then System-R style dynamic programming over the join orders of every
-join region under the (C_b, C_u) ordering of Definition 1, costing each candidate as an
-all-SPE plan. The principle of optimality holds for this ordering (paper section 6), so
-the best plan of a set of branches is built from the best plans of its two halves.
+System-R style dynamic programming over the join orders (bushy trees) of every join
+region under the (C_b, C_u) ordering of Definition 1, costing each candidate as an all-SPE
+plan. The principle of optimality holds for this ordering, so the best plan of a set of
+branches is built from the best plans of its two halves.
 """
 
 from __future__ import annotations
@@ -17,61 +17,7 @@ from costmodel.plan_cost import spe_op_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, node_size
 from federation.errors import QueryValidationError
-from federation.expressions import conjoin, referenced_columns, split_conjuncts
-from federation.logical import Aggregate, Join, Node, Project, Rstream, Select, Window
-
-
-def push_down_selections(node: Node) -> Node:
-    """Move each conjunct of a selection below joins (to the side that has its columns) and
-    below projections that pass its columns through unchanged."""
-    if isinstance(node, Window):
-        return node
-    if isinstance(node, Select):
-        child = push_down_selections(node.child)
-        return _push(child, split_conjuncts(node.predicate), node.selectivity)
-    if isinstance(node, Project):
-        return Project(push_down_selections(node.child), node.outputs)
-    if isinstance(node, Aggregate):
-        return Aggregate(push_down_selections(node.child), node.keys, node.aggs)
-    if isinstance(node, Join):
-        return Join(push_down_selections(node.left), push_down_selections(node.right), node.keys)
-    if isinstance(node, Rstream):
-        return Rstream(push_down_selections(node.child), node.name)
-    raise TypeError(type(node).__name__)
-
-
-def _push(child: Node, conjuncts: list, selectivity: float | None) -> Node:
-    stay = []
-    if isinstance(child, Join):
-        left, right = child.left, child.right
-        rkeys = {r for _, r in child.keys}
-        moved = False
-        for c in conjuncts:
-            cols = referenced_columns(c)
-            if cols <= set(left.schema):
-                left = _push(left, [c], None)
-                moved = True
-            elif cols <= (set(right.schema) - rkeys):
-                right = _push(right, [c], None)
-                moved = True
-            else:
-                stay.append(c)
-        if moved:
-            child = Join(left, right, child.keys)
-    elif isinstance(child, Project):
-        passthrough = {n for n, e in child.outputs if getattr(e, "name", None) == n
-                       and e.key == "column"}
-        down = [c for c in conjuncts if referenced_columns(c) <= passthrough]
-        stay = [c for c in conjuncts if c not in down]
-        if down:
-            child = Project(_push(child.child, down, None), child.outputs)
-    else:
-        stay = conjuncts
-    if not stay:
-        return child
-    # the given selectivity belongs to the whole predicate; keep it only if nothing moved
-    sel = selectivity if len(stay) == len(conjuncts) else None
-    return Select(child, conjoin(stay), sel)
+from federation.logical import Join, Node, Project, Rstream, Window
 
 
 class _SpeCoster:
@@ -128,17 +74,8 @@ def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
     """System-R dynamic programming over the join orders (bushy trees) of each join region."""
     if not isinstance(profile, _SpeCoster):
         profile = _SpeCoster(profile)
-    if isinstance(node, Window):
-        return node
-    if isinstance(node, Select):
-        return Select(order_joins(node.child, profile), node.predicate, node.selectivity)
-    if isinstance(node, Project):
-        return Project(order_joins(node.child, profile), node.outputs)
-    if isinstance(node, Aggregate):
-        return Aggregate(order_joins(node.child, profile), node.keys, node.aggs)
-    if isinstance(node, Rstream):
-        return Rstream(order_joins(node.child, profile), node.name)
-    assert isinstance(node, Join)
+    if not isinstance(node, Join):
+        return node.with_children(*[order_joins(c, profile) for c in node.children])
     branches, edges = _region(node)
     branches = [order_joins(b, profile) for b in branches]
     n = len(branches)
@@ -197,39 +134,3 @@ def join_shape(node: Node) -> str:
         if any(isinstance(n, Join) for n in c.walk()):
             return join_shape(c)
     return "B"
-
-
-def phase_one(root: Rstream, profile: CostProfile, reorder: bool = True) -> Rstream:
-    """Selection push-down, then join ordering (when `reorder`)."""
-    out = push_down_selections(root)
-    if reorder:
-        out = _drop_reorders(order_joins(out, profile))
-    assert isinstance(out, Rstream)
-    return out
-
-
-def _is_reorder(node: Node) -> bool:
-    return isinstance(node, Project) and all(
-        e.key == "column" and e.name == n for n, e in node.outputs)
-
-
-def _drop_reorders(node: Node) -> Node:
-    """A column-order projection that join ordering added under another projection is
-    redundant: the outer projection names its columns anyway."""
-    if isinstance(node, Window):
-        return node
-    kids = [_drop_reorders(c) for c in node.children]
-    if isinstance(node, Project):
-        child = kids[0]
-        if _is_reorder(child):
-            child = child.child
-        return Project(child, node.outputs)
-    if isinstance(node, Select):
-        return Select(kids[0], node.predicate, node.selectivity)
-    if isinstance(node, Aggregate):
-        return Aggregate(kids[0], node.keys, node.aggs)
-    if isinstance(node, Join):
-        return Join(kids[0], kids[1], node.keys)
-    if isinstance(node, Rstream):
-        return Rstream(kids[0], node.name)
-    return node

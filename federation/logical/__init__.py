@@ -1,0 +1,47 @@
+"""Logical plan nodes and the query DSL built on them (DESIGN sections 2 and 4).
+
+Nodes are immutable values; every method builds a new node and validates it at once, so
+a mistake fails where the query is written, with the operator and the field named.
+
+Example:
+    >>> from federation.smartplug import smartplug_stream
+    >>> from federation.expressions import max_
+    >>> s = smartplug_stream(rate=2000)
+    >>> w = window(s, range=300, slide=1)
+    >>> load = w.filter("property = 1")
+    >>> q = load.aggregate(by=["plug_id"], maxv=max_("value")).rstream("peak")
+    >>> list(q.schema)
+    ['plug_id', 'maxv']
+"""
+
+from federation.logical.dsl import parse_duration, window
+from federation.logical.nodes import (
+    R2R_KINDS,
+    Aggregate,
+    Join,
+    Node,
+    Project,
+    Rstream,
+    Select,
+    Unary,
+    Window,
+)
+from federation.logical.plan import NumberedPlan, input_key, is_row_level, leaf_window
+
+__all__ = [
+    "R2R_KINDS",
+    "Aggregate",
+    "Join",
+    "Node",
+    "NumberedPlan",
+    "Project",
+    "Rstream",
+    "Select",
+    "Unary",
+    "Window",
+    "input_key",
+    "is_row_level",
+    "leaf_window",
+    "parse_duration",
+    "window",
+]

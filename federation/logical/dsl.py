@@ -1,0 +1,68 @@
+"""The entry of the DSL: `window(stream, range=..., slide=...)` and durations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from federation.errors import QueryValidationError
+from federation.logical.nodes import Node, Window
+from federation.streams import StreamDecl
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")
+_UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
+           "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,
+           "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+
+
+def parse_duration(value: float | str, operator: str, field_name: str) -> float:
+    """Seconds of a duration given as a number of seconds or a string like '5 min'.
+
+    Example:
+        >>> parse_duration("5 min", "window", "range")
+        300.0
+    """
+    if isinstance(value, bool):
+        raise QueryValidationError(operator, field_name, f"expected a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise QueryValidationError(operator, field_name, f"cannot read duration {value!r}")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def window(
+    stream: StreamDecl | str | Node,
+    *,
+    range: float | str | None = None,
+    slide: float | str = 1,
+    rows: int | None = None,
+    partition_by: Sequence[str] = (),
+    catalog: Mapping[str, StreamDecl] | None = None,
+) -> Window:
+    """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), or `rows` and `slide`.
+
+    Example:
+        >>> from federation.smartplug import smartplug_stream
+        >>> window(smartplug_stream(), range="1 min", slide="1 s").range_s
+        60.0
+    """
+    if isinstance(stream, str):
+        known = dict(catalog or {})
+        if stream not in known:
+            raise QueryValidationError(
+                "window", "stream",
+                f"unknown stream {stream!r} (known: {', '.join(sorted(known)) or 'none'})",
+            )
+        stream = known[stream]
+    if isinstance(partition_by, str):
+        partition_by = (partition_by,)
+    return Window(
+        stream=stream,  # type: ignore[arg-type]
+        slide_s=parse_duration(slide, "window", "slide"),
+        range_s=None if range is None else parse_duration(range, "window", "range"),
+        rows=rows,
+        partition_by=tuple(partition_by),
+    )
+
