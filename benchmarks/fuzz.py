@@ -215,7 +215,7 @@ def queries(draw, max_depth: int = 3) -> Generated:
     ops = _logical(q).r2r_ids
     explicit = draw(st.lists(st.lists(st.sampled_from(["spe", "db"]), min_size=len(ops),
                                       max_size=len(ops)), min_size=1, max_size=2))
-    from federation.physical import spe_limits
+    from federation.physical import placement_string, spe_limits
 
     plan = _logical(q)
     fixed = []
@@ -225,7 +225,7 @@ def queries(draw, max_depth: int = 3) -> Generated:
             pl[o] = "db"
         fixed.append(pl)
     placements = ["spe", "db", "auto"] + [
-        ",".join(f"{o}={e}" for o, e in pl.items()) for pl in fixed]
+        placement_string(pl) for pl in fixed]
     placements = list(dict.fromkeys(placements))
     batch = draw(st.sampled_from([2, 3, 5, 10]))
     return Generated(q, f"{src}.rstream('Q')", placements, batch)

@@ -30,13 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from benchmarks.common import RESULTS, environment
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
 from federation.optimizer import optimize
 from federation.optimizer.phase_one import phase_one
-from federation.physical import build_physical_plan
+from federation.physical import build_physical_plan, placement_string
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -79,18 +81,18 @@ def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str
         if w == "auto":
             out["auto"] = auto.plan.placement_string
         elif w == "spe":
-            out["spe"] = ",".join(f"{o}=spe" for o in ops)
+            out["spe"] = placement_string(dict.fromkeys(ops, "spe"))
         elif w == "db":
-            out["db"] = ",".join(f"{o}=db" for o in ops)
+            out["db"] = placement_string(dict.fromkeys(ops, "db"))
         elif w == "nofeas":
             out["nofeas"] = optimize(q, profile=profile, feasibility_check=False
                                      ).plan.placement_string
         elif w == "kept":  # the other plans: never the optimizer's, pure-SPE or pure-DB
             seen = {*out.values(), auto.plan.placement_string,
-                    ",".join(f"{o}=spe" for o in ops), ",".join(f"{o}=db" for o in ops)}
+                    placement_string(dict.fromkeys(ops, "spe")), placement_string(dict.fromkeys(ops, "db"))}
             k = 0
             for pl, _ in auto.kept:
-                s = ",".join(f"{o}={e}" for o, e in pl.items())
+                s = placement_string(pl)
                 if s not in seen and k < max_kept:
                     out[f"kept{k + 1}"] = s
                     seen.add(s)
@@ -123,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     out_name = a.out or f"throughput_scale{a.scale:g}"
     path = RESULTS / f"{out_name}.json"
     doc = json.loads(path.read_text()) if path.exists() else {"points": []}
+    try:  # a result of another shape is refused here, not half-way
+        load_points(doc)
+    except ValueError as e:
+        raise SystemExit(f"{path}: points of another shape (an older version?): "
+                         f"{str(e).splitlines()[0]}; use another --out") from None
     if a.summarize_only:
         summarize(doc, path)
         return 0
@@ -177,17 +184,14 @@ def main(argv: list[str] | None = None) -> int:
                 if math.isnan(rho):  # never reached full windows: what ran
                     rho = s.rho_steady
                 pc = plan_cost(build_physical_plan(r.plan.logical, placement), profile).vector
-                point = {
-                    "query": name, "rate": rate, "plan": label, "placement": s.placement,
-                    "rho": rho, "steady": steady, **derived(rate, rho),
-                    "rho_steady": s.rho_steady,
-                    "warmup_batch_s": s.warmup_batch_s, "budget_s": budget,
-                    "predicted_C_b": pc.bottleneck_cost,
-                    "predicted_C_u": pc.utilization_cost,
-                    "predicted_feasible": pc.is_feasible,
-                    "wall_s": time.time() - t0, "data_batches": s.data_batches,
-                    "result_rows": s.result_rows,
-                }
+                point = ThroughputPoint(
+                    query=name, rate=rate, plan=label, placement=s.placement, rho=rho,
+                    steady=steady, **derived(rate, rho), rho_steady=s.rho_steady,
+                    warmup_batch_s=s.warmup_batch_s, budget_s=budget,
+                    predicted_C_b=pc.bottleneck_cost, predicted_C_u=pc.utilization_cost,
+                    predicted_feasible=pc.is_feasible, wall_s=time.time() - t0,
+                    data_batches=s.data_batches, result_rows=s.result_rows,
+                ).record()
                 say(f"    rho {rho:.2f}{'' if steady else ' (not at steady state)'}  "
                     f"predicted C_b {pc.bottleneck_cost:.2f}")
                 doc["points"].append(point)
@@ -228,6 +232,41 @@ def max_throughput(pts: list[dict]) -> list[dict]:
                     "peak_processed_at_rate": proc["rate"],
                     "rates": len(ps), "all_steady": all(p["steady"] for p in ps)})
     return out
+
+
+class ThroughputPoint(BaseModel):
+    """One measured point: a query at a requested rate under one plan (the JSON's
+    `points`); `same_as` names the plan whose identical placement was measured instead."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    rate: float
+    plan: str
+    placement: str
+    rho: float
+    steady: bool
+    achieved_tps: float
+    processed_tps: float
+    rho_steady: float
+    warmup_batch_s: int | None
+    budget_s: float | None
+    predicted_C_b: float
+    predicted_C_u: float
+    predicted_feasible: bool
+    wall_s: float
+    data_batches: int
+    result_rows: int
+    same_as: str | None = None
+
+    def record(self) -> dict:
+        return self.model_dump(exclude_none=True) | {"budget_s": self.budget_s,
+                                                     "warmup_batch_s": self.warmup_batch_s}
+
+
+def load_points(doc: dict) -> list[ThroughputPoint]:
+    """The points of a throughput result, validated."""
+    return [ThroughputPoint.model_validate(p) for p in doc["points"]]
 
 
 def derived(rate: float, rho: float) -> dict:

@@ -47,22 +47,13 @@ def better(a: CostVector, b: CostVector, feasibility_check: bool = True) -> bool
 
     With the feasibility check off (paper section 8.4), plans compare by C_u alone.
     """
-    if not feasibility_check:
-        return a.utilization_cost < b.utilization_cost
-    fa, fb = a.is_feasible, b.is_feasible
-    if fa != fb:
-        return fa
-    if fa:
-        if a.utilization_cost != b.utilization_cost:
-            return a.utilization_cost < b.utilization_cost
-        return a.bottleneck_cost < b.bottleneck_cost
-    if a.bottleneck_cost != b.bottleneck_cost:
-        return a.bottleneck_cost < b.bottleneck_cost
-    return a.utilization_cost < b.utilization_cost
+    return sort_key(a, feasibility_check) < sort_key(b, feasibility_check)
 
 
 def sort_key(c: CostVector, feasibility_check: bool = True) -> tuple:
-    """A key that sorts cost vectors best first, consistent with `better`."""
+    """Definition 1 as a key that sorts cost vectors best first: feasible plans (C_b <= 1)
+    before infeasible ones; feasible ones by C_u, then C_b; infeasible ones by C_b, then
+    C_u (they reach the highest throughput first)."""
     if not feasibility_check:
         return (c.utilization_cost,)
     if c.is_feasible:

@@ -13,9 +13,64 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+from sqlglot import exp
 
 _DUCK = {"BIGINT": "BIGINT", "INT": "INTEGER", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMP",
          "VARCHAR": "VARCHAR", "BOOLEAN": "BOOLEAN"}
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(name, quoted=True)
+
+
+def _table(name: str) -> exp.Table:
+    return exp.to_table(exp.to_identifier(name, quoted=True).sql(dialect="duckdb"))
+
+
+def _sql(e: exp.Expression) -> str:
+    return e.sql(dialect="duckdb")
+
+
+def create_table(table: str, columns: dict[str, str]) -> str:
+    """CREATE TABLE with DuckDB types for the stream's SQL types."""
+    schema = exp.Schema(this=_table(table), expressions=[
+        exp.ColumnDef(this=exp.to_identifier(c, quoted=True),
+                      kind=exp.DataType.build(_DUCK[t])) for c, t in columns.items()])
+    return _sql(exp.Create(this=schema, kind="TABLE"))
+
+
+def insert_from(table: str, source: str, columns: list[str]) -> str:
+    """INSERT INTO table (columns) SELECT columns FROM source."""
+    cols = [_col(c) for c in columns]
+    target = exp.Schema(this=_table(table), expressions=[exp.to_identifier(c, quoted=True)
+                                                         for c in columns])
+    return _sql(exp.insert(exp.select(*cols).from_(source), target))
+
+
+def delete_before(table: str, column: str, range_s: float | None = None) -> str:
+    """DELETE the rows whose `column` is before the parameter (minus `range_s` seconds)."""
+    bound: exp.Expression = exp.cast(exp.Placeholder(), "TIMESTAMP")
+    if range_s is not None:
+        bound = exp.Sub(this=bound, expression=exp.Interval(
+            this=exp.Literal.string(str(range_s)), unit=exp.Var(this="SECOND")))
+    return _sql(exp.delete(_table(table), where=exp.LT(this=_col(column), expression=bound)))
+
+
+def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[str],
+                       rows: int) -> str:
+    """DELETE what a tuple window of `rows` rows (per partition) before the parameter no
+    longer holds, ordered by event time and then the other columns (as the DB-op's SQL)."""
+    order = exp.Order(expressions=[exp.Ordered(this=_col(c), desc=True)
+                                   for c in ["_ts", *columns]])
+    rn = exp.Window(this=exp.RowNumber(), order=order,
+                    partition_by=[_col(k) for k in partition_by] or [exp.Literal.number(1)])
+    inner = (exp.select(exp.column("rowid"), exp.alias_(rn, "rn"))
+             .from_(_table(table))
+             .where(exp.LT(this=_col("_ts"), expression=exp.Placeholder())))
+    doomed = (exp.select(exp.column("rowid")).from_(inner.subquery("r"))
+              .where(exp.GT(this=exp.column("rn"), expression=exp.Literal.number(rows))))
+    return _sql(exp.delete(_table(table), where=exp.In(this=exp.column("rowid"),
+                                                       query=doomed.subquery())))
 
 
 @dataclass(frozen=True)
@@ -50,12 +105,10 @@ class MigDatabase:
         self.con = duckdb.connect(config={"threads": threads, "memory_limit": memory_limit})
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
-        self._exec("CREATE TABLE taus (_tau TIMESTAMP)")
+        self._exec(create_table("taus", {"_tau": "TIMESTAMP"}))
         for spec in inputs:
             tcol = "_ts" if spec.row_level else "_tau"
-            cols = ", ".join([f'"{tcol}" TIMESTAMP'] + [f'"{c}" {_DUCK[t]}'
-                                                         for c, t in spec.columns.items()])
-            self._exec(f'CREATE TABLE "{spec.table}" ({cols})')
+            self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.timings = {"insert_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
 
     def _exec(self, sql: str, params: list | None = None) -> list:
@@ -72,17 +125,16 @@ class MigDatabase:
         rows = naive_timestamps(rows)
         names = [tcol, *spec.columns]
         self.con.register("_batch", rows.select(names))
-        cols = ", ".join(f'"{n}"' for n in names)
-        self._exec(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM _batch')
+        self._exec(insert_from(table, "_batch", names))
         self.con.unregister("_batch")
         self.timings["insert_s"] += time.perf_counter() - t0
 
     def run(self, taus: Sequence) -> pa.Table:
         """Run the DB-op's SQL for the given slide instants; rows tagged with `_tau`."""
         t0 = time.perf_counter()
-        self._exec("DELETE FROM taus")
+        self._exec(_sql(exp.delete(_table("taus"))))
         self.con.register("_taus", pa.table({"_tau": pa.array(list(taus), pa.timestamp("us"))}))
-        self._exec("INSERT INTO taus SELECT _tau FROM _taus")
+        self._exec(insert_from("taus", "_taus", ["_tau"]))
         self.con.unregister("_taus")
         out = self.con.sql(self.sql).to_arrow_table()
         self.timings["sql_s"] += time.perf_counter() - t0
@@ -93,23 +145,17 @@ class MigDatabase:
         t0 = time.perf_counter()
         for spec in self.inputs.values():
             if not spec.row_level:
-                self._exec(f'DELETE FROM "{spec.table}" WHERE _tau < ?', [next_tau])
+                self._exec(delete_before(spec.table, "_tau"), [next_tau])
             elif spec.range_s is not None:
-                self._exec(
-                    f'DELETE FROM "{spec.table}" WHERE _ts < ?::TIMESTAMP - INTERVAL '
-                    f"'{spec.range_s}' SECOND", [next_tau])
+                self._exec(delete_before(spec.table, "_ts", spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
-                part = ", ".join(f'"{k}"' for k in spec.partition_by) or "1"
-                # the same order as the DB-op's SQL (ties broken by the other columns)
-                order = ", ".join(f'"{c}" DESC' for c in ["_ts", *spec.columns])
-                self._exec(
-                    f'DELETE FROM "{spec.table}" WHERE rowid IN (SELECT rowid FROM (SELECT rowid,'
-                    f" row_number() OVER (PARTITION BY {part} ORDER BY {order}) AS rn FROM "
-                    f'"{spec.table}" WHERE _ts < ?) WHERE rn > {int(spec.rows)})', [next_tau])
+                self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
+                                              int(spec.rows)), [next_tau])
         self.timings["expire_s"] += time.perf_counter() - t0
 
     def row_counts(self) -> dict[str, int]:
-        return {t: self._exec(f'SELECT count(*) FROM "{t}"')[0][0] for t in self.inputs}
+        return {t: self._exec(_sql(exp.select(exp.Count(this=exp.Star())).from_(_table(t))))[0][0]
+                for t in self.inputs}
 
     def memory_bytes(self) -> int:
         """DuckDB's own accounting of the memory it holds."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +22,11 @@ _ARROW = {
     "VARCHAR": pa.string(),
     "BOOLEAN": pa.bool_(),
 }
+
+
+#: values of a punctuation row's columns (not null: Spark filters null join keys)
+NEUTRAL = {"BIGINT": -1, "INT": -1, "DOUBLE": 0.0, "VARCHAR": "", "BOOLEAN": False,
+           "TIMESTAMP": datetime(1970, 1, 1)}
 
 
 def arrow_type(sql_type: str) -> pa.DataType:

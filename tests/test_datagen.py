@@ -48,13 +48,13 @@ def test_schema_and_manifest(spool: tuple[Path, object, pa.Table]) -> None:
     d, summary, table = spool
     assert table.schema == SCHEMA
     m = read_manifest(d)
-    assert m["rows"] == summary.rows == table.num_rows == 500 * 40
-    assert m["files"] == summary.files == 40
-    assert m["seconds"] == 40 and m["rate"] == 500 and m["seed"] == 3
-    assert m["houses"] == summary.houses == 10
-    assert m["plugs"] == summary.plugs
-    assert datetime.fromisoformat(m["start"]) == START
-    assert m["schema"] == SCHEMA.names
+    assert m.rows == summary.rows == table.num_rows == 500 * 40
+    assert m.files == summary.files == 40
+    assert m.seconds == 40 and m.rate == 500 and m.seed == 3
+    assert m.houses == summary.houses == 10
+    assert m.plugs == summary.plugs
+    assert m.start == START
+    assert m.schema_ == SCHEMA.names
 
 
 def test_file_naming_rows_per_second_and_ts_range(spool: tuple[Path, object, pa.Table]) -> None:
@@ -138,7 +138,7 @@ def test_rerun_replaces_old_spool(tmp_path: Path) -> None:
     generate(tmp_path, rate=100, seconds=10, houses=2)
     generate(tmp_path, rate=100, seconds=4, houses=2)
     assert len(_parts(tmp_path)) == 4
-    assert read_manifest(tmp_path)["files"] == 4
+    assert read_manifest(tmp_path).files == 4
 
 
 @pytest.mark.parametrize("plugs,houses", [(7, 40), (57, 10), (2125, 40)])
@@ -246,7 +246,7 @@ def test_load_csv_round_trip(tmp_path: Path) -> None:
         rej = list(csv.DictReader(f))
     assert len(rej) == 1 and "value" in rej[0]["reason"] and "oops" in rej[0]["raw"]
     m = read_manifest(out)
-    assert m["rejected"] == 1 and m["rows"] == 6 and m["houses"] == 2 and m["plugs"] == 3
+    assert m.rejected == 1 and m.rows == 6 and m.houses == 2 and m.plugs == 3
 
 
 def test_load_csv_structural_and_semantic_rejects(tmp_path: Path) -> None:
@@ -276,4 +276,4 @@ def test_load_csv_empty_file(tmp_path: Path) -> None:
     src.write_text("")
     s = load_csv(src, tmp_path / "o")
     assert s.rows == 0 and s.files == 0 and s.rejected == 0
-    assert read_manifest(tmp_path / "o")["rows"] == 0
+    assert read_manifest(tmp_path / "o").rows == 0

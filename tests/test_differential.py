@@ -16,6 +16,7 @@ from federation.logical import NumberedPlan
 from federation.optimizer import optimize
 from federation.optimizer.phase_one import phase_one
 from federation.optimizer.phase_two import phase_two
+from federation.physical import placement_string
 from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.smartplug.datagen import generate
@@ -85,7 +86,7 @@ def _kept_plans(name):
     profile = load_profile()
     logical = NumberedPlan.of(phase_one(make(name), profile))
     res = phase_two(logical, profile)
-    return [",".join(f"{o}={e}" for o, e in pl.items()) for pl, _ in res.plans]
+    return [placement_string(pl) for pl, _ in res.plans]
 
 
 @pytest.mark.parametrize("name", ["CQ3", "CQ4"])

@@ -17,7 +17,7 @@ from federation.api import run
 from federation.errors import PlacementError
 from federation.expressions import avg, sum_
 from federation.logical import NumberedPlan
-from federation.physical import build_physical_plan, spe_limits
+from federation.physical import build_physical_plan, placement_string, spe_limits
 from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.smartplug import smartplug_stream
@@ -43,7 +43,7 @@ def every_placement(q) -> list[str]:
     for es in itertools.product(("spe", "db"), repeat=len(ops)):
         pl = dict(zip(ops, es))
         if not spe_limits(plan, pl) and len(set(es)) > 1:
-            out.append(",".join(f"{o}={e}" for o, e in pl.items()))
+            out.append(placement_string(pl))
     return out
 
 

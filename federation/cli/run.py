@@ -62,8 +62,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         try:
             man = read_manifest(data)
-            plugs = plugs or man.get("plugs")
-            a.rate = a.rate or man.get("rate")
+            plugs = plugs or man.plugs
+            a.rate = a.rate or man.rate
         except (FileNotFoundError, OSError, ValueError):
             pass
     rate = a.rate or 2000.0

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from db.store import naive_timestamps
-from federation.parts import arrow_type
+from federation.parts import NEUTRAL, arrow_type
 from federation.physical import DbOp
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
@@ -33,9 +33,7 @@ from federation.runtime.stages import Stage, StagedPlan
 
 WT = "_wt"
 END_OF_INPUT_BATCH = 10**8
-#: values of a punctuation row's columns (non-null: Spark filters null join keys)
-NEUTRAL = {"BIGINT": -1, "INT": -1, "DOUBLE": 0.0, "VARCHAR": "", "BOOLEAN": False,
-           "TIMESTAMP": dt.datetime(1970, 1, 1)}  # the key of the parts written when the input is drained
+  # the key of the parts written when the input is drained
 
 
 def watermark(clock: dict[int, dt.datetime], sources: list[int], lateness_s: float):

@@ -14,49 +14,48 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
 
-from federation.parts import arrow_schema, list_parts, write_part
+from federation.parts import NEUTRAL, arrow_schema, list_parts, write_part
 from federation.streams import StreamDecl
 
 PUNCTUATION_ID = -1
 TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
 EPOCH = datetime(1970, 1, 1)
 REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
-@dataclass
-class IngestResult:
-    """The spool written for the engines, and what was dead-lettered."""
+
+
+class IngestResult(BaseModel):
+    """The spool written for the engines, and what was dead-lettered (ingest.json)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     spool_dir: Path
     deadletter_dir: Path
-    files: int
-    rows_in: int
-    rows_ok: int
-    dead: Counter = field(default_factory=Counter)
-    first_ts: object = None
-    last_ts: object = None
+    files: int = 0
+    rows_in: int = 0
+    rows_ok: int = 0
+    dead: dict[str, int] = Field(default_factory=dict, description="dead rows per reason")
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
     spool_files: int = 0  # data files of the spool (< files when fast-forwarded)
     warmup_files: int = 0  # of which merged warm-up files
-    quarantined: list = field(default_factory=list)  # [{"file", "reason"}] unreadable files
+    quarantined: list[dict[str, str]] = Field(default_factory=list)  # unreadable files
 
     @property
     def rows_dead(self) -> int:
         return sum(self.dead.values())
 
-    def to_dict(self) -> dict:
-        return {"files": self.files, "spool_files": self.spool_files,
-                "warmup_files": self.warmup_files, "rows_in": self.rows_in, "rows_ok": self.rows_ok,
-                "rows_dead": self.rows_dead, "dead_by_reason": dict(self.dead),
-                "files_quarantined": self.quarantined,
-                "deadletter_dir": str(self.deadletter_dir)}
+    def count_dead(self, reasons) -> None:
+        for r in reasons:
+            self.dead[r] = self.dead.get(r, 0) + 1
 
 
 def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
@@ -189,22 +188,11 @@ def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION_ID) -> pa.Table:
     column a neutral value."""
     tss = ts if isinstance(ts, list) else [ts]
     n = len(tss)
-    schema = arrow_schema(stream.columns)
-    row = {}
-    for f in schema:
-        if f.name == stream.ts_column:
-            row[f.name] = tss
-        elif f.name == "id":
-            row[f.name] = [kind] * n
-        elif pa.types.is_integer(f.type):
-            row[f.name] = [-1] * n
-        elif pa.types.is_floating(f.type):
-            row[f.name] = [0.0] * n
-        elif pa.types.is_boolean(f.type):
-            row[f.name] = [False] * n
-        else:
-            row[f.name] = [""] * n
-    return pa.table(row, schema=schema)
+    row = {c: [NEUTRAL[t]] * n for c, t in stream.columns.items()}
+    row[stream.ts_column] = tss
+    if "id" in row:
+        row["id"] = [kind] * n
+    return pa.table(row, schema=arrow_schema(stream.columns))
 
 
 def prepare_input(
@@ -256,7 +244,7 @@ def prepare_input(
         raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
     if max_files is not None:
         parts = parts[:max_files]
-    res = IngestResult(spool, dead_dir, 0, 0, 0)
+    res = IngestResult(spool_dir=spool, deadletter_dir=dead_dir)
     _count_csv_rejects(data, dead_dir, res)
     max_ts = None
     tick_hi = None
@@ -284,7 +272,7 @@ def prepare_input(
                 "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
             })
             pq.write_table(dl, dead_dir / f"dead-{k:08d}.parquet")
-            res.dead.update(_reason_kind(r) for _, r in bad)
+            res.count_dead(_reason_kind(r) for _, r in bad)
         ticks: list = []
         if good.num_rows:
             hi = pc.max(good.column(ts_col)).as_py()
@@ -321,8 +309,8 @@ def prepare_input(
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
         write_part(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
                    base_mtime + res.spool_files)
-    (dead_dir / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
-    (work / "ingest.json").write_text(json.dumps(res.to_dict(), indent=2, default=str))
+    (dead_dir / "ingest.json").write_text(res.model_dump_json(indent=2))
+    (work / "ingest.json").write_text(res.model_dump_json(indent=2))
     return res
 
 
@@ -370,7 +358,7 @@ def _count_csv_rejects(data: Path, dead_dir: Path, res: IngestResult) -> None:
 
     shutil.copy2(path, dead_dir / REJECTED_CSV)
     res.rows_in += len(rows)
-    res.dead.update("csv: " + r.get("reason", "?") for r in rows)
+    res.count_dead("csv: " + r.get("reason", "?") for r in rows)
 
 
 def read_clean_rows(spool_dir: Path | str) -> pa.Table:

@@ -23,13 +23,13 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
 
 from federation.parts import write_part
 
@@ -69,9 +69,10 @@ _PLUGS_PER_HOUSEHOLD = (2, 10)
 ProgressFn = Callable[[int, int], Any]
 
 
-@dataclass
-class GenerateSummary:
-    """What a producer wrote to a spool directory (mirrors ``_manifest.json``)."""
+class GenerateSummary(BaseModel):
+    """What a producer wrote to a spool directory (``_manifest.json``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     out_dir: str
     source: str
@@ -83,16 +84,14 @@ class GenerateSummary:
     start: datetime | None
     rows: int
     files: int
-    schema: list[str] = field(default_factory=lambda: list(SCHEMA.names))
+    schema_: list[str] = Field(default_factory=lambda: list(SCHEMA.names), alias="schema")
     rejected: int = 0
     households: int = 0
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict (``start`` as ISO string)."""
-        d = asdict(self)
-        d["start"] = self.start.isoformat() if self.start is not None else None
-        return d
+        """The manifest as JSON-ready values (``start`` as ISO string)."""
+        return self.model_dump(mode="json", by_alias=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,10 +133,10 @@ def _to_naive_utc(start: datetime) -> datetime:
     return start
 
 
-def read_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return the parsed ``_manifest.json`` of a spool directory."""
-    with open(Path(out_dir) / MANIFEST_NAME, encoding="utf-8") as f:
-        return json.load(f)
+def read_manifest(out_dir: str | os.PathLike[str]) -> GenerateSummary:
+    """The ``_manifest.json`` of a spool directory."""
+    return GenerateSummary.model_validate_json(
+        (Path(out_dir) / MANIFEST_NAME).read_text(encoding="utf-8"))
 
 
 # --------------------------------------------------------------------------------------------
