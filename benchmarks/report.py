@@ -63,7 +63,7 @@ def report(path: Path) -> str:
         out.append(f"| {q} | {rate:.0f} | {ratio(best)} | {ratio(s)} | {ratio(d)} | "
                    f"{best['plan']} (rho {best['rho']:.2f}) |")
     if doc["max_throughput"]:
-        out += ["", ("Maximum throughput by search over the measured rates (DESIGN 8): MST = the "
+        out += ["", ("Maximum throughput by search over the measured rates (docs/architecture.md, benchmark protocol): MST = the "
                  "largest rate sustained (rho >= 1 there and at every lower rate), peak "
                  "achieved = the largest rate x min(1, rho), peak processed = the largest "
                  "rate x rho (not capped by the requested rate)."), "",

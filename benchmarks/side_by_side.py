@@ -2,7 +2,7 @@
 
 Run: python -m benchmarks.side_by_side --queries CQ1,CQ3 --rates 2000,20000 --seconds 40
 Writes benchmarks/results/side_by_side.json. rho = event seconds processed per wall second
-(DESIGN 8), one event second per micro-batch, as fast as the plan can go; `rho_steady`
+(docs/architecture.md), one event second per micro-batch, as fast as the plan can go; `rho_steady`
 uses the median batch time after the first `--warmup` batches. Nothing else may run on the
 machine meanwhile.
 """

@@ -1,4 +1,4 @@
-"""Throughput side by side (DESIGN 8): queries x rates x plans, rho and achieved throughput.
+"""Throughput side by side (docs/architecture.md, benchmark protocol): queries x rates x plans, rho and achieved throughput.
 
 Run: python -m benchmarks.throughput --scale 0.1 --rates 2000,20000 --queries CQ1,CQ3
 
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def max_throughput(pts: list[dict]) -> list[dict]:
-    """Per query and plan, by search over the measured rates (DESIGN 8): the maximum
+    """Per query and plan, by search over the measured rates (docs/architecture.md, benchmark protocol): the maximum
     sustainable throughput (largest rate such that rho >= 1 at it and at every lower measured
     rate), the peak achieved throughput (largest rate x min(1, rho)) and, because achieved
     throughput is capped by the requested rate, the peak processed throughput (largest

@@ -44,7 +44,7 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
 
 
 def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
-    """State entries a stateful SPE-op updates per slide (extension, DESIGN 5): the groups
+    """State entries a stateful SPE-op updates per slide (extension, docs/cost-model.md): the groups
     that receive rows in that slide (at most the rows of one slide) x the windows open per
     group (range / slide for row-level input, one for a relation). Measured at full window
     size: Spark's batch time follows this, not the input rate (benchmarks/results)."""
@@ -60,7 +60,7 @@ def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
 
 @dataclass(frozen=True)
 class DbOpCost:
-    """Cost per second of a DB-op, split as DESIGN 5: transfer in, SQL per slide, transfer out."""
+    """Cost per second of a DB-op, split as docs/cost-model.md does: transfer in, SQL per slide, transfer out."""
 
     transfer_in: float
     maintain: float
@@ -132,7 +132,7 @@ class PlanCost:
 
 
 def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> PlanCost:
-    """Cost of a physical plan (eqs 4-6 with the extensions of costmodel/README.md). `pp`
+    """Cost of a physical plan (eqs 4-6 with the extensions of docs/cost-model.md). `pp`
     is read by attributes: `logical`, `placement` and `db_ops` (id, members, root, inputs)."""
     plan = pp.logical
     sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)

@@ -1,4 +1,4 @@
-"""Cost profiles: every unit cost of one machine, units in the field names (DESIGN 5)."""
+"""Cost profiles: every unit cost of one machine, units in the field names (docs/cost-model.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class CostProfile(BaseModel):
     """Unit costs for the SPE (Spark) and the DB (DuckDB), in seconds of one core.
 
     The paper's model (section 5) charges per input tuple only; the `*_per_slide_*`,
-    `*_per_state_*` and `capacity_cores` fields extend it (DESIGN 5, costmodel/README.md).
+    `*_per_state_*` and `capacity_cores` fields extend it (docs/cost-model.md).
     Setting them to 0 / None gives the paper's form back.
 
     Example:

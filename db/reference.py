@@ -1,4 +1,4 @@
-"""Reference evaluator (DESIGN 8): each slide instant's result computed directly.
+"""Reference evaluator (docs/architecture.md, benchmark protocol): each slide instant's result computed directly.
 
 For a finite input it materializes, at every slide instant tau, each window's contents and
 evaluates the operators one by one with DuckDB's relational API. It shares no code with the

@@ -1,4 +1,4 @@
-"""SQL of a migration candidate, built as a sqlglot tree and rendered for DuckDB (DESIGN 4).
+"""SQL of a migration candidate, built as a sqlglot tree and rendered for DuckDB.
 
 Every relation carries the slide instant `_tau`. The candidate's SQL reads a table `taus`
 (the slide instants to compute, one or several) and its inputs `in0, in1, ...`:

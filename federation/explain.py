@@ -1,4 +1,4 @@
-"""`fedq explain`: the chosen physical plan as a tree, as text or JSON (DESIGN 6)."""
+"""`fedq explain`: the chosen physical plan as a tree, as text or JSON (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Expressions of the DSL: strings or `col(...)` helpers, kept as sqlglot trees (DESIGN 3).
+"""Expressions of the DSL: strings or `col(...)` helpers, kept as sqlglot trees.
 
 Example:
     >>> e = to_expression("value > 0.9 * maxv")

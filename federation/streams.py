@@ -1,4 +1,4 @@
-"""Stream declarations and their statistics (pydantic models at the edge, DESIGN section 3)."""
+"""Stream declarations and their statistics (pydantic models at the edge)."""
 
 from __future__ import annotations
 

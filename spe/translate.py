@@ -1,4 +1,4 @@
-"""SPE fragments as Spark Structured Streaming operators (DESIGN 7).
+"""SPE fragments as Spark Structured Streaming operators (docs/architecture.md).
 
 A visitor over the plan nodes builds streaming DataFrames. Two shapes of stream exist:
 

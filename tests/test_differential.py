@@ -1,4 +1,4 @@
-"""Every placement returns exactly what the reference evaluator returns (DESIGN 2, 8).
+"""Every placement returns exactly what the reference evaluator returns (docs/architecture.md, semantics).
 
 Small deterministic input: 30 plugs, windows scaled to 10/30/50 s, one minute of data.
 Most runs feed 10 event seconds per micro-batch (a batch completes many slides); a few

@@ -1,4 +1,4 @@
-"""Logical plan nodes and the query DSL built on them (DESIGN sections 2 and 4).
+"""Logical plan nodes and the query DSL built on them (docs/architecture.md).
 
 Nodes are immutable values; every method builds a new node and validates it at once, so
 a mistake fails where the query is written, with the operator and the field named.

@@ -1,5 +1,5 @@
 """The coster of Phase-Two: cost vectors of partial plans, from the one cost model in
-costmodel/ (eqs 4-6 and the extensions of costmodel/README.md)."""
+costmodel/ (eqs 4-6 and the extensions of docs/cost-model.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MIG operator at run time: the SPE-side wrapper of one DB-op (DESIGN 4 and 7).
+"""The MIG operator at run time: the SPE-side wrapper of one DB-op (docs/architecture.md).
 
 It receives its inputs' rows per micro-batch as Arrow, keeps them in DuckDB, runs the
 DB-op's SQL for every slide instant that the event-time clock has completed, deletes what
