@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.fuzz import fuzz, queries
+from benchmarks.fuzz import fuzz
+from benchmarks.fuzz_queries import queries
 from federation.logical import Rstream
 
 
@@ -24,7 +25,7 @@ def test_generated_queries_match_the_reference_in_every_placement(spark, tmp_pat
 @given(queries(), st.data())
 def test_generator_gives_valid_queries_with_runnable_explicit_placements(g, data):
     # no JVM: every generated query is valid DSL and its placements name its operators
-    from benchmarks.fuzz import _logical
+    from benchmarks.fuzz_queries import _logical
     from federation.physical import parse_placement, spe_limits
 
     assert isinstance(g.query, Rstream)

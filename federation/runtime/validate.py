@@ -1,0 +1,141 @@
+"""Validation of one input table: types, nulls, NaN and infinite readings, domains, and
+event time (pre-epoch, late, or beyond the horizon of the stream's clock). Each bad row
+gets a reason; the caller dead-letters it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from federation.parts import arrow_schema
+from federation.streams import StreamDecl
+
+EPOCH = datetime(1970, 1, 1)
+
+
+def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
+    """Cast a column; rows whose value cannot be cast become null and are reported."""
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if arr.type == typ:
+        return arr, []
+    if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ):
+        return arr.cast(pa.timestamp("us", tz=arr.type.tz)).cast(typ), []
+    try:
+        return pc.cast(arr, typ, safe=True), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    values, bad = [], []
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            values.append(pc.cast(pa.array([v]), typ, safe=True)[0].as_py() if v is not None
+                          else None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            values.append(None)
+            bad.append(i)
+    return pa.array(values, type=typ), bad
+
+
+def validate_table(
+    raw: pa.Table,
+    stream: StreamDecl,
+    watermark,
+    domains: Mapping[str, set] | None = None,
+    clock=None,
+    horizon_s: float = 3600.0,
+) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """Split a raw table into clean rows (typed) and (row index, reason) of the bad ones.
+
+    Event time must be plausible: not before 1970, not late (below `watermark`), and not
+    more than `horizon_s` ahead of the stream's `clock` (the largest event time accepted
+    so far). Within one table, readings are taken in event-time order and a gap of more
+    than `horizon_s` to the readings before it marks the rest as far-future; with no clock
+    yet (the first file), the gap is measured from the file's median reading both ways,
+    so one outlier can neither start nor move the clock."""
+    schema = arrow_schema(stream.columns)
+    n = raw.num_rows
+    reasons: dict[int, str] = {}
+    cols = {}
+    for f in schema:
+        if f.name not in raw.column_names:
+            for i in range(n):
+                reasons.setdefault(i, f"missing column {f.name!r}")
+            cols[f.name] = pa.nulls(n, f.type)
+            continue
+        arr, bad = _cast_column(raw.column(f.name), f.type)
+        for i in bad:
+            reasons.setdefault(i, f"wrong type in column {f.name!r} (want {stream.columns[f.name]})")
+        for i in _true_indices(pc.is_null(arr)) if arr.null_count else []:
+            reasons.setdefault(i, f"null in column {f.name!r}")
+        if pa.types.is_floating(f.type):
+            for i in _true_indices(pc.invert(pc.is_finite(arr))):
+                reasons.setdefault(i, f"not a finite number (NaN or infinite) in column "
+                                      f"{f.name!r}")
+        cols[f.name] = arr
+    for colname, allowed in (domains or {}).items():
+        arr = cols[colname]
+        outside = pc.and_(pc.invert(pc.is_in(arr, pa.array(sorted(allowed), arr.type))),
+                          pc.is_valid(arr))
+        for i in _true_indices(outside):
+            reasons.setdefault(i, f"unknown {colname} code {arr[i].as_py()!r}")
+    ts = cols[stream.ts_column]
+    for i in _true_indices(pc.less(ts, pa.scalar(EPOCH, ts.type))):
+        reasons.setdefault(i, f"event time {ts[i].as_py()} is before 1970-01-01")
+    if watermark is not None:
+        late = pc.less(ts, pa.scalar(watermark, ts.type))
+        for i in _true_indices(late):
+            reasons.setdefault(i, f"late: event time {ts[i].as_py()} is before the watermark "
+                                  f"{watermark} (largest earlier event time - allowed lateness)")
+    for i, why in _far_from_clock(ts, reasons, clock, horizon_s):
+        reasons.setdefault(i, why)
+    table = pa.table(cols, schema=schema)
+    if reasons:
+        keep = pa.array([i not in reasons for i in range(n)])
+        table = table.filter(keep)
+    return table, sorted(reasons.items())
+
+
+def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
+    """(row, reason) of readings more than `horizon_s` away from the stream's clock (see
+    `validate_table`); vectorized over the sorted event times of the rows still good."""
+    import numpy as np
+
+    good = np.array([i for i in range(len(ts)) if i not in reasons], dtype=np.int64)
+    if not len(good):
+        return []
+    us = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[good]
+    order = np.argsort(us, kind="stable")
+    v, idx = us[order], good[order]
+    h = round(horizon_s * 1_000_000)
+    out: list[tuple[int, str]] = []
+    if clock is None:  # anchor at the median; walk down, then up
+        m = len(v) // 2
+        gaps_down = np.flatnonzero(np.diff(v[: m + 1]) > h)
+        lo = gaps_down[-1] + 1 if len(gaps_down) else 0
+        for i in idx[:lo]:
+            why = (f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s before the "
+                   "other readings of the first file")
+            out.append((int(i), why))
+        v, idx, start = v[m:], idx[m:], v[m]
+    else:
+        start = _ts_us(clock)
+    steps = np.diff(np.concatenate([[start], np.maximum.accumulate(v)]))
+    jump = np.flatnonzero(steps > h)
+    if len(jump):
+        for i in idx[jump[0]:]:
+            why = (f"event time {ts[int(i)].as_py()} is more than {horizon_s:g} s ahead of "
+                   "the stream's clock (--event-horizon)")
+            out.append((int(i), why))
+    return out
+
+
+def _ts_us(t) -> int:
+    d = t - EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+def _true_indices(mask: pa.Array) -> list[int]:
+    """Row indices where a boolean mask is true (nulls count as false); vectorized."""
+    return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
