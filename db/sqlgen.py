@@ -48,14 +48,6 @@ def _alias(e: exp.Expression, name: str) -> exp.Alias:
     return exp.alias_(e, name, quoted=True)
 
 
-def _qualify(e: exp.Expression, table: str) -> exp.Expression:
-    e = e.copy()
-    for c in e.find_all(exp.Column):
-        c.set("table", exp.to_identifier(table))
-        c.set("this", exp.to_identifier(c.name, quoted=True))
-    return e
-
-
 def _quote(e: exp.Expression) -> exp.Expression:
     e = e.copy()
     for c in e.find_all(exp.Column):

@@ -46,11 +46,6 @@ def referenced_columns(e: exp.Expression) -> set[str]:
     return {c.name for c in e.find_all(exp.Column)}
 
 
-def render(e: exp.Expression, dialect: str = "duckdb") -> str:
-    """Render an expression as SQL of one engine (`duckdb` or `spark`)."""
-    return e.sql(dialect=dialect)
-
-
 def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     """A small type inference over the expression forms the DSL supports.
 

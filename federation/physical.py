@@ -30,7 +30,6 @@ from federation.logical import (
     Window,
     input_key,
     is_row_level,
-    leaf_window,
 )
 
 ENGINES = ("spe", "db")
@@ -124,12 +123,6 @@ def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]
     while oid in plan.children and plan.children[oid] and placement.get(oid) != "db":
         (oid,) = plan.children[oid]
     return placement.get(oid) != "db"
-
-
-def tuple_window_rows(plan: NumberedPlan, oid: str) -> bool:
-    """True when `oid` is a tuple window or selections and projections over one."""
-    node = plan.nodes[oid]
-    return is_row_level(node) and not leaf_window(node).is_time_based
 
 
 def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -61,7 +61,6 @@ class MigRuntime:
                 self.horizon_s = max(self.horizon_s, (w.range_s or 0.0) + slide_s)
             else:
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
-        self.row_inputs = any(ci.row_level for ci in db_op.inputs)
         self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql_text, threads=threads, memory_limit=memory_limit)
         self.next_tau: dt.datetime | None = life[0] if life else None
