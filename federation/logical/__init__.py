@@ -24,9 +24,9 @@ from federation.logical.nodes import (
     Rstream,
     Select,
     Unary,
-    Window,
 )
 from federation.logical.plan import NumberedPlan, input_key, is_row_level, leaf_window
+from federation.logical.window import Window
 
 __all__ = [
     "R2R_KINDS",

@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from federation.errors import QueryValidationError
-from federation.logical.nodes import Node, Window
+from federation.logical.nodes import Node
+from federation.logical.window import Window
 from federation.streams import StreamDecl
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")

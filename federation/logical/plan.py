@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from federation.logical.dsl import window  # noqa: F401 - doctests
-from federation.logical.nodes import R2R_KINDS, Node, Project, Rstream, Select, Window
+from federation.logical.nodes import R2R_KINDS, Node, Project, Rstream, Select
+from federation.logical.window import Window
 
 
 def is_row_level(node: Node) -> bool:
