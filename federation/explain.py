@@ -85,14 +85,14 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         node = lg.nodes[oid]
         if oid == "root":
             continue
-        cand = p.db_op_of(oid)
+        d = p.db_op_of(oid)
         ops.append({
             "id": oid,
             "kind": node.kind,
             "label": node.label(),
             "engine": "spe" if isinstance(node, Window) else p.engine_of(oid),
-            "db_op": cand.id if cand else None,
-            "u": None if isinstance(node, Window) else r.plan_cost.u_of(oid, cand and cand.id),
+            "db_op": d.id if d else None,
+            "u": None if isinstance(node, Window) else r.plan_cost.u_of(oid, d and d.id),
             "children": list(lg.children[oid]),
         })
     return {

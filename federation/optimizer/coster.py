@@ -23,7 +23,7 @@ from federation.logical import NumberedPlan, input_key
 class Partial:
     """A partial plan of the subtree under one operator."""
 
-    db_ops: frozenset[str]  # operators of the subtree placed in the DB
+    db_placed: frozenset[str]  # operators of the subtree placed in the DB
     closed: CostVector  # cost of its physical operators other than an open DB-op
     open_members: tuple[str, ...] = ()  # the DB-op rooted here, still open to merging
     cost: CostVector = ZERO  # closed + the open DB-op's cost: the subtree as a whole

@@ -68,7 +68,7 @@ def phase_two(
         pending[oid] = count
         # SPE-rooted: this operator in Spark over each child's best partial plan
         closed = ZERO
-        db_ops: frozenset[str] = frozenset()
+        db_placed: frozenset[str] = frozenset()
         # Spark has no tuple windows: an operator reading one runs in the DB (spe_limits)
         if any(isinstance(plan.nodes[c], Window) and not plan.nodes[c].is_time_based
                for c in plan.children[oid]):
@@ -84,9 +84,9 @@ def phase_two(
                 if better(coster.view(options[i]), coster.view(options[bi]), feasibility_check):
                     bi = i
             closed = closed.combine(options[bi])
-            db_ops |= parts[bi].db_ops
+            db_placed |= parts[bi].db_placed
         u = coster.spe_u(oid)
-        spe_rooted[oid] = Partial(db_ops, closed.add(u), (), closed.add(u))
+        spe_rooted[oid] = Partial(db_placed, closed.add(u), (), closed.add(u))
         # DB-rooted: each child feeds from the SPE side or merges its DB-rooted plans
         all_kids = plan.children[oid]
         choices = [
@@ -102,28 +102,28 @@ def phase_two(
             members: tuple[str, ...] = ()
             inputs: frozenset = frozenset()
             scan = own_scan
-            db_ops = frozenset((oid,))
+            db_placed = frozenset((oid,))
             for c, (part, merged) in zip(all_kids, combo):
                 if merged:
                     closed = closed.combine(part.closed)
                     members += part.open_members
                     inputs |= part.open_inputs
                     scan += part.open_scan
-                    db_ops |= part.db_ops
+                    db_placed |= part.db_placed
                 else:
                     if part is not None:
                         closed = closed.combine(part.cost)
-                        db_ops |= part.db_ops
+                        db_placed |= part.db_placed
                     inputs |= {coster.signature(c)}
             members += (oid,)
             u = coster.db_u(oid, inputs, scan)
-            out.append(Partial(db_ops, closed, members, closed.add(u), inputs, scan))
+            out.append(Partial(db_placed, closed, members, closed.add(u), inputs, scan))
         db_rooted[oid] = out
     finals = [spe_rooted[top]] + db_rooted[top]
     finals.sort(key=key)
     ops = plan.r2r_ids
     plans = [
-        ({o: ("db" if o in p.db_ops else "spe") for o in ops}, coster.view(p.cost)) for p in finals
+        ({o: ("db" if o in p.db_placed else "spe") for o in ops}, coster.view(p.cost)) for p in finals
     ]
     return PhaseTwoResult(plans, len(finals), subplans)
 
