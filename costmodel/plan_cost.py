@@ -80,7 +80,7 @@ def db_op_cost(
     root: str,
     p: CostProfile,
 ) -> DbOpCost:
-    """Cost of a migration candidate with the given member ops and (deduplicated) inputs.
+    """Cost of a DB-op with the given member ops and (deduplicated) inputs.
 
     transfer in = rows/s of each input x Arrow cost (row-level inputs also pay window
     maintenance in DuckDB); SQL = l x (fixed + sum over members of scan cost x input size);

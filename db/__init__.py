@@ -1,2 +1,2 @@
-"""DuckDB side: SQL of migration candidates (sqlglot only) and, in `db.store` and
+"""DuckDB side: SQL of DB-ops (sqlglot only) and, in `db.store` and
 `db.executor`, everything that imports duckdb."""

@@ -1,6 +1,6 @@
-"""SQL of a migration candidate, built as a sqlglot tree and rendered for DuckDB.
+"""SQL of a DB-op (migration candidate), built as a sqlglot tree and rendered for DuckDB.
 
-Every relation carries the slide instant `_tau`. The candidate's SQL reads a table `taus`
+Every relation carries the slide instant `_tau`. The DB-op's SQL reads a table `taus`
 (the slide instants to compute, one or several) and its inputs `in0, in1, ...`:
 row-level inputs hold window rows with their event time `_ts`, and their window becomes a
 time-range predicate on the slide instant (`_tau - range <= _ts < _tau`); relation-level

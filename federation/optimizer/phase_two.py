@@ -3,7 +3,7 @@
 At each R2R operator keep exactly one SPE-rooted partial plan (the operator in Spark over
 the best partial plan of each child, by Definition 1) and every DB-rooted partial plan
 (the operator in DuckDB, each child either feeding it from the SPE side or merging its own
-DB-rooted partial plan into the same migration candidate). A unary chain of n operators so
+DB-rooted partial plan into the same DB-op). A unary chain of n operators so
 yields n + 1 complete plans instead of 2^n. Plans larger than `max_subplan_ops` operators
 are decomposed into subplans of at most that many operators, optimized in post order: at a
 subplan boundary only the best DB-rooted partial plan of a child survives.

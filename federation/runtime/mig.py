@@ -35,7 +35,7 @@ def tau_to_wt(t: pa.Table) -> pa.Array:
 
 
 class MigRuntime:
-    """DuckDB state and per-slide execution of one migration candidate."""
+    """DuckDB state and per-slide execution of one DB-op."""
 
     def __init__(self, db_op: DbOp, slide_s: float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
