@@ -108,16 +108,28 @@ def _parse(plan, pl: str) -> dict:
     return parse_placement(plan, pl)
 
 
+class _Enough(BaseException):
+    """Raised inside the property once `n` distinct queries are checked (Hypothesis does
+    not treat a BaseException as a failure to shrink)."""
+
+
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True):
-    """Run `n` generated queries; returns (records, failure text or None)."""
+    """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
+    other placements; a repeat is skipped); returns (records, failure text or None)."""
     runner = Runner(work, spark)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
+    seen: set[str] = set()
 
     @seed(seed_value)
-    @settings(max_examples=n, deadline=None, database=None, phases=phases,
+    @settings(max_examples=10 * n, deadline=None, database=None, phases=phases,
               suppress_health_check=list(HealthCheck), derandomize=False, print_blob=True)
     @given(queries())
     def prop(g: Generated) -> None:
+        if g.source in seen and len(seen) < n:
+            return
+        if len(seen) >= n:
+            raise _Enough
+        seen.add(g.source)
         runner.check(g)
         if progress:
             progress(runner)
@@ -125,6 +137,8 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
     failure = None
     try:
         prop()
+    except _Enough:
+        pass
     except AssertionError as e:
         failure = str(e)
     return runner.records, failure
