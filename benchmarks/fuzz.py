@@ -153,7 +153,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="report path without suffix (.json and .md are written)")
     ap.add_argument("--work", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
+                    help="merge the reports of runs with other seeds (run side by side) into "
+                         "one report at --out, instead of running")
     a = ap.parse_args(argv)
+    if a.merge:
+        report = merge([json.loads(Path(p).read_text()) for p in a.merge])
+        Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
+        Path(a.out + ".md").write_text(markdown(report))
+        print(markdown(report).split("\n## Queries")[0])
+        return 0 if not report["failure"] else 1
     if a.queries < 1:
         ap.error("--queries: must be >= 1")
     from spe.session import get_spark
@@ -175,6 +184,21 @@ def main(argv: list[str] | None = None) -> int:
     Path(a.out + ".md").write_text(markdown(report))
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1
+
+
+def merge(reports: list[dict]) -> dict:
+    """One report of several runs (other seeds, run side by side): their records, a
+    query counted once even where two seeds generated it."""
+    records = [r for rep in reports for r in rep["records"]]
+    failures = [rep["failure"] for rep in reports if rep["failure"]]
+    args = argparse.Namespace(seed=", ".join(str(rep["seed"]) for rep in reports),
+                              queries=sum(rep["queries_requested"] for rep in reports))
+    out = summarize(records, "\n\n".join(failures) or None, args,
+                    max(rep["wall_s"] for rep in reports))
+    out["command"] = "; ".join(rep["command"] for rep in reports) + \
+        " (side by side); then python -m benchmarks.fuzz --merge ..."
+    out["date"] = max(rep["date"] for rep in reports)
+    return out
 
 
 def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> dict:
