@@ -16,7 +16,6 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.calibrate_fit import DB_TERMS, fit_profile, refit_db, throughput_rows
-from benchmarks.common import environment
+from benchmarks.common import environment, say
 from costmodel.fit import slope
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import USER_PROFILE_PATH
@@ -48,8 +47,6 @@ def agg_query(rate: float, range_s: float, plugs: int):
     return w.aggregate(by=PLUG_KEYS, m=max_("value")).rstream("calibration")
 
 
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def u_total(pp, profile) -> float:

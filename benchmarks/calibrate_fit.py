@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import say
 from costmodel.fit import nnls_fit, slope
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import CostProfile, PerKind
@@ -19,8 +19,6 @@ from federation.physical import build_physical_plan
 _STATE_TERMS = ("stateful ops", "rows in", "rows x copies", "state keys")
 
 
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _with_terms(p: CostProfile, op=0.0, row=0.0, copy=0.0, state=0.0) -> CostProfile:

@@ -40,3 +40,8 @@ def write_result(name: str, payload: dict, out_dir: Path | None = None) -> Path:
     path = out_dir / name
     path.write_text(json.dumps({**environment(), **payload}, indent=2, default=str) + "\n")
     return path
+
+
+def say(msg: str) -> None:
+    """Progress of a benchmark, on stderr."""
+    print(msg, file=sys.stderr, flush=True)

@@ -25,14 +25,13 @@ import argparse
 import json
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from benchmarks.common import RESULTS, environment
+from benchmarks.common import RESULTS, environment, say
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
@@ -45,8 +44,6 @@ from federation.smartplug.queries import QUERIES
 ALL_RATES = "1000,2000,5000,10000,15000,20000,25000,30000,40000"
 
 
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def point_plan(doc: dict, pt: dict, profile) -> NumberedPlan:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
-
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+from benchmarks.common import say
 
 _COLORS = {"auto": "C0", "spe": "C1", "db": "C2", "nofeas": "C3"}
 

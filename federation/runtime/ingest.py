@@ -29,7 +29,6 @@ from federation.streams import StreamDecl
 
 PUNCTUATION_ID = -1
 TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
-EPOCH = datetime(1970, 1, 1)
 REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
 
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from db.store import InputSpec, MigDatabase, naive_timestamps
+from federation.instants import first_instant
 from federation.logical import leaf_window
 from federation.physical import DbOp
 
 ONE_US = dt.timedelta(microseconds=1)
-EPOCH = dt.datetime(1970, 1, 1)
 
 
 def wt_to_tau(t: pa.Table) -> pa.Table:
@@ -71,9 +71,7 @@ class MigRuntime:
         self.slides_done = 0
 
     def _first_tau(self, ts: dt.datetime) -> dt.datetime:
-        s = self.slide.total_seconds()
-        k = int((ts - EPOCH).total_seconds() // s) + 1
-        return EPOCH + dt.timedelta(seconds=k * s)
+        return first_instant(ts, self.slide.total_seconds())
 
     def add(self, table: str, rows: pa.Table) -> None:
         """Rows of one input from the micro-batch (row-level with `_ts`, relations `_wt`)."""

@@ -5,15 +5,13 @@ gets a reason; the caller dead-letters it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from federation.instants import EPOCH, ts_us
 from federation.parts import arrow_schema
 from federation.streams import StreamDecl
-
-EPOCH = datetime(1970, 1, 1)
 
 
 def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
@@ -120,7 +118,7 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
             out.append((int(i), why))
         v, idx, start = v[m:], idx[m:], v[m]
     else:
-        start = _ts_us(clock)
+        start = ts_us(clock)
     steps = np.diff(np.concatenate([[start], np.maximum.accumulate(v)]))
     jump = np.flatnonzero(steps > h)
     if len(jump):
@@ -131,9 +129,6 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
     return out
 
 
-def _ts_us(t) -> int:
-    d = t - EPOCH
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def _true_indices(mask: pa.Array) -> list[int]:
