@@ -1,23 +1,41 @@
-"""SQL of a DB-op (migration candidate), built as a sqlglot tree and rendered for DuckDB.
+"""SQL of a DB-op (migration candidate), built as sqlglot trees and rendered for DuckDB.
 
-Every relation carries the slide instant `_tau`. The DB-op's SQL reads a table `taus`
-(the slide instants to compute, one or several) and its inputs `in0, in1, ...`:
-row-level inputs hold window rows with their event time `_ts`, and their window becomes a
-time-range predicate on the slide instant (`_tau - range <= _ts < _tau`); relation-level
-inputs (results of SPE-ops) hold rows tagged with `_tau`. This module needs only sqlglot.
+A DB-op runs as one query per slide instant, with the instant as parameters: `$tau` (a
+TIMESTAMP) and `$tau_us` (its microseconds since the epoch). Its inputs are tables
+`in0, in1, ...`:
+
+- window rows (row-level inputs) carry their event time `_ts`. A time window is read with
+  plain bounds, `$tau - range <= _ts < $tau`; a tuple window as the last n rows (per
+  partition) before `$tau`.
+- relations (results of SPE-ops) carry the instant `_tau` they belong to, read with
+  `_tau = $tau`.
+- **Slices.** An aggregation over a time window (through selections and projections in the
+  same DB-op) does not read window rows: the MIG folds every micro-batch's rows into a
+  slice table of partial aggregates (COUNT, SUM, MIN, MAX; AVG as SUM and COUNT) per group
+  and per slice of width gcd(ranges, slide), and the query combines the slices that cover
+  [tau - range, tau). Aggregations with the same keys over the same rows share one slice
+  table whatever their ranges (CQ3's 1- and 5-minute windows). Window rows are kept only
+  where some operator reads them raw (CQ1's join of rows with their window's maximum).
+
+Identical reads (the same table, bounds and operators) are one CTE: scanned once.
+This module needs only sqlglot.
 
 Example:
     >>> from federation.smartplug.queries import cq5_plan
     >>> from federation.logical import NumberedPlan
     >>> plan = NumberedPlan.of(cq5_plan(scale=1/6))
-    >>> sql = db_op_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")]).sql("duckdb")
-    >>> "INTERVAL '50' SECOND" in sql and '"i"."_ts" < "t"."_tau"' in sql
+    >>> prog = db_op_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")])
+    >>> [(s.name, s.source, s.width_us, s.keep_us) for s in prog.slices], sorted(prog.raw)
+    ([('s0', 'in0', 1000000, 50000000)], [])
+    >>> '"_s" >= $tau_us - 50000000' in prog.query.sql("duckdb")
     True
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -27,6 +45,8 @@ if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan co
 
 TAU = "_tau"
 TS = "_ts"
+SLICE = "_s"
+BATCH = "_batch"
 
 
 class SqlGenerationError(NotImplementedError):
@@ -55,135 +75,323 @@ def _quote(e: exp.Expression) -> exp.Expression:
     return e
 
 
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _num(n: int) -> exp.Literal:
+    return exp.Literal.number(n)
+
+
+def tau_param() -> exp.Expression:
+    """`$tau` as a TIMESTAMP."""
+    return exp.cast(exp.Placeholder(this="tau"), "TIMESTAMP")
+
+
+def tau_us_param() -> exp.Expression:
+    return exp.Placeholder(this="tau_us")
+
+
 def _seconds(s: float) -> exp.Interval:
     text = f"{s:g}" if float(s).is_integer() else repr(float(s))
     return exp.Interval(this=exp.Literal.string(text), unit=exp.Var(this="SECOND"))
 
 
-def window_relation(win: Window, columns: Sequence[str], table: str) -> exp.Select:
-    """Window contents at each slide instant of `taus`: the window as a predicate on tau."""
-    cols = [_alias(_col(TAU, "t"), TAU)] + [_alias(_col(c, "i"), c) for c in columns]
-    src = exp.select(*cols).from_(exp.to_table("taus").as_("t"))
+@dataclass(frozen=True)
+class SliceTable:
+    """Partial aggregates per group and slice of one DB-op input (module doc).
+
+    `fold` reads the micro-batch's rows (`_batch`, with `_ts`) and yields one row per slice
+    start `_s` (microseconds since the epoch) and group, with the `partials`; slices older
+    than the longest range reading them (`keep_us`) expire."""
+
+    name: str
+    source: str
+    keys: tuple[str, ...]
+    width_us: int
+    keep_us: int
+    partials: tuple[str, ...]
+    fold: exp.Select
+
+
+@dataclass(frozen=True)
+class DbOpSql:
+    """The SQL of a DB-op: the query per instant, the slice tables it reads, and the input
+    tables whose window rows it reads raw (table -> the input positions that do)."""
+
+    query: exp.Select
+    slices: tuple[SliceTable, ...] = ()
+    raw: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def sql(self, dialect: str = "duckdb", pretty: bool = False) -> str:
+        return self.query.sql(dialect=dialect, pretty=pretty)
+
+
+def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    """The rows of `win` at instant `$tau`, from the table of its rows."""
+    cols = [_col(c) for c in columns]
     if win.is_time_based:
-        cond = exp.and_(
-            exp.GTE(this=_col(TS, "i"), expression=exp.Sub(this=_col(TAU, "t"),
-                                                           expression=_seconds(win.range_s))),
-            exp.LT(this=_col(TS, "i"), expression=_col(TAU, "t")),
-        )
-        return src.join(exp.to_table(table).as_("i"), on=cond)
+        lo = exp.Sub(this=tau_param(), expression=_seconds(win.range_s))
+        cond = exp.and_(exp.GTE(this=_col(TS), expression=lo),
+                        exp.LT(this=_col(TS), expression=tau_param()))
+        return exp.select(*cols).from_(exp.to_table(table)).where(cond)
     # tuple window: the last n rows (per partition) with ts < tau
     # ties in event time are broken by the other columns: the last n rows are one set
-    order = exp.Order(expressions=[exp.Ordered(this=_col(c, "i"), desc=True)
+    order = exp.Order(expressions=[exp.Ordered(this=_col(c), desc=True)
                                    for c in [TS, *columns]])
-    rn = exp.Window(
-        this=exp.RowNumber(),
-        partition_by=[_col(TAU, "t")] + [_col(k, "i") for k in win.partition_by],
-        order=order,
-    )
-    inner = src.select(_alias(rn, "_rn")).join(
-        exp.to_table(table).as_("i"), on=exp.LT(this=_col(TS, "i"), expression=_col(TAU, "t"))
-    )
-    outer_cols = [_col(TAU)] + [_col(c) for c in columns]
-    return (
-        exp.select(*outer_cols)
-        .from_(inner.subquery("r"))
-        .where(exp.LTE(this=_col("_rn"), expression=exp.Literal.number(win.rows)))
-    )
+    rn = exp.Window(this=exp.RowNumber(), order=order,
+                    partition_by=[_col(k) for k in win.partition_by] or [exp.Literal.number(1)])
+    inner = (exp.select(*cols, _alias(rn, "_rn")).from_(exp.to_table(table))
+             .where(exp.LT(this=_col(TS), expression=tau_param())))
+    return (exp.select(*[_col(c) for c in columns]).from_(inner.subquery("r"))
+            .where(exp.LTE(this=_col("_rn"), expression=exp.Literal.number(win.rows))))
+
+
+def _chain_below(plan: NumberedPlan, members: set[str], agg: str) -> list[str] | None:
+    """The selections and projections (members) between aggregate `agg` and its input
+    position, bottom first, ending with the input position; None if `agg`'s input is
+    not reached through them."""
+    chain = []
+    (c,) = plan.children[agg]
+    while c in members:
+        if plan.nodes[c].kind not in ("select", "project"):
+            return None
+        chain.append(c)
+        (c,) = plan.children[c]
+    return [c, *reversed(chain)]
+
+
+def _sliceable(plan: NumberedPlan, members: set[str], oid: str, row_level: set[str]
+               ) -> list[str] | None:
+    """For aggregate member `oid` over a time window's rows: its chain (`_chain_below`)."""
+    if plan.nodes[oid].kind != "aggregate":
+        return None
+    chain = _chain_below(plan, members, oid)
+    if chain is None or chain[0] not in row_level:
+        return None
+    w = _leaf_window(plan.nodes[chain[0]])
+    if w is None or not w.is_time_based:
+        return None
+    return chain
+
+
+_PARTIALS = {  # aggregate -> the partials it needs, as (function, argument is double)
+    "count": (("count", False),),
+    "sum": (("sum", False),),
+    "avg": (("sum", True), ("count", False)),
+    "min": (("min", False),),
+    "max": (("max", False),),
+}
+
+
+def _partial_expr(func: str, arg: exp.Expression | None, double: bool) -> exp.Expression:
+    if func == "count":
+        return exp.Count(this=exp.Star() if arg is None else _quote(arg))
+    a = _quote(arg)  # type: ignore[arg-type]
+    if double:
+        a = exp.cast(a, "DOUBLE")
+    return {"sum": exp.Sum, "min": exp.Min, "max": exp.Max}[func](this=a)
+
+
+class _SliceBuilder:
+    """Slice tables of one DB-op, shared by aggregations with the same rows and keys."""
+
+    def __init__(self, plan: NumberedPlan, slide_us: int) -> None:
+        self.plan = plan
+        self.slide_us = slide_us
+        self.groups: dict[tuple, dict] = {}
+
+    def add(self, agg: str, chain: list[str], table: str) -> tuple[tuple, dict[tuple, str]]:
+        """Register aggregate `agg`; returns its slice table's signature and the names of
+        its partial columns by (function, argument sql, double)."""
+        node = self.plan.nodes[agg]
+        sig = (table, tuple(self.plan.nodes[c].label() for c in chain[1:]), tuple(node.keys))
+        g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {}})
+        g["ranges"].append(_us(_leaf_window(self.plan.nodes[chain[0]]).range_s))
+        names = {}
+        for _, call in node.aggs:
+            for func, double in _PARTIALS[call.func]:
+                k = (func, None if call.arg is None else call.arg.sql(), double)
+                if k not in g["partials"]:
+                    g["partials"][k] = (f"p{len(g['partials'])}", func, call.arg, double)
+                names[k] = g["partials"][k][0]
+        return sig, names
+
+    def tables(self) -> dict[tuple, SliceTable]:
+        out = {}
+        for i, (sig, g) in enumerate(self.groups.items()):
+            table, _, keys = sig
+            width = self.slide_us
+            for r in g["ranges"]:
+                width = math.gcd(width, r)
+            out[sig] = SliceTable(f"s{i}", table, keys, width, max(g["ranges"]),
+                                  tuple(p[0] for p in g["partials"].values()),
+                                  self._fold(g, keys, width))
+        return out
+
+    def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:
+        """INSERT source: the batch's rows through the chain, per slice and group."""
+        chain = g["chain"]
+        cols = list(self.plan.nodes[chain[0]].schema)
+        q = exp.select(_col(TS), *[_col(c) for c in cols]).from_(BATCH)
+        for oid in chain[1:]:
+            node = self.plan.nodes[oid]
+            if node.kind == "select":
+                q = exp.select(_col(TS), *[_col(c) for c in node.schema]).from_(
+                    q.subquery()).where(_quote(node.predicate))
+            else:
+                q = exp.select(_col(TS), *[_alias(_quote(e), n) for n, e in node.outputs]
+                               ).from_(q.subquery())
+        start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
+            _col(TS)]), expression=_num(width)), expression=_num(width))
+        out = [_alias(start, SLICE)] + [_col(k) for k in keys]
+        out += [_alias(_partial_expr(func, arg, double), name)
+                for name, func, arg, double in g["partials"].values()]
+        return (exp.select(*out).from_(q.subquery("b"))
+                .group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)]))
+
+
+def _combine(node, st: SliceTable, names: dict[tuple, str], range_us: int) -> exp.Select:
+    """Aggregate `node` at `$tau` from the slices of [tau - range, tau)."""
+    cols: list[exp.Expression] = [_col(k) for k in node.keys]
+    for name, call in node.aggs:
+        arg = None if call.arg is None else call.arg.sql()
+
+        def p(func: str, double: bool = False) -> exp.Column:
+            return _col(names[(func, arg, double)])
+
+        rtype = node.schema[name]
+        if call.func == "count":
+            v: exp.Expression = exp.Coalesce(this=exp.cast(exp.Sum(this=p("count")), "BIGINT"),
+                                             expressions=[_num(0)])
+        elif call.func == "sum":
+            v = exp.Sum(this=p("sum"))
+            if rtype != "DOUBLE":
+                v = exp.cast(v, "BIGINT")
+        elif call.func == "avg":
+            v = exp.Div(this=exp.cast(exp.Sum(this=p("sum", True)), "DOUBLE"),
+                        expression=exp.Nullif(this=exp.Sum(this=p("count")),
+                                              expression=_num(0)))
+        else:
+            v = (exp.Min if call.func == "min" else exp.Max)(this=p(call.func))
+        cols.append(_alias(v, name))
+    cond = exp.and_(
+        exp.GTE(this=_col(SLICE), expression=exp.Sub(this=tau_us_param(),
+                                                     expression=_num(range_us))),
+        exp.LT(this=_col(SLICE), expression=tau_us_param()))
+    q = exp.select(*cols).from_(exp.to_table(st.name)).where(cond)
+    return q.group_by(*[_col(k) for k in node.keys]) if node.keys else q
 
 
 def db_op_sql(
     plan: NumberedPlan, members: Sequence[str], inputs: Sequence[tuple[str, str]],
-    row_level: set[str] | None = None,
-) -> exp.Select:
+    row_level: set[str] | None = None, slices: bool = True,
+) -> DbOpSql:
     """The SQL of the DB-op made of `members` (op ids), whose inputs are `(table, op id)`.
 
     Inputs that are identical subtrees share a table (they are transferred once): pass
     each input position with the table name it reads. `row_level` names the inputs that
     arrive as window rows with `_ts` (default: every input that is a window under
     selections and projections); the others arrive as relations tagged with `_tau`.
+    `slices=False` reads every window's rows raw (no slice tables).
     """
     member_set = set(members)
     table_of = {oid: table for table, oid in inputs}
+    if row_level is None:
+        row_level = {oid for _, oid in inputs if _leaf_window(plan.nodes[oid])}
+    root = [m for m in members if plan.parent.get(m) not in member_set]
+    if len(root) != 1:
+        raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
+
+    # which aggregations fold into slices: every reader of their table must, or the rows
+    # are kept anyway (then slices still save the aggregation's scan)
+    slide = next((_leaf_window(plan.nodes[o]).slide_s for _, o in inputs
+                  if _leaf_window(plan.nodes[o]) is not None), 1.0)
+    builder = _SliceBuilder(plan, _us(slide))
+    sliced: dict[str, tuple[tuple, dict]] = {}
+    sliced_inputs: set[str] = set()
+    if slices:
+        for m in members:
+            chain = _sliceable(plan, member_set, m, row_level)
+            if chain is not None:
+                if chain[0] not in table_of:
+                    raise SqlGenerationError(f"input {chain[0]} of the DB-op has no table")
+                sliced[m] = builder.add(m, chain, table_of[chain[0]])
+                sliced_inputs.add(chain[0])
+    tables = builder.tables()
+    raw: dict[str, tuple[str, ...]] = {}
+    for table, oid in inputs:
+        if oid in row_level and oid not in sliced_inputs:
+            raw[table] = raw.get(table, ()) + (oid,)
+
     ctes: list[tuple[str, exp.Expression]] = []
     names: dict[str, str] = {}
+    by_text: dict[str, str] = {}
 
     def source(oid: str) -> str:
         if oid in names:
             return names[oid]
         node = plan.nodes[oid]
-        if oid not in member_set:
+        if oid in sliced:
+            sig, pnames = sliced[oid]
+            w = _leaf_window(node.child)
+            q = _combine(node, tables[sig], pnames, _us(w.range_s))
+        elif oid not in member_set:
             table = table_of.get(oid)
             if table is None:
                 raise SqlGenerationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
-            if (oid in row_level) if row_level is not None else _leaf_window(node):
-                q = window_relation(_leaf_window(node), cols, table)
+            if oid in row_level:
+                q = window_rows(_leaf_window(node), cols, table)
             else:
-                q = (
-                    exp.select(*[_col(TAU, "i")] + [_col(c, "i") for c in cols])
-                    .from_(exp.to_table(table).as_("i"))
-                    .join(exp.to_table("taus").as_("t"),
-                          on=exp.EQ(this=_col(TAU, "i"), expression=_col(TAU, "t")))
-                )
+                q = (exp.select(*[_col(c) for c in cols]).from_(exp.to_table(table))
+                     .where(exp.EQ(this=_col(TAU), expression=tau_param())))
         else:
             q = operator_sql(plan, oid, [source(c) for c in plan.children[oid]])
+        text = q.sql(dialect="duckdb")
+        if text in by_text:  # the same rows: one scan
+            names[oid] = by_text[text]
+            return names[oid]
         name = f"n_{oid}"
         ctes.append((name, q))
-        names[oid] = name
+        names[oid] = by_text[text] = name
         return name
 
-    root = [m for m in members if plan.parent.get(m) not in member_set]
-    if len(root) != 1:
-        raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
     top = source(root[0])
-    out_cols = [_col(TAU)] + [_col(c) for c in plan.nodes[root[0]].schema]
+    out_cols = [_alias(tau_param(), TAU)] + [_col(c) for c in plan.nodes[root[0]].schema]
     query = exp.select(*out_cols).from_(top)
     for name, q in ctes:
         query = query.with_(name, as_=q)
-    return query
+    return DbOpSql(query, tuple(tables.values()), raw)
 
 
 def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
-    """One R2R operator over the CTEs of its children, per slide instant."""
+    """One R2R operator over the CTEs of its children, at one slide instant."""
     node = plan.nodes[oid]
     if node.kind == "select":
-        cols = [_col(TAU)] + [_col(c) for c in node.schema]
-        return exp.select(*cols).from_(srcs[0]).where(_quote(node.predicate))
+        return exp.select(*[_col(c) for c in node.schema]).from_(srcs[0]).where(
+            _quote(node.predicate))
     if node.kind == "project":
-        cols = [_col(TAU)] + [_alias(_quote(e), n) for n, e in node.outputs]
-        return exp.select(*cols).from_(srcs[0])
+        return exp.select(*[_alias(_quote(e), n) for n, e in node.outputs]).from_(srcs[0])
     if node.kind == "join":
         rkeys = {r for _, r in node.keys}
-        cols = [_col(TAU, "l")] + [_col(c, "l") for c in node.left.schema]
+        cols = [_col(c, "l") for c in node.left.schema]
         cols += [_col(c, "r") for c in node.right.schema if c not in rkeys]
-        cond: exp.Expression = exp.EQ(this=_col(TAU, "l"), expression=_col(TAU, "r"))
-        for lk, rk in node.keys:
-            cond = exp.and_(cond, exp.EQ(this=_col(lk, "l"), expression=_col(rk, "r")))
-        return (
-            exp.select(*cols)
-            .from_(exp.to_table(srcs[0]).as_("l"))
-            .join(exp.to_table(srcs[1]).as_("r"), on=cond)
-        )
+        cond: exp.Expression = exp.true()
+        for i, (lk, rk) in enumerate(node.keys):
+            eq = exp.EQ(this=_col(lk, "l"), expression=_col(rk, "r"))
+            cond = eq if i == 0 else exp.and_(cond, eq)
+        return (exp.select(*cols).from_(exp.to_table(srcs[0]).as_("l"))
+                .join(exp.to_table(srcs[1]).as_("r"), on=cond))
     if node.kind == "aggregate":
-        cols: list[exp.Expression] = [_col(TAU)] + [_col(k) for k in node.keys]
+        cols: list[exp.Expression] = [_col(k) for k in node.keys]
         for name, call in node.aggs:
             cols.append(_alias(aggregate_expression(call.func, call.arg, node.schema[name]),
                                name))
-        group = [_col(TAU)] + [_col(k) for k in node.keys]
-        q = exp.select(*cols).from_(srcs[0]).group_by(*group)
-        if node.keys:
-            return q
-        # a global aggregate has one row at every instant, also over an empty input (SQL):
-        # COUNT 0, the others NULL
-        out: list[exp.Expression] = [_alias(_col(TAU, "t"), TAU)]
-        for name, call in node.aggs:
-            v: exp.Expression = _col(name, "a")
-            if call.func == "count":
-                v = exp.Coalesce(this=v, expressions=[exp.Literal.number(0)])
-            out.append(_alias(v, name))
-        return (exp.select(*out).from_(exp.to_table("taus").as_("t"))
-                .join(q.subquery("a"), on=exp.EQ(this=_col(TAU, "t"), expression=_col(TAU, "a")),
-                      join_type="left"))
+        q = exp.select(*cols).from_(srcs[0])
+        # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
+        # (SQL): COUNT 0, the others NULL
+        return q.group_by(*[_col(k) for k in node.keys]) if node.keys else q
     raise SqlGenerationError(f"no SQL for {node.kind}")
 
 

@@ -1,12 +1,16 @@
-"""The DuckDB side of a MIG: window contents, per-slide relations, SQL execution.
+"""The DuckDB side of a MIG: window contents, slices, per-slide relations, SQL execution.
 
 One connection per MIG with thread and memory settings. Row-level inputs keep a window's
-contents (rows inserted from Arrow, rows no later slide needs deleted after each run);
-relation-level inputs hold SPE-op results per slide instant and lose them once used.
+contents where the DB-op reads them raw (rows inserted from Arrow, rows no later slide needs
+deleted after each run) and are folded into the DB-op's slice tables (partial aggregates
+per slice and group, db.sqlgen) as they arrive; relation-level inputs hold SPE-op results
+per slide instant and lose them once used. The DB-op's query runs once per slide instant.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +19,9 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from db.sqlgen import BATCH, SLICE, SliceTable
+
+_EPOCH = dt.datetime(1970, 1, 1)
 _DUCK = {"BIGINT": "BIGINT", "INT": "INTEGER", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMP",
          "VARCHAR": "VARCHAR", "BOOLEAN": "BOOLEAN"}
 
@@ -83,6 +90,7 @@ class InputSpec:
     range_s: float | None = None  # time window: rows older than tau - range expire
     rows: int | None = None  # tuple window
     partition_by: tuple[str, ...] = ()
+    keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
 
 
 def naive_timestamps(t: pa.Table) -> pa.Table:
@@ -98,25 +106,35 @@ def naive_timestamps(t: pa.Table) -> pa.Table:
 
 
 class MigDatabase:
-    """DuckDB state and execution of one DB-op."""
+    """DuckDB state and execution of one DB-op: `sql` runs once per slide instant with the
+    parameters `$tau` / `$tau_us` (db.sqlgen); `slices` are folded from row-level inputs."""
 
     def __init__(self, inputs: Sequence[InputSpec], sql: str, threads: int = 1,
-                 memory_limit: str = "4GB") -> None:
+                 memory_limit: str = "4GB", slices: Sequence[SliceTable] = ()) -> None:
         self.con = duckdb.connect(config={"threads": threads, "memory_limit": memory_limit})
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
-        self._exec(create_table("taus", {"_tau": "TIMESTAMP"}))
+        self.params = [k for k in ("tau", "tau_us") if re.search(rf"\${k}\b", sql)]
+        self.slices = list(slices)
         for spec in inputs:
             tcol = "_ts" if spec.row_level else "_tau"
             self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
-        self.timings = {"insert_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
+        self.folds: dict[str, str] = {}
+        for st in self.slices:  # the slice table's types are those of its fold's result
+            self._exec(f"CREATE TEMP VIEW {BATCH} AS SELECT * FROM {_sql(_table(st.source))}")
+            self._exec(_sql(exp.Create(this=_table(st.name), kind="TABLE",
+                                       expression=st.fold.copy().limit(0))))
+            self._exec(f"DROP VIEW {BATCH}")
+            self.folds[st.name] = _sql(exp.insert(st.fold, _table(st.name)))
+        self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
 
     def _exec(self, sql: str, params: list | None = None) -> list:
         # DuckDB 2.0 keeps a statement's result open until fetched: always finish it
         return self.con.execute(sql, params or []).fetchall()
 
     def insert(self, table: str, rows: pa.Table) -> None:
-        """Append rows (Arrow) to an input table; columns are matched by name."""
+        """Append rows (Arrow) to an input table and fold them into its slice tables;
+        columns are matched by name."""
         if rows.num_rows == 0:
             return
         t0 = time.perf_counter()
@@ -124,19 +142,28 @@ class MigDatabase:
         tcol = "_ts" if spec.row_level else "_tau"
         rows = naive_timestamps(rows)
         names = [tcol, *spec.columns]
-        self.con.register("_batch", rows.select(names))
-        self._exec(insert_from(table, "_batch", names))
-        self.con.unregister("_batch")
-        self.timings["insert_s"] += time.perf_counter() - t0
+        self.con.register(BATCH, rows.select(names))
+        try:
+            if spec.keep_rows:
+                self._exec(insert_from(table, BATCH, names))
+            t1 = time.perf_counter()
+            self.timings["insert_s"] += t1 - t0
+            for st in self.slices:
+                if st.source == table:
+                    self._exec(self.folds[st.name])
+            self.timings["fold_s"] += time.perf_counter() - t1
+        finally:
+            self.con.unregister(BATCH)
 
     def run(self, taus: Sequence) -> pa.Table:
-        """Run the DB-op's SQL for the given slide instants; rows tagged with `_tau`."""
+        """Run the DB-op's SQL for each of the given slide instants; rows tagged `_tau`."""
         t0 = time.perf_counter()
-        self._exec(_sql(exp.delete(_table("taus"))))
-        self.con.register("_taus", pa.table({"_tau": pa.array(list(taus), pa.timestamp("us"))}))
-        self._exec(insert_from("taus", "_taus", ["_tau"]))
-        self.con.unregister("_taus")
-        out = self.con.sql(self.sql).to_arrow_table()
+        outs = []
+        for tau in taus:
+            values = {"tau": tau, "tau_us": ts_us(tau)}
+            outs.append(self.con.sql(self.sql, params={k: values[k] for k in self.params})
+                        .to_arrow_table())
+        out = pa.concat_tables(outs) if len(outs) != 1 else outs[0]
         self.timings["sql_s"] += time.perf_counter() - t0
         return out
 
@@ -146,16 +173,23 @@ class MigDatabase:
         for spec in self.inputs.values():
             if not spec.row_level:
                 self._exec(delete_before(spec.table, "_tau"), [next_tau])
+            elif not spec.keep_rows:
+                continue
             elif spec.range_s is not None:
                 self._exec(delete_before(spec.table, "_ts", spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
                                               int(spec.rows)), [next_tau])
+        for st in self.slices:
+            self._exec(_sql(exp.delete(_table(st.name), where=exp.LT(
+                this=_col(SLICE), expression=exp.Placeholder()))),
+                [ts_us(next_tau) - st.keep_us])
         self.timings["expire_s"] += time.perf_counter() - t0
 
     def row_counts(self) -> dict[str, int]:
+        """Rows held per input and slice table."""
         return {t: self._exec(_sql(exp.select(exp.Count(this=exp.Star())).from_(_table(t))))[0][0]
-                for t in self.inputs}
+                for t in [*self.inputs, *(st.name for st in self.slices)]}
 
     def memory_bytes(self) -> int:
         """DuckDB's own accounting of the memory it holds."""
@@ -165,3 +199,8 @@ class MigDatabase:
     def close(self) -> None:
         self.con.close()
 
+
+def ts_us(ts) -> int:
+    """Whole microseconds of a naive timestamp since 1970-01-01."""
+    d = ts - _EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds

@@ -18,11 +18,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from db.sqlgen import db_op_sql
+from db.sqlgen import SliceTable, db_op_sql
 from federation.errors import PlacementError
 from federation.logical import (
     Node,
@@ -54,11 +54,18 @@ class DbOp:
     members: tuple[str, ...]
     root: str
     inputs: tuple[DbOpInput, ...]
-    sql: exp.Select
+    sql: exp.Select  # per slide instant, parameters $tau and $tau_us (db.sqlgen)
+    slices: tuple[SliceTable, ...] = ()  # partial aggregates folded per micro-batch
+    raw: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # tables read as rows
 
     @property
     def sql_text(self) -> str:
         return self.sql.sql(dialect="duckdb", pretty=True)
+
+    @property
+    def fold_texts(self) -> list[str]:
+        """The INSERT source of each slice table, per micro-batch."""
+        return [s.fold.sql(dialect="duckdb", pretty=True) for s in self.slices]
 
 
 @dataclass(frozen=True)
@@ -217,7 +224,8 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
     for i, members in enumerate(db_op_groups(plan, pl), start=1):
         inputs = db_op_inputs(plan, members, pl)
         root = next(m for m in members if plan.parent[m] not in members)
-        sql = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
-                        row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
-        db_ops.append(DbOp(f"db{i}", tuple(members), root, tuple(inputs), sql))
+        prog = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
+                         row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
+        db_ops.append(DbOp(f"db{i}", tuple(members), root, tuple(inputs), prog.query,
+                           prog.slices, prog.raw))
     return PhysicalPlan(plan, pl, tuple(db_ops))

@@ -52,17 +52,24 @@ class MigRuntime:
         self.horizon_s = 0.0
         for ci in db_op.inputs:
             if ci.row_level:
-                # inputs sharing a table may read it with different ranges: keep the longest
-                wins = [leaf_window(plan_nodes[o]) for o in ci.op_ids] if plan_nodes else \
-                    [leaf_window(ci.node)]
-                w = max(wins, key=lambda x: x.range_s or 0.0)
+                wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
+                        for o in ci.op_ids]
+                self.horizon_s = max(self.horizon_s,
+                                     max(w.range_s or 0.0 for w in wins) + slide_s)
+                raw = [w for o, w in zip(ci.op_ids, wins) if o in db_op.raw.get(ci.table, ())]
+                if not raw:  # every reader folds these rows into slices
+                    specs.append(InputSpec(ci.table, dict(ci.node.schema), True,
+                                           keep_rows=False))
+                    continue
+                # readers of one table may read it with different ranges: keep the longest
+                w = max(raw, key=lambda x: x.range_s or 0.0)
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), True, w.range_s, w.rows,
                                        w.partition_by))
-                self.horizon_s = max(self.horizon_s, (w.range_s or 0.0) + slide_s)
             else:
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
         self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
-        self.db = MigDatabase(specs, db_op.sql_text, threads=threads, memory_limit=memory_limit)
+        self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
+                              memory_limit=memory_limit, slices=db_op.slices)
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None
