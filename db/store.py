@@ -22,6 +22,8 @@ from sqlglot import exp
 from db.sqlgen import BATCH, SLICE, SliceTable
 
 _EPOCH = dt.datetime(1970, 1, 1)
+#: expiries between two CHECKPOINTs (MigDatabase.expire)
+CHECKPOINT_EVERY = 20
 _DUCK = {"BIGINT": "BIGINT", "INT": "INTEGER", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMP",
          "VARCHAR": "VARCHAR", "BOOLEAN": "BOOLEAN"}
 
@@ -121,12 +123,13 @@ class MigDatabase:
             self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.folds: dict[str, str] = {}
         for st in self.slices:  # the slice table's types are those of its fold's result
-            self._exec(f"CREATE TEMP VIEW {BATCH} AS SELECT * FROM {_sql(_table(st.source))}")
+            self._exec(create_table(BATCH, st.batch_columns))
             self._exec(_sql(exp.Create(this=_table(st.name), kind="TABLE",
                                        expression=st.fold.copy().limit(0))))
-            self._exec(f"DROP VIEW {BATCH}")
+            self._exec(f"DROP TABLE {BATCH}")
             self.folds[st.name] = _sql(exp.insert(st.fold, _table(st.name)))
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
+        self.expiries = 0
 
     def _exec(self, sql: str, params: list | None = None) -> list:
         # DuckDB 2.0 keeps a statement's result open until fetched: always finish it
@@ -141,19 +144,19 @@ class MigDatabase:
         spec = self.inputs[table]
         tcol = "_ts" if spec.row_level else "_tau"
         rows = naive_timestamps(rows)
-        names = [tcol, *spec.columns]
-        self.con.register(BATCH, rows.select(names))
-        try:
-            if spec.keep_rows:
-                self._exec(insert_from(table, BATCH, names))
-            t1 = time.perf_counter()
-            self.timings["insert_s"] += t1 - t0
-            for st in self.slices:
-                if st.source == table:
-                    self._exec(self.folds[st.name])
-            self.timings["fold_s"] += time.perf_counter() - t1
-        finally:
-            self.con.unregister(BATCH)
+        if spec.keep_rows:  # the relation API appends Arrow without a statement to plan
+            self.con.from_arrow(rows.select([tcol, *spec.columns])).insert_into(table)
+        t1 = time.perf_counter()
+        self.timings["insert_s"] += t1 - t0
+        folds = [self.folds[st.name] for st in self.slices if st.source == table]
+        if folds:
+            self.con.register(BATCH, rows)
+            try:
+                for fold in folds:
+                    self._exec(fold)
+            finally:
+                self.con.unregister(BATCH)
+        self.timings["fold_s"] += time.perf_counter() - t1
 
     def run(self, taus: Sequence) -> pa.Table:
         """Run the DB-op's SQL for each of the given slide instants; rows tagged `_tau`."""
@@ -184,6 +187,11 @@ class MigDatabase:
             self._exec(_sql(exp.delete(_table(st.name), where=exp.LT(
                 this=_col(SLICE), expression=exp.Placeholder()))),
                 [ts_us(next_tau) - st.keep_us])
+        self.expiries += 1
+        if self.expiries % CHECKPOINT_EVERY == 0:
+            # an in-memory DuckDB frees deleted row groups (and compresses) only at a
+            # checkpoint: without it memory swings with every INSERT and DELETE
+            self._exec("CHECKPOINT")
         self.timings["expire_s"] += time.perf_counter() - t0
 
     def row_counts(self) -> dict[str, int]:

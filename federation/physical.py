@@ -57,6 +57,7 @@ class DbOp:
     sql: exp.Select  # per slide instant, parameters $tau and $tau_us (db.sqlgen)
     slices: tuple[SliceTable, ...] = ()  # partial aggregates folded per micro-batch
     raw: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # tables read as rows
+    raw_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # ... and kept
 
     @property
     def sql_text(self) -> str:
@@ -227,5 +228,5 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
         prog = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
                          row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
         db_ops.append(DbOp(f"db{i}", tuple(members), root, tuple(inputs), prog.query,
-                           prog.slices, prog.raw))
+                           prog.slices, prog.raw, prog.raw_columns))
     return PhysicalPlan(plan, pl, tuple(db_ops))

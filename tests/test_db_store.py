@@ -49,7 +49,7 @@ def test_memory_stays_flat_over_many_slides():
     for sec in range(700):
         feed(mig, second_of_rows(sec, 2000, 100, rng))
         mig.advance(T0 + dt.timedelta(seconds=sec))
-        if sec in (100, 400, 699):
+        if sec >= 100 and sec % 25 == 0 or sec == 699:
             samples[sec] = mig.memory_bytes()
     rows = mig.db.row_counts()
     # CQ5's aggregation folds its rows into 1-s slices: no row is kept, one slice row per
@@ -57,7 +57,9 @@ def test_memory_stays_flat_over_many_slides():
     assert rows["in0"] == 0
     assert 0 < rows["s0"] <= 31 * 100, rows
     print("DuckDB memory bytes by slide:", samples)
-    assert samples[699] <= 1.5 * samples[100] + 4 * 2**20
+    early = max(v for k, v in samples.items() if k <= 300)
+    late = max(v for k, v in samples.items() if k >= 500)
+    assert late <= 1.5 * early + 2**20
 
 
 def test_mig_matches_reference_when_slides_complete_in_bursts():

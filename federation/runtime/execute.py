@@ -28,7 +28,7 @@ from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.ingest import prepare_input
-from federation.runtime.mig import MigRuntime
+from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.records import (
     BatchMetrics,
     PredictedCost,
@@ -114,7 +114,9 @@ def execute(
             reentry_dirs[c.id] = work / "reentry" / c.id
             shutil.rmtree(reentry_dirs[c.id], ignore_errors=True)
             reentry_dirs[c.id].mkdir(parents=True)
-    migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, plan_nodes=lg.nodes, life=life)
+    threads, memory = mig_resources(len(plan.db_ops))
+    migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, threads=threads,
+                             memory_limit=memory, plan_nodes=lg.nodes, life=life)
             for c in plan.db_ops}
     ex = Execution(staged, migs, ResultCollector(staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,

@@ -8,6 +8,7 @@ no later slide needs, and hands (tau, rows) on.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 
 import pyarrow as pa
@@ -32,6 +33,20 @@ def wt_to_tau(t: pa.Table) -> pa.Table:
 def tau_to_wt(t: pa.Table) -> pa.Array:
     """`_tau` back to `_wt` (= tau - 1 us), the event time Spark groups and joins on."""
     return pc.subtract(naive_timestamps(t).column("_tau"), pa.scalar(ONE_US, pa.duration("us")))
+
+
+def mig_resources(n_migs: int) -> tuple[int, str]:
+    """DuckDB threads and memory limit of each of `n_migs` MIGs on this machine. Within a
+    micro-batch Spark waits while the MIGs run one after the other, so each MIG may use
+    every core (one thread instead of two made CQ1's slide 1.5x and a CQ3 scan 2.6x as
+    slow, issue 10); half the memory is shared among the MIGs, the rest is Spark's."""
+    threads = os.cpu_count() or 1
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 2**30
+    per = max(256 * 2**20, total // 2 // max(1, n_migs))
+    return threads, f"{per // 2**20}MB"
 
 
 class MigRuntime:
@@ -63,7 +78,9 @@ class MigRuntime:
                     continue
                 # readers of one table may read it with different ranges: keep the longest
                 w = max(raw, key=lambda x: x.range_s or 0.0)
-                specs.append(InputSpec(ci.table, dict(ci.node.schema), True, w.range_s, w.rows,
+                kept = db_op.raw_columns.get(ci.table)  # the columns the SQL reads
+                cols = {c: t for c, t in ci.node.schema.items() if kept is None or c in kept}
+                specs.append(InputSpec(ci.table, cols, True, w.range_s, w.rows,
                                        w.partition_by))
             else:
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
