@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.calibrate_fit import DB_TERMS, fit_profile, refit_db, throughput_rows
+from benchmarks.calibrate_fit import DB_TERMS, fit_dbop, fit_profile, refit_db, throughput_rows
 from benchmarks.common import environment, say
 from costmodel.fit import slope
 from costmodel.plan_cost import plan_cost
@@ -140,19 +140,17 @@ def _rows(n: int, plugs: int, seconds: float, rng) -> pa.Table:
 
 
 def _time_sql(members, plan, rows: pa.Table, tau, repeat: int = 5) -> tuple[float, float, float]:
-    from db.sqlgen import db_op_sql
-    from db.store import InputSpec, MigDatabase
+    """(query time per slide, insert s per row, expiry s per row) of the DB-op of `members`
+    over `rows` (every input table gets them), as the MIG runs it."""
+    from federation.runtime.mig import MigRuntime
 
-    wins = [o for o in plan.post_order() if o.startswith("w")]
-    needed = {o for m in members for o in plan.subtree(m) if o in wins}
-    inputs = [(f"in{i}", w) for i, w in enumerate(wins) if w in needed]
-    sql = db_op_sql(plan, members, inputs).sql(dialect="duckdb")
-    specs = [InputSpec(t, dict(plan.nodes[w].schema), True, 10_000.0) for t, w in inputs]
-    db = MigDatabase(specs, sql)
+    placement = {o: ("db" if o in members else "spe") for o in plan.r2r_ids}
+    (op,) = build_physical_plan(plan, placement).db_ops
+    db = MigRuntime(op, 1.0, plan_nodes=plan.nodes).db
     t0 = time.perf_counter()
-    for t, _ in inputs:
-        db.insert(t, rows)
-    ins = (time.perf_counter() - t0) / max(rows.num_rows * len(inputs), 1)
+    for ci in op.inputs:
+        db.insert(ci.table, rows)
+    ins = (time.perf_counter() - t0) / max(rows.num_rows * len(op.inputs), 1)
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -213,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--throughput", type=Path, action="append", default=[],
                     help="also fit the pure-SPE points of this throughput result (e.g. the "
                          "full run at the paper's window sizes); repeatable")
+    ap.add_argument("--dbop", type=Path, default=None,
+                    help="fit the DuckDB terms (fixed, slice combine, scans, fold, upkeep) on "
+                         "this `python -m benchmarks.dbop` result instead of the throughput "
+                         "points")
     a = ap.parse_args(argv)
     from costmodel.profile import load_profile
 
@@ -232,9 +234,29 @@ def main(argv: list[str] | None = None) -> int:
         dbf = measure_db()
     profile, fit = fit_profile(spe_rows, cq4, hybrid, dbf, a.cores, tradeoff, extra)
     db_rows: list[dict] = []
-    for path in a.throughput:
+    for path in a.throughput if a.dbop is None else []:
         profile, more = refit_db(profile, path, base)
         db_rows += more
+    if a.dbop is not None:
+        profile, dbop_rows = fit_dbop(profile, a.dbop)
+        say(f"{len(dbop_rows)} DB-ops of {a.dbop} fit the DuckDB terms")
+        fit["dbop"] = dbop_rows
+        for x in dbop_rows:
+            say(f"   {x['plan']:<24} MIG {x['mig_s'] * 1000:6.1f} ms per slide, model "
+                f"{x['fit_s'] * 1000:6.1f}")
+        profile = profile.model_copy(update={
+            "name": "measured-2core-sliced",
+            "notes": "Measured on this machine (2 cores, PySpark 4.3.0, DuckDB 2.0.1). Spark "
+                     "terms: `python -m benchmarks.calibrate` runs and the pure-SPE points of "
+                     "the full run (benchmarks/results/calibration.json). DuckDB terms "
+                     "(fixed per slide, per slice row combined, scan per row and kind, fold "
+                     "per row, upkeep per kept row): fit on `python -m benchmarks.dbop` "
+                     "(sliced and raw-row DB-ops at full window size); Arrow transfer from "
+                     "the selection trade-off runs. capacity_cores 1: Spark and DuckDB run "
+                     "one after the other in each micro-batch. Command: python -m "
+                     "benchmarks.calibrate --reuse --cores 1 --throughput "
+                     "benchmarks/results/throughput_full.json --dbop "
+                     "benchmarks/results/dbop.json --out costmodel/profiles/default.json"})
     if db_rows:
         say(f"{len(db_rows)} throughput points with DB-ops refit the DuckDB per-row terms")
         fit["db_refit"] = {"columns": list(DB_TERMS), "points": [r["plan"] for r in db_rows]}

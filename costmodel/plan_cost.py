@@ -5,6 +5,7 @@ The functions take sizes (costmodel.sizes) and a profile; they never see engines
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,22 +77,88 @@ def db_op_cost(
     plan: NumberedPlan,
     sizes: SourceDrivenSizes,
     members: Iterable[str],
-    inputs: Iterable[str],
+    inputs: Iterable[str | Iterable[str]],
     root: str,
     p: CostProfile,
 ) -> DbOpCost:
-    """Cost of a DB-op with the given member ops and (deduplicated) inputs.
+    """Cost of a DB-op with the given member ops and (deduplicated) inputs, each an op id
+    or the op ids of every input position reading the same table.
 
-    transfer in = rows/s of each input x Arrow cost (row-level inputs also pay window
-    maintenance in DuckDB); SQL = l x (fixed + sum over members of scan cost x input size);
-    transfer out = l x result relation size x Arrow cost.
+    transfer in = rows/s of each input x Arrow cost; window rows kept for a raw read pay
+    their upkeep in DuckDB, rows folded into slices their fold instead; SQL = l x (fixed +
+    per member: scan cost x input size, or for a sliced aggregation its slice rows x
+    combine cost, nothing for the selections and projections folded below it);
+    transfer out = l x result relation size x Arrow cost (docs/cost-model.md).
     """
+    members = list(members)
+    sliced = sliced_aggregates(plan, set(members))
+    folded = {pos for pos, _ in sliced.values()}
+    in_chains = {c for _, chain in sliced.values() for c in chain}
     t_in = maintain = 0.0
-    for i in inputs:
-        a, b = db_input_cost(sizes[i], p)
-        t_in, maintain = t_in + a, maintain + b
-    scan = sum(db_scan_cost(plan, sizes, m, p) for m in members)
+    for group in inputs:
+        group = [group] if isinstance(group, str) else list(group)
+        a, b = db_input_cost(sizes[group[0]], p)
+        t_in += a
+        if any(pos not in folded for pos in group):
+            maintain += b
+    for pos, _ in sliced.values():
+        maintain += sizes[pos].rate * p.db_fold_s_per_row
+    scan = 0.0
+    for m in members:
+        if m in sliced:
+            scan += db_combine_cost(plan, sizes, m, sliced[m][0], p)
+        elif m not in in_chains:
+            scan += db_scan_cost(plan, sizes, m, p)
     return db_op_cost_of(t_in, maintain, scan, sizes[root], p)
+
+
+def _leaf_window(node):
+    while node.kind in ("select", "project"):
+        node = node.child
+    return node if node.kind == "window" else None
+
+
+def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[str, tuple]]:
+    """The aggregations of a DB-op that fold their window rows into slices (db.sqlgen):
+    aggregate members over a time window's rows through member selections and projections.
+    Maps each to (its input position, the members folded below it). An input position over
+    a window counts as rows: the cost model does not see a DB-op further below it."""
+    out = {}
+    for m in members:
+        if plan.nodes[m].kind != "aggregate":
+            continue
+        chain = []
+        (c,) = plan.children[m]
+        while c in members and plan.nodes[c].kind in ("select", "project"):
+            chain.append(c)
+            (c,) = plan.children[c]
+        if c in members:
+            continue
+        w = _leaf_window(plan.nodes[c])
+        if w is None or not w.is_time_based:
+            continue
+        out[m] = (c, tuple(chain))
+    return out
+
+
+def db_combine_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, agg: str, pos: str,
+                    p: CostProfile) -> float:
+    """Per-slide cost of a sliced aggregation: the slice rows its window combines
+    (fine slices of gcd(range, slide), sealed coarse ones for long windows, as db.sqlgen
+    keeps them) x the combine cost per row."""
+    w = _leaf_window(plan.nodes[pos])
+    g = math.gcd(round(w.range_s * 1e6), round(w.slide_s * 1e6)) / 1e6
+    n = w.range_s / g  # fine slices per window
+    groups = max(sizes[agg].size, 1.0)
+    per_fine = min(groups, max(sizes[pos].rate * g, 1.0))  # groups with a row in a slice
+    if n < 16:
+        rows = n * per_fine
+    else:
+        k = max(2, round(math.sqrt(n / 2)))  # fine slices per coarse one
+        per_coarse = min(groups, max(sizes[pos].rate * g * k, 1.0))
+        rows = n / k * per_coarse + k * per_fine
+    c = p.db_slice_s_per_row
+    return rows * (p.db_scan_s_per_row.aggregate if c is None else c)
 
 
 def db_input_cost(s: NodeSize, p: CostProfile) -> tuple[float, float]:
@@ -138,7 +205,7 @@ def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> Pla
     sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
     spe = {o: spe_op_cost(plan.nodes[o], sizes[o], [sizes[c] for c in plan.children[o]], p)
            for o in plan.r2r_ids if pp.placement.get(o, "spe") == "spe"}
-    db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids[0] for ci in d.inputs], d.root, p)
+    db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids for ci in d.inputs], d.root, p)
           for d in pp.db_ops}
     gateway = spe_gateway_cost(sizes, plan, p)
     reentries = [reentry_cost(sizes[d.root], p) for d in pp.db_ops
@@ -183,12 +250,14 @@ __all__ = [
     "DbOpCost",
     "PlanCost",
     "apply_capacity",
+    "db_combine_cost",
     "db_input_cost",
     "db_op_cost",
     "db_op_cost_of",
     "db_scan_cost",
     "plan_cost",
     "reentry_cost",
+    "sliced_aggregates",
     "spe_gateway_cost",
     "spe_op_cost",
     "vector",

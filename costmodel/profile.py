@@ -74,6 +74,13 @@ class CostProfile(BaseModel):
     )
     db_sql_fixed_s: float = Field(ge=0, description="fixed cost of one SQL execution per slide")
     db_scan_s_per_row: PerKind = Field(description="per input row scanned, per operator kind")
+    db_fold_s_per_row: float = Field(
+        0.0, ge=0, description="folding one window row into its slice's partial aggregates"
+    )
+    db_slice_s_per_row: float | None = Field(
+        None, ge=0,
+        description="combining one slice row per slide (None: the aggregate's scan cost)",
+    )
     # -- capacity (extension): all operators share these cores ----------------------------
     capacity_cores: float | None = Field(
         None, gt=0, description="if set, C_b is at least C_u / cores (shared cores)"

@@ -27,7 +27,7 @@ Example:
     >>> prog = db_op_sql(plan, ["op1", "op2", "op3"], [("in0", "w1")])
     >>> [(s.name, s.source, s.width_us, s.keep_us) for s in prog.slices], sorted(prog.raw)
     ([('s0', 'in0', 1000000, 50000000)], [])
-    >>> '"_s" >= $tau_us - 50000000' in prog.query.sql("duckdb")
+    >>> "$tau_us - 50000000" in prog.query.sql("duckdb")  # the 50-s window's slices
     True
 """
 
@@ -113,6 +113,13 @@ class SliceTable:
     partials: tuple[str, ...]
     fold: exp.Select
     batch_columns: dict[str, str] = field(default_factory=dict)  # what `fold` reads: types
+    coarse_us: int | None = None  # width of the sealed coarse slices (None: one level)
+    seal: exp.Select | None = None  # coarse slices of [$seal_lo, $seal_hi) from fine ones
+
+    @property
+    def coarse(self) -> str:
+        """The table of sealed coarse slices."""
+        return f"{self.name}c"
 
 
 @dataclass(frozen=True)
@@ -230,9 +237,15 @@ class _SliceBuilder:
             types = {TS: "TIMESTAMP", **dict(self.plan.nodes[g["chain"][0]].schema)}
             fold = _pushdown(fold, {BATCH: types})
             read = _read_columns(fold, BATCH)
-            out[sig] = SliceTable(f"s{i}", table, keys, width, max(g["ranges"]),
-                                  tuple(p[0] for p in g["partials"].values()), fold,
-                                  {c: t for c, t in types.items() if c in read})
+            partials = list(g["partials"].values())
+            longest = max(g["ranges"])
+            coarse = coarse_width(longest, width)
+            seal = None
+            if coarse is not None:
+                seal = _seal(f"s{i}", keys, coarse, [(n, f) for n, f, *_ in partials])
+            out[sig] = SliceTable(f"s{i}", table, keys, width, longest,
+                                  tuple(p[0] for p in partials), fold,
+                                  {c: t for c, t in types.items() if c in read}, coarse, seal)
         return out
 
     def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:
@@ -255,6 +268,97 @@ class _SliceBuilder:
                 for name, func, arg, double in g["partials"].values()]
         return (exp.select(*out).from_(q.subquery("b"))
                 .group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)]))
+
+
+def coarse_width(range_us: int, width_us: int) -> int | None:
+    """Width of the coarse slices of a slice table: a window of range r combines r/G coarse
+    slices and at most 2 G/g fine ones at its ends, least near G = sqrt(r g / 2); None
+    (fine slices only) when a window holds fewer than 16 fine slices."""
+    n = range_us // width_us
+    if n < 16:
+        return None
+    return width_us * max(2, round(math.sqrt(n / 2)))
+
+
+_MERGE = {"count": exp.Sum, "sum": exp.Sum, "min": exp.Min, "max": exp.Max}
+
+
+def _seal(name: str, keys: tuple[str, ...], coarse_us: int,
+          partials: list[tuple[str, str]]) -> exp.Select:
+    """Coarse slices of [$seal_lo, $seal_hi) merged from the fine slices of `name`."""
+    start = exp.Mul(this=exp.IntDiv(this=_col(SLICE), expression=_num(coarse_us)),
+                    expression=_num(coarse_us))
+    cols = [_alias(start, SLICE)] + [_col(k) for k in keys]
+    cols += [_alias(_MERGE[f](this=_col(n)), n) for n, f in partials]
+    cond = exp.and_(exp.GTE(this=_col(SLICE), expression=exp.Placeholder(this="seal_lo")),
+                    exp.LT(this=_col(SLICE), expression=exp.Placeholder(this="seal_hi")))
+    return (exp.select(*cols).from_(exp.to_table(name)).where(cond)
+            .group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)]))
+
+
+def _slice_scan(st: SliceTable, ranges: Sequence[int]
+                ) -> tuple[exp.Select | exp.Union, dict[int, exp.Expression | None]]:
+    """The slice rows that windows of the given ranges need at `$tau`, and for each range
+    the condition picking its own (None: every row).
+
+    Fine slices only: those of [tau - r, tau). With sealed coarse slices, a window of
+    range r reads coarse slices in [A_r, B) and fine ones in [lo_r, A_r) and [B, tau),
+    where lo_r = tau - r, A_r is the first coarse boundary at or after lo_r and B the last
+    sealed one at or before tau; rows carry `_c` (1 coarse, 0 fine)."""
+    cols = [_col(SLICE)] + [_col(k) for k in st.keys] + [_col(p) for p in st.partials]
+    longest = max(ranges)
+    s = _col(SLICE)
+
+    def ge(e: exp.Expression) -> exp.Expression:
+        return exp.GTE(this=s.copy(), expression=e.copy())
+
+    def lt(e: exp.Expression) -> exp.Expression:
+        return exp.LT(this=s.copy(), expression=e.copy())
+
+    def lo(r: int) -> exp.Expression:
+        return exp.Paren(this=exp.Sub(this=tau_us_param(), expression=_num(r)))
+
+    if st.coarse_us is None:
+        q = exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(longest))
+        return q, {r: None if r == longest else ge(lo(r)) for r in ranges}
+    g = st.coarse_us
+
+    def floor_g(e: exp.Expression) -> exp.Expression:
+        return exp.Paren(this=exp.Mul(this=exp.IntDiv(this=e, expression=_num(g)),
+                                      expression=_num(g)))
+
+    def fn(name: str, *args: exp.Expression) -> exp.Expression:  # plain LEAST / GREATEST
+        return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
+
+    def a(r: int) -> exp.Expression:
+        return floor_g(exp.Paren(this=exp.Add(this=lo(r), expression=_num(g - 1))))
+
+    b = fn("least", floor_g(tau_us_param()), exp.Placeholder(this=f"sealed_{st.name}"))
+
+    def head(r: int) -> exp.Expression:
+        return exp.and_(ge(lo(r)), lt(fn("least", a(r), tau_us_param())))
+
+    def tail(r: int) -> exp.Expression:
+        return exp.and_(ge(fn("greatest", a(r), b)), lt(tau_us_param()))
+
+    one = len(set(ranges)) == 1
+    marker = [] if one else [_alias(_num(1), "_c")]
+    coarse = exp.select(*cols, *marker).from_(exp.to_table(st.coarse)).where(
+        exp.and_(ge(a(longest)), lt(b)))
+    fine = exp.select(*cols, *[_alias(_num(0), "_c") for _ in marker]).from_(
+        exp.to_table(st.name)).where(exp.or_(*[head(r) for r in sorted(set(ranges))],
+                                             tail(longest)))
+    union = exp.union(coarse, fine, distinct=False)
+    if one:
+        return union, {r: None for r in ranges}
+
+    def cond(r: int) -> exp.Expression:
+        c = _col("_c")
+        return exp.or_(
+            exp.and_(exp.EQ(this=c.copy(), expression=_num(1)), ge(a(r))),
+            exp.and_(exp.EQ(this=c.copy(), expression=_num(0)),
+                     exp.Paren(this=exp.or_(head(r), tail(r)))))
+    return union, {r: cond(r) for r in ranges}
 
 
 def _slice_bounds(range_us: int) -> exp.Expression:
@@ -296,7 +400,10 @@ def _combined(node, names: dict[tuple, str], cond: exp.Expression | None = None,
 def _combine(node, st: SliceTable, names: dict[tuple, str], range_us: int) -> exp.Select:
     """Aggregate `node` at `$tau` from the slices of [tau - range, tau)."""
     cols = [_col(k) for k in node.keys] + _combined(node, names)
-    q = exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(range_us))
+    if st.coarse_us is None:
+        q = exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(range_us))
+    else:
+        q = exp.select(*cols).from_(_slice_scan(st, [range_us])[0].subquery("sl"))
     return q.group_by(*[_col(k) for k in node.keys]) if node.keys else q
 
 
@@ -305,17 +412,20 @@ def _combine_shared(st: SliceTable, aggs: list[tuple[str, object, dict, int]]
     """Every aggregate (oid, node, partial names, range) reading slice table `st`, with
     the same keys, in one scan: each over its own range (FILTER), with the count of its
     slices (`_n_<oid>`: a group is in an aggregate's result when its window holds a row)."""
-    longest = max(r for *_, r in aggs)
+    scan, conds = _slice_scan(st, [r for *_, r in aggs])
+    # each window's condition once per row, as a flag column
+    flags = {r: f"_w{i}" for i, r in enumerate(sorted(conds)) if conds[r] is not None}
+    scan = exp.select(exp.Star(), *[_alias(conds[r], f) for r, f in flags.items()]).from_(
+        scan.subquery("u"))
     cols: list[exp.Expression] = [_col(k) for k in st.keys]
     for oid, node, names, r in aggs:
-        cond = None if r == longest else exp.GTE(
-            this=_col(SLICE), expression=exp.Sub(this=tau_us_param(), expression=_num(r)))
+        cond = _col(flags[r]) if r in flags else None
         n = exp.Count(this=exp.Star())
         if cond is not None:
             n = exp.Filter(this=n, expression=exp.Where(this=cond.copy()))
         cols.append(_alias(n, f"_n_{oid}"))
         cols += _combined(node, names, cond, prefix=f"{oid}__")
-    return (exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(longest))
+    return (exp.select(*cols).from_(scan.subquery("sl"))
             .group_by(*[_col(k) for k in st.keys]))
 
 
@@ -416,8 +526,8 @@ def db_op_sql(
         query = query.with_(name, as_=q)
     schema = {t: {TS: "TIMESTAMP", **dict(plan.nodes[oids[0]].schema)} for t, oids in raw.items()}
     for st in tables.values():  # column names are what pruning needs, not types
-        schema[st.name] = {SLICE: "BIGINT", **{k: "INT" for k in st.keys},
-                           **{p: "DOUBLE" for p in st.partials}}
+        schema[st.name] = schema[st.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in st.keys},
+                                               **{p: "DOUBLE" for p in st.partials}}
     for table, oid in inputs:
         if oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}

@@ -62,10 +62,30 @@ def test_db_op_cost_split():
     c = pc.db[d.id]
     s = SourceDrivenSizes.of(pp.logical)
     assert c.transfer_in == pytest.approx(s["op1"].rate * p.db_transfer_in_s_per_row)
-    scan = p.db_scan_s_per_row.aggregate * (s["op1"].size + s["op2"].size)
+    # op2 folds its rows into 1-s slices (no row is kept: a fold per row, no upkeep) and
+    # combines per slide 300 / 12 coarse slices and 12 fine ones of the 100 plugs (1,000
+    # load rows/s fill every plug's slice); op3 scans op2's relation of 100 rows
+    assert c.maintain == pytest.approx(1000 * p.db_fold_s_per_row)
+    combine = (300 / 12 * 100 + 12 * 100) * (p.db_slice_s_per_row
+                                              if p.db_slice_s_per_row is not None
+                                              else p.db_scan_s_per_row.aggregate)
+    scan = combine + p.db_scan_s_per_row.aggregate * s["op2"].size
     assert c.sql == pytest.approx(1.0 * (p.db_sql_fixed_s + scan))
     assert c.transfer_out == pytest.approx(1.0 * 40 * p.db_transfer_out_s_per_row)
     assert pc.vector.utilization_cost == pytest.approx(c.total + pc.spe["op1"])
+
+
+def test_raw_rows_pay_upkeep_sliced_rows_do_not():
+    p = load_profile(DEFAULT_PROFILE_PATH)
+    s = SourceDrivenSizes.of(NumberedPlan.of(cq1_plan(rate=2000)))
+    pc1 = plan_cost(build_physical_plan(NumberedPlan.of(cq1_plan(rate=2000)), "db"), p)
+    pc5 = plan_cost(build_physical_plan(NumberedPlan.of(cq5_plan(rate=2000)), "db"), p)
+    # CQ1 reads its rows raw (the join): kept, with their upkeep, and the max folded
+    assert pc1.db["db1"].maintain == pytest.approx(
+        2000 * (p.db_window_maintain_s_per_row + p.db_fold_s_per_row))
+    # CQ5's only reader folds them: no upkeep
+    assert pc5.db["db1"].maintain == pytest.approx(2000 * p.db_fold_s_per_row)
+    assert s["w1"].rate == 2000
 
 
 def test_identical_inputs_are_transferred_once():

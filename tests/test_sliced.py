@@ -99,8 +99,11 @@ def test_windows_of_different_ranges_share_one_slice_table():
     (op,) = build_physical_plan(NumberedPlan.of(q), "db").db_ops
     (st,) = op.slices  # 10, 30 and 50 s windows: one table of 1-s slices
     assert (st.width_us, st.keep_us) == (1_000_000, 50_000_000)
+    # and one of sealed 5-s slices: a window reads r / 5 s of them and < 10 fine ones
+    assert st.coarse_us == 5_000_000
     assert op.raw == {}  # no window row is kept
-    assert op.sql_text.count("FROM \"s0\"") == 1  # one scan for the three windows
+    # one scan of each for the three windows
+    assert op.sql_text.count('FROM "s0" AS') == 1 and op.sql_text.count('FROM "s0c" AS') == 1
 
 
 def test_raw_rows_kept_only_where_read_and_only_their_columns():
@@ -111,6 +114,14 @@ def test_raw_rows_kept_only_where_read_and_only_their_columns():
     assert set(op.raw_columns["in0"]) == {"value", *PLUG_KEYS}
     assert [s.partials for s in op.slices] == [("p0",)]
     assert "taus" not in op.sql_text  # plain bounds, no range join against instants
+
+
+def test_coarse_slices_only_for_long_windows():
+    q = SHAPES["coarse"]()
+    (op,) = build_physical_plan(NumberedPlan.of(q), "db").db_ops
+    assert [(s.width_us, s.coarse_us) for s in op.slices] == [(1_000_000, 4_000_000)]
+    (op,) = build_physical_plan(NumberedPlan.of(SHAPES["chained"]()), "db").db_ops
+    assert [s.coarse_us for s in op.slices] == [None]  # 5 fine slices: one level
 
 
 def test_slice_width_is_gcd_of_ranges_and_slide():
@@ -141,15 +152,24 @@ SHAPES = {
                                                              v="value * 2")
                         .aggregate(by=["house_id", "plug_id"], t=sum_("v"))
                         .aggregate(by=["house_id"], m=max_("t")).rstream("Q")),
+    # long windows: sealed coarse slices (4 s) and fine ones (1 s) at both ends of a
+    # window whose start is not on the coarse grid (range 37 s, slide 2 s)
+    "coarse": lambda: (
+        window(S, range=37, slide=2).filter("property = 1")
+        .aggregate(by=["house_id", "plug_id"], n=count(), hi=max_("value"), a=avg("value"))
+        .join(window(S, range=20, slide=2).filter("property = 1")
+              .aggregate(by=["house_id", "plug_id"], lo=min_("value"), t=sum_("plug_id")),
+              on=["house_id", "plug_id"])
+        .rstream("Q")),
     # rows against an aggregate of their own window (raw rows and slices in one DB-op)
     "cq2_shape": lambda: QUERIES["CQ2"](rate=50, scale=1 / 30, plugs=6),
 }
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("bursts", [[1], [3, 1, 7], [20]])
+@pytest.mark.parametrize("bursts", [[1], [3, 1, 7], [20]])  # event s per clock advance
 def test_sliced_and_raw_db_ops_match_reference(shape, bursts):
-    rows = rows_of(40, 40, seed=len(shape))
+    rows = rows_of(90, 20, seed=len(shape))
     assert_matches_reference(SHAPES[shape](), "db", rows, bursts)
 
 

@@ -6,14 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.ordering import ZERO, CostVector
-from costmodel.plan_cost import (
-    apply_capacity,
-    db_input_cost,
-    db_op_cost_of,
-    db_scan_cost,
-    spe_gateway_cost,
-    spe_op_cost,
-)
+from costmodel.plan_cost import apply_capacity, db_op_cost, spe_gateway_cost, spe_op_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan, input_key
@@ -27,8 +20,7 @@ class Partial:
     closed: CostVector  # cost of its physical operators other than an open DB-op
     open_members: tuple[str, ...] = ()  # the DB-op rooted here, still open to merging
     cost: CostVector = ZERO  # closed + the open DB-op's cost: the subtree as a whole
-    open_inputs: frozenset = frozenset()  # signatures of the open DB-op's inputs
-    open_scan: float = 0.0  # sum over its members of scan cost x input size
+    open_inputs: frozenset = frozenset()  # the open DB-op's input positions (op ids)
 
     @property
     def db_rooted(self) -> bool:
@@ -48,8 +40,8 @@ class PartialCoster:
             for o in plan.r2r_ids
         }
         self.gateway = spe_gateway_cost(self.sizes, plan, profile)
-        self._sig: dict[str, tuple] = {}
-        self._in_cost: dict[tuple, float] = {}
+        self._sig: dict[str, object] = {}
+        self._db: dict[tuple, float] = {}
 
     def spe_u(self, oid: str) -> float:
         return self._spe[oid]
@@ -58,20 +50,21 @@ class PartialCoster:
         """The input key of an input subtree (identical inputs are transferred once)."""
         sig = self._sig.get(oid)
         if sig is None:
-            sig = input_key(self.plan.nodes[oid])
-            self._sig[oid] = sig
-            self._in_cost[sig] = db_input_cost(self.sizes[oid], self.profile)
+            sig = self._sig[oid] = input_key(self.plan.nodes[oid])
         return sig
 
-    def scan(self, oid: str) -> float:
-        """Per-slide scan cost of one DB-op member."""
-        return db_scan_cost(self.plan, self.sizes, oid, self.profile)
-
-    def db_u(self, root: str, inputs: frozenset, scan: float) -> float:
-        """u of the DB-op rooted at `root` (costmodel.plan_cost), from incremental parts."""
-        t_in = sum(self._in_cost[i][0] for i in inputs)
-        maintain = sum(self._in_cost[i][1] for i in inputs)
-        return db_op_cost_of(t_in, maintain, scan, self.sizes[root], self.profile).total
+    def db_u(self, root: str, members: tuple[str, ...], inputs: frozenset) -> float:
+        """u of the DB-op rooted at `root` with these members and input positions
+        (costmodel.plan_cost.db_op_cost: the same cost as the physical plan's)."""
+        key = (root, frozenset(members), inputs)
+        u = self._db.get(key)
+        if u is None:
+            groups: dict[object, list[str]] = {}
+            for c in sorted(inputs):
+                groups.setdefault(self.signature(c), []).append(c)
+            u = self._db[key] = db_op_cost(self.plan, self.sizes, members, groups.values(),
+                                           root, self.profile).total
+        return u
 
     def view(self, c: CostVector) -> CostVector:
         """The vector as Definition 1 compares it (gateway and capacity included)."""

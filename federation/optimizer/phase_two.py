@@ -95,29 +95,26 @@ def phase_two(
             else [(None, False)]
             for c in all_kids
         ]
-        own_scan = coster.scan(oid)
         out: list[Partial] = []
         for combo in product(*choices):
             closed = ZERO
             members: tuple[str, ...] = ()
             inputs: frozenset = frozenset()
-            scan = own_scan
             db_placed = frozenset((oid,))
             for c, (part, merged) in zip(all_kids, combo):
                 if merged:
                     closed = closed.combine(part.closed)
                     members += part.open_members
                     inputs |= part.open_inputs
-                    scan += part.open_scan
                     db_placed |= part.db_placed
                 else:
                     if part is not None:
                         closed = closed.combine(part.cost)
                         db_placed |= part.db_placed
-                    inputs |= {coster.signature(c)}
+                    inputs |= {c}
             members += (oid,)
-            u = coster.db_u(oid, inputs, scan)
-            out.append(Partial(db_placed, closed, members, closed.add(u), inputs, scan))
+            u = coster.db_u(oid, members, inputs)
+            out.append(Partial(db_placed, closed, members, closed.add(u), inputs))
         db_rooted[oid] = out
     finals = [spe_rooted[top]] + db_rooted[top]
     finals.sort(key=key)
