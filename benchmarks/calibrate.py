@@ -47,8 +47,6 @@ def agg_query(rate: float, range_s: float, plugs: int):
     return w.aggregate(by=PLUG_KEYS, m=max_("value")).rstream("calibration")
 
 
-
-
 def u_total(pp, profile) -> float:
     """Predicted C_u of a physical plan."""
     return plan_cost(pp, profile).vector.utilization_cost

@@ -19,8 +19,6 @@ from federation.physical import build_physical_plan
 _STATE_TERMS = ("stateful ops", "rows in", "rows x copies", "state keys")
 
 
-
-
 def _with_terms(p: CostProfile, op=0.0, row=0.0, copy=0.0, state=0.0) -> CostProfile:
     return p.model_copy(update={
         "spe_s_per_stateful_op_slide": op,
@@ -183,11 +181,6 @@ def fit_profile(spe_rows, cq4, hybrid, dbf, cores: float, tradeoff=None, extra=N
            "columns": list(_STATE_TERMS),
            "throughput_points": [e["plan"] for e in extra or []]}
     return p, fit
-
-
-DBOP_SQL_TERMS = ("fixed per SQL", "per slice row combined", "scan per row: select/project",
-                  "scan per row: join", "scan per row: aggregate")
-DBOP_STATE_TERMS = ("fold per row", "upkeep per kept row")
 
 
 def _db_terms(p: CostProfile, fixed=0.0, slice_=0.0, sel=0.0, join=0.0, agg=0.0, fold=0.0,

@@ -77,12 +77,12 @@ def db_op_cost(
     plan: NumberedPlan,
     sizes: SourceDrivenSizes,
     members: Iterable[str],
-    inputs: Iterable[str | Iterable[str]],
+    inputs: Iterable[Iterable[str]],
     root: str,
     p: CostProfile,
 ) -> DbOpCost:
-    """Cost of a DB-op with the given member ops and (deduplicated) inputs, each an op id
-    or the op ids of every input position reading the same table.
+    """Cost of a DB-op with the given member ops and (deduplicated) inputs, each the op ids
+    of every input position reading the same table.
 
     transfer in = rows/s of each input x Arrow cost; window rows kept for a raw read pay
     their upkeep in DuckDB, rows folded into slices their fold instead; SQL = l x (fixed +
@@ -96,7 +96,7 @@ def db_op_cost(
     in_chains = {c for _, chain in sliced.values() for c in chain}
     t_in = maintain = 0.0
     for group in inputs:
-        group = [group] if isinstance(group, str) else list(group)
+        group = list(group)
         a, b = db_input_cost(sizes[group[0]], p)
         t_in += a
         if any(pos not in folded for pos in group):
@@ -120,7 +120,11 @@ def _leaf_window(node):
 
 def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[str, tuple]]:
     """The aggregations of a DB-op that fold their window rows into slices (db.sqlgen):
-    aggregate members over a time window's rows through member selections and projections.
+    aggregate members over a time window's rows through member selections and projections
+    (db.sqlgen._sliced_chain's rule: the layers keep costmodel/ from importing db/, so the
+    rule, and the coarse width in db_combine_cost, are written in both;
+    tests/test_costmodel.py checks that they fold the same inputs and price CQ5's coarse
+    slices).
     Maps each to (its input position, the members folded below it). An input position over
     a window counts as rows: the cost model does not see a DB-op further below it."""
     out = {}

@@ -156,32 +156,28 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
             .where(exp.LTE(this=_col("_rn"), expression=exp.Literal.number(win.rows))))
 
 
-def _chain_below(plan: NumberedPlan, members: set[str], agg: str) -> list[str] | None:
-    """The selections and projections (members) between aggregate `agg` and its input
-    position, bottom first, ending with the input position; None if `agg`'s input is
-    not reached through them."""
+def _sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
+                 row_level: set[str] | None = None) -> list[str] | None:
+    """How aggregate member `oid` folds into slices: its input position, then the member
+    selections and projections above it (bottom first); None when it does not (not an
+    aggregate, another member kind below it, or not over a time window's rows).
+    `row_level`: the input positions that arrive as window rows (None: every input over a
+    window; costmodel.plan_cost.sliced_aggregates keeps the same rule that way)."""
+    if plan.nodes[oid].kind != "aggregate":
+        return None
     chain = []
-    (c,) = plan.children[agg]
+    (c,) = plan.children[oid]
     while c in members:
         if plan.nodes[c].kind not in ("select", "project"):
             return None
         chain.append(c)
         (c,) = plan.children[c]
-    return [c, *reversed(chain)]
-
-
-def _sliceable(plan: NumberedPlan, members: set[str], oid: str, row_level: set[str]
-               ) -> list[str] | None:
-    """For aggregate member `oid` over a time window's rows: its chain (`_chain_below`)."""
-    if plan.nodes[oid].kind != "aggregate":
+    if row_level is not None and c not in row_level:
         return None
-    chain = _chain_below(plan, members, oid)
-    if chain is None or chain[0] not in row_level:
-        return None
-    w = _leaf_window(plan.nodes[chain[0]])
+    w = _leaf_window(plan.nodes[c])
     if w is None or not w.is_time_based:
         return None
-    return chain
+    return [c, *reversed(chain)]
 
 
 _PARTIALS = {  # aggregate -> the partials it needs, as (function, argument is double)
@@ -458,7 +454,7 @@ def db_op_sql(
     sliced_inputs: set[str] = set()
     if slices:
         for m in members:
-            chain = _sliceable(plan, member_set, m, row_level)
+            chain = _sliced_chain(plan, member_set, m, row_level)
             if chain is not None:
                 if chain[0] not in table_of:
                     raise SqlGenerationError(f"input {chain[0]} of the DB-op has no table")

@@ -136,6 +136,11 @@ class MigDatabase:
                            f"SELECT * FROM {_sql(_table(st.name))} LIMIT 0")
                 self.seals[st.name] = _sql(exp.insert(st.seal, _table(st.coarse)))
         self.sealed = {st.name: 0 for st in self.slices}  # coarse slices sealed below this
+        # per slice table (fine and coarse): the DELETE of slices older than keep_us
+        self.slice_deletes = [
+            (_sql(exp.delete(_table(t), where=exp.LT(this=_col(SLICE),
+                                                     expression=exp.Placeholder()))), st.keep_us)
+            for st in self.slices for t in [st.name] + ([st.coarse] if st.coarse_us else [])]
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
         self.expiries = 0
 
@@ -212,11 +217,8 @@ class MigDatabase:
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
                                               int(spec.rows)), [next_tau])
-        for st in self.slices:
-            for t in [st.name] + ([st.coarse] if st.coarse_us else []):
-                self._exec(_sql(exp.delete(_table(t), where=exp.LT(
-                    this=_col(SLICE), expression=exp.Placeholder()))),
-                    [ts_us(next_tau) - st.keep_us])
+        for sql, keep_us in self.slice_deletes:
+            self._exec(sql, [ts_us(next_tau) - keep_us])
         self.expiries += 1
         if self.expiries % CHECKPOINT_EVERY == 0:
             # an in-memory DuckDB frees deleted row groups (and compresses) only at a

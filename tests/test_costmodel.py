@@ -88,6 +88,24 @@ def test_raw_rows_pay_upkeep_sliced_rows_do_not():
     assert s["w1"].rate == 2000
 
 
+@pytest.mark.parametrize("name", ["CQ1", "CQ2", "CQ3", "CQ4", "CQ5", "CQ6"])
+@pytest.mark.parametrize("selections", ["db", "spe"])
+def test_cost_model_folds_what_the_sql_folds(name, selections):
+    # costmodel.plan_cost.sliced_aggregates and db.sqlgen decide the same: the input
+    # positions the cost model folds are those the SQL reads from slices, not raw
+    from costmodel.plan_cost import sliced_aggregates
+    from federation.smartplug.queries import QUERIES
+
+    plan = NumberedPlan.of(QUERIES[name](rate=2000))
+    pl = {o: (selections if plan.nodes[o].kind == "select"
+              and plan.nodes[o].child.kind == "window" else "db") for o in plan.r2r_ids}
+    (d,) = build_physical_plan(plan, pl).db_ops
+    folded = {pos for pos, _ in sliced_aggregates(plan, set(d.members)).values()}
+    from_slices = {o for ci in d.inputs if ci.row_level for o in ci.op_ids
+                   if o not in d.raw.get(ci.table, ())}
+    assert folded == from_slices and folded
+
+
 def test_identical_inputs_are_transferred_once():
     pp = build_physical_plan(NumberedPlan.of(cq1_plan()), "db")
     (c,) = pp.db_ops
