@@ -17,6 +17,7 @@ joins on (`_wt`, keys) and explodes the collected rows again.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -97,6 +98,11 @@ class SpeTranslator:
 
     def __init__(self, instants=None) -> None:
         self.instants = instants
+        # how a join of window rows with a relation runs: "interval" (Spark's time-interval
+        # join, the default) or "collect" (rows collected per window; kept to measure both)
+        self.rows_join = os.environ.get("FEDQ_SPE_ROWS_JOIN", "interval")
+        if self.rows_join not in ("interval", "collect"):
+            raise ValueError(f"FEDQ_SPE_ROWS_JOIN={self.rows_join!r}: use interval or collect")
 
     def visit(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
         return getattr(self, f"visit_{node.kind}")(node, inputs)
@@ -160,6 +166,8 @@ class SpeTranslator:
         rkeys = [b for _, b in node.keys]
         lcols = list(node.left.schema)
         rcols = [c for c in node.right.schema if c not in set(rkeys)]
+        if left.row_level != right.row_level and self.rows_join == "interval":
+            return self._rows_join(node, left, right, lkeys, rkeys, lcols, rcols)
         ldf, lpack = self._as_relation(left, lkeys, [c for c in lcols if c not in lkeys], "_lrows")
         rdf, rpack = self._as_relation(right, rkeys, rcols, "_rrows")
         ldf = ldf.select(_c(WT), *[_c(k) for k in lkeys], *lpack).alias("l")
@@ -183,6 +191,42 @@ class SpeTranslator:
             out_cols.append(F.col(f"_rrow.`{c}`").alias(c) if right.row_level
                             else F.col(f"r.`{c}`").alias(c))
         return SpeStream(j.select(*out_cols), False)
+
+    def _rows_join(self, node: Join, left: SpeStream, right: SpeStream, lkeys: list[str],
+                   rkeys: list[str], lcols: list[str], rcols: list[str]) -> SpeStream:
+        """Window rows joined with a relation (CQ1/CQ2: rows against their window's own
+        aggregate) as Spark's time-interval stream-stream join: a row at `_ts` matches the
+        relation's row of every instant tau with tau - range <= _ts < tau, i.e.
+        `_wt - range < _ts <= _wt`. Each row is kept once in the join's state (until the
+        watermark passes `_ts + range`) instead of once per window holding it; relation rows
+        at instants that are not instants of the rows' window are left out."""
+        w = (left if left.row_level else right).window
+        if w is None or not w.is_time_based:
+            raise NotImplementedError(
+                "tuple-based windows run in the DB only for now; place their operators in db")
+        r_us, sl_us = _us(w.range_s), _us(w.slide_s)
+        ltag = TS if left.row_level else WT
+        rtag = TS if right.row_level else WT
+        lcol = [c for c in lcols if c not in set(lkeys)]
+        ldf = left.df.select(_c(ltag), *[_c(k) for k in lkeys], *[_c(c) for c in lcol])
+        rdf = right.df.select(_c(rtag).alias(f"_r{rtag}"),
+                              *[_c(k).alias(f"_rk{i}") for i, k in enumerate(rkeys)],
+                              *[_c(c) for c in rcols])
+        on_instant = ((F.unix_micros(_c(WT)) + 1) % sl_us) == 0
+        if left.row_level:
+            rdf = rdf.filter(((F.unix_micros(_c(f"_r{WT}")) + 1) % sl_us) == 0)
+        else:
+            ldf = ldf.filter(on_instant)
+        ldf, rdf = ldf.alias("l"), rdf.alias("r")
+        ts, wt = ((F.col(f"l.{TS}"), F.col(f"r._r{WT}")) if left.row_level
+                  else (F.col(f"r._r{TS}"), F.col(f"l.{WT}")))
+        cond = (ts <= wt) & (ts > wt - F.expr(f"INTERVAL {r_us} MICROSECONDS"))
+        for i, k in enumerate(lkeys):
+            cond = cond & (F.col(f"l.`{k}`") == F.col(f"r._rk{i}"))
+        j = ldf.join(rdf, cond, "inner")
+        out = [wt.alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
+        out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
+        return SpeStream(j.select(*out), False)
 
     def _window_column(self, s: SpeStream) -> Column:
         w = s.window

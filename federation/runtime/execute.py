@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from federation.errors import OutputError
 from federation.instants import extent_of, first_instant, last_instant
-from federation.logical import Window
+from federation.logical import Join, Window
 from federation.physical import PhysicalPlan
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.ingest import prepare_input
@@ -92,8 +92,12 @@ def execute(
         domains = {c: set(v) for c, v in stream.domains.items()}
 
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
+    # Spark holds back the watermark below a join of window rows (spe.translate._rows_join)
+    # by the window's range: the flush goes that much further per join (a bound: only joins of rows need it)
+    rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
+    flush_s = max_range * (1 + rows_joins) + 10 * slide_s
     ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
-                           flush_after_s=max_range + 10 * slide_s if drain else None,
+                           flush_after_s=flush_s if drain else None,
                            max_files=max_files, domains=domains, fast_forward_s=ff_s,
                            fast_forward_batch=warmup_batch_s or 1, tick_s=slide_s,
                            horizon_s=event_horizon_s)
