@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import statistics
+import tempfile
 import time
 
 import duckdb
@@ -101,7 +103,8 @@ class LoadRows:
         return t.append_column("_ts", t.column("ts"))
 
 
-def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int) -> dict:
+def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int,
+            durable: bool = False) -> dict:
     q = QUERIES[query](rate=rate, plugs=plugs)
     plan = NumberedPlan.of(q)
     sel = {o: ("spe" if plan.nodes[o].kind == "select" and plan.nodes[o].child.kind == "window"
@@ -109,7 +112,18 @@ def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int) -
     pp = build_physical_plan(plan, sel)
     (op,) = pp.db_ops
     threads, memory = mig_resources(1)
-    mig = MigRuntime(op, 1.0, threads=threads, memory_limit=memory, plan_nodes=plan.nodes)
+    state_dir = tempfile.mkdtemp(prefix="fedq-dbop-") if durable else None
+    mig = MigRuntime(op, 1.0, threads=threads, memory_limit=memory, plan_nodes=plan.nodes,
+                     state_path=f"{state_dir}/db1.duckdb" if durable else None)
+    batch_id = iter(range(10**9))
+
+    def step(rows, clock):  # one micro-batch: one transaction (also in memory)
+        b = next(batch_id)
+        mig.begin(b)
+        mig.add(table, rows)
+        r = mig.advance(clock)
+        mig.commit(b)
+        return r
     (table,) = [ci.table for ci in op.inputs]
     hand = duckdb.connect(config={"threads": threads, "memory_limit": memory})
     src = LoadRows(rate, plugs)
@@ -118,8 +132,7 @@ def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int) -
     t0 = time.perf_counter()
     for s0 in range(0, warm, warm_batch):
         rows = pa.concat_tables([src.second(s) for s in range(s0, s0 + warm_batch)])
-        mig.add(table, rows)
-        mig.advance(T0 + dt.timedelta(seconds=s0 + warm_batch - 1))
+        step(rows, T0 + dt.timedelta(seconds=s0 + warm_batch - 1))
         hand.register("_b", rows.drop_columns(["_ts"]))
         if s0 == 0:
             hand.execute("CREATE TABLE w AS SELECT * FROM _b").fetchall()
@@ -133,8 +146,7 @@ def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int) -
         rows = src.second(sec)
         before = dict(mig.db.timings)
         w0 = time.perf_counter()
-        mig.add(table, rows)
-        taus, out, _ = mig.advance(T0 + dt.timedelta(seconds=sec))
+        taus, out, _ = step(rows, T0 + dt.timedelta(seconds=sec))
         mig_s = time.perf_counter() - w0
         d = {k: mig.db.timings[k] - before[k] for k in before}
         # the hand-written query over a table holding exactly the window's rows
@@ -166,7 +178,10 @@ def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int) -
         f"equal {all(p['equal'] for p in per_slide)}")
     mig.close()
     hand.close()
-    return {"query": query, "rate": rate, "placement": pp.placement_string, "kind": kind,
+    if state_dir:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return {"query": query, "rate": rate, "durable": durable,
+            "placement": pp.placement_string, "kind": kind,
             "slices": [s.name for s in op.slices], "raw_tables": sorted(op.raw),
             "rows_held": counts, "threads": threads, "median": med, "mean": mean,
             "ratio": med["mig_s"] / med["hand_s"], "ratio_mean": mean["mig_s"] / mean["hand_s"],
@@ -197,12 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-batch", type=int, default=10,
                     help="event seconds per batch while the windows fill (default: %(default)s)")
     ap.add_argument("--out", default="dbop.json")
+    ap.add_argument("--durable", action="store_true",
+                    help="MIG state in a DuckDB file, one commit per micro-batch (issue 11)")
     a = ap.parse_args(argv)
     results = []
     for rate in (float(x) for x in a.rates.split(",")):
         for query in a.queries.split(","):
-            results.append(measure(query, rate, a.slides, a.plugs, a.warm_batch))
-    path = write_result(a.out, {"slides": a.slides, "plugs": a.plugs, "results": results})
+            results.append(measure(query, rate, a.slides, a.plugs, a.warm_batch, a.durable))
+    path = write_result(a.out, {"slides": a.slides, "plugs": a.plugs, "durable": a.durable,
+                                "results": results})
     print(table(results))
     say(f"wrote {path}")
     return 0 if all(r["all_equal"] for r in results) else 1

@@ -10,6 +10,7 @@ per slide instant and lose them once used. The DB-op's query runs once per slide
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import time
 import warnings
@@ -117,28 +118,46 @@ class MigDatabase:
     parameters `$tau` / `$tau_us` (db.sqlgen); `slices` are folded from row-level inputs."""
 
     def __init__(self, inputs: Sequence[InputSpec], sql: str, threads: int = 1,
-                 memory_limit: str = "4GB", slices: Sequence[SliceTable] = ()) -> None:
-        self.con = duckdb.connect(config={"threads": threads, "memory_limit": memory_limit})
+                 memory_limit: str = "4GB", slices: Sequence[SliceTable] = (),
+                 path: str | None = None) -> None:
+        """`path`: a database file that keeps the state across a crash (`begin` /
+        `commit` around each micro-batch); it is reopened as it was at its last commit.
+        Without it the database is in memory."""
+        self.con = duckdb.connect(str(path) if path else ":memory:",
+                                  config={"threads": threads, "memory_limit": memory_limit})
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
         self.params = [k for k in ("tau", "tau_us", *(f"sealed_{st.name}" for st in slices))
                        if re.search(rf"\${k}\b", sql)]
         self.slices = list(slices)
+        # the bookkeeping committed with the state: {"batch": ..., "mig": ..., ...}
+        self.saved: dict | None = None
+        reopened = bool(self._exec(
+            "SELECT 1 FROM information_schema.tables WHERE table_name = '_fedq_state'"))
+        if reopened:
+            self.saved = json.loads(self._exec("SELECT state FROM _fedq_state")[0][0])
+        else:
+            self._exec("CREATE TABLE _fedq_state (state VARCHAR)")
+            self._exec("INSERT INTO _fedq_state VALUES ('{}')")
         for spec in inputs:
             tcol = "_ts" if spec.row_level else "_tau"
-            self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
+            if not reopened:
+                self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.folds: dict[str, str] = {}
         self.seals: dict[str, str] = {}
         for st in self.slices:  # the slice table's types are those of its fold's result
+            self.folds[st.name] = _sql(exp.insert(st.fold, _table(st.name)))
+            if st.seal is not None:
+                self.seals[st.name] = _sql(exp.insert(st.seal, _table(st.coarse)))
+            if reopened:
+                continue
             self._exec(create_table(BATCH, st.batch_columns))
             self._exec(_sql(exp.Create(this=_table(st.name), kind="TABLE",
                                        expression=st.fold.copy().limit(0))))
             self._exec(f"DROP TABLE {BATCH}")
-            self.folds[st.name] = _sql(exp.insert(st.fold, _table(st.name)))
             if st.seal is not None:
                 self._exec(f"CREATE TABLE {_sql(_table(st.coarse))} AS "
                            f"SELECT * FROM {_sql(_table(st.name))} LIMIT 0")
-                self.seals[st.name] = _sql(exp.insert(st.seal, _table(st.coarse)))
         self.sealed = {st.name: 0 for st in self.slices}  # coarse slices sealed below this
         # per slice table (fine and coarse): the DELETE of slices older than keep_us
         self.slice_deletes = [
@@ -148,6 +167,29 @@ class MigDatabase:
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
         self.expiries = 0
         self.expire_calls = 0
+        self.in_batch = False
+        self.checkpoint_due = False
+        if self.saved:
+            self.sealed.update(self.saved.get("sealed", {}))
+            self.expiries = self.saved.get("expiries", 0)
+            self.expire_calls = self.saved.get("expire_calls", 0)
+
+    def begin(self) -> None:
+        """Start a micro-batch: what follows commits together in `commit`."""
+        self._exec("BEGIN TRANSACTION")
+        self.in_batch = True
+
+    def commit(self, mig_state: dict) -> None:
+        """Commit the micro-batch's changes with the MIG's bookkeeping (its batch id)."""
+        state = {"mig": mig_state, "sealed": self.sealed, "expiries": self.expiries,
+                 "expire_calls": self.expire_calls}
+        self._exec("UPDATE _fedq_state SET state = ?", [json.dumps(state)])
+        self._exec("COMMIT")
+        self.in_batch = False
+        self.saved = state
+        if self.checkpoint_due:  # not allowed within a transaction
+            self.checkpoint_due = False
+            self._exec("CHECKPOINT")
 
     def _exec(self, sql: str, params: list | dict | None = None) -> list:
         # DuckDB 2.0 keeps a statement's result open until fetched: always finish it
@@ -231,7 +273,10 @@ class MigDatabase:
         if self.expiries % CHECKPOINT_EVERY == 0:
             # an in-memory DuckDB frees deleted row groups (and compresses) only at a
             # checkpoint: without it memory swings with every INSERT and DELETE
-            self._exec("CHECKPOINT")
+            if self.in_batch:
+                self.checkpoint_due = True
+            else:
+                self._exec("CHECKPOINT")
         self.timings["expire_s"] += time.perf_counter() - t0
 
     def row_counts(self) -> dict[str, int]:

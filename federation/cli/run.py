@@ -102,7 +102,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                 seconds_per_batch=a.seconds_per_batch, output=a.output,
                 allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
                 event_horizon_s=a.event_horizon, overwrite=a.overwrite,
-                realtime=a.realtime, progress=None if a.quiet else progress)
+                realtime=a.realtime, progress=None if a.quiet else progress, fresh=a.fresh)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2
@@ -162,7 +162,10 @@ def add_parsers(sub) -> None:
                         "(or from the first file's other readings) is dead-lettered")
     r.add_argument("--output", type=Path, default=None, help="results .parquet or directory")
     r.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    r.add_argument("--work-dir", type=Path, default=None)
+    r.add_argument("--work-dir", type=Path, default=None,
+                   help="keeps the run's state: the same command on it resumes after a crash")
+    r.add_argument("--fresh", action="store_true",
+                   help="discard an interrupted run in --work-dir and start over")
     r.add_argument("--realtime", action="store_true",
                    help="one micro-batch per batch interval of wall time instead of max speed")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")

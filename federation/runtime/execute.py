@@ -27,12 +27,12 @@ from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Window
 from federation.physical import PhysicalPlan
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
-from federation.runtime.ingest import prepare_input
+from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
+from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.records import (
     BatchMetrics,
     PredictedCost,
-    ResultCollector,
     RunResult,
     RunSummary,
     check_arguments,
@@ -61,8 +61,12 @@ def execute(
     drain: bool = True,
     event_horizon_s: float = 3600.0,
     predicted=None,
+    fresh: bool = False,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
+
+    A `work_dir` that holds an interrupted run of the same plan is resumed where its last
+    micro-batch committed (federation/runtime/durable.py); `fresh=True` discards it first.
 
     `warmup_batch_s` fast-forwards the warm-up: the first (largest window range) event
     seconds go in micro-batches of that many seconds, the rest one `seconds_per_batch` each.
@@ -91,16 +95,31 @@ def execute(
     if domains is None:
         domains = {c: set(v) for c, v in stream.domains.items()}
 
+    identity = run_identity(plan, seconds_per_batch, allowed_lateness_s, warmup_batch_s, drain)
+    identity.update({"data": str(Path(data).resolve()), "max_files": max_files})
+    if fresh:
+        (work / RUN_FILE).unlink(missing_ok=True)
+    resuming = claim(work, identity)
+    if not resuming:  # a new run: nothing of an earlier one may leak into it
+        for sub in ("input", "checkpoints", "state", "results", "reentry"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+        for f in ("summary.json",):
+            (work / f).unlink(missing_ok=True)
+    (work / "state").mkdir(exist_ok=True)
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
     # Spark holds back the watermark below a join of window rows (spe.translate._rows_join)
     # by the window's range: the flush goes that much further per join (a bound: only joins of rows need it)
     rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
     flush_s = max_range * (1 + rows_joins) + 10 * slide_s
-    ingest = prepare_input(data, work / "input", stream, allowed_lateness_s=allowed_lateness_s,
-                           flush_after_s=flush_s if drain else None,
-                           max_files=max_files, domains=domains, fast_forward_s=ff_s,
-                           fast_forward_batch=warmup_batch_s or 1, tick_s=slide_s,
-                           horizon_s=event_horizon_s)
+    if resuming:  # the spool is complete and Spark's checkpoints refer to it
+        ingest = IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
+    else:
+        ingest = prepare_input(data, work / "input", stream,
+                               allowed_lateness_s=allowed_lateness_s,
+                               flush_after_s=flush_s if drain else None,
+                               max_files=max_files, domains=domains, fast_forward_s=ff_s,
+                               fast_forward_batch=warmup_batch_s or 1, tick_s=slide_s,
+                               horizon_s=event_horizon_s)
     life = None if ingest.first_ts is None else (
         first_instant(ingest.first_ts, slide_s), last_instant(ingest.last_ts, extent_s, slide_s))
     ff_batches = ingest.warmup_files
@@ -116,22 +135,34 @@ def execute(
     for c in plan.db_ops:
         if c is not staged.root_db_op:
             reentry_dirs[c.id] = work / "reentry" / c.id
-            shutil.rmtree(reentry_dirs[c.id], ignore_errors=True)
-            reentry_dirs[c.id].mkdir(parents=True)
+            reentry_dirs[c.id].mkdir(parents=True, exist_ok=True)
     threads, memory = mig_resources(len(plan.db_ops))
     migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, threads=threads,
-                             memory_limit=memory, plan_nodes=lg.nodes, life=life)
+                             memory_limit=memory, plan_nodes=lg.nodes, life=life,
+                             state_path=str(work / "state" / f"{c.id}.duckdb"))
             for c in plan.db_ops}
-    ex = Execution(staged, migs, ResultCollector(staged.result_columns),
+    ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
                    event_seconds_done, progress)
+    resumed_at = None
+    for st in staged.stages:
+        log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
+        saved = log.load() if resuming else None
+        if saved:
+            st.clock, st.last_done = saved["clock"], saved["batch"]
+            st.data_batches = saved["data_batches"]
+            if st.index == 0:
+                resumed_at = (saved["batch"] + 1, min(saved["clock"].values(), default=None))
+    if resuming:
+        b, t = resumed_at or (0, None)
+        say_resume = f"fedq: resuming {lg.root.name} in {work} at batch {b}"
+        print(say_resume + (f", event time {t}" if t else "") , file=sys.stderr)
 
     from spe.pipeline import start_query
     from spe.session import get_spark
 
     spark = spark or get_spark()
-    chk_root = work / "checkpoints"
-    shutil.rmtree(chk_root, ignore_errors=True)
+    chk_root = work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
     builder = StageBuilder(spark, staged, stream, ingest.spool_dir, reentry_dirs,
                            seconds_per_batch, round(allowed_lateness_s * 1000), extent_s, slide_s)
     for st in staged.stages:

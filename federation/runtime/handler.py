@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from db.store import naive_timestamps
 from federation.parts import NEUTRAL, arrow_type
 from federation.physical import DbOp
+from federation.runtime.durable import ResultParts, StageLog, fault_point
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
 from federation.runtime.records import BatchMetrics, ResultCollector
@@ -77,7 +78,7 @@ class Execution:
 
     staged: StagedPlan
     migs: dict[str, MigRuntime]
-    collector: ResultCollector
+    collector: ResultCollector | ResultParts
     reentry: ReentrySpool
     ingest: IngestResult
     lateness_s: float
@@ -87,6 +88,8 @@ class Execution:
     lock: threading.Lock = field(default_factory=threading.Lock)
     t_start: float = field(default_factory=time.perf_counter)
     last_end: dict[int, float] = field(default_factory=dict)
+
+    stage_logs: dict[int, StageLog] = field(default_factory=dict)
 
     def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> None:
         """A DB-op's result: to the collector (the query's result) or to re-entry."""
@@ -102,8 +105,11 @@ class Execution:
         with self.lock:
             for cid in self.staged.db_ops_of(stage):
                 mig = self.migs[cid]
+                if not mig.begin(END_OF_INPUT_BATCH):  # drained before a crash
+                    continue
                 _, out, _ = mig.advance(far)
                 self.hand_on(mig, (stage, END_OF_INPUT_BATCH), out, far)
+                mig.commit(END_OF_INPUT_BATCH)
 
 
 class BatchHandler:
@@ -116,18 +122,25 @@ class BatchHandler:
     def __call__(self, batch_df, batch_id: int) -> None:
         ex, st = self.ex, self.st
         with ex.lock:
-            if batch_id in st.done_batches:  # idempotent by micro-batch id
-                return
+            if st.last_done is not None and batch_id <= st.last_done:
+                return  # idempotent by micro-batch id (a replay after a crash)
+            fault_point("batch_start")
             t0 = time.perf_counter()
             tbl = batch_df.toArrow()
             t1 = time.perf_counter()
             prev_clock = dict(st.clock)
             self._advance_clock(tbl)
-            rows_in, result_rows = self._take_rows(tbl, batch_id)
-            db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock)
-            st.done_batches.add(batch_id)
+            # a MIG that committed this batch before a crash skips it (durable.py)
+            live = {cid: ex.migs[cid].begin(batch_id) for cid in ex.staged.db_ops_of(st.index)}
+            rows_in, result_rows = self._take_rows(tbl, batch_id, live)
+            fault_point("mig_rows_in")
+            db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
+            st.last_done = batch_id
             self._record(batch_id, t0, t1, rows_in, result_rows + mig_rows, db_s, slides,
                          prev_clock)
+            if st.index in ex.stage_logs:
+                ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
+            fault_point("batch_end")
 
     def _advance_clock(self, tbl: pa.Table) -> None:
         outcol = tbl.column("_out")
@@ -137,7 +150,8 @@ class BatchHandler:
                 hi = pc.max(naive_timestamps(pa.table({"c": c})).column("c")).as_py()
                 self.st.clock[j] = max(hi, self.st.clock.get(j, hi))
 
-    def _take_rows(self, tbl: pa.Table, batch_id: int) -> tuple[int, int]:
+    def _take_rows(self, tbl: pa.Table, batch_id: int, live: dict[str, bool]
+                   ) -> tuple[int, int]:
         outcol = tbl.column("_out")
         rows_in = result_rows = 0
         for k, what in enumerate(self.st.outputs):
@@ -148,18 +162,22 @@ class BatchHandler:
             rows_in += part.num_rows
             if what[0] == "mig":
                 cid, table = what[1]
-                self.ex.migs[cid].add(table, part)
+                if live[cid]:
+                    self.ex.migs[cid].add(table, part)
             else:
                 part = wt_to_tau(part)
                 result_rows += part.num_rows
                 self.ex.collector.put((self.st.index, batch_id), part)
         return rows_in, result_rows
 
-    def _run_migs(self, batch_id: int, prev_clock: dict) -> tuple[float, int, int]:
+    def _run_migs(self, batch_id: int, prev_clock: dict, live: dict[str, bool]
+                  ) -> tuple[float, int, int]:
         ex, st = self.ex, self.st
         db_s, slides, result_rows = 0.0, 0, 0
         for cid in ex.staged.db_ops_of(st.index):
             mig = ex.migs[cid]
+            if not live[cid]:
+                continue
             src = prev_clock if mig.rel_inputs else st.clock
             wm = watermark(src, st.clock_sources, ex.lateness_s if st.index == 0 else 0.0)
             taus, out, took = mig.advance(wm)
@@ -170,6 +188,9 @@ class BatchHandler:
                 ex.hand_on(mig, (st.index, batch_id), out, done)
             if out is not None and mig.db_op is ex.staged.root_db_op:
                 result_rows += out.num_rows
+            fault_point("before_commit")
+            mig.commit(batch_id)  # after its results are on disk (durable.py)
+            fault_point("after_commit")
         return db_s, slides, result_rows
 
     def _record(self, batch_id, t0, t1, rows_in, result_rows, db_s, slides, prev_clock) -> None:

@@ -55,10 +55,13 @@ class MigRuntime:
     def __init__(self, db_op: DbOp, slide_s: float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
-                 life: tuple[dt.datetime, dt.datetime] | None = None) -> None:
+                 life: tuple[dt.datetime, dt.datetime] | None = None,
+                 state_path: str | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
-        included. Without it, from the first row it receives to the last row's window."""
+        included. Without it, from the first row it receives to the last row's window.
+        `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
+        MIG continues after the last micro-batch it committed (`applied`)."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
@@ -86,13 +89,40 @@ class MigRuntime:
                 specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
         self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
-                              memory_limit=memory_limit, slices=db_op.slices)
+                              memory_limit=memory_limit, slices=db_op.slices, path=state_path)
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None
         self.rows_in = 0
         self.rows_out = 0
         self.slides_done = 0
+        self.applied: int | None = None  # the last micro-batch id committed
+        if self.db.saved and self.db.saved.get("mig"):
+            self._restore(self.db.saved["mig"])
+
+    _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
+    _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")
+
+    def _restore(self, d: dict) -> None:
+        for k in self._TIMES:
+            setattr(self, k, None if d[k] is None else dt.datetime.fromisoformat(d[k]))
+        for k in self._COUNTS:
+            setattr(self, k, d[k])
+
+    def begin(self, batch: int) -> bool:
+        """Start micro-batch `batch`; False when it was committed before (a replay after
+        a crash): then neither `add` nor `advance` may run for it."""
+        if self.applied is not None and batch <= self.applied:
+            return False
+        self.db.begin()
+        return True
+
+    def commit(self, batch: int) -> None:
+        self.applied = batch
+        d = {k: (None if getattr(self, k) is None else getattr(self, k).isoformat())
+             for k in self._TIMES}
+        d.update({k: getattr(self, k) for k in self._COUNTS})
+        self.db.commit(d)
 
     def _first_tau(self, ts: dt.datetime) -> dt.datetime:
         return first_instant(ts, self.slide.total_seconds())

@@ -50,7 +50,7 @@ class Stage:
     df: object = None
     query: object = None
     clock: dict[int, dt.datetime] = field(default_factory=dict)
-    done_batches: set[int] = field(default_factory=set)
+    last_done: int | None = None  # the last micro-batch id handled (replays are skipped)
     data_batches: int = 0
 
 

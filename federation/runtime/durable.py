@@ -1,0 +1,145 @@
+"""What makes a run resumable after a crash (docs/architecture.md, "Crash and resume").
+
+A run's work directory holds everything a resumed run needs:
+
+* `run.json`: the run's identity (query plan, placement, batch sizes); another query or
+  placement on the same directory is refused;
+* `input/`: the validated spool, Spark's replayable source (written once; `input/ingest.json`
+  marks it complete);
+* `checkpoints/`: Spark's own checkpoints (offsets, commits, operator state);
+* `state/<db-op>.duckdb`: each MIG's DuckDB database; a micro-batch's inserts, folds, seals,
+  expiry and the MIG's bookkeeping (with the batch id) commit in one transaction, so the
+  state matches exactly the batches it applied and a replayed batch is skipped by its id;
+* `state/stage<i>.json`: each stage's event-time clock after its last handled batch;
+* `results/part-<stage>-<batch>.parquet`: result rows as they are produced, one part per
+  micro-batch, written atomically and named by batch id (a replay overwrites the same part
+  with the same rows); the final output is their union.
+
+Order within a batch: result or re-entry parts are written first, then the MIG commits,
+then the stage's clock file: a crash between two steps replays the batch, and every step
+is idempotent by batch id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from federation.errors import FedqError
+
+RUN_FILE = "run.json"
+#: fault injection for tests and benchmarks.faults: FEDQ_FAULT="<point>:<n>" kills this
+#: process group with SIGKILL the n-th time the run passes <point> (see FAULT_POINTS)
+FAULT_POINTS = ("batch_start", "mig_rows_in", "before_commit", "after_commit", "batch_end")
+_fault = os.environ.get("FEDQ_FAULT", "")
+_fault_point, _, _fault_n = _fault.partition(":")
+_fault_seen = 0
+
+
+def fault_point(name: str) -> None:
+    """Where a kill -9 can be injected (no-op unless FEDQ_FAULT names this point)."""
+    global _fault_seen
+    if name != _fault_point:
+        return
+    _fault_seen += 1
+    if _fault_seen == int(_fault_n or 1):
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+class ResumeError(FedqError, ValueError):
+    """The work directory holds another run."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def run_identity(plan, seconds_per_batch: int, allowed_lateness_s: float,
+                 warmup_batch_s: int | None, drain: bool) -> dict:
+    """What must not change between a run and its resumption."""
+    lg = plan.logical
+    text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
+    return {"query": lg.root.name, "placement": plan.placement_string,
+            "plan_sha": hashlib.sha256(text.encode()).hexdigest()[:16],
+            "seconds_per_batch": seconds_per_batch, "allowed_lateness_s": allowed_lateness_s,
+            "warmup_batch_s": warmup_batch_s, "drain": drain}
+
+
+def claim(work: Path, identity: dict) -> bool:
+    """True when `work` holds a resumable run with this identity; False for a new run
+    (the directory is then claimed for it). Another run's directory is refused."""
+    path = work / RUN_FILE
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except ValueError:
+            old = None
+        if old == identity:
+            return (work / "input" / "ingest.json").exists()
+        if old is not None:
+            diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in identity.items()
+                    if old.get(k) != v]
+            raise ResumeError(
+                f"work dir {work} holds another run ({old.get('query')} under "
+                f"{old.get('placement')}; {'; '.join(diff)}): use another --work-dir, or "
+                f"--fresh to discard it")
+    atomic_write_bytes(path, json.dumps(identity, indent=2).encode())
+    return False
+
+
+class StageLog:
+    """A stage's clock after its last handled micro-batch (`state/stage<i>.json`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        d = json.loads(self.path.read_text())
+        d["clock"] = {int(k): dt.datetime.fromisoformat(v) for k, v in d["clock"].items()}
+        return d
+
+    def save(self, batch: int, clock: dict, data_batches: int) -> None:
+        d = {"batch": batch, "clock": {str(k): v.isoformat() for k, v in clock.items()},
+             "data_batches": data_batches}
+        atomic_write_bytes(self.path, json.dumps(d).encode())
+
+
+class ResultParts:
+    """The query's result rows as parts on disk, keyed by (stage, batch id)."""
+
+    def __init__(self, directory: Path, columns: list[str]) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.columns = columns
+
+    def put(self, key: tuple, t: pa.Table) -> None:
+        atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
+
+    def table(self) -> pa.Table:
+        parts = [pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))]
+        parts = [p for p in parts if p.num_rows]
+        if not parts:
+            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+        t = pa.concat_tables([p.select(["_tau", *self.columns]) for p in parts],
+                             promote_options="permissive")
+        return t.rename_columns(["tau", *self.columns]).sort_by("tau")

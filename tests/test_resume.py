@@ -1,0 +1,84 @@
+"""Kill -9 and resume (federation/runtime/durable.py): `fedq run` is killed with SIGKILL
+(its whole process group: Python, the JVM, Spark's Python workers) at a random moment and
+started again with the same command; the result equals the reference evaluator's, every
+slide instant once, nothing missing. The longer campaign is `python -m benchmarks.faults`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from federation.results import diff_results
+from federation.runtime.ingest import read_clean_rows
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
+
+pytestmark = pytest.mark.spark
+
+RATE, PLUGS, SECONDS, SCALE = 60, 30, 60, 1 / 6
+CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def fedq_run(query: str, placement: str, data, work, out) -> list[str]:
+    return [sys.executable, "-c", CLI, "run", query, "--placement", placement,
+            "--data", str(data), "--scale", repr(SCALE), "--seconds-per-batch", "2",
+            "--work-dir", str(work), "--output", str(out), "--quiet", "--overwrite"]
+
+
+def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool, str]:
+    """Run `cmd` and kill it: "after:<s>" seconds, or at a fault point "<point>:<n>"
+    (durable.FAULT_POINTS); then run it again to the end. Returns whether the kill hit a
+    running process, whether its input was complete by then, the resumed run's stderr."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env.pop("FEDQ_FAULT", None)
+    timeout = 600.0
+    if kill.startswith("after:"):
+        timeout = float(kill.split(":")[1])
+    else:
+        env["FEDQ_FAULT"] = kill
+    p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # Python, the JVM and its workers at once
+        p.wait()
+    hit = p.returncode == -signal.SIGKILL
+    ingested = (work / "input" / "ingest.json").exists()
+    env.pop("FEDQ_FAULT", None)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return hit, ingested, r.stderr
+
+
+@pytest.mark.parametrize("query,placement,kill", [
+    # a DB result re-enters Spark; killed after the MIG committed, before Spark did
+    ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:7"),
+    # killed with the MIG's rows inserted but not committed
+    ("CQ1", "auto", "mig_rows_in:9"),
+    # pure Spark: killed at a random moment
+    ("CQ2", "spe", f"after:{random.Random(2).uniform(10.0, 20.0):.1f}"),
+])
+def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, kill):
+    data = tmp_path / "data"
+    generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
+    work, out = tmp_path / "work", tmp_path / "out.parquet"
+    hit, ingested, err = run_killed_then_resumed(fedq_run(query, placement, data, work, out),
+                                                 kill, work)
+    if not kill.startswith("after:"):
+        assert hit, f"the fault point {kill} was never reached"
+    got = pq.read_table(out)
+    q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
+    want = reference_result(q, read_clean_rows(work / "input" / "spool"))
+    problem = diff_results(got, want)
+    assert problem is None, f"{query} killed ({kill}) and resumed: {problem}"
+    # killed after its input was ready, the run resumes (else it starts over)
+    assert ("fedq: resuming" in err) == (hit and ingested), err[-2000:]
