@@ -77,7 +77,10 @@ class Runner:
                             outcomes.append(rec)
                             continue
                         raise AssertionError(f"{pl} was not refused: {limits}")
-                r = run(g.query, pl, self.data, work_dir=self.work / f"q{self.k}",
+                # one work directory per run: a directory holding another placement's
+                # run is refused (it could only be resumed, runtime/durable.py)
+                r = run(g.query, pl, self.data,
+                        work_dir=self.work / f"q{self.k}" / f"p{g.placements.index(pl)}",
                         seconds_per_batch=g.batch_s, spark=self.spark)
                 if want is None:
                     want = reference_result(g.query, read_clean_rows(r.ingest.spool_dir))
