@@ -206,6 +206,9 @@ class BatchHandler:
             done_s = ex.event_seconds_done(st.data_batches)
             extra = {"event_seconds_done": done_s, "backlog_s": ex.ingest.files - done_s,
                      "rho_so_far": done_s / max(end - ex.t_start, 1e-9)}
+        cids = ex.staged.db_ops_of(st.index)
+        if cids and batch_id % 10 == 0:
+            extra["db_memory_bytes"] = sum(ex.migs[c].memory_bytes() for c in cids)
         m = BatchMetrics(stage=st.index, batch=batch_id, rows_in=rows_in,
                          result_rows=result_rows, transfer_s=t1 - t0, db_s=db_s,
                          handler_s=end - t0,

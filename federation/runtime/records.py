@@ -36,6 +36,8 @@ class BatchMetrics(BaseModel):
     event_seconds_done: int | None = None
     backlog_s: int | None = None
     rho_so_far: float | None = None
+    #: DuckDB's own accounting of the stage's MIGs, every 10th batch (None in between)
+    db_memory_bytes: int | None = None
 
 
 class PredictedCost(BaseModel):
