@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=24)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="faults.json")
+    ap.add_argument("--min-kills", type=int, default=1, help="kill attempts per trial, at least")
+    ap.add_argument("--max-point", type=int, default=25,
+                    help="a fault point fires at its n-th pass, n in 1..max-point")
+    ap.add_argument("--kill-within", type=float, default=1.0,
+                    help="timed kills fall within this share of a fresh run's wall time")
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
     root = Path(tempfile.mkdtemp(prefix="fedq-faults-"))
@@ -112,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         work, out = root / f"t{t}", root / f"t{t}.parquet"
         cmd = command(query, placement, data, work, out)
         runs = []
-        for _ in range(rng.randint(1, 3)):
+        for _ in range(rng.randint(a.min_kills, 3)):
             if rng.random() < 0.5:
-                kill = ("time", round(rng.uniform(6.0, fresh[(query, placement)]["wall_s"]), 1))
+                hi = max(7.0, a.kill_within * fresh[(query, placement)]["wall_s"])
+                kill = ("time", round(rng.uniform(6.0, hi), 1))
             else:
-                kill = ("point", f"{rng.choice(FAULT_POINTS)}:{rng.randint(1, 25)}")
+                kill = ("point", f"{rng.choice(FAULT_POINTS)}:{rng.randint(1, a.max_point)}")
             runs.append(one_run(cmd, kill))
         last = one_run(cmd, None)
         runs.append(last)
