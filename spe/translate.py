@@ -212,11 +212,13 @@ class SpeTranslator:
         rdf = right.df.select(_c(rtag).alias(f"_r{rtag}"),
                               *[_c(k).alias(f"_rk{i}") for i, k in enumerate(rkeys)],
                               *[_c(c) for c in rcols])
-        on_instant = ((F.unix_micros(_c(WT)) + 1) % sl_us) == 0
+        def on_instant(col: str) -> Column:  # the relation's rows at the window's instants
+            return ((F.unix_micros(_c(col)) + 1) % sl_us) == 0
+
         if left.row_level:
-            rdf = rdf.filter(((F.unix_micros(_c(f"_r{WT}")) + 1) % sl_us) == 0)
+            rdf = rdf.filter(on_instant(f"_r{WT}"))
         else:
-            ldf = ldf.filter(on_instant)
+            ldf = ldf.filter(on_instant(WT))
         ldf, rdf = ldf.alias("l"), rdf.alias("r")
         ts, wt = ((F.col(f"l.{TS}"), F.col(f"r._r{WT}")) if left.row_level
                   else (F.col(f"r._r{TS}"), F.col(f"l.{WT}")))

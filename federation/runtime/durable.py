@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from federation.errors import FedqError
+from federation.runtime.records import results_table
 
 RUN_FILE = "run.json"
 #: fault injection for tests and benchmarks.faults: FEDQ_FAULT="<point>:<n>" kills this
@@ -136,10 +137,5 @@ class ResultParts:
         atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
 
     def table(self) -> pa.Table:
-        parts = [pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))]
-        parts = [p for p in parts if p.num_rows]
-        if not parts:
-            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-        t = pa.concat_tables([p.select(["_tau", *self.columns]) for p in parts],
-                             promote_options="permissive")
-        return t.rename_columns(["tau", *self.columns]).sort_by("tau")
+        return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
+                             self.columns)

@@ -103,12 +103,12 @@ def execute(
     if not resuming:  # a new run: nothing of an earlier one may leak into it
         for sub in ("input", "checkpoints", "state", "results", "reentry"):
             shutil.rmtree(work / sub, ignore_errors=True)
-        for f in ("summary.json",):
-            (work / f).unlink(missing_ok=True)
+        (work / "summary.json").unlink(missing_ok=True)
     (work / "state").mkdir(exist_ok=True)
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
     # Spark holds back the watermark below a join of window rows (spe.translate._rows_join)
-    # by the window's range: the flush goes that much further per join (a bound: only joins of rows need it)
+    # by the window's range: the flush goes that much further per join (a bound: only joins
+    # of rows need it)
     rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
     flush_s = max_range * (1 + rows_joins) + 10 * slide_s
     if resuming:  # the spool is complete and Spark's checkpoints refer to it

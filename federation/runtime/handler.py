@@ -21,15 +21,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from db.store import naive_timestamps
 from federation.parts import NEUTRAL, arrow_type
 from federation.physical import DbOp
-from federation.runtime.durable import ResultParts, StageLog, fault_point
+from federation.runtime.durable import ResultParts, StageLog, atomic_write_parquet, fault_point
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
-from federation.runtime.records import BatchMetrics, ResultCollector
+from federation.runtime.records import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 
 WT = "_wt"
@@ -67,9 +66,7 @@ class ReentrySpool:
                                "_punct": pa.array([True])}))
         table = pa.concat_tables(parts, promote_options="permissive")
         path = self.dirs[db_op.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
-        tmp = path.with_name("." + path.name)
-        pq.write_table(table, tmp)
-        tmp.rename(path)
+        atomic_write_parquet(path, table)
 
 
 @dataclass
@@ -78,7 +75,7 @@ class Execution:
 
     staged: StagedPlan
     migs: dict[str, MigRuntime]
-    collector: ResultCollector | ResultParts
+    collector: ResultParts
     reentry: ReentrySpool
     ingest: IngestResult
     lateness_s: float

@@ -91,24 +91,14 @@ class RunResult:
         return self.rows.to_pandas()
 
 
-class ResultCollector:
-    """The in-memory sink: result parts keyed by (stage, batch id) so replays overwrite."""
-
-    def __init__(self, columns: list[str]) -> None:
-        self.columns = columns
-        self.parts: dict[tuple, pa.Table] = {}
-
-    def put(self, key: tuple, t: pa.Table) -> None:
-        self.parts[key] = t
-
-    def table(self) -> pa.Table:
-        parts = [self.parts[k] for k in sorted(self.parts)]
-        parts = [p for p in parts if p.num_rows]
-        if not parts:
-            return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-        t = pa.concat_tables([p.select(["_tau", *self.columns]) for p in parts],
-                             promote_options="permissive")
-        return t.rename_columns(["tau", *self.columns]).sort_by("tau")
+def results_table(parts: list[pa.Table], columns: list[str]) -> pa.Table:
+    """The query's result from its parts (in (stage, batch id) order): `tau` first, sorted."""
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+    t = pa.concat_tables([p.select(["_tau", *columns]) for p in parts],
+                         promote_options="permissive")
+    return t.rename_columns(["tau", *columns]).sort_by("tau")
 
 
 def output_path(output: Path) -> Path:
