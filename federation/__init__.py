@@ -27,6 +27,13 @@ def stream(name: str, schema: dict[str, str], rate: float, **stats: object) -> S
     return StreamDecl(name=name, schema=schema, stats=StreamStats(rate_tps=rate, **stats))
 
 
+def sql(text, streams=None, name=None):
+    """A streaming SQL query as a logical plan; see federation.sqlfront.sql."""
+    from federation.sqlfront import sql as _sql
+
+    return _sql(text, streams, name)
+
+
 def optimize(query, **kw):
     """Phase-One and Phase-Two; see federation.optimizer.optimize."""
     from federation.optimizer import optimize as _optimize
@@ -57,6 +64,7 @@ __all__ = [
     "min_",
     "optimize",
     "run",
+    "sql",
     "stream",
     "sum_",
     "window",

@@ -1,0 +1,197 @@
+"""The SQL front end (federation/sqlfront.py): CQ1-CQ6 in SQL are the DSL's plans, the
+supported forms mean what their DSL forms mean, and what the engine cannot run is refused
+with the clause and its position. JVM-free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from db.reference import reference_result
+from federation import sql
+from federation.expressions import avg, count, max_, min_
+from federation.logical import window
+from federation.optimizer import optimize
+from federation.results import diff_results
+from federation.smartplug import PLUG_KEYS, smartplug_stream
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
+from federation.sqlfront import SqlError
+
+SQL_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "queries_sql"
+S = smartplug_stream(rate=50, plugs=12)
+STREAMS = {"smartplug": S}
+H10 = "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"
+H30 = "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '30' SECOND)"
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_cq_in_sql_is_the_dsl_plan_and_places_alike(name):
+    q_sql = sql((SQL_DIR / f"{name.lower()}.sql").read_text(),
+                {"smartplug": smartplug_stream()})
+    q_dsl = QUERIES[name]()
+    assert q_sql == q_dsl
+    assert q_sql.name == name
+    a, b = optimize(q_sql), optimize(q_dsl)
+    assert a.plan.placement == b.plan.placement
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tmp_path_factory.mktemp("sqldata")
+    generate(d, rate=50, seconds=40, plugs=12, seed=5)
+    return pa.concat_tables(pq.read_table(p) for p in sorted(d.glob("part-*.parquet")))
+
+
+def _same(sql_text: str, dsl, rows) -> None:
+    """Same plan, or else the same reference result on the data."""
+    q = sql(sql_text, STREAMS)
+    if q != dsl:
+        problem = diff_results(reference_result(q, rows), reference_result(dsl, rows))
+        assert problem is None, problem
+
+
+def test_tumble_and_interval_spellings(rows):
+    dsl = window(S, range=10, slide=10).aggregate(by=["plug_id"], n=count()).rstream()
+    for size in ("INTERVAL '10' SECOND", "INTERVAL '10 seconds'", "10"):
+        assert sql(f"SELECT plug_id, COUNT(*) AS n FROM TUMBLE(TABLE smartplug, "
+                   f"DESCRIPTOR(ts), {size}) GROUP BY window_start, window_end, plug_id",
+                   STREAMS) == dsl
+    hop = sql("SELECT plug_id, COUNT(*) AS n FROM HOP(TABLE smartplug, DESCRIPTOR(ts), "
+              "INTERVAL '2' SECOND, INTERVAL '1' MINUTE) GROUP BY plug_id", STREAMS)
+    w = next(n for n in hop.walk() if n.kind == "window")
+    assert (w.slide_s, w.range_s) == (2.0, 60.0)
+
+
+def test_having_and_expressions_over_aggregates(rows):
+    load = window(S, range=10, slide=1).filter("property = 1")
+    agg = load.aggregate(by=["plug_id"], hi=max_("value"), lo=min_("value"))
+    dsl = agg.filter("hi > 10").project("plug_id", spread="hi - lo").rstream()
+    _same(f"SELECT plug_id, MAX(value) - MIN(value) AS spread FROM {H10} "
+          "WHERE property = 1 GROUP BY plug_id HAVING MAX(value) > 10", dsl, rows)
+
+
+def test_projection_renames_and_join_with_extra_condition(rows):
+    a = window(S, range=10, slide=1).filter("property = 1").aggregate(
+        by=list(PLUG_KEYS), a10=avg("value"))
+    b = window(S, range=30, slide=1).filter("property = 1").aggregate(
+        by=list(PLUG_KEYS), a30=avg("value"))
+    dsl = a.join(b, on=list(PLUG_KEYS)).filter("a10 > a30").project(
+        "plug_id", hot="a10 - a30").rstream()
+    text = f"""
+        WITH s AS (SELECT house_id, household_id, plug_id, AVG(value) AS a10 FROM {H10}
+                   WHERE property = 1 GROUP BY house_id, household_id, plug_id),
+             l AS (SELECT house_id, household_id, plug_id, AVG(value) AS a30 FROM {H30}
+                   WHERE property = 1 GROUP BY house_id, household_id, plug_id)
+        SELECT s.plug_id, a10 - a30 AS hot
+        FROM s JOIN l ON s.house_id = l.house_id AND s.household_id = l.household_id
+                     AND s.plug_id = l.plug_id AND s.a10 > l.a30"""
+    assert sql(text, STREAMS) == dsl
+    _same(text, dsl, rows)
+    renamed = sql(f"SELECT plug_id AS p, MAX(value) AS m FROM {H10} GROUP BY plug_id",
+                  STREAMS)
+    assert list(renamed.child.schema) == ["p", "m"]
+
+
+def test_selectivity_hint_reaches_the_plan():
+    q = sql(f"SELECT * FROM {H10} WHERE value > 3 /* selectivity 0.25 */", STREAMS)
+    assert q.child.selectivity == 0.25
+
+
+def test_result_name_from_insert_or_argument():
+    text = f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY plug_id"
+    assert sql(text, STREAMS).name == "result"
+    assert sql(text, STREAMS, name="mine").name == "mine"
+    assert sql("INSERT INTO peaks " + text, STREAMS).name == "peaks"
+
+
+G = f"(SELECT plug_id, MAX(value) AS m FROM {H10} GROUP BY plug_id)"
+G2 = f"(SELECT plug_id, AVG(value) AS a FROM {H30} GROUP BY plug_id)"
+
+#: case: (query, clause named, words of the message)
+REFUSED = {
+    "left outer join": (
+        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id",
+        "LEFT JOIN", "inner equi-joins only"),
+    "full outer join": (
+        f"SELECT * FROM {G} x FULL OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
+        "FULL OUTER JOIN", "inner equi-joins only"),
+    "non-equi join": (f"SELECT * FROM {G} x JOIN {G2} y ON x.m > y.a", "JOIN ON", "non-equi"),
+    "cross join": (f"SELECT * FROM {G} x CROSS JOIN {G2} y", "CROSS JOIN", "not supported"),
+    "comma join": (f"SELECT * FROM {G} x, {G2} y", "JOIN", "ON or USING"),
+    "distinct": (f"SELECT DISTINCT plug_id FROM {H10}", "DISTINCT", "not supported"),
+    "count distinct": (
+        f"SELECT plug_id, COUNT(DISTINCT house_id) AS n FROM {H10} GROUP BY plug_id",
+        "SELECT", "DISTINCT"),
+    "order by": (f"SELECT plug_id, value FROM {H10}\nORDER BY value", "ORDER BY",
+                 "on a stream"),
+    "limit": (f"SELECT plug_id, value FROM {H10} LIMIT 10", "LIMIT", "on a stream"),
+    "unknown function": (f"SELECT plug_id, foo(value) AS f FROM {H10}", "SELECT",
+                         "unknown function foo"),
+    "unsupported function": (f"SELECT plug_id, sqrt(value) AS f FROM {H10}", "SELECT",
+                             "SQRT"),
+    "unsupported aggregate": (
+        f"SELECT plug_id, MEDIAN(value) AS m FROM {H10} GROUP BY plug_id",
+        "SELECT", "MEDIAN"),
+    "union": (f"SELECT plug_id FROM {H10} UNION ALL SELECT plug_id FROM {H30}", "UNION",
+              "one SELECT"),
+    "window function": (
+        f"SELECT plug_id, SUM(value) OVER (PARTITION BY plug_id) AS s FROM {H10}",
+        "OVER", "window functions"),
+    "subquery in where": (
+        f"SELECT plug_id FROM {H10} WHERE plug_id IN (SELECT plug_id FROM {H30})",
+        "WHERE", "subqueries"),
+    "stream without window": ("SELECT plug_id FROM smartplug", "FROM", "needs a window"),
+    "unknown stream": ("SELECT x FROM HOP(TABLE sensors, DESCRIPTOR(ts), 1, 60)", "HOP",
+                       "unknown stream 'sensors'"),
+    "unknown column": (f"SELECT plug, value FROM {H10}", "SELECT", "unknown column 'plug'"),
+    "group by expression": (f"SELECT COUNT(*) AS n FROM {H10} GROUP BY plug_id % 2",
+                            "GROUP BY", "group by columns"),
+    "aggregate in where": (f"SELECT plug_id FROM {H10} WHERE MAX(value) > 3", "WHERE",
+                           "aggregate"),
+    "nested aggregate": (f"SELECT plug_id, MAX(COUNT(*)) AS m FROM {H10} GROUP BY plug_id",
+                         "SELECT", "nested aggregate"),
+    "column not grouped": (
+        f"SELECT plug_id, value, MAX(value) AS m FROM {H10} GROUP BY plug_id",
+        "SELECT", "neither grouped nor aggregated"),
+    "window offset": (
+        ("SELECT * FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
+         "INTERVAL '1' MINUTE, INTERVAL '1' SECOND)"),
+        "HOP", "offset"),
+    "event time column": ("SELECT * FROM HOP(TABLE smartplug, DESCRIPTOR(id), 1, 60)", "HOP",
+                          "event time 'ts'"),
+    "two statements": (f"SELECT * FROM {H10}; SELECT * FROM {H30}", "statement",
+                       "one statement"),
+    "not a query": ("DELETE FROM smartplug WHERE id = 1", "statement", "DELETE"),
+    "different slides": (
+        (f"SELECT * FROM {G} x JOIN (SELECT plug_id, AVG(value) AS a FROM "
+         "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '1' MINUTE) "
+         "GROUP BY plug_id) y USING (plug_id)"),
+        "JOIN", "share one slide"),
+    "qualify": (f"SELECT plug_id, value FROM {H10} QUALIFY value > 1", "QUALIFY",
+                "not supported"),
+    "unnamed expression": (f"SELECT plug_id, value * 2 FROM {H10}", "SELECT", "AS name"),
+    "syntax error": (f"SELECT plug_id, FROM {H10} WHERE", "syntax", "cannot parse"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_unsupported_sql_is_refused_with_clause_and_position(case):
+    text, clause, words = REFUSED[case]
+    with pytest.raises(SqlError) as e:
+        sql(text, STREAMS)
+    err = e.value
+    assert err.clause == clause, str(err)
+    assert words in err.message, str(err)
+    assert err.line is not None and err.col is not None, str(err)
+    assert str(err).startswith(f"SQL line {err.line}, col {err.col} ({clause})")
+
+
+def test_position_points_at_the_clause():
+    with pytest.raises(SqlError) as e:
+        sql(f"SELECT plug_id, value\nFROM {H10}\nORDER BY value", STREAMS)
+    assert (e.value.line, e.value.col) == (3, 1)
