@@ -94,3 +94,26 @@ class StreamDecl(BaseModel):
     def columns(self) -> dict[str, str]:
         """The schema as an ordered mapping of column name to type."""
         return dict(self.schema_)
+
+
+#: the stream declaration a data directory carries (written by `fedq import`)
+STREAM_FILE = "_stream.json"
+
+
+def load_stream_decl(data_dir) -> StreamDecl | None:
+    """The stream a data directory declares in `_stream.json`, or None.
+
+    A malformed declaration raises ValueError naming the file and the field."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    path = Path(data_dir) / STREAM_FILE
+    if not path.is_file():
+        return None
+    try:
+        return StreamDecl.model_validate_json(path.read_text())
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top)"
+        raise ValueError(f"{path}: {where}: {first['msg']}") from None

@@ -195,3 +195,41 @@ def test_position_points_at_the_clause():
     with pytest.raises(SqlError) as e:
         sql(f"SELECT plug_id, value\nFROM {H10}\nORDER BY value", STREAMS)
     assert (e.value.line, e.value.col) == (3, 1)
+
+
+@pytest.mark.parametrize("name", ["CQ1", "CQ4", "CQ6"])
+@pytest.mark.parametrize("rate", [1000, 40000])
+def test_fedq_explain_sql_prints_the_dsl_plan(name, rate, capsys):
+    from federation.cli import main
+
+    assert main(["explain", name, "--rate", str(rate)]) == 0
+    dsl = capsys.readouterr().out.splitlines()
+    assert main(["explain", "--sql", str(SQL_DIR / f"{name.lower()}.sql"),
+                 "--rate", str(rate)]) == 0
+    got = capsys.readouterr().out.splitlines()
+    timing = [i for i, t in enumerate(dsl) if t.startswith("phase one:")]
+    assert [t for i, t in enumerate(got) if i not in timing] == \
+        [t for i, t in enumerate(dsl) if i not in timing]
+
+
+def test_fedq_explain_a_dsl_query_from_a_file(tmp_path, capsys):
+    from federation.cli import main
+
+    f = tmp_path / "mine.py"
+    f.write_text(
+        "from federation import window, max_\n"
+        "from federation.smartplug import smartplug_stream\n"
+        "def peaks(rate=2000, plugs=2125):\n"
+        "    s = smartplug_stream(rate=rate, plugs=plugs)\n"
+        "    return window(s, range='1 min', slide=1).aggregate(by=['plug_id'], "
+        "m=max_('value')).rstream('peaks')\n")
+    assert main(["explain", "--query", f"{f}:peaks", "--rate", "5000"]) == 0
+    assert capsys.readouterr().out.startswith("query peaks: placement ")
+    with pytest.raises(SystemExit, match="has no 'nope' \\(it has: peaks\\)"):
+        main(["explain", "--query", f"{f}:nope"])
+    with pytest.raises(SystemExit, match="exactly one query"):
+        main(["explain", "CQ1", "--sql", str(SQL_DIR / "cq1.sql")])
+    bad = tmp_path / "bad.sql"
+    bad.write_text("SELECT plug_id FROM smartplug ORDER BY plug_id")
+    with pytest.raises(SystemExit, match=r"bad.sql: SQL line 1, col 31 \(ORDER BY\)"):
+        main(["explain", "--sql", str(bad)])

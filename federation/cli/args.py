@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+from pathlib import Path
 
 
 def _number(text: str, low: float, inclusive: bool) -> float:
@@ -75,3 +77,104 @@ def query_maker(name: str):
     if key not in QUERIES:
         raise SystemExit(f"fedq: unknown query {name!r}; choose one of {', '.join(QUERIES)}")
     return QUERIES[key]
+
+
+def add_query_arguments(p) -> None:
+    """The query of `fedq explain` and `fedq run`: a name, a SQL file or a DSL query."""
+    p.add_argument("query", nargs="?", default=None,
+                   help="CQ1..CQ6 (or give --sql FILE or --query FILE.py:NAME)")
+    p.add_argument("--sql", type=Path, default=None, metavar="FILE",
+                   help="a streaming SELECT in a file (docs/sql.md), e.g. "
+                        "benchmarks/queries_sql/cq1.sql")
+    p.add_argument("--query", dest="query_file", default=None, metavar="FILE.py:NAME",
+                   help="a DSL query in a Python file: NAME is an Rstream, or a function "
+                        "returning one (called with rate=, scale=, plugs= when it takes them)")
+
+
+def query_source(a) -> tuple[str, object]:
+    """(label, make) where make(rate=, scale=, plugs=) builds the query `a` names; exits
+    with a message naming the option on a bad one."""
+    given = [x for x in (a.query, a.sql, a.query_file) if x is not None]
+    if len(given) != 1:
+        raise SystemExit("fedq: give exactly one query: a name (CQ1..CQ6), --sql FILE or "
+                         "--query FILE.py:NAME")
+    if a.query is not None:
+        return a.query.upper(), query_maker(a.query)
+    if a.sql is not None:
+        return str(a.sql), sql_maker(a.sql, getattr(a, "data", None))
+    return a.query_file, dsl_maker(a.query_file)
+
+
+def sql_maker(path: Path, data: Path | None = None):
+    """make(rate, scale, plugs) for a SQL file; the streams are the smart-plug stream and
+    the stream a data directory declares (`_stream.json`, `fedq import`)."""
+    from federation.errors import FedqError
+    from federation.smartplug import smartplug_stream
+    from federation.sqlfront import sql
+    from federation.streams import load_stream_decl
+
+    if not path.is_file():
+        raise SystemExit(f"fedq: --sql: {path} is not a file")
+    text = path.read_text()
+    declared = load_stream_decl(data) if data is not None else None
+
+    def make(rate: float = 2000.0, scale: float = 1.0, plugs: int = 2125):
+        if scale != 1.0:
+            raise SystemExit("fedq: --scale applies to CQ1..CQ6 only; a SQL query gives its "
+                             "own window sizes")
+        streams = {"smartplug": smartplug_stream(rate=rate, plugs=plugs)}
+        if declared is not None:
+            streams[declared.name] = declared
+        try:
+            q = sql(text, streams)  # named by its INSERT INTO, else by the file
+            return q if re.search(r"(?i)\binsert\s+into\b", text) else q.child.rstream(path.stem)
+        except FedqError as e:
+            raise SystemExit(f"fedq: --sql {path}: {e}") from None
+
+    return make
+
+
+def dsl_maker(spec: str):
+    """make(rate, scale, plugs) for `FILE.py:NAME` (module doc of `add_query_arguments`)."""
+    import importlib.util
+    import inspect
+
+    from federation.logical import Rstream
+
+    file, _, name = spec.rpartition(":")
+    if not file or not name:
+        raise SystemExit(f"fedq: --query: want FILE.py:NAME, got {spec!r}")
+    path = Path(file)
+    if not path.is_file():
+        raise SystemExit(f"fedq: --query: {path} is not a file")
+    mod_spec = importlib.util.spec_from_file_location(f"fedq_user_{path.stem}", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's file: show its error, not ours
+        raise SystemExit(f"fedq: --query: {path} failed to load: {type(e).__name__}: {e}"
+                         ) from None
+    if not hasattr(module, name):
+        found = sorted(k for k, v in vars(module).items() if not k.startswith("_") and (
+            isinstance(v, Rstream)
+            or (inspect.isfunction(v) and v.__module__ == module.__name__)))
+        raise SystemExit(f"fedq: --query: {path} has no {name!r} (it has: "
+                         f"{', '.join(found) or 'nothing usable'})")
+    obj = getattr(module, name)
+
+    def make(rate: float = 2000.0, scale: float = 1.0, plugs: int = 2125):
+        if isinstance(obj, Rstream):
+            q = obj
+        elif callable(obj):
+            params = inspect.signature(obj).parameters
+            kw = {k: v for k, v in (("rate", rate), ("scale", scale), ("plugs", plugs))
+                  if k in params}
+            q = obj(**kw)
+        else:
+            q = None
+        if not isinstance(q, Rstream):
+            raise SystemExit(f"fedq: --query: {spec} is not a query (an Rstream, or a "
+                             f"function returning one; got {type(q).__name__})")
+        return q
+
+    return make

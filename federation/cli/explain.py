@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from federation.cli.args import count, positive, query_maker, rates, sweep_text
+from federation.cli.args import (
+    add_query_arguments,
+    count,
+    positive,
+    query_source,
+    rates,
+    sweep_text,
+)
 
 
 def cmd_explain(a: argparse.Namespace) -> int:
@@ -13,7 +20,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     from federation.explain import explain_json, explain_text, sweep
     from federation.optimizer import optimize
 
-    make = query_maker(a.query)
+    _, make = query_source(a)
     profile = load_profile(a.profile)
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
               "max_subplan_ops": a.max_subplan_ops}
@@ -36,11 +43,9 @@ def cmd_explain(a: argparse.Namespace) -> int:
     print(json.dumps(explain_json(r), indent=2) if a.json else explain_text(r))
     return 0
 
-
-
 def add_parser(sub) -> None:
     e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
-    e.add_argument("query", help="CQ1..CQ6")
+    add_query_arguments(e)
     e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
     e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
     e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")

@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from federation.cli.args import count, non_negative, positive, query_maker
+from federation.cli.args import add_query_arguments, count, non_negative, positive, query_source
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from federation.errors import FedqError
     from federation.runtime import check_output
 
-    make = query_maker(a.query)
+    _, make = query_source(a)
     if a.data is not None and not a.data.is_dir():
         return _fail("--data", f"{a.data} is not a directory")
     if a.data is not None and not any(a.data.glob("part-*.parquet")):
@@ -146,7 +146,7 @@ def add_parsers(sub) -> None:
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("run", help="run a query across Spark and DuckDB")
-    r.add_argument("query", help="CQ1..CQ6")
+    add_query_arguments(r)
     r.add_argument("--placement", default="auto",
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
     r.add_argument("--data", type=Path, default=None,
