@@ -26,8 +26,8 @@ from federation.errors import OutputError
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Window
 from federation.physical import PhysicalPlan
-from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
+from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.records import (
