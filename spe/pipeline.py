@@ -7,6 +7,8 @@ from pyspark.sql import functions as F
 
 from spe.translate import TS, WT, SpeStream, spark_schema, window_column
 
+KIND = "_kind"  # the spool's marker column (federation.runtime.ingest.KIND)
+
 
 def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
                  files_per_batch: int, delay_ms: int
@@ -17,12 +19,12 @@ def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
     The filters mention the event-time column so that Spark cannot push them below the
     watermark into the scan (punctuation would then never advance the watermark).
     """
-    src = (spark.readStream.schema(spark_schema(columns))
+    src = (spark.readStream.schema(spark_schema({**columns, KIND: "INT"}))
            .option("maxFilesPerTrigger", files_per_batch).parquet(path))
     src = src.withColumn(TS, F.col(ts_column)).withWatermark(TS, f"{delay_ms} milliseconds")
-    clock = src.filter(f"id = -1 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
-    ticks = src.filter(f"id = -2 AND {TS} IS NOT NULL").select(F.col(TS))
-    return src.filter(f"id >= 0 OR {TS} IS NULL"), clock, ticks
+    clock = src.filter(f"{KIND} = -1 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
+    ticks = src.filter(f"{KIND} = -2 AND {TS} IS NOT NULL").select(F.col(TS))
+    return src.filter(f"{KIND} = 0 OR {TS} IS NULL").drop(KIND), clock, ticks
 
 
 def reentry_source(spark, columns: dict[str, str], path: str) -> tuple[SpeStream, DataFrame]:

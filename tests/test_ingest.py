@@ -59,7 +59,7 @@ def test_each_kind_of_bad_row_is_counted_and_dead_lettered(tmp_path):
     spool = sorted(res.spool_dir.glob("part-*.parquet"))
     assert len(spool) == 5
     last = pq.read_table(spool[-1])
-    assert last.column("id").to_pylist() == [PUNCTUATION_ID]
+    assert last.column("_kind").to_pylist() == [PUNCTUATION_ID]
 
 
 def test_allowed_lateness_keeps_rows_within_it(tmp_path):
@@ -93,7 +93,7 @@ def test_fast_forward_merges_the_warmup_and_keeps_every_row(tmp_path):
     assert (ff.files, ff.spool_files, ff.warmup_files) == (10, 6, 2)
     spool = sorted(ff.spool_dir.glob("part-*.parquet"))
     assert len(spool) == 7
-    first = pq.read_table(spool[0]).column("id").to_pylist()
+    first = pq.read_table(spool[0]).column("_kind").to_pylist()
     assert first[-1] == PUNCTUATION_ID and len(first) == 4 * 2 - 1 + 1
 
 

@@ -1,11 +1,11 @@
-"""`fedq`: explain, run and generate (one command with subcommands)."""
+"""`fedq`: explain, run, generate, import and stats (one command with subcommands)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from federation.cli import explain, run
+from federation.cli import data, explain, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     explain.add_parser(sub)
     run.add_parsers(sub)
+    data.add_parsers(sub)
     a = p.parse_args(argv)
     return int(a.func(a) or 0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from federation.cli.args import (
     add_query_arguments,
@@ -46,6 +47,9 @@ def cmd_explain(a: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
     add_query_arguments(e)
+    e.add_argument("--data", type=Path, default=None,
+                   help="a data directory whose _stream.json declares a stream the SQL reads "
+                        "(fedq import)")
     e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
     e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
     e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")

@@ -42,7 +42,27 @@ from federation.runtime.records import (
 from federation.runtime.stages import StageBuilder, StagedPlan
 
 
-def execute(
+class _ResumeFailed(Exception):
+    """Spark failed on a resumed run (its checkpoint could not be used)."""
+
+
+def execute(plan: PhysicalPlan, data: str | Path, **kw) -> RunResult:
+    """Run `plan` over the part files of `data` (see `_execute` for the options).
+
+    A resumed run whose Spark queries fail (a checkpoint Spark cannot use after a kill)
+    starts over from the spool instead, saying so on stderr and keeping Spark's error in
+    `<work-dir>/resume-failure.txt`: a fresh run is always right, only slower."""
+    try:
+        return _execute(plan, data, **kw)
+    except _ResumeFailed as e:
+        cause = str(e.__cause__).strip().splitlines()
+        first = next((ln for ln in cause if "Exception" in ln or "Error" in ln),
+                     cause[0] if cause else repr(e.__cause__))
+        print(f"fedq: could not resume ({first[:300]}); starting over", file=sys.stderr)
+        return _execute(plan, data, **{**kw, "fresh": True})
+
+
+def _execute(
     plan: PhysicalPlan,
     data: str | Path,
     *,
@@ -173,7 +193,15 @@ def execute(
             st.query = start_query(st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                                    f"fedq_{lg.root.name}_s{st.index}_{id(st)}",
                                    seconds_per_batch if realtime else None)
-    truncated = _drive(ex, budget_s, drain)
+    try:
+        truncated = _drive(ex, budget_s, drain)
+    except Exception as e:
+        if not resuming:
+            raise
+        for m in migs.values():
+            m.close()
+        (work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
+        raise _ResumeFailed() from e
     wall = time.perf_counter() - ex.t_start
     rows = ex.collector.table()
     summary = _summary(ex, plan, rows.num_rows, wall, truncated, warmup_batch_s, drain,

@@ -4,7 +4,7 @@ Bad input never crashes a run and is never lost silently: rows with nulls, value
 wrong type, codes outside a column's domain, or timestamps later than the allowed lateness
 are counted per reason and written to a dead-letter directory with the reason. Good rows go
 to the spool, one Parquet file per input file, each followed by a punctuation row
-(`id = -1`, `ts` = the largest event time seen so far) that carries event-time progress to
+(`_kind = -1`, `ts` = the largest event time seen so far) that carries event-time progress to
 every operator, and the spool ends with a flush punctuation far enough ahead that every
 window closes. The lateness rule is the watermark's: a row is late when its ts is below
 (largest ts of the earlier files) - allowed lateness, so no engine ever drops it itself.
@@ -27,6 +27,10 @@ from federation.parts import NEUTRAL, arrow_schema, list_parts, write_part
 from federation.runtime.validate import validate_table
 from federation.streams import StreamDecl
 
+#: the spool's marker column: DATA_KIND for a stream's row, else punctuation or a tick
+#: (a column of its own, so that any stream schema works)
+KIND = "_kind"
+DATA_KIND = 0
 PUNCTUATION_ID = -1
 TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
 REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
@@ -59,15 +63,23 @@ class IngestResult(BaseModel):
 
 
 def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION_ID) -> pa.Table:
-    """Punctuation rows: id -1 (or TICK_ID), event time `ts` (one or a list), every other
-    column a neutral value."""
+    """Punctuation rows: `_kind` -1 (or TICK_ID), event time `ts` (one or a list), every
+    other column a neutral value."""
     tss = ts if isinstance(ts, list) else [ts]
     n = len(tss)
     row = {c: [NEUTRAL[t]] * n for c, t in stream.columns.items()}
     row[stream.ts_column] = tss
-    if "id" in row:
-        row["id"] = [kind] * n
-    return pa.table(row, schema=arrow_schema(stream.columns))
+    row[KIND] = [kind] * n
+    return pa.table(row, schema=spool_schema(stream.columns))
+
+
+def spool_schema(columns: Mapping[str, str]) -> pa.Schema:
+    """The spool's schema: the stream's columns and the marker column `_kind`."""
+    return arrow_schema(columns).append(pa.field(KIND, pa.int32()))
+
+
+def _as_data(good: pa.Table) -> pa.Table:
+    return good.append_column(KIND, pa.array([DATA_KIND] * good.num_rows, pa.int32()))
 
 
 def prepare_input(
@@ -161,7 +173,7 @@ def prepare_input(
                 ticks = grid_points(start, max_ts, tick_s)
                 tick_hi = ticks[-1] if ticks else tick_hi
                 ticks.append(max_ts)
-        pending.append(good)
+        pending.append(_as_data(good))
         pending_files += 1
         if ticks:
             pending.append(punctuation(stream, ticks, TICK_ID))
@@ -240,4 +252,4 @@ def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     """Every clean row of a spool (punctuation removed): what the engines see."""
     tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
     t = pa.concat_tables(tables)
-    return t.filter(pc.greater_equal(t.column("id"), 0))
+    return t.filter(pc.equal(t.column(KIND), DATA_KIND)).drop_columns([KIND])
