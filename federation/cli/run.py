@@ -130,22 +130,44 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Help with every option's default, and examples kept as written."""
+
+
 def add_parsers(sub) -> None:
 
-    g = sub.add_parser("generate", help="write smart-plug data, one Parquet file per second")
-    g.add_argument("--rate", type=positive, default=2000.0)
-    g.add_argument("--seconds", type=count, default=600)
-    g.add_argument("--plugs", type=count, default=None)
-    g.add_argument("--houses", type=count, default=40)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--out", type=Path, required=True)
+    g = sub.add_parser(
+        "generate", help="write smart-plug data, one Parquet file per second",
+        description="Write a synthetic DEBS 2014 smart-plug stream (load and work readings "
+                    "of every plug), one Parquet file per event second, or convert the real "
+                    "DEBS 2014 CSV file (--csv).",
+        epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
+               "  fedq generate --csv sorted.csv --out data/    # the real data set",
+        formatter_class=_Help)
+    g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
+    g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
+    g.add_argument("--plugs", type=count, default=None,
+                   help="plugs (groups); default: what --houses draws (1-6 households of "
+                        "2-10 plugs per house)")
+    g.add_argument("--houses", type=count, default=40, help="houses the plugs belong to")
+    g.add_argument("--seed", type=int, default=0, help="random seed (same seed, same data)")
+    g.add_argument("--out", type=Path, required=True, help="the data directory to write")
     g.add_argument("--start", type=datetime.fromisoformat, default=datetime(2013, 9, 1),
                    help="event time of the first second (ISO date)")
     g.add_argument("--csv", type=Path, default=None,
-                   help="convert this DEBS 2014 CSV file instead of generating")
+                   help="convert this DEBS 2014 CSV file instead of generating (rows that "
+                        "do not parse go to OUT/_rejected.csv); other streams: fedq import")
     g.set_defaults(func=cmd_generate)
 
-    r = sub.add_parser("run", help="run a query across Spark and DuckDB")
+    r = sub.add_parser(
+        "run", help="run a query across Spark and DuckDB",
+        description="Plan a query (auto) or take a placement, then run it over a data "
+                    "directory with Spark Structured Streaming and DuckDB; prints progress, "
+                    "a summary and where the results and dead letters are.",
+        epilog="examples:\n  fedq run CQ3 --data data/ --output out/cq3.parquet\n"
+               "  fedq run --sql benchmarks/queries_sql/cq1.sql --data data/ --placement db\n"
+               "  fedq run CQ1 --data data/ --work-dir run1/   # same command again: resumes",
+        formatter_class=_Help)
     add_query_arguments(r)
     r.add_argument("--placement", default="auto",
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
