@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check-java venv clean
+.PHONY: demo test cluster-test check-java venv clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -27,6 +27,10 @@ demo: venv check-java
 
 test: venv check-java
 	$(PY) -m pytest -q
+
+# a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
+cluster-test: venv check-java
+	$(PY) -m pytest -q -m cluster
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -35,7 +37,10 @@ def get_spark(settings: SparkSettings | None = None):
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     from pyspark.sql import SparkSession
 
-    root = settings.checkpoint_root or tempfile.mkdtemp(prefix="fedq-spark-")
+    root = settings.checkpoint_root
+    if root is None:  # the session's own scratch space: removed when the process ends
+        root = tempfile.mkdtemp(prefix="fedq-spark-")
+        atexit.register(_remove, root)
     spark = (
         SparkSession.builder.master(settings.master)
         .appName("fedq")
@@ -56,6 +61,14 @@ def get_spark(settings: SparkSettings | None = None):
     spark.sparkContext.setLogLevel(settings.log_level)
     _SESSION = spark
     return spark
+
+
+def _remove(root: str) -> None:
+    try:
+        stop_spark()
+    except Exception:  # noqa: BLE001 - the JVM may be gone already at exit
+        pass
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def stop_spark() -> None:
