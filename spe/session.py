@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -64,10 +65,8 @@ def get_spark(settings: SparkSettings | None = None):
 
 
 def _remove(root: str) -> None:
-    try:
+    with contextlib.suppress(Exception):  # the JVM may be gone already at exit
         stop_spark()
-    except Exception:  # noqa: BLE001 - the JVM may be gone already at exit
-        pass
     shutil.rmtree(root, ignore_errors=True)
 
 
