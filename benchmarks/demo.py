@@ -8,7 +8,10 @@ checked to be equal.
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from federation.api import run
@@ -19,30 +22,65 @@ from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
 
+def _progress(total_s: int, every_s: float = 3.0):
+    """A progress callback printing one line every few seconds: batch, event seconds done
+    of the total, rho so far, elapsed wall time."""
+    t0 = time.time()
+    last = [0.0]
+
+    def show(m) -> None:
+        now = time.time() - t0
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        done = m.event_seconds_done or 0
+        rho = f", rho so far {m.rho_so_far:.2f}" if m.rho_so_far is not None else ""
+        print(f"   batch {m.batch:>4}: {done}/{total_s} event seconds{rho}, {now:.0f} s",
+              flush=True)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--query", default="CQ1")
     ap.add_argument("--rate", type=float, default=2000)
-    ap.add_argument("--seconds", type=int, default=180)
+    ap.add_argument("--seconds", type=int, default=120)
     ap.add_argument("--plugs", type=int, default=100)
     ap.add_argument("--scale", type=float, default=0.1, help="window scale (0.1: 30 s for 5 min)")
-    ap.add_argument("--seconds-per-batch", type=int, default=1)
+    ap.add_argument("--seconds-per-batch", type=int, default=4,
+                    help="event seconds per micro-batch (pure Spark pays ~2 s per batch)")
+    ap.add_argument("--keep", action="store_true", help="keep the data and work directories")
     a = ap.parse_args(argv)
+    t_start = time.time()
     work = Path(tempfile.mkdtemp(prefix="fedq-demo-"))
-    print(f"== generating {a.seconds} s of smart-plug data at {a.rate:.0f} tuples/s, "
-          f"{a.plugs} plugs -> {work / 'data'}")
+    try:
+        return _demo(a, work, t_start)
+    finally:
+        if a.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _demo(a, work: Path, t_start: float) -> int:
+    print(f"== 1/5 generating {a.seconds} s of smart-plug data at {a.rate:.0f} tuples/s, "
+          f"{a.plugs} plugs -> {work / 'data'}", flush=True)
     generate(work / "data", rate=a.rate, seconds=a.seconds, plugs=a.plugs, seed=1)
     q = QUERIES[a.query](rate=a.rate, scale=a.scale, plugs=a.plugs)
-    print("== the optimizer's plan (fedq explain)")
+    print("== 2/5 the optimizer's plan (fedq explain)", flush=True)
     print(explain_text(optimize(q)).split("\n-- ")[0])
     results = {}
-    for placement in ("auto", "spe", "db"):
-        print(f"== running {a.query} with placement {placement} ...", flush=True)
+    for k, placement in enumerate(("auto", "spe", "db")):
+        what = {"auto": "the optimizer's plan", "spe": "pure Spark", "db": "pure DuckDB"}
+        print(f"== {3 + k}/5 running {a.query}: {what[placement]} ({placement}); Spark "
+              "starts first (~15 s)" if k == 0 else
+              f"== {3 + k}/5 running {a.query}: {what[placement]} ({placement})", flush=True)
         r = run(q, placement, work / "data", work_dir=work / placement,
-                seconds_per_batch=a.seconds_per_batch)
+                seconds_per_batch=a.seconds_per_batch, progress=_progress(a.seconds))
         results[placement] = r
         print(f"   {r.summary.placement}: {r.summary.result_rows} rows, "
-              f"rho {r.summary.rho:.2f}, wall {r.summary.wall_s:.1f} s")
+              f"rho {r.summary.rho:.2f}, wall {r.summary.wall_s:.1f} s", flush=True)
     print("== sample results (optimizer's plan)")
     print(results["auto"].rows.slice(0, 8).to_pandas().to_string(index=False))
     print("\n== side by side")
@@ -53,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{s.result_rows:>7}  {s.placement}")
     same = all(diff_results(results[k].rows, results["spe"].rows) is None for k in results)
     print(f"outputs equal across placements: {'yes' if same else 'NO'}")
+    print(f"demo took {time.time() - t_start:.0f} s", file=sys.stderr)
     return 0 if same else 1
 
 
