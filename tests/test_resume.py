@@ -91,3 +91,29 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     assert problem is None, f"{query} killed ({kill}) and resumed: {problem}"
     # killed after its input was ready, the run resumes (else it starts over)
     assert ("fedq: resuming" in err) == (hit and ingested), err[-2000:]
+
+
+def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
+    """The fallback of runtime/execute.py: Spark's operator state is lost after the kill
+    (its state directory removed), Spark refuses the restart, the run starts over from the
+    spool, says so, keeps Spark's error, and the result is still the reference's."""
+    import shutil
+
+    data = tmp_path / "data"
+    generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
+    work, out = tmp_path / "work", tmp_path / "out.parquet"
+    cmd = fedq_run("CQ5", "spe", data, work, out)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:6")
+    p = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False,
+                       start_new_session=True)  # the fault kills its own process group
+    assert p.returncode == -signal.SIGKILL, "the fault point batch_end:6 was never reached"
+    shutil.rmtree(work / "checkpoints" / "stage0" / "state")
+    env.pop("FEDQ_FAULT")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "fedq: resuming" in r.stderr and "could not resume" in r.stderr, r.stderr[-2000:]
+    assert (work / "resume-failure.txt").read_text().strip()
+    q = QUERIES["CQ5"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    want = reference_result(q, read_clean_rows(work / "input" / "spool"))
+    problem = diff_results(pq.read_table(out), want)
+    assert problem is None, problem
