@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from federation.errors import FedqError
+from federation.parts import arrow_schema
 from federation.streams import STREAM_FILE, SUPPORTED_TYPES, StreamDecl, StreamStats
 
 REJECTED = "_rejected.csv"
@@ -124,7 +125,7 @@ def import_stream(sources: list[Path], out: Path, decl: dict, *, header: bool = 
             parts.append(t)
     if progress:
         progress("read", len(files), len(files))
-    schema = pa.schema([(c, _arrow(t)) for c, t in cols.items()])
+    schema = arrow_schema(cols)
     table = pa.concat_tables(parts) if parts else schema.empty_table()
     missing_ts = table.column(ts).is_null()
     n_missing = pc.sum(missing_ts).as_py() or 0
@@ -150,7 +151,7 @@ def import_stream(sources: list[Path], out: Path, decl: dict, *, header: bool = 
                 progress("write", s + 1, total)
     _write_rejected(out, rejected)
     d = dict(decl)
-    stats = measure_stats(out, StreamDecl(**d, stats=StreamStats(rate_tps=1.0))) if rows else \
+    stats = stats_of(table, StreamDecl(**d, stats=StreamStats(rate_tps=1.0))) if rows else \
         StreamStats(rate_tps=1.0)
     d["stats"] = stats.model_dump()
     (out / STREAM_FILE).write_text(json.dumps(d, indent=2, default=str))
@@ -173,12 +174,6 @@ def _expand(sources: list[Path]) -> list[Path]:
     return files
 
 
-def _arrow(t: str) -> pa.DataType:
-    return {"BIGINT": pa.int64(), "INT": pa.int32(), "DOUBLE": pa.float64(),
-            "TIMESTAMP": pa.timestamp("us"), "VARCHAR": pa.string(),
-            "BOOLEAN": pa.bool_()}[t]
-
-
 def _duck(t: str) -> str:
     return "INTEGER" if t == "INT" else t
 
@@ -194,7 +189,7 @@ def _read_csv(f: Path, cols: dict[str, str], header: bool, delim: str,
         rejected.append((f.name, "", "", f"unreadable CSV: {str(e).splitlines()[0][:200]}"))
         return None
     rejected.extend((f.name, line, raw, why) for line, raw, why in bad)
-    return t.cast(pa.schema([(c, _arrow(ty)) for c, ty in cols.items()]))
+    return t.cast(arrow_schema(cols))
 
 
 def _read_parquet(f: Path, cols: dict[str, str], rejected: list) -> pa.Table | None:
@@ -212,7 +207,7 @@ def _read_parquet(f: Path, cols: dict[str, str], rejected: list) -> pa.Table | N
     good, n_bad = cast_checked(t, {c: _duck(ty) for c, ty in cols.items()})
     rejected.extend((f.name, "", "", "a value does not cast to the schema's type")
                     for _ in range(n_bad))
-    return good.cast(pa.schema([(c, _arrow(ty)) for c, ty in cols.items()]))
+    return good.cast(arrow_schema(cols))
 
 
 def _write_rejected(out: Path, rows: list) -> None:
@@ -235,7 +230,12 @@ def measure_stats(data_dir: Path, decl: StreamDecl, max_files: int | None = None
     files = sorted(Path(data_dir).glob("part-*.parquet"))[:max_files]
     if not files:
         raise StreamImportError(f"no part-*.parquet files in {data_dir}")
-    t = pa.concat_tables(pq.read_table(f, columns=list(decl.columns)) for f in files)
+    return stats_of(pa.concat_tables(pq.read_table(f, columns=list(decl.columns))
+                                     for f in files), decl)
+
+
+def stats_of(t: pa.Table, decl: StreamDecl) -> StreamStats:
+    """The statistics of `measure_stats`, of rows in memory."""
     ts = decl.ts_column
     n = t.num_rows
     seconds = 1.0

@@ -91,18 +91,18 @@ def add_query_arguments(p) -> None:
                         "returning one (called with rate=, scale=, plugs= when it takes them)")
 
 
-def query_source(a) -> tuple[str, object]:
-    """(label, make) where make(rate=, scale=, plugs=) builds the query `a` names; exits
-    with a message naming the option on a bad one."""
+def query_source(a):
+    """make(rate=, scale=, plugs=) building the query `a` names; exits with a message
+    naming the option on a bad one."""
     given = [x for x in (a.query, a.sql, a.query_file) if x is not None]
     if len(given) != 1:
         raise SystemExit("fedq: give exactly one query: a name (CQ1..CQ6), --sql FILE or "
                          "--query FILE.py:NAME")
     if a.query is not None:
-        return a.query.upper(), query_maker(a.query)
+        return query_maker(a.query)
     if a.sql is not None:
-        return str(a.sql), sql_maker(a.sql, getattr(a, "data", None))
-    return a.query_file, dsl_maker(a.query_file)
+        return sql_maker(a.sql, getattr(a, "data", None))
+    return dsl_maker(a.query_file)
 
 
 def sql_maker(path: Path, data: Path | None = None):

@@ -21,7 +21,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     from federation.explain import explain_json, explain_text, sweep
     from federation.optimizer import optimize
 
-    _, make = query_source(a)
+    make = query_source(a)
     profile = load_profile(a.profile)
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
               "max_subplan_ops": a.max_subplan_ops}
@@ -43,6 +43,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     r = optimize(mk(a.rate), **kw)
     print(json.dumps(explain_json(r), indent=2) if a.json else explain_text(r))
     return 0
+
 
 def add_parser(sub) -> None:
     e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")

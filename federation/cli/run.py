@@ -47,7 +47,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from federation.errors import FedqError
     from federation.runtime import check_output
 
-    _, make = query_source(a)
+    make = query_source(a)
     if a.data is not None and not a.data.is_dir():
         return _fail("--data", f"{a.data} is not a directory")
     if a.data is not None and not any(a.data.glob("part-*.parquet")):
