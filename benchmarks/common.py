@@ -34,10 +34,13 @@ def environment() -> dict:
     }
 
 
-def write_result(name: str, payload: dict, out_dir: Path | None = None) -> Path:
-    out_dir = out_dir or RESULTS
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
+def write_result(name: str | Path, payload: dict, out_dir: Path | None = None) -> Path:
+    """Write a result JSON (with the environment): a bare file name goes to `out_dir`
+    (benchmarks/results/, where the committed results are), a path where it says."""
+    path = Path(name)
+    if path.parent == Path("."):
+        path = (out_dir or RESULTS) / path
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**environment(), **payload}, indent=2, default=str) + "\n")
     return path
 

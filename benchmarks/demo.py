@@ -15,30 +15,12 @@ import time
 from pathlib import Path
 
 from federation.api import run
+from federation.cli.progress import ConsoleProgress
 from federation.explain import explain_text
 from federation.optimizer import optimize
 from federation.results import diff_results
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
-
-
-def _progress(total_s: int, every_s: float = 3.0):
-    """A progress callback printing one line every few seconds: batch, event seconds done
-    of the total, rho so far, elapsed wall time."""
-    t0 = time.time()
-    last = [0.0]
-
-    def show(m) -> None:
-        now = time.time() - t0
-        if now - last[0] < every_s:
-            return
-        last[0] = now
-        done = m.event_seconds_done or 0
-        rho = f", rho so far {m.rho_so_far:.2f}" if m.rho_so_far is not None else ""
-        print(f"   batch {m.batch:>4}: {done}/{total_s} event seconds{rho}, {now:.0f} s",
-              flush=True)
-
-    return show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 def _demo(a, work: Path, t_start: float) -> int:
     print(f"== 1/5 generating {a.seconds} s of smart-plug data at {a.rate:.0f} tuples/s, "
           f"{a.plugs} plugs -> {work / 'data'}", flush=True)
-    generate(work / "data", rate=a.rate, seconds=a.seconds, plugs=a.plugs, seed=1)
+    with ConsoleProgress() as shown:
+        shown.phase("generating", total=a.seconds, unit="event seconds")
+        generate(work / "data", rate=a.rate, seconds=a.seconds, plugs=a.plugs, seed=1,
+                 progress=shown.advance)
     q = QUERIES[a.query](rate=a.rate, scale=a.scale, plugs=a.plugs)
     print("== 2/5 the optimizer's plan (fedq explain)", flush=True)
     print(explain_text(optimize(q)).split("\n-- ")[0])
@@ -76,8 +61,9 @@ def _demo(a, work: Path, t_start: float) -> int:
         print(f"== {3 + k}/5 running {a.query}: {what[placement]} ({placement}); Spark "
               "starts first (~15 s)" if k == 0 else
               f"== {3 + k}/5 running {a.query}: {what[placement]} ({placement})", flush=True)
-        r = run(q, placement, work / "data", work_dir=work / placement,
-                seconds_per_batch=a.seconds_per_batch, progress=_progress(a.seconds))
+        with ConsoleProgress() as shown:
+            r = run(q, placement, work / "data", work_dir=work / placement,
+                    seconds_per_batch=a.seconds_per_batch, progress=shown)
         results[placement] = r
         print(f"   {r.summary.placement}: {r.summary.result_rows} rows, "
               f"rho {r.summary.rho:.2f}, wall {r.summary.wall_s:.1f} s", flush=True)

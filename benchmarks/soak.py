@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import RESULTS, say, write_result
+from benchmarks.common import say, write_result
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--plugs", type=int, default=2125)
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--out", default=None,
+                    help="result file (default benchmarks/results/soak_<query>.json; a bare "
+                         "name goes there too); the plot goes beside it as .png")
     a = ap.parse_args(argv)
     warm = 300
     seconds = warm + math.ceil(a.minutes * 60) + 30
@@ -129,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
            "placement": r.summary.placement, "samples": samples,
            "slope_mb_per_min_last_20_min": slopes,
            "batches": r.summary.data_batches, "truncated": r.summary.truncated}
-    path = write_result(f"soak_{a.query}.json", doc)
-    _plot(doc, RESULTS / f"soak_{a.query}.png")
+    path = write_result(a.out or f"soak_{a.query}.json", doc)
+    _plot(doc, path.with_suffix(".png"))
     say(f"slopes (MB/min, last 20 min): {slopes} -> {path}")
     return 0
 

@@ -14,6 +14,7 @@ from federation.optimizer import optimize
 from federation.optimizer.phase_one import phase_one
 from federation.physical import PhysicalPlan, build_physical_plan
 from federation.runtime import RunResult, check_arguments, check_output, execute
+from federation.runtime.progress import as_progress
 
 
 def plan_for(query: Rstream, placement: str | Mapping[str, str] = "auto",
@@ -55,16 +56,19 @@ def run(
     why = check_output(output, overwrite)
     if why:
         raise OutputError(f"output: {why}")
+    prog = execute_options["progress"] = as_progress(execute_options.get("progress"))
+    prog.phase("planning")
     plan, cost = plan_for(query, placement, profile, feasibility_check)
     if data is None:
+        prog.phase("generating data", total=seconds, unit="event seconds")
         data = _generated(query, Path(work_dir) if work_dir else None, rate, seconds, plugs,
-                          seed)
+                          seed, prog.advance)
     return execute(plan, data, work_dir=work_dir, output=output, overwrite=overwrite,
                    predicted=cost.vector, **execute_options)
 
 
 def _generated(query: Rstream, work: Path | None, rate: float, seconds: int, plugs: int,
-               seed: int) -> Path:
+               seed: int, progress=None) -> Path:
     import tempfile
 
     from federation.smartplug.datagen import generate
@@ -75,5 +79,5 @@ def _generated(query: Rstream, work: Path | None, rate: float, seconds: int, plu
                          "data can be generated)")
     work = work or Path(tempfile.mkdtemp(prefix="fedq-run-"))
     data = work / "data"
-    generate(data, rate=rate, seconds=seconds, plugs=plugs, seed=seed)
+    generate(data, rate=rate, seconds=seconds, plugs=plugs, seed=seed, progress=progress)
     return data

@@ -71,18 +71,43 @@ def test_import_errors_name_the_option(tmp_path, capsys):
     assert "--ts: the event-time column must be a TIMESTAMP" in capsys.readouterr().err
 
 
+def _run_timed(cmd: list[str]) -> tuple[int, list[tuple[float, str]]]:
+    """Run `cmd` with stdout and stderr merged into a pipe; every line with the seconds since
+    the start at which it arrived (the process's exit is the last entry)."""
+    import subprocess
+    import time
+
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = [(time.monotonic() - t0, ln.rstrip("\n")) for ln in p.stdout]
+    rc = p.wait(timeout=600)
+    return rc, [*lines, (time.monotonic() - t0, "<exit>")]
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("placement", ["db", "spe", "auto"])
 def test_sql_over_an_imported_csv_equals_the_reference(imported, placement, tmp_path):
-    import subprocess
-
+    """Also the progress of `fedq run` when its output is not a terminal (auto: progress on):
+    every phase is named as it starts, and no stretch of the run is silent for 10 s."""
     out = tmp_path / "out.parquet"
-    r = subprocess.run(
-        [sys.executable, "-c", CLI, "run", "--sql", str(EXAMPLES / "warm_rooms.sql"),
-         "--data", str(imported), "--placement", placement, "--seconds-per-batch", "6",
-         "--output", str(out), "--quiet"], capture_output=True, text=True, timeout=600, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "dead-lettered rows 2" in r.stdout
+    cmd = [sys.executable, "-c", CLI, "run", "--sql", str(EXAMPLES / "warm_rooms.sql"),
+           "--data", str(imported), "--placement", placement, "--seconds-per-batch", "6",
+           "--output", str(out)] + (["--quiet"] if placement != "auto" else [])
+    rc, lines = _run_timed(cmd)
+    text = "\n".join(ln for _, ln in lines)
+    assert rc == 0, text[-3000:]
+    assert "dead-lettered rows 2" in text
+    if placement == "auto":
+        phases = ["planning", "reading input", "starting Spark", "micro-batches",
+                  "finishing windows", "writing output"]
+        at = [next((i for i, (_, ln) in enumerate(lines) if f"] {ph}" in ln), None)
+              for ph in phases]
+        assert None not in at and at == sorted(at), f"phases {dict(zip(phases, at))}:\n{text}"
+        gaps = [b[0] - a[0] for a, b in zip([(0.0, "<start>"), *lines], lines)]
+        worst = max(range(len(gaps)), key=gaps.__getitem__)
+        assert gaps[worst] <= 10, f"silent for {gaps[worst]:.1f} s before line {worst}:\n{text}"
+    else:
+        assert "] micro-batches" not in text  # --quiet
     q = sql((EXAMPLES / "warm_rooms.sql").read_text(), {"sensors": load_stream_decl(imported)})
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(imported.glob("part-*.parquet")))
     want = reference_result(q, rows)

@@ -9,6 +9,7 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
+from test_db_store import T0, second_of_rows
 
 from db.reference import reference_result
 from federation.logical import NumberedPlan
@@ -17,7 +18,6 @@ from federation.results import diff_results
 from federation.runtime.durable import ResultParts, ResumeError, claim
 from federation.runtime.mig import MigRuntime
 from federation.smartplug.queries import cq1_plan, cq3_plan
-from test_db_store import T0, second_of_rows
 
 
 def _mig(q, path):

@@ -16,21 +16,29 @@ EXAMPLE_IMPORT = """example:
 
 
 def cmd_import(a: argparse.Namespace) -> int:
-    from federation.importer import StreamImportError, import_stream, read_declaration
+    from contextlib import nullcontext
 
-    def progress(phase: str, i: int, n: int) -> None:
-        if not a.quiet:
-            print(f"\r  {phase}: {i}/{n} {'files' if phase == 'read' else 'event seconds'}",
-                  end="", file=sys.stderr, flush=True)
+    from federation.cli.progress import ConsoleProgress
+    from federation.importer import StreamImportError, import_stream, read_declaration
+    from federation.runtime.progress import RunProgress
 
     try:
         decl = read_declaration(a.schema, a.name, a.ts)
-        s = import_stream(a.sources, a.out, decl, header=not a.no_header, delim=a.delim,
-                          progress=progress)
+        with nullcontext(RunProgress()) if a.quiet else ConsoleProgress() as shown:
+            current = [""]
+
+            def progress(phase: str, i: int, n: int) -> None:
+                if phase != current[0]:
+                    current[0] = phase
+                    shown.phase("reading" if phase == "read" else "writing", total=n,
+                                unit="files" if phase == "read" else "event seconds")
+                shown.advance(i, n)
+
+            s = import_stream(a.sources, a.out, decl, header=not a.no_header, delim=a.delim,
+                              progress=progress)
     except StreamImportError as e:
         print(f"fedq import: {e}", file=sys.stderr)
         return 2
-    print(file=sys.stderr)
     print(f"stream {decl['name']}: {s.rows} rows in {s.files} event-second files, "
           f"{s.first_ts} .. {s.last_ts}, to {s.out}")
     if s.rejected:

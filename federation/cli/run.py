@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
@@ -14,10 +14,8 @@ from federation.cli.args import add_query_arguments, count, non_negative, positi
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
+    from federation.cli.progress import ConsoleProgress
     from federation.smartplug.datagen import generate
-
-    def progress(i: int, n: int) -> None:
-        print(f"\r  generated {i}/{n} event seconds", end="", file=sys.stderr, flush=True)
 
     if a.csv is not None:
         from federation.smartplug.csvload import load_csv
@@ -25,14 +23,17 @@ def cmd_generate(a: argparse.Namespace) -> int:
         if not a.csv.is_file():
             print(f"fedq generate: --csv: {a.csv} is not a file", file=sys.stderr)
             return 2
-        s = load_csv(a.csv, a.out)
+        with ConsoleProgress() as progress:
+            progress.phase(f"converting {a.csv}", unit="files")
+            s = load_csv(a.csv, a.out, progress=progress.advance)
         print(f"converted {a.csv}: {s.rows} rows in {s.files} files, {s.rejected} rejected "
               f"(see {a.out / '_rejected.csv'})" if s.rejected else
               f"converted {a.csv}: {s.rows} rows in {s.files} files")
         return 0
-    s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
-                 seed=a.seed, progress=progress, start=a.start)
-    print(file=sys.stderr)
+    with ConsoleProgress() as progress:
+        progress.phase(f"generating {a.out}", total=a.seconds, unit="event seconds")
+        s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
+                     seed=a.seed, progress=progress.advance, start=a.start)
     print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}")
     return 0
 
@@ -79,34 +80,27 @@ def cmd_run(a: argparse.Namespace) -> int:
             build_physical_plan(NumberedPlan.of(phase_one(q, _lp(a.profile))), a.placement)
         except FedqError as e:
             return _fail("--placement", str(e))
-    t0 = time.time()
-
-    def progress(m) -> None:
-        el = time.time() - t0
-        extra = (f"  rho {m.rho_so_far:.2f}  backlog {m.backlog_s} s"
-                 if m.rho_so_far is not None else "")
-        print(f"\r  stage {m.stage} batch {m.batch:>5}  slides {m.slides:>3}  "
-              f"rows in {m.rows_in:>7}  watermark {m.watermark[:19]}{extra}  "
-              f"elapsed {el:.0f}s   ", end="", file=sys.stderr, flush=True)
-
     from costmodel.profile import load_profile
+    from federation.cli.progress import ConsoleProgress
+    from federation.runtime.progress import RunProgress
 
-    spark = None
-    if a.master:
-        from spe.session import SparkSettings, get_spark
-
-        spark = get_spark(SparkSettings(master=a.master))
     try:
-        r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark, rate=rate,
-                seconds=a.seconds, plugs=plugs,
-                seconds_per_batch=a.seconds_per_batch, output=a.output,
-                allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
-                event_horizon_s=a.event_horizon, overwrite=a.overwrite,
-                realtime=a.realtime, progress=None if a.quiet else progress, fresh=a.fresh)
+        with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
+            spark = None
+            if a.master:
+                from spe.session import SparkSettings, get_spark
+
+                progress.phase(f"connecting to Spark at {a.master}")
+                spark = get_spark(SparkSettings(master=a.master))
+            r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark,
+                    rate=rate, seconds=a.seconds, plugs=plugs,
+                    seconds_per_batch=a.seconds_per_batch, output=a.output,
+                    allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
+                    event_horizon_s=a.event_horizon, overwrite=a.overwrite,
+                    realtime=a.realtime, progress=progress, fresh=a.fresh)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2
-    print(file=sys.stderr)
     s = r.summary
     if a.json:
         print(s.model_dump_json(indent=2))

@@ -30,6 +30,7 @@ from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, r
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.mig import MigRuntime, mig_resources
+from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.records import (
     BatchMetrics,
     PredictedCost,
@@ -74,7 +75,7 @@ def _execute(
     realtime: bool = False,
     max_files: int | None = None,
     spark=None,
-    progress: Callable[[BatchMetrics], None] | None = None,
+    progress: RunProgress | Callable[[BatchMetrics], None] | None = None,
     domains: Mapping[str, set] | None = None,
     budget_s: float | None = None,
     warmup_batch_s: int | None = None,
@@ -95,7 +96,10 @@ def _execute(
     would close after the last event second are not computed, so the result is incomplete.
     `budget_s` stops the run after that many seconds of wall time (the summary says so).
     `predicted`: the plan's cost vector (C_b, C_u), recorded in the summary beside rho.
+    `progress`: a RunProgress told every phase and micro-batch (federation/runtime/progress.py),
+    or a callable receiving the micro-batches.
     """
+    prog = as_progress(progress)
     check_arguments(seconds_per_batch=seconds_per_batch, allowed_lateness_s=allowed_lateness_s,
                     event_horizon_s=event_horizon_s)
     why = check_output(output, overwrite)
@@ -134,7 +138,8 @@ def _execute(
     if resuming:  # the spool is complete and Spark's checkpoints refer to it
         ingest = IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
     else:
-        ingest = prepare_input(data, work / "input", stream,
+        prog.phase("reading input", unit="files")
+        ingest = prepare_input(data, work / "input", stream, progress=prog.advance,
                                allowed_lateness_s=allowed_lateness_s,
                                flush_after_s=flush_s if drain else None,
                                max_files=max_files, domains=domains, fast_forward_s=ff_s,
@@ -163,7 +168,7 @@ def _execute(
             for c in plan.db_ops}
     ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
-                   event_seconds_done, progress)
+                   event_seconds_done, prog.batch)
     resumed_at = None
     for st in staged.stages:
         log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
@@ -181,12 +186,15 @@ def _execute(
     from spe.pipeline import start_query
     from spe.session import get_spark
 
-    spark = spark or get_spark()
+    if spark is None:
+        prog.phase("starting Spark")
+        spark = get_spark()
     chk_root = work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
     builder = StageBuilder(spark, staged, stream, ingest.spool_dir, reentry_dirs,
                            seconds_per_batch, round(allowed_lateness_s * 1000), extent_s, slide_s)
     for st in staged.stages:
         builder.build(st)
+    prog.phase("micro-batches", total=ingest.files, unit="event seconds")
     ex.t_start = time.perf_counter()
     for st in staged.stages:
         if st.outputs:
@@ -194,7 +202,7 @@ def _execute(
                                    f"fedq_{lg.root.name}_s{st.index}_{id(st)}",
                                    seconds_per_batch if realtime else None)
     try:
-        truncated = _drive(ex, budget_s, drain)
+        truncated = _drive(ex, budget_s, drain, prog)
     except Exception as e:
         if not resuming:
             raise
@@ -210,6 +218,7 @@ def _execute(
         m.close()
     (work / "summary.json").write_text(summary.model_dump_json(indent=2))
     if output is not None:
+        prog.phase("writing output")
         path = output_path(Path(output))
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(rows, path)
@@ -218,7 +227,7 @@ def _execute(
     return RunResult(rows, ex.metrics, summary, plan, ingest)
 
 
-def _drive(ex: Execution, budget_s: float | None, drain: bool) -> bool:
+def _drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress) -> bool:
     """Process every stage's input in stage order; True when the budget stopped the run."""
     stages = ex.staged.stages
     truncated = threading.Event()
@@ -240,6 +249,8 @@ def _drive(ex: Execution, budget_s: float | None, drain: bool) -> bool:
         for st in stages:
             if st.query is None or truncated.is_set():
                 continue
+            if st.index:
+                prog.phase(f"micro-batches (stage {st.index})")
             try:
                 st.query.processAllAvailable()
             except Exception:
@@ -252,6 +263,7 @@ def _drive(ex: Execution, budget_s: float | None, drain: bool) -> bool:
             if exc is not None:
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
             if drain:
+                prog.phase("finishing windows" + (f" (stage {st.index})" if st.index else ""))
                 ex.drain(st.index)
     finally:
         if timer is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -162,6 +163,7 @@ def load_csv(
     out_dir: str | os.PathLike[str],
     *,
     rows_per_file_second: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> GenerateSummary:
     """Convert the real DEBS 2014 CSV into the spool format of :func:`generate`.
 
@@ -171,7 +173,8 @@ def load_csv(
     no file), sorted by ``(ts, id)``; with ``rows_per_file_second=False`` everything goes into a
     single ``part-00000000.parquet``.  Rows that do not parse (wrong column count, bad number,
     missing value, property not 0/1, NaN, timestamp out of range) are skipped, written to
-    ``_rejected.csv`` with a reason and counted in ``rejected``.
+    ``_rejected.csv`` with a reason and counted in ``rejected``. `progress(done, total)` is
+    called as the files are written (first with done 0, once the CSV is read).
     """
     t0 = time.perf_counter()
     path = Path(csv_path)
@@ -236,8 +239,12 @@ def load_csv(
         lo = np.searchsorted(seconds_sorted, uniq, side="left")
         hi = np.searchsorted(seconds_sorted, uniq, side="right")
         for sec, a, b in zip(uniq.tolist(), lo.tolist(), hi.tolist()):
+            if progress and files % 10 == 0:
+                progress(files, len(uniq))
             _write_part(out, sec, spool.slice(a, b - a), base + sec)
             files += 1
+        if progress:
+            progress(files, len(uniq))
     elif n:
         _write_part(out, 0, spool, base)
         files = 1
