@@ -11,7 +11,9 @@ What a query may use (docs/sql.md has the full reference):
   `TUMBLE(TABLE s, DESCRIPTOR(ts), size)`, sizes as `INTERVAL '5' MINUTE`,
   `INTERVAL '5 minutes'` or seconds; the window's instants are implicit: `window_start`
   and `window_end` may appear in GROUP BY, in a join's ON and as bare SELECT items, and are
-  dropped there (every result row carries its slide instant as `tau`);
+  dropped there (every result row carries its slide instant as `tau`); tuple windows as
+  `ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)])` (this project's
+  spelling: Flink has no row-count window table function);
 * WHERE, projections with expressions, GROUP BY columns with COUNT/SUM/AVG/MIN/MAX, HAVING,
   inner equi-joins (`JOIN ... ON a.k = b.k AND ...` or `USING (k)`; further conditions in
   ON become a selection above the join), subqueries in FROM and CTEs (WITH);
@@ -45,7 +47,7 @@ from sqlglot.tokens import TokenType
 from federation.errors import FedqError, QueryValidationError
 from federation.expressions import AggCall
 from federation.logical import Node, Rstream
-from federation.logical.dsl import parse_duration
+from federation.logical.dsl import parse_duration, window
 from federation.logical.nodes import Project
 from federation.logical.window import Window
 from federation.streams import StreamDecl
@@ -106,6 +108,13 @@ def sql(text: str, streams: Mapping[str, StreamDecl] | Sequence[StreamDecl] | No
     elif not isinstance(streams, Mapping):
         streams = {s.name: s for s in streams}
     return _Translator(text, dict(streams)).translate(name)
+
+
+_SIGNATURES = {
+    "HOP": "HOP(TABLE s, DESCRIPTOR(ts), slide, size)",
+    "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size)",
+    "ROWS_WINDOW": "ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(keys)])",
+}
 
 
 @dataclass
@@ -296,17 +305,18 @@ class _Translator:
         if fn == "TABLE" and len(args) == 1 and isinstance(args[0], exp.Anonymous):
             return self.window_tvf(args[0])
         if fn in ("CUMULATE", "SESSION"):
-            raise self.fail(f"{fn} windows are not supported (HOP or TUMBLE)", fn, call)
-        if fn not in ("HOP", "TUMBLE"):
-            raise self.fail(f"unknown table function {call.name!r} (HOP or TUMBLE)", "FROM",
-                            call)
-        want = 4 if fn == "HOP" else 3
-        if len(args) != want:
-            extra = " (a window offset is not supported)" if len(args) == want + 1 else ""
-            sig = ("HOP(TABLE s, DESCRIPTOR(ts), slide, size)" if fn == "HOP"
-                   else "TUMBLE(TABLE s, DESCRIPTOR(ts), size)")
-            raise self.fail(f"{fn} takes {want} arguments, {sig}; got {len(args)}{extra}",
+            raise self.fail(f"{fn} windows are not supported (HOP, TUMBLE or ROWS_WINDOW)",
                             fn, call)
+        if fn not in _SIGNATURES:
+            raise self.fail(f"unknown table function {call.name!r} (HOP, TUMBLE or "
+                            "ROWS_WINDOW)", "FROM", call)
+        want = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5)}[fn]
+        if len(args) not in want:
+            extra = (" (a window offset is not supported)"
+                     if fn != "ROWS_WINDOW" and len(args) == want[0] + 1 else "")
+            n = " or ".join(map(str, want))
+            raise self.fail(f"{fn} takes {n} arguments, {_SIGNATURES[fn]}; got {len(args)}"
+                            f"{extra}", fn, call)
         table, desc = args[0], args[1]
         if not isinstance(table, exp.Table):
             raise self.fail(f"the first argument of {fn} is TABLE <stream>", fn, call)
@@ -323,9 +333,34 @@ class _Translator:
         if ts != stream.ts_column:
             raise self.fail(f"stream {sname!r} has event time {stream.ts_column!r}, not "
                             f"{ts!r}", fn, desc)
+        if fn == "ROWS_WINDOW":
+            return self.rows_window(stream, call, args)
         sizes = [self.duration(a, fn) for a in args[2:]]
         slide, size = (sizes[0], sizes[1]) if fn == "HOP" else (sizes[0], sizes[0])
         return self.build(fn, call, lambda: Window(stream=stream, slide_s=slide, range_s=size))
+
+    def rows_window(self, stream, call: exp.Anonymous, args: list) -> Window:
+        """ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)]): at each
+        instant the last n rows (per partition when keys are given), the DSL's
+        `window(s, rows=n, slide=..., partition_by=...)`."""
+        fn = "ROWS_WINDOW"
+        slide = self.duration(args[2], fn)
+        n = args[3]
+        if not (isinstance(n, exp.Literal) and not n.is_string and n.name.isdigit()
+                and int(n.name) >= 1):
+            raise self.fail(f"the row count of ROWS_WINDOW is a whole number >= 1, not "
+                            f"{n.sql()!r}", fn, n)
+        keys: tuple[str, ...] = ()
+        if len(args) == 5:
+            part = args[4]
+            if not (isinstance(part, exp.Anonymous) and part.name.upper() == "DESCRIPTOR"
+                    and part.expressions
+                    and all(isinstance(c, exp.Column) for c in part.expressions)):
+                raise self.fail("the fifth argument of ROWS_WINDOW is DESCRIPTOR(<partition "
+                                "columns>)", fn, part)
+            keys = tuple(c.name for c in part.expressions)
+        return self.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
+                                                   partition_by=keys))
 
     def duration(self, a: exp.Expression, clause: str) -> float:
         if isinstance(a, exp.Interval):

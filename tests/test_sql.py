@@ -67,6 +67,26 @@ def test_tumble_and_interval_spellings(rows):
     assert (w.slide_s, w.range_s) == (2.0, 60.0)
 
 
+def test_rows_window_is_the_dsl_tuple_window(rows):
+    dsl = (window(S, rows=20, slide=2, partition_by=["plug_id"]).filter("property = 1")
+           .aggregate(by=["plug_id"], peak=max_("value")).rstream())
+    assert sql("SELECT plug_id, MAX(value) AS peak FROM ROWS_WINDOW(TABLE smartplug, "
+               "DESCRIPTOR(ts), INTERVAL '2' SECOND, 20, DESCRIPTOR(plug_id)) "
+               "WHERE property = 1 GROUP BY window_end, plug_id", STREAMS) == dsl
+    glob = sql("SELECT COUNT(*) AS n FROM ROWS_WINDOW(TABLE smartplug, DESCRIPTOR(ts), 1, 50)",
+               STREAMS)
+    w = next(n for n in glob.walk() if n.kind == "window")
+    assert (w.rows, w.slide_s, w.partition_by, w.range_s) == (50, 1.0, (), None)
+    # the rows of each house's window: a result per house and instant, as the DSL's
+    got = reference_result(sql("SELECT house_id, MAX(value) AS peak FROM ROWS_WINDOW(TABLE "
+                               "smartplug, DESCRIPTOR(ts), 2, 20, DESCRIPTOR(house_id)) WHERE "
+                               "property = 1 GROUP BY house_id", STREAMS), rows)
+    want = reference_result(window(S, rows=20, slide=2, partition_by=["house_id"])
+                            .filter("property = 1").aggregate(by=["house_id"],
+                                                              peak=max_("value")).rstream(), rows)
+    assert got.num_rows > 50 and diff_results(got, want) is None
+
+
 def test_having_and_expressions_over_aggregates(rows):
     load = window(S, range=10, slide=1).filter("property = 1")
     agg = load.aggregate(by=["plug_id"], hi=max_("value"), lo=min_("value"))
@@ -176,6 +196,15 @@ REFUSED = {
                 "not supported"),
     "unnamed expression": (f"SELECT plug_id, value * 2 FROM {H10}", "SELECT", "AS name"),
     "syntax error": (f"SELECT plug_id, FROM {H10} WHERE", "syntax", "cannot parse"),
+    "rows window count": (
+        "SELECT plug_id FROM ROWS_WINDOW(TABLE smartplug, DESCRIPTOR(ts), 1, 2.5)",
+        "ROWS_WINDOW", "whole number >= 1"),
+    "rows window partition": (
+        "SELECT plug_id FROM ROWS_WINDOW(TABLE smartplug, DESCRIPTOR(ts), 1, 10, plug_id)",
+        "ROWS_WINDOW", "DESCRIPTOR(<partition columns>)"),
+    "rows window arguments": (
+        "SELECT plug_id FROM ROWS_WINDOW(TABLE smartplug, DESCRIPTOR(ts), 10)",
+        "ROWS_WINDOW", "takes 4 or 5 arguments"),
 }
 
 
