@@ -71,14 +71,15 @@ def test_import_errors_name_the_option(tmp_path, capsys):
     assert "--ts: the event-time column must be a TIMESTAMP" in capsys.readouterr().err
 
 
-def _run_timed(cmd: list[str]) -> tuple[int, list[tuple[float, str]]]:
+def _run_timed(cmd: list[str], env: dict | None = None) -> tuple[int, list[tuple[float, str]]]:
     """Run `cmd` with stdout and stderr merged into a pipe; every line with the seconds since
     the start at which it arrived (the process's exit is the last entry)."""
     import subprocess
     import time
 
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
     lines = [(time.monotonic() - t0, ln.rstrip("\n")) for ln in p.stdout]
     rc = p.wait(timeout=600)
     return rc, [*lines, (time.monotonic() - t0, "<exit>")]
@@ -88,15 +89,21 @@ def _run_timed(cmd: list[str]) -> tuple[int, list[tuple[float, str]]]:
 @pytest.mark.parametrize("placement", ["db", "spe", "auto"])
 def test_sql_over_an_imported_csv_equals_the_reference(imported, placement, tmp_path):
     """Also the progress of `fedq run` when its output is not a terminal (auto: progress on):
-    every phase is named as it starts, and no stretch of the run is silent for 10 s."""
+    every phase is named as it starts, and no stretch of the run is silent for 10 s; and what
+    a run without --work-dir leaves in the temporary directory: its dead letters only."""
+    import os
     out = tmp_path / "out.parquet"
     cmd = [sys.executable, "-c", CLI, "run", "--sql", str(EXAMPLES / "warm_rooms.sql"),
            "--data", str(imported), "--placement", placement, "--seconds-per-batch", "6",
            "--output", str(out)] + (["--quiet"] if placement != "auto" else [])
-    rc, lines = _run_timed(cmd)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    rc, lines = _run_timed(cmd, {**os.environ, "TMPDIR": str(tmp)})
     text = "\n".join(ln for _, ln in lines)
     assert rc == 0, text[-3000:]
     assert "dead-lettered rows 2" in text
+    left = [p.relative_to(tmp) for p in tmp.rglob("*") if p.is_file()]
+    assert all("deadletter" in p.parts or p.name == "summary.json" for p in left), left
     if placement == "auto":
         phases = ["planning", "reading input", "starting Spark", "micro-batches",
                   "finishing windows", "writing output"]

@@ -5,7 +5,9 @@ Calibration measures the machine with the benchmarks: `python -m benchmarks.cali
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +43,26 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def _fail(option: str, message: str) -> int:
     print(f"fedq run: {option}: {message}", file=sys.stderr)
     return 2
+
+
+def _tidy(work: Path) -> None:
+    """After a run in a temporary work directory: remove the spool, Spark's checkpoints and
+    the DuckDB state (they only serve a resume, and a temporary directory is never resumed);
+    keep the dead letters and the summary when there are dead letters, else remove it all."""
+    dead = work / "input" / "deadletter"
+    if any(p.is_file() for p in dead.rglob("*")):
+        for sub in work.iterdir():
+            if sub.name == "input":
+                for p in sub.iterdir():
+                    if p.name != "deadletter":
+                        shutil.rmtree(p) if p.is_dir() else p.unlink()
+            elif sub.name != "summary.json":
+                shutil.rmtree(sub) if sub.is_dir() else sub.unlink()
+        for d in list(dead.iterdir()):
+            if d.is_dir() and not any(d.rglob("*")):
+                d.rmdir()
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -84,6 +106,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     from federation.cli.progress import ConsoleProgress
     from federation.runtime.progress import RunProgress
 
+    own_work = a.work_dir is None  # a temporary work directory, tidied after the run
+    work_dir = Path(tempfile.mkdtemp(prefix="fedq-run-")) if own_work else a.work_dir
     try:
         with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
             spark = None
@@ -95,12 +119,15 @@ def cmd_run(a: argparse.Namespace) -> int:
             r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark,
                     rate=rate, seconds=a.seconds, plugs=plugs,
                     seconds_per_batch=a.seconds_per_batch, output=a.output,
-                    allowed_lateness_s=a.allowed_lateness, work_dir=a.work_dir,
+                    allowed_lateness_s=a.allowed_lateness, work_dir=work_dir,
                     event_horizon_s=a.event_horizon, overwrite=a.overwrite,
                     realtime=a.realtime, progress=progress, fresh=a.fresh)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2
+    finally:
+        if own_work:
+            _tidy(work_dir)
     s = r.summary
     if a.json:
         print(s.model_dump_json(indent=2))
@@ -118,7 +145,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if s.files_quarantined:
         print(f"quarantined files {len(s.files_quarantined)}: " + "; ".join(
             f"{q['file']}: {q['reason']}" for q in s.files_quarantined))
-    print(f"dead letters in {s.deadletter_dir}")
+    if Path(s.deadletter_dir).exists():
+        print(f"dead letters in {s.deadletter_dir}")
     if s.output:
         print(f"results written to {s.output}")
     return 0
