@@ -11,8 +11,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
 	  { echo "fedq needs Python 3.10 or newer as python3 (or: make PYTHON=/path/to/python3.11)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	$(PY) -m pip install --quiet -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PYTHON) scripts/heartbeat.py "upgrading pip in $(VENV)" -- $(PY) -m pip install --quiet --upgrade pip || true
+	@$(PYTHON) scripts/heartbeat.py "installing fedq and its dependencies into $(VENV) (pyspark is large: a first install takes a minute or more)" -- $(PY) -m pip install --quiet -e '.[test]' || true
 	@$(PY) -c 'import pyspark, duckdb, sqlglot, pyarrow, pydantic, federation' || \
 	  { echo "installation into $(VENV) failed; see the pip output above"; exit 1; }
 	@touch $(STAMP)
