@@ -80,3 +80,21 @@ def test_run_refuses_bad_arguments_before_any_work(kw, message, tmp_path):
         run(QUERIES["CQ5"](), "db", work_dir=tmp_path, **kw)
     assert str(e.value) == message
     assert not any(tmp_path.iterdir())  # nothing generated, nothing started
+
+
+@pytest.mark.parametrize("command", ["explain", "generate", "run", "import", "stats"])
+def test_every_command_has_examples_and_every_option_says_what_it_does(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "example" in text, text
+    import argparse
+
+    from federation.cli import data, explain, run
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    explain.add_parser(sub)
+    run.add_parsers(sub)
+    data.add_parsers(sub)
+    mute = [a.option_strings or a.dest for a in sub.choices[command]._actions if not a.help]
+    assert not mute, f"fedq {command}: options without help: {mute}"

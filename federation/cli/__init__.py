@@ -9,7 +9,14 @@ from federation.cli import data, explain, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="fedq", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="fedq", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="a first session:\n"
+               "  fedq generate --rate 2000 --seconds 120 --plugs 100 --out data/\n"
+               "  fedq explain CQ1 --rate 2000\n"
+               "  fedq run CQ1 --data data/ --output out/cq1.parquet\n"
+               "your own stream: fedq import --help;  queries in SQL: docs/sql.md\n"
+               "each command's options: fedq COMMAND --help")
     sub = p.add_subparsers(dest="cmd", required=True)
     explain.add_parser(sub)
     run.add_parsers(sub)

@@ -178,3 +178,14 @@ def dsl_maker(spec: str):
         return q
 
     return make
+
+
+class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Help with each option's default (unless it has none, or its text names it already)
+    and examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text:
+            return text
+        return super()._get_help_string(action)

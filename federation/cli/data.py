@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from federation.cli.args import Help
+
 EXAMPLE_IMPORT = """example:
   fedq import readings/ --schema "ts:TIMESTAMP,room:VARCHAR,sensor:INT,temp:DOUBLE" \\
       --name sensors --out data/sensors
@@ -85,7 +87,7 @@ def add_parsers(sub) -> None:
         description="Read CSV or Parquet files into one Parquet file per event second, with "
                     "the stream's declaration and measured statistics in _stream.json. Rows "
                     "that do not fit the schema go to _rejected.csv with their reason.",
-        epilog=EXAMPLE_IMPORT, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLE_IMPORT, formatter_class=Help)
     i.add_argument("sources", nargs="+", type=Path, help="CSV/Parquet files or directories")
     i.add_argument("--schema", required=True,
                    help='"name:TYPE,..." (TIMESTAMP, BIGINT, INT, DOUBLE, VARCHAR, BOOLEAN) or '
@@ -96,17 +98,21 @@ def add_parsers(sub) -> None:
     i.add_argument("--ts", default=None,
                    help="event-time column (default: the first TIMESTAMP column)")
     i.add_argument("--no-header", action="store_true", help="CSV files have no header line")
-    i.add_argument("--delim", default=",", help="CSV delimiter (default ,)")
-    i.add_argument("--quiet", action="store_true")
+    i.add_argument("--delim", default=",", help="CSV delimiter")
+    i.add_argument("--quiet", action="store_true", help="no progress lines")
     i.set_defaults(func=cmd_import)
 
     s = sub.add_parser("stats", help="measure a data directory's stream statistics",
                        description="Rate, distinct values per column, group counts per key "
                                    "set and value fractions, measured from the data: what "
-                                   "the optimizer's cost model uses.")
+                                   "the optimizer's cost model uses.",
+                       epilog="examples:\n  fedq stats data/sensors\n"
+                              "  fedq stats data/ --max-files 60 --json\n"
+                              "  fedq stats data/sensors --write   # update _stream.json",
+                       formatter_class=Help)
     s.add_argument("dir", type=Path, help="a data directory (fedq import or fedq generate)")
     s.add_argument("--max-files", type=int, default=None,
                    help="measure only the first N event seconds (default: all)")
     s.add_argument("--write", action="store_true", help="store them in DIR/_stream.json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print them as JSON")
     s.set_defaults(func=cmd_stats)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from federation.cli.args import (
+    Help,
     add_query_arguments,
     count,
     positive,
@@ -46,7 +47,17 @@ def cmd_explain(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    e = sub.add_parser("explain", help="show the optimizer's physical plan for a query")
+    e = sub.add_parser(
+        "explain", help="show the optimizer's physical plan for a query",
+        description="The optimizer's placement of every operator (Spark or DuckDB), each "
+                    "engine's utilization, the cost vector (C_b, C_u), the DB-ops' SQL and "
+                    "the engines' limits. No JVM is started.",
+        epilog="examples:\n  fedq explain CQ1 --rate 20000\n"
+               "  fedq explain CQ4 --sweep 1000:40000:1000      # where the placement changes\n"
+               "  fedq explain --sql benchmarks/queries_sql/cq3.sql --json\n"
+               "  fedq explain --sql docs/examples/warm_rooms.sql --data data/sensors\n"
+               "  fedq explain --query my_queries.py:peaks",
+        formatter_class=Help)
     add_query_arguments(e)
     e.add_argument("--data", type=Path, default=None,
                    help="a data directory whose _stream.json declares a stream the SQL reads "
@@ -54,11 +65,12 @@ def add_parser(sub) -> None:
     e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
     e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
     e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="the plan as JSON")
     e.add_argument("--no-feasibility-check", action="store_true",
                    help="rank plans by C_u alone (paper section 8.4)")
     e.add_argument("--sweep", metavar="START:STOP:STEP", type=sweep_text,
                    help="show the optimal placement across a range of rates")
     e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
-    e.add_argument("--max-subplan-ops", type=count, default=15)
+    e.add_argument("--max-subplan-ops", type=count, default=15,
+                   help="decompose plans larger than this for Phase-Two (paper section 6)")
     e.set_defaults(func=cmd_explain)

@@ -12,7 +12,14 @@ from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
-from federation.cli.args import add_query_arguments, count, non_negative, positive, query_source
+from federation.cli.args import (
+    Help,
+    add_query_arguments,
+    count,
+    non_negative,
+    positive,
+    query_source,
+)
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -152,10 +159,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Help with every option's default, and examples kept as written."""
-
-
 def add_parsers(sub) -> None:
 
     g = sub.add_parser(
@@ -165,7 +168,7 @@ def add_parsers(sub) -> None:
                     "DEBS 2014 CSV file (--csv).",
         epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
                "  fedq generate --csv sorted.csv --out data/    # the real data set",
-        formatter_class=_Help)
+        formatter_class=Help)
     g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
     g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
     g.add_argument("--plugs", type=count, default=None,
@@ -189,32 +192,37 @@ def add_parsers(sub) -> None:
         epilog="examples:\n  fedq run CQ3 --data data/ --output out/cq3.parquet\n"
                "  fedq run --sql benchmarks/queries_sql/cq1.sql --data data/ --placement db\n"
                "  fedq run CQ1 --data data/ --work-dir run1/   # same command again: resumes",
-        formatter_class=_Help)
+        formatter_class=Help)
     add_query_arguments(r)
     r.add_argument("--placement", default="auto",
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
     r.add_argument("--data", type=Path, default=None,
                    help="directory of part-*.parquet (generated when left out)")
-    r.add_argument("--rate", type=positive, default=None, help="tuples/s (default 2000)")
+    r.add_argument("--rate", type=positive, default=None, help="tuples/s (default: the data's manifest, else 2000)")
     r.add_argument("--seconds", type=count, default=60, help="event seconds to generate")
-    r.add_argument("--plugs", type=count, default=None, help="plugs to generate (default 200)")
+    r.add_argument("--plugs", type=count, default=None, help="plugs (default: the data's manifest, else 200)")
     r.add_argument("--scale", type=positive, default=1.0, help="window range scale")
-    r.add_argument("--seconds-per-batch", type=count, default=1)
-    r.add_argument("--allowed-lateness", type=non_negative, default=0.0, help="seconds")
+    r.add_argument("--seconds-per-batch", type=count, default=1,
+                   help="event seconds per micro-batch (Spark pays ~2 s per batch: more "
+                        "seconds per batch, fewer batches)")
+    r.add_argument("--allowed-lateness", type=non_negative, default=0.0,
+                   help="seconds a reading may arrive behind the largest event time seen")
     r.add_argument("--event-horizon", type=positive, default=3600.0,
                    help="seconds: a reading further than this ahead of the stream's clock "
                         "(or from the first file's other readings) is dead-lettered")
     r.add_argument("--output", type=Path, default=None, help="results .parquet or directory")
     r.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     r.add_argument("--work-dir", type=Path, default=None,
-                   help="keeps the run's state: the same command on it resumes after a crash")
+                   help="keeps the run's state: the same command on it resumes after a crash "
+                        "(default: a temporary directory, removed after the run but for "
+                        "its dead letters)")
     r.add_argument("--fresh", action="store_true",
                    help="discard an interrupted run in --work-dir and start over")
     r.add_argument("--realtime", action="store_true",
                    help="one micro-batch per batch interval of wall time instead of max speed")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
-    r.add_argument("--profile", type=Path, default=None, help="cost profile JSON")
-    r.add_argument("--master", default=None, help="Spark master (default local[2])")
+    r.add_argument("--profile", type=Path, default=None, help="cost profile JSON (default: the calibrated one, else the shipped one)")
+    r.add_argument("--master", default=None, help="Spark master, e.g. spark://host:7077 (default: local[2])")
     r.add_argument("--console", action="store_true", help="print every result row")
-    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=cmd_run)
