@@ -189,3 +189,20 @@ class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFo
         if action.default is None or action.default is False or "default" in text:
             return text
         return super()._get_help_string(action)
+
+
+def rate_profile(text: str) -> list[tuple[float, int]]:
+    """`RATE:SECONDS,...` -> [(rate, seconds), ...] (each rate > 0, each duration >= 1)."""
+    out = []
+    for item in text.split(","):
+        try:
+            r, n = item.split(":")
+            rate, secs = float(r), int(n)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item.strip()!r}: phases are RATE:SECONDS, e.g. 2000:120,40000:120") from None
+        if not (math.isfinite(rate) and rate >= 0.5) or secs < 1:
+            raise argparse.ArgumentTypeError(f"{item.strip()!r}: a rate >= 0.5 tuples/s and "
+                                             "at least 1 second")
+        out.append((rate, secs))
+    return out

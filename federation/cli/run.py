@@ -19,6 +19,7 @@ from federation.cli.args import (
     non_negative,
     positive,
     query_source,
+    rate_profile,
 )
 
 
@@ -39,11 +40,15 @@ def cmd_generate(a: argparse.Namespace) -> int:
               f"(see {a.out / '_rejected.csv'})" if s.rejected else
               f"converted {a.csv}: {s.rows} rows in {s.files} files")
         return 0
+    seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds
     with ConsoleProgress() as progress:
-        progress.phase(f"generating {a.out}", total=a.seconds, unit="event seconds")
+        progress.phase(f"generating {a.out}", total=seconds, unit="event seconds")
         s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
-                     seed=a.seed, progress=progress.advance, start=a.start)
-    print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}")
+                     seed=a.seed, progress=progress.advance, start=a.start,
+                     rate_profile=a.rate_profile)
+    print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
+          + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
+             if a.rate_profile else ""))
     return 0
 
 
@@ -171,6 +176,9 @@ def add_parsers(sub) -> None:
         formatter_class=Help)
     g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
     g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
+    g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",
+                   help="a rate that changes over event time, e.g. 2000:120,40000:120,2000:60 "
+                        "(replaces --rate and --seconds)")
     g.add_argument("--plugs", type=count, default=None,
                    help="plugs (groups); default: what --houses draws (1-6 households of "
                         "2-10 plugs per house)")

@@ -88,6 +88,9 @@ class GenerateSummary(BaseModel):
     rejected: int = 0
     households: int = 0
     elapsed_s: float = 0.0
+    #: (tuples/s, event seconds) phases when the rate changes over event time (`rate` is the
+    #: mean then)
+    rate_profile: list[tuple[float, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON-ready values (``start`` as ISO string)."""
@@ -246,11 +249,12 @@ class _PlugModel:
             means = np.where(self.on[due], self.mean_on[due], self.mean_off[due])
             self.phase_end[due] += np.maximum(self.rng.exponential(means), _MIN_PERIOD_S)
 
-    def second(self, s: int) -> pa.Table:
-        """Return the rows of event second ``s`` (must be called with s = 0, 1, 2, ...)."""
+    def second(self, s: int, rows: int | None = None) -> pa.Table:
+        """Return the rows of event second ``s`` (must be called with s = 0, 1, 2, ...):
+        ``rows`` of them (default: the model's rate)."""
         rng = self.rng
         n = self.n_plugs
-        r = self.rows_per_second
+        r = self.rows_per_second if rows is None else rows
         self._advance_phases(float(s))
         resets = np.flatnonzero(rng.random(n) < _RESET_PROB)
         if len(resets):
@@ -312,6 +316,7 @@ def generate(
     seed: int = 0,
     start: datetime = datetime(2013, 9, 1),
     progress: ProgressFn | None = None,
+    rate_profile: list[tuple[float, int]] | None = None,
 ) -> GenerateSummary:
     """Write a synthetic DEBS 2014 smart-plug stream as one Parquet file per event second.
 
@@ -321,8 +326,19 @@ def generate(
     round-robin; a higher ``rate`` raises the report frequency, not the number of plugs.
     Files of an earlier spool in ``out_dir`` are removed first.  The row content depends only
     on the arguments (not on ``progress``); file mtimes increase with the second.
-    ``progress(done, seconds)`` is called about every 5 %.
+    ``progress(done, seconds)`` is called about every 5 %. ``rate_profile`` (phases of
+    (tuples/s, event seconds), e.g. ``[(2000, 120), (40000, 120)]``) replaces ``rate`` and
+    ``seconds``: the rate changes over event time, the plugs stay the same.
     """
+    if rate_profile is not None:
+        rate_profile = [(float(r), int(n)) for r, n in rate_profile]
+        if not rate_profile or any(r <= 0 or round(r) < 1 or n < 1 for r, n in rate_profile):
+            raise ValueError(f"rate_profile: phases of (rate >= 0.5, seconds >= 1), "
+                             f"got {rate_profile!r}")
+        seconds = sum(n for _, n in rate_profile)
+        rate = sum(r * n for r, n in rate_profile) / seconds
+    per_second = (None if rate_profile is None else
+                  [round(r) for r, n in rate_profile for _ in range(n)])
     if rate <= 0 or round(rate) < 1:
         raise ValueError(f"rate must be >= 0.5 rows/s, got {rate!r}")
     if seconds < 0:
@@ -341,7 +357,8 @@ def generate(
     base = _mtime_base(seconds)
     step = _progress_step(seconds)
     for s in range(seconds):
-        _write_part(out, s, model.second(s), base + s)
+        _write_part(out, s, model.second(s, None if per_second is None else per_second[s]),
+                    base + s)
         if progress is not None and ((s + 1) % step == 0 or s + 1 == seconds):
             progress(s + 1, seconds)
 
@@ -357,6 +374,7 @@ def generate(
         rows=model.next_id,
         files=seconds,
         households=model.n_households,
+        rate_profile=rate_profile,
     )
     summary.elapsed_s = round(time.perf_counter() - t0, 3)
     _write_manifest(out, summary)
