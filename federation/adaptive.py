@@ -65,7 +65,7 @@ def part_files(data: str | Path, ts_column: str) -> list[PartFile]:
     for p in sorted(Path(data).glob("part-*.parquet")):
         try:
             md = pq.read_metadata(p)
-        except Exception:  # noqa: BLE001 - an unreadable file is the ingest's to quarantine
+        except Exception:  # noqa: BLE001, S112 - an unreadable file: the ingest quarantines it
             continue
         if md.num_rows == 0:
             continue
@@ -191,10 +191,10 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
                                                          margin):
             continue
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
-               f"C_b {cur_cost.vector.bottleneck_cost:.2f} -> "
-               f"{best_cost.vector.bottleneck_cost:.2f}, C_u "
-               f"{cur_cost.vector.utilization_cost:.2f} -> "
-               f"{best_cost.vector.utilization_cost:.2f}"))
+               f"C_b {cur_cost.vector.bottleneck_cost:.4f} -> "
+               f"{best_cost.vector.bottleneck_cost:.4f}, C_u "
+               f"{cur_cost.vector.utilization_cost:.4f} -> "
+               f"{best_cost.vector.utilization_cost:.4f}"))
         segs[-1] = segs[-1].model_copy(update={"end": t})
         cur = best.placement_string
         segs.append(Segment(start=t, end=None, placement=cur, rate=r, reason=why,

@@ -1,0 +1,136 @@
+"""Re-optimization while running (federation/adaptive.py): the decisions (no JVM) and runs
+that migrate twice, in both directions, equal to the reference at every instant (Spark)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from costmodel.ordering import CostVector
+from db.reference import reference_result
+from federation.adaptive import (
+    AdaptiveError,
+    Segment,
+    better_by_margin,
+    measured_rates,
+    part_files,
+    plan_segments,
+    run_adaptive,
+    with_rate,
+)
+from federation.expressions import count
+from federation.logical import Window, window
+from federation.results import diff_results
+from federation.smartplug import smartplug_stream
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
+
+T0 = dt.datetime(2013, 9, 1)
+
+
+@pytest.fixture(scope="module")
+def surge(tmp_path_factory):
+    """2,000/s, then 40,000/s, then 2,000/s again, 30 s each, 2,125 plugs."""
+    d = tmp_path_factory.mktemp("surge")
+    generate(d, rate_profile=[(2000, 30), (40000, 30), (2000, 30)], plugs=2125, seed=3)
+    return d
+
+
+def test_rates_are_measured_per_window_of_event_time(surge):
+    files = part_files(surge, "ts")
+    assert len(files) == 90 and files[0].start == T0 and files[-1].start == T0 + dt.timedelta(
+        seconds=89)
+    at = [T0 + dt.timedelta(seconds=s) for s in (10, 40, 50, 60, 70)]
+    assert measured_rates(files, at, 10) == [2000, 40000, 40000, 40000, 2000]
+    assert measured_rates(files, [T0 + dt.timedelta(seconds=35)], 10) == [21000]
+
+
+def test_with_rate_changes_the_rate_only():
+    q = QUERIES["CQ3"](rate=2000)
+    w = next(n for n in with_rate(q, 40000).walk() if isinstance(n, Window))
+    w0 = next(n for n in q.walk() if isinstance(n, Window))
+    assert w.stream.stats.rate_tps == 40000
+    assert w.stream.stats.groups == w0.stream.stats.groups and w.range_s == w0.range_s
+
+
+def test_the_plan_follows_the_rate_both_ways(surge):
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
+                         min_interval_s=0)
+    assert [s.placement for s in segs] == [
+        "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db",
+        "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db",  # the selections move to Spark
+        "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db",  # and back
+    ], segs
+    assert [s.start for s in segs] == [None, T0 + dt.timedelta(seconds=40),
+                                       T0 + dt.timedelta(seconds=70)]
+    assert [s.end for s in segs] == [s.start for s in segs[1:]] + [None]
+    m = re.fullmatch(r"rate 40,000/s: C_b [\d.]+ -> [\d.]+, C_u ([\d.]+) -> ([\d.]+)",
+                     segs[1].reason)
+    assert m and float(m[2]) < float(m[1]), segs[1].reason
+
+
+def test_hysteresis_keeps_a_plan_that_is_only_a_little_worse(surge):
+    # at 40,000/s the plan with the selections in Spark is about 1.4% cheaper (C_u)
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.1)
+    assert len(segs) == 1
+    # a bad start is left at once: pure Spark is far costlier than DuckDB at 2,000/s
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, start_placement="spe")
+    assert segs[0].placement.count("spe") == 6 and segs[1].start == T0 + dt.timedelta(
+        seconds=10)
+
+
+def test_at_most_one_migration_per_interval(surge):
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
+                         min_interval_s=60)
+    assert len(segs) == 2  # the move back at 70 s is within 60 s of the move at 40 s
+
+
+def test_better_by_margin_is_definition_1_with_hysteresis():
+    assert better_by_margin(CostVector(0.9, 1.5), CostVector(1.2, 1.0), 0.5)  # feasible wins
+    assert not better_by_margin(CostVector(0.5, 0.95), CostVector(0.5, 1.0), 0.1)
+    assert better_by_margin(CostVector(0.5, 0.85), CostVector(0.5, 1.0), 0.1)
+    assert not better_by_margin(CostVector(0.5, 1.1), CostVector(0.5, 1.0), 0.0)
+
+
+def test_refusals_name_the_option(surge):
+    tuples = window(smartplug_stream(rate=100), rows=10, slide=1).aggregate(
+        by=["plug_id"], n=count()).rstream()
+    with pytest.raises(AdaptiveError, match="tuple windows"):
+        plan_segments(tuples, surge)
+    with pytest.raises(AdaptiveError, match="every_s: 2.5 s is not a multiple"):
+        plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=2.5)
+    with pytest.raises(AdaptiveError, match="margin"):
+        plan_segments(QUERIES["CQ3"](rate=2000), surge, margin=1.5)
+
+
+@pytest.mark.spark
+def test_a_run_that_migrates_twice_equals_the_reference(spark, tmp_path):
+    """CQ3 (windows of 3, 9 and 15 s) under pure DuckDB, then pure Spark (DB -> SPE for every operator),
+    then with its aggregates and join in DuckDB and a DB result re-entering Spark (SPE -> DB
+    for op1-op4): every instant exactly once, equal to the reference."""
+    data = tmp_path / "data"
+    generate(data, rate_profile=[(150, 25), (600, 20), (150, 25)], plugs=40, seed=4)
+    q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
+    at = [T0 + dt.timedelta(seconds=s) for s in (25, 45)]
+    segs = [Segment(start=None, end=at[0], placement="db", rate=150, reason="test"),
+            Segment(start=at[0], end=at[1], placement="spe", rate=600, reason="test"),
+            Segment(start=at[1], end=None, rate=150, reason="test",
+                    placement="op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe")]
+    r = run_adaptive(q, data, segs, seconds_per_batch=5, spark=spark, work_dir=tmp_path / "w")
+    assert r.migrations == 2
+    assert [s.warmup_seconds for s in r.segments] == [0, 16, 16]
+    rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
+    want = reference_result(q, rows)
+    taus = set(r.rows.column("tau").to_pylist())
+    assert min(taus) < at[0] < at[1] < max(taus)  # each segment delivered its instants
+    problem = diff_results(r.rows, want)
+    assert problem is None, problem
+    for s in r.segments:  # and only its own
+        owned = [t for t in r.rows.column("tau").to_pylist()
+                 if (s.segment.start is None or t >= s.segment.start)
+                 and (s.segment.end is None or t < s.segment.end)]
+        assert len(owned) == s.result_rows > 0
