@@ -277,7 +277,8 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment], 
             shutil.copy(decl, seg_dir / decl.name)
         warm = sum(1 for f in mine if seg.start is not None and f.start < seg.start)
         pp, _ = planner(with_rate(query, seg.rate), seg.placement)
-        prog.phase(f"segment {k + 1}/{len(segments)}: {seg.placement} ({seg.reason})")
+        prog.phase(f"segment {k + 1}/{len(segments)}: {seg.placement} ({seg.reason})",
+                   total=len(mine), unit="event seconds")
         t0 = time.perf_counter()
         first_at = [None]
 

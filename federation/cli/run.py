@@ -77,6 +77,53 @@ def _tidy(work: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
+    """`fedq run --adaptive`: decide the segments from the data's rates, print them, run."""
+    from federation.adaptive import AdaptiveError, plan_segments, run_adaptive
+    from federation.cli.progress import ConsoleProgress
+
+    if data is None:
+        return _fail("--adaptive", "needs --data (the rates are measured from the data)")
+    try:
+        segs = plan_segments(q, data, every_s=a.decide_every, margin=a.margin,
+                             min_interval_s=a.min_interval, profile=profile,
+                             start_placement=a.placement)
+    except AdaptiveError as e:
+        return _fail("--adaptive", str(e).removeprefix("adaptive: "))
+    print(f"{len(segs)} segment(s), {len(segs) - 1} migration(s):")
+    for k, sg in enumerate(segs):
+        span = f"{sg.start or 'start'} .. {sg.end or 'end'}"
+        print(f"  {k + 1}. {span:<44} {sg.placement}   [{sg.reason}]")
+    own_work = a.work_dir is None
+    work_dir = Path(tempfile.mkdtemp(prefix="fedq-adaptive-")) if own_work else a.work_dir
+    try:
+        with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
+            r = run_adaptive(q, data, segs, profile=profile,
+                             seconds_per_batch=a.seconds_per_batch, work_dir=work_dir,
+                             progress=progress, allowed_lateness_s=a.allowed_lateness,
+                             event_horizon_s=a.event_horizon)
+    finally:
+        if own_work:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    print(f"{'segment':<8} {'placement':<50} {'instants':>8} {'warm-up s':>9} {'wall s':>7} "
+          f"{'rho':>6} {'first result s':>14}")
+    for k, sr in enumerate(r.segments):
+        first = "-" if sr.first_result_s is None else f"{sr.first_result_s:.1f}"
+        print(f"{k + 1:<8} {sr.segment.placement:<50} {sr.result_rows:>8} "
+              f"{sr.warmup_seconds:>9} {sr.wall_s:>7.1f} {sr.rho:>6.2f} {first:>14}")
+    print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}")
+    if a.output:
+        import pyarrow.parquet as pq
+
+        from federation.runtime.records import output_path
+
+        path = output_path(Path(a.output))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(r.rows, path)
+        print(f"results written to {path}")
+    return 0
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     from federation.api import run
     from federation.errors import FedqError
@@ -118,6 +165,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     from federation.cli.progress import ConsoleProgress
     from federation.runtime.progress import RunProgress
 
+    if a.adaptive:
+        return _run_adaptive(a, q, data, load_profile(a.profile))
     own_work = a.work_dir is None  # a temporary work directory, tidied after the run
     work_dir = Path(tempfile.mkdtemp(prefix="fedq-run-")) if own_work else a.work_dir
     try:
@@ -233,4 +282,17 @@ def add_parsers(sub) -> None:
     r.add_argument("--master", default=None, help="Spark master, e.g. spark://host:7077 (default: local[2])")
     r.add_argument("--console", action="store_true", help="print every result row")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    ad = r.add_argument_group(
+        "re-optimization while running (--adaptive)",
+        "the input rate is measured per decision window of event time; when the optimizer's "
+        "plan for it is better than the running placement by the margin, the run migrates "
+        "(the new placement replays the last window of event time and takes over)")
+    ad.add_argument("--adaptive", action="store_true",
+                    help="re-optimize as the input rate changes (--placement is the start)")
+    ad.add_argument("--decide-every", type=positive, default=10.0,
+                    help="event seconds between decisions (a multiple of the slide)")
+    ad.add_argument("--margin", type=non_negative, default=0.1,
+                    help="how much cheaper (C_u, or C_b when infeasible) a plan must be")
+    ad.add_argument("--min-interval", type=non_negative, default=30.0,
+                    help="event seconds at least between two migrations")
     r.set_defaults(func=cmd_run)
