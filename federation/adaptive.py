@@ -220,6 +220,10 @@ class SegmentRun(BaseModel):
     #: wall time from the segment's call until its first result at its first instant
     #: (the output gap of a migration: the new placement's start and warm-up)
     first_result_s: float | None
+    #: wall time before its first micro-batch (ingest of its input, Spark's queries)
+    setup_s: float
+    #: its stage-0 data micro-batches: (event time reached, wall seconds of the batch)
+    batches: list[tuple[dt.datetime, float]]
 
 
 class AdaptiveResult(BaseModel):
@@ -300,7 +304,9 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment], 
         runs.append(SegmentRun(segment=seg, input_seconds=len(mine), warmup_seconds=warm,
                                result_rows=rows.num_rows, wall_s=wall,
                                rho=owned_s / wall if wall else float("nan"),
-                               first_result_s=first_at[0]))
+                               first_result_s=first_at[0], setup_s=wall - r.summary.wall_s,
+                               batches=[(m.clock, m.wall_s) for m in r.metrics
+                                        if m.stage == 0 and m.data and m.clock is not None]))
     rows = pa.concat_tables(parts) if parts else pa.table({})
     return AdaptiveResult(rows=rows, segments=runs, wall_s=time.perf_counter() - t_all)
 
