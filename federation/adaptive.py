@@ -95,15 +95,15 @@ def measured_rates(files: Sequence[PartFile], points: Sequence[dt.datetime],
 
 # --- decide --------------------------------------------------------------------------------
 
-def with_rate(query: Rstream, rate: float) -> Rstream:
-    """The same query with its streams' rate set to `rate` (other statistics kept)."""
+def with_rate(query: Rstream, rate: float, stream: str | None = None) -> Rstream:
+    """The same query with its streams' rate (or only stream `stream`'s) set to `rate`,
+    their other statistics kept."""
 
     def rebuild(n: Node) -> Node:
-        if isinstance(n, Window):
+        if isinstance(n, Window) and stream in (None, n.stream.name):
             st = n.stream
-            stream = st.model_copy(update={"stats": st.stats.model_copy(
-                update={"rate_tps": rate})})
-            return dataclasses.replace(n, stream=stream)
+            return dataclasses.replace(n, stream=st.model_copy(update={
+                "stats": st.stats.model_copy(update={"rate_tps": rate})}))
         kids = [getattr(n, f) for f in n.child_fields]
         return n.with_children(*[rebuild(k) for k in kids]) if kids else n
 

@@ -62,6 +62,18 @@ def test_stats_prints_and_writes(imported, capsys):
     assert abs(sum(data["value_fractions"]["room"].values()) - 1) < 1e-9
 
 
+def test_explain_prices_a_declared_stream_at_the_rate_given(imported, capsys):
+    def cost(*extra: str) -> dict:
+        assert main(["explain", "--sql", str(EXAMPLES / "warm_rooms.sql"), "--data",
+                     str(imported), "--json", *extra]) == 0
+        d = json.loads(capsys.readouterr().out)
+        return {"C_b": d["C_b"], "C_u": d["C_u"]}
+
+    declared, same, faster = cost(), cost("--rate", "20"), cost("--rate", "20000")
+    assert declared == same  # the example declares 20 readings/s (measured by fedq import)
+    assert faster["C_u"] > 10 * declared["C_u"]
+
+
 def test_import_errors_name_the_option(tmp_path, capsys):
     assert main(["import", str(EXAMPLES / "sensors.csv"), "--schema", "ts:TIMESTAMP,x:FLOAT",
                  "--out", str(tmp_path / "o")]) == 2

@@ -27,8 +27,19 @@ def cmd_explain(a: argparse.Namespace) -> int:
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
               "max_subplan_ops": a.max_subplan_ops}
 
-    def mk(rate: float):
-        return make(rate=rate, scale=a.scale, plugs=a.plugs)
+    declared = None
+    if a.data is not None:
+        from federation.streams import load_stream_decl
+
+        declared = load_stream_decl(a.data)
+
+    def mk(rate: float | None):
+        q = make(rate=rate or 2000.0, scale=a.scale, plugs=a.plugs)
+        if declared is not None and rate is not None:  # --rate / --sweep: the declared
+            from federation.adaptive import with_rate  # stream at that rate too
+
+            q = with_rate(q, rate, declared.name)
+        return q
 
     if a.sweep:
         rows = sweep(mk, rates(a.sweep), **kw)
@@ -62,7 +73,9 @@ def add_parser(sub) -> None:
     e.add_argument("--data", type=Path, default=None,
                    help="a data directory whose _stream.json declares a stream the SQL reads "
                         "(fedq import)")
-    e.add_argument("--rate", type=positive, default=2000.0, help="input rate, tuples/s")
+    e.add_argument("--rate", type=positive, default=None,
+                   help="input rate, tuples/s (default: 2000, or the rate a --data "
+                        "directory declares)")
     e.add_argument("--scale", type=positive, default=1.0, help="window range scale (1 = paper)")
     e.add_argument("--plugs", type=count, default=2125, help="number of plugs (groups)")
     e.add_argument("--json", action="store_true", help="the plan as JSON")
