@@ -71,7 +71,7 @@ def test_explain_prices_a_declared_stream_at_the_rate_given(imported, capsys):
 
     declared, same, faster = cost(), cost("--rate", "20"), cost("--rate", "20000")
     assert declared == same  # the example declares 20 readings/s (measured by fedq import)
-    assert faster["C_u"] > 10 * declared["C_u"]
+    assert faster["C_u"] > declared["C_u"]
 
 
 def test_import_errors_name_the_option(tmp_path, capsys):
