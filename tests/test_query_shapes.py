@@ -67,6 +67,12 @@ HALF = window(S, range=3.75, slide=0.5).filter("property = 1") \
 MISALIGNED_JOIN = (window(S, range=10, slide=0.5).filter("property = 0")
                    .aggregate(by=["house_id"], n=count())
                    .join(HALF, on=["house_id"]).rstream("Q"))
+# window rows joined in Spark with a relation, aggregated there, then a DB-op: Spark's
+# watermark above the join lags by the rows' range, and so does the DB-op's input (the fuzzer
+# found the DB-op computing such instants before their rows came)
+HELD_BACK = (window(S, range=3, slide=1).join(
+    window(S, range=4, slide=1).aggregate(by=["house_id"], m=max_("value")), on=["house_id"])
+    .aggregate(by=["house_id"], n=count()).filter("n > 1").rstream("Q"))
 GLOBAL_EMPTY = (window(S, range=2, slide=1).filter("value > 150")
                 .aggregate(by=[], n=count(), m=max_("value"), a=avg("value"), s=sum_("value"))
                 .rstream("Q"))
@@ -101,6 +107,12 @@ def test_slide_that_does_not_divide_the_range(spark, data, tmp_path, placement):
 @pytest.mark.parametrize("placement", ["spe", "db", "op1=spe,op2=db,op3=spe,op4=spe,op5=db"])
 def test_join_of_windows_with_ranges_off_the_slide(spark, data, tmp_path, placement):
     check(spark, MISALIGNED_JOIN, placement, data, tmp_path, batch=10)
+
+
+@pytest.mark.parametrize("placement", ["op1=spe,op2=spe,op3=spe,op4=db",
+                                       "op1=db,op2=spe,op3=spe,op4=db"])
+def test_db_op_above_a_spark_aggregate_of_a_rows_join(spark, data, tmp_path, placement):
+    check(spark, HELD_BACK, placement, data, tmp_path)
 
 
 @pytest.mark.parametrize("placement", every_placement(GLOBAL_EMPTY))

@@ -177,6 +177,8 @@ class BatchHandler:
                 continue
             src = prev_clock if mig.rel_inputs else st.clock
             wm = watermark(src, st.clock_sources, ex.lateness_s if st.index == 0 else 0.0)
+            if wm is not None and st.holdback_s.get(cid):  # Spark emits those rows later
+                wm -= dt.timedelta(seconds=st.holdback_s[cid])
             taus, out, took = mig.advance(wm)
             db_s += took
             slides = max(slides, len(taus))

@@ -52,6 +52,9 @@ class Stage:
     clock: dict[int, dt.datetime] = field(default_factory=dict)
     last_done: int | None = None  # the last micro-batch id handled (replays are skipped)
     data_batches: int = 0
+    #: per DB-op fed by relations from Spark: how far (event seconds) its input lags the
+    #: stage's clock, the ranges of the joins of window rows on the way (`holdback`)
+    holdback_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,6 +120,9 @@ class StageBuilder:
                 tag = TS if s.row_level else WT
                 cols = [tag, *ci.node.schema]
                 outs.append((("mig", (c.id, ci.table)), select_columns(s.df, cols)))
+                if not s.row_level:
+                    st.holdback_s[c.id] = max(st.holdback_s.get(c.id, 0.0),
+                                              self._holdback(ci.op_ids[0]))
         sp = self.staged
         if sp.root_db_op is None and sp.node_stage[sp.root_child] == st.index:
             s = self._translator.as_relation(self._node(sp.root_child))
@@ -126,6 +132,24 @@ class StageBuilder:
         st.outputs = [what for what, _ in outs]
         st.clock_sources = list(range(len(self._sources)))
         st.df = tag_outputs([df for _, df in outs], self._sources)
+
+    def _holdback(self, oid: str) -> float:
+        """Event seconds by which Spark's output at `oid` lags the stage's clock: a join of
+        window rows with a relation (spe.translate._rows_join) holds the watermark of every
+        stateful operator above it back by the window's range, so a relation computed there
+        at instant tau is complete only once the clock passed tau plus those ranges."""
+        pp = self.staged.plan
+        node = pp.logical.nodes[oid]
+        if isinstance(node, Window) or pp.db_op_of(oid) is not None:
+            return 0.0  # a source: the stage's spool, or a re-entry with its own punctuation
+        kids = pp.logical.children[oid]
+        below = max((self._holdback(c) for c in kids), default=0.0)
+        if node.kind == "join":
+            sides = [self._node(c) for c in kids]
+            if sides[0].row_level != sides[1].row_level:
+                rows = sides[0] if sides[0].row_level else sides[1]
+                below += rows.window.range_s or 0.0
+        return below
 
     def _base_rows(self):
         from spe.pipeline import spool_source
