@@ -30,6 +30,7 @@ import traceback
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Flaky
 
 from benchmarks.fuzz_queries import HOUSES, PLUGS, RATE, SECONDS, Generated, _logical, queries
 from federation.errors import PlacementError
@@ -133,7 +134,11 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
         if len(seen) >= n:
             raise _Enough
         seen.add(g.source)
-        runner.check(g)
+        try:
+            runner.check(g)
+        except AssertionError:
+            seen.discard(g.source)  # checked again when Hypothesis replays it to shrink
+            raise
         if progress:
             progress(runner)
 
@@ -142,8 +147,8 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
         prop()
     except _Enough:
         pass
-    except AssertionError as e:
-        failure = str(e)
+    except (AssertionError, Flaky) as e:  # Flaky: the failure did not come back on a replay
+        failure = f"{type(e).__name__}: {e}"
     return runner.records, failure
 
 
