@@ -1,6 +1,6 @@
 """Adaptive against static placements over a stream whose rate changes (issue 13).
 
-Run: python -m benchmarks.adaptive [--queries CQ1,CQ3] [--profile 2000:60,40000:60,...]
+Run: python -m benchmarks.adaptive [--queries CQ1,CQ5] [--profile 2000:60,150000:60,2000:60]
      [--plugs 2125] [--scale 0.1] [--margin 0.1] [--out adaptive.json]
 
 Generates one stream with the rate profile, then per query runs, one after the other, each
@@ -86,9 +86,9 @@ def _adaptive_record(ar, rho, margin: float, wall: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--queries", default="CQ1,CQ3")
+    ap.add_argument("--queries", default="CQ1,CQ5")
     ap.add_argument("--profile", type=rate_profile,
-                    default=rate_profile("2000:60,40000:60,80000:60,2000:60"))
+                    default=rate_profile("2000:60,150000:60,2000:60"))
     ap.add_argument("--plugs", type=int, default=2125)
     ap.add_argument("--scale", type=float, default=0.1, help="window scale (0.1: 30-s windows)")
     ap.add_argument("--decide-every", type=float, default=10.0)

@@ -113,16 +113,16 @@ def test_a_run_that_migrates_twice_equals_the_reference(spark, tmp_path):
     then with its aggregates and join in DuckDB and a DB result re-entering Spark (SPE -> DB
     for op1-op4): every instant exactly once, equal to the reference."""
     data = tmp_path / "data"
-    generate(data, rate_profile=[(150, 25), (600, 20), (150, 25)], plugs=40, seed=4)
+    generate(data, rate_profile=[(150, 15), (600, 12), (150, 15)], plugs=40, seed=4)
     q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
-    at = [T0 + dt.timedelta(seconds=s) for s in (25, 45)]
+    at = [T0 + dt.timedelta(seconds=s) for s in (15, 27)]
     segs = [Segment(start=None, end=at[0], placement="db", rate=150, reason="test"),
             Segment(start=at[0], end=at[1], placement="spe", rate=600, reason="test"),
             Segment(start=at[1], end=None, rate=150, reason="test",
                     placement="op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe")]
     r = run_adaptive(q, data, segs, seconds_per_batch=5, spark=spark, work_dir=tmp_path / "w")
     assert r.migrations == 2
-    assert [s.warmup_seconds for s in r.segments] == [0, 16, 16]
+    assert [s.warmup_seconds for s in r.segments] == [0, 15, 16]  # extent 15 s + 1
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
     want = reference_result(q, rows)
     taus = set(r.rows.column("tau").to_pylist())
