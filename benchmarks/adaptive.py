@@ -1,7 +1,7 @@
 """Adaptive against static placements over a stream whose rate changes (issue 13).
 
 Run: python -m benchmarks.adaptive [--queries CQ1,CQ5] [--profile 2000:60,150000:60,2000:60]
-     [--plugs 2125] [--scale 0.1] [--margin 0.1] [--out adaptive.json]
+     [--plugs 2125] [--scale 0.1] [--margins 0.1,0] [--out adaptive.json]
 
 Generates one stream with the rate profile, then per query runs, one after the other, each
 static placement the optimizer picks for one of the phases (planned at that phase's rate)
