@@ -136,6 +136,41 @@ def better_by_margin(new: CostVector, cur: CostVector, margin: float) -> bool:
     return new.bottleneck_cost < (1 - margin) * cur.bottleneck_cost
 
 
+def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[float],
+                    margin: float, profile: CostProfile | None = None) -> list[dict]:
+    """What an adaptive run would do as the rate steps through `rates`: the running
+    placement at each rate, and whether (and why) it migrates there (`fedq explain --sweep
+    --margin`). The run starts on the optimizer's plan at the first rate."""
+    from federation.api import plan_for
+
+    out, cur = [], None
+    for rate in rates:
+        q = make_query(rate)
+        best, best_cost = plan_for(q, "auto", profile)
+        if cur is None:
+            cur = best.placement_string
+            out.append({"rate": rate, "running": cur, "migrates": False, "reason": "start"})
+            continue
+        reason, moved = "", False
+        if best.placement_string != cur:
+            try:
+                _, cur_cost = plan_for(q, cur, profile)
+            except FedqError:
+                cur_cost = None
+            if cur_cost is None or better_by_margin(best_cost.vector, cur_cost.vector, margin):
+                moved = True
+                reason = ("the running plan is gone" if cur_cost is None else
+                          f"C_u {cur_cost.vector.utilization_cost:.4f} -> "
+                          f"{best_cost.vector.utilization_cost:.4f}")
+                cur = best.placement_string
+            else:
+                reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
+                          f"{cur_cost.vector.utilization_cost:.4f} vs "
+                          f"{best_cost.vector.utilization_cost:.4f})")
+        out.append({"rate": rate, "running": cur, "migrates": moved, "reason": reason})
+    return out
+
+
 def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
                   window_s: float | None = None, margin: float = 0.1,
                   min_interval_s: float = 30.0, profile: CostProfile | None = None,

@@ -4,6 +4,7 @@ that migrate twice, in both directions, equal to the reference at every instant 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 
 import pyarrow as pa
@@ -87,6 +88,24 @@ def test_at_most_one_migration_per_interval(surge):
     segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
                          min_interval_s=60)
     assert len(segs) == 2  # the move back at 70 s is within 60 s of the move at 40 s
+
+
+def test_explain_sweep_with_a_margin_shows_where_an_adaptive_run_migrates(capsys):
+    from federation.cli import main
+
+    def sweep(margin: str) -> list[dict]:
+        assert main(["explain", "CQ3", "--sweep", "2000:200000:20000", "--margin", margin,
+                     "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    eager, calm = sweep("0"), sweep("0.1")
+    first_change = next(s["rate"] for s in eager if s["migrates"])
+    moves = [s["rate"] for s in calm if s["migrates"]]
+    assert len(moves) == 1 and moves[0] > first_change, (eager, calm)
+    kept = [s for s in calm if first_change <= s["rate"] < moves[0]]
+    assert kept and all(s["reason"].startswith("kept") for s in kept)
+    assert main(["explain", "CQ3", "--sweep", "2000:200000:20000", "--margin", "0.1"]) == 0
+    assert "<- migrates (C_u" in capsys.readouterr().out
 
 
 def test_better_by_margin_is_definition_1_with_hysteresis():

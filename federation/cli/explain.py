@@ -10,6 +10,7 @@ from federation.cli.args import (
     Help,
     add_query_arguments,
     count,
+    non_negative,
     positive,
     query_source,
     rates,
@@ -41,6 +42,20 @@ def cmd_explain(a: argparse.Namespace) -> int:
             q = with_rate(q, rate, declared.name)
         return q
 
+    if a.sweep and a.margin is not None:
+        from federation.adaptive import migrations_over
+
+        steps = migrations_over(mk, rates(a.sweep), a.margin, profile)
+        if a.json:
+            print(json.dumps(steps, indent=2))
+            return 0
+        print(f"an adaptive run (--margin {a.margin:g}) as the rate steps up:")
+        print(f"{'rate':>8}  running placement")
+        for st in steps:
+            mark = (f"   <- migrates ({st['reason']})" if st["migrates"] else
+                    f"   ({st['reason']})" if st["reason"] and st["reason"] != "start" else "")
+            print(f"{st['rate']:>8.0f}  {st['running']}{mark}")
+        return 0
     if a.sweep:
         rows = sweep(mk, rates(a.sweep), **kw)
         if a.json:
@@ -83,6 +98,9 @@ def add_parser(sub) -> None:
                    help="rank plans by C_u alone (paper section 8.4)")
     e.add_argument("--sweep", metavar="START:STOP:STEP", type=sweep_text,
                    help="show the optimal placement across a range of rates")
+    e.add_argument("--margin", type=non_negative, default=None,
+                   help="with --sweep: what an adaptive run with this margin would run at "
+                        "each rate, and where it migrates (fedq run --adaptive)")
     e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
     e.add_argument("--max-subplan-ops", type=count, default=15,
                    help="decompose plans larger than this for Phase-Two (paper section 6)")
