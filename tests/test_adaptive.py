@@ -108,6 +108,19 @@ def test_explain_sweep_with_a_margin_shows_where_an_adaptive_run_migrates(capsys
     assert "<- migrates (C_u" in capsys.readouterr().out
 
 
+def test_fedq_run_adaptive_names_the_bad_option(surge, capsys):
+    from federation.cli import main
+
+    for args, option, words in [
+        (["--decide-every", "2.5"], "--decide-every", "2.5 s is not a multiple of the slide"),
+        (["--margin", "1.5"], "--margin", "1.5 is not below 1"),
+    ]:
+        assert main(["run", "CQ3", "--data", str(surge), "--adaptive", *args]) == 2
+        assert f"fedq run: {option}: {words}" in capsys.readouterr().err
+    assert main(["run", "CQ3", "--adaptive"]) == 2
+    assert "--adaptive: needs --data" in capsys.readouterr().err
+
+
 def test_better_by_margin_is_definition_1_with_hysteresis():
     assert better_by_margin(CostVector(0.9, 1.5), CostVector(1.2, 1.0), 0.5)  # feasible wins
     assert not better_by_margin(CostVector(0.5, 0.95), CostVector(0.5, 1.0), 0.1)

@@ -84,12 +84,17 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
 
     if data is None:
         return _fail("--adaptive", "needs --data (the rates are measured from the data)")
+    if a.margin >= 1:
+        return _fail("--margin", f"{a.margin:g} is not below 1")
     try:
         segs = plan_segments(q, data, every_s=a.decide_every, margin=a.margin,
                              min_interval_s=a.min_interval, profile=profile,
                              start_placement=a.placement)
     except AdaptiveError as e:
-        return _fail("--adaptive", str(e).removeprefix("adaptive: "))
+        why = str(e).removeprefix("adaptive: ")
+        option = ("--decide-every" if why.startswith("every_s") else
+                  "--margin" if why.startswith("margin") else "--adaptive")
+        return _fail(option, why.removeprefix("every_s: ").removeprefix("margin: "))
     print(f"{len(segs)} segment(s), {len(segs) - 1} migration(s):")
     for k, sg in enumerate(segs):
         span = f"{sg.start or 'start'} .. {sg.end or 'end'}"
