@@ -136,6 +136,20 @@ def better_by_margin(new: CostVector, cur: CostVector, margin: float) -> bool:
     return new.bottleneck_cost < (1 - margin) * cur.bottleneck_cost
 
 
+def _decide(planner: Callable, q: Rstream, cur: str, margin: float):
+    """One decision at the rate `q` declares: (the optimizer's plan and its cost, the running
+    placement's cost there or None when its ids no longer exist, whether to migrate)."""
+    best, best_cost = planner(q, "auto")
+    if best.placement_string == cur:
+        return best, best_cost, best_cost, False
+    try:
+        _, cur_cost = planner(q, cur)
+    except FedqError:  # the current ids do not exist in this rate's plan: move
+        return best, best_cost, None, True
+    return best, best_cost, cur_cost, better_by_margin(best_cost.vector, cur_cost.vector,
+                                                       margin)
+
+
 def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[float],
                     margin: float, profile: CostProfile | None = None) -> list[dict]:
     """What an adaptive run would do as the rate steps through `rates`: the running
@@ -143,30 +157,27 @@ def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[floa
     --margin`). The run starts on the optimizer's plan at the first rate."""
     from federation.api import plan_for
 
+    def planner(q, p):
+        return plan_for(q, p, profile)
+
     out, cur = [], None
     for rate in rates:
         q = make_query(rate)
-        best, best_cost = plan_for(q, "auto", profile)
         if cur is None:
-            cur = best.placement_string
+            cur = planner(q, "auto")[0].placement_string
             out.append({"rate": rate, "running": cur, "migrates": False, "reason": "start"})
             continue
-        reason, moved = "", False
-        if best.placement_string != cur:
-            try:
-                _, cur_cost = plan_for(q, cur, profile)
-            except FedqError:
-                cur_cost = None
-            if cur_cost is None or better_by_margin(best_cost.vector, cur_cost.vector, margin):
-                moved = True
-                reason = ("the running plan is gone" if cur_cost is None else
-                          f"C_u {cur_cost.vector.utilization_cost:.4f} -> "
-                          f"{best_cost.vector.utilization_cost:.4f}")
-                cur = best.placement_string
-            else:
-                reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
-                          f"{cur_cost.vector.utilization_cost:.4f} vs "
-                          f"{best_cost.vector.utilization_cost:.4f})")
+        best, best_cost, cur_cost, moved = _decide(planner, q, cur, margin)
+        reason = ""
+        if moved:
+            reason = ("the running plan is gone" if cur_cost is None else
+                      f"C_u {cur_cost.vector.utilization_cost:.4f} -> "
+                      f"{best_cost.vector.utilization_cost:.4f}")
+            cur = best.placement_string
+        elif best.placement_string != cur:
+            reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
+                      f"{cur_cost.vector.utilization_cost:.4f} vs "
+                      f"{best_cost.vector.utilization_cost:.4f})")
         out.append({"rate": rate, "running": cur, "migrates": moved, "reason": reason})
     return out
 
@@ -214,16 +225,8 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
     for t, r in zip(points, measured_rates(files, points, window_s)):
         if last_move is not None and (t - last_move).total_seconds() < min_interval_s:
             continue
-        q = with_rate(query, r)
-        best, best_cost = planner(q, "auto")
-        if best.placement_string == cur:
-            continue
-        try:
-            _, cur_cost = planner(q, cur)
-        except FedqError:  # the current ids do not exist in this rate's plan: move
-            cur_cost = None
-        if cur_cost is not None and not better_by_margin(best_cost.vector, cur_cost.vector,
-                                                         margin):
+        best, best_cost, cur_cost, moved = _decide(planner, with_rate(query, r), cur, margin)
+        if not moved:
             continue
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
                f"C_b {cur_cost.vector.bottleneck_cost:.4f} -> "

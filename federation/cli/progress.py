@@ -105,14 +105,18 @@ class ConsoleProgress(RunProgress):
     def _finish_task(self) -> None:
         if self.task is None:
             return
-        t = self.bars._tasks[self.task]
+        t = self._current()
         if t.total is None:  # a phase without steps: its bar shows it complete
             self.bars.update(self.task, total=1, completed=1, counted=False)
         self.bars.stop_task(self.task)
 
+    def _current(self):
+        """The current phase's rich Task (its counts, fields and time-left estimate)."""
+        return next(t for t in self.bars.tasks if t.id == self.task)
+
     def _line(self, note: str) -> None:
         """One plain line for the current phase (the lock is held)."""
-        t = self.bars._tasks[self.task]
+        t = self._current()
         parts = [t.description]
         if not t.fields["counted"]:
             pass
