@@ -279,6 +279,39 @@ class MigDatabase:
                 self._exec("CHECKPOINT")
         self.timings["expire_s"] += time.perf_counter() - t0
 
+    def adopt(self, path: str, rows: Sequence[tuple[str, str, Sequence[str]]] = (),
+              slices: Sequence[tuple[str, str]] = ()) -> dict[str, int]:
+        """Take window state from another DB-op's database file (moving state at a
+        migration, federation/runtime/carry.py). `rows`: (its input table, this input
+        table, the columns to take): its rows arrive here as if from Spark, kept and
+        folded into this DB-op's slices. `slices`: (its slice table, this slice table) of
+        equal folds: copied, with their sealed coarse slices. Returns the rows taken per
+        table of this database."""
+        taken: dict[str, int] = {}
+        self._exec(f"ATTACH {_sql(exp.Literal.string(str(path)))} AS _carried (READ_ONLY)")
+        try:
+            their = json.loads(self._exec("SELECT state FROM _carried._fedq_state")[0][0])
+            for old, new, cols in rows:
+                q = exp.select(*[_col(c) for c in ["_ts", *cols]]).from_(
+                    exp.table_(exp.to_identifier(old, quoted=True), db="_carried"))
+                t = self.con.sql(_sql(q)).to_arrow_table()
+                self.insert(new, t)
+                taken[new] = t.num_rows
+            for old, new in slices:
+                st = next(s for s in self.slices if s.name == new)
+                pairs = [(old, new)] + ([(f"{old}c", st.coarse)] if st.coarse_us else [])
+                for o, n in pairs:
+                    src = exp.select(exp.Star()).from_(
+                        exp.table_(exp.to_identifier(o, quoted=True), db="_carried"))
+                    self._exec(_sql(exp.insert(src, _table(n))))
+                    taken[n] = self._exec(_sql(exp.select(exp.Count(this=exp.Star()))
+                                               .from_(_table(n))))[0][0]
+                if st.coarse_us:
+                    self.sealed[new] = their.get("sealed", {}).get(old, 0)
+        finally:
+            self._exec("DETACH _carried")
+        return taken
+
     def row_counts(self) -> dict[str, int]:
         """Rows held per input and slice table."""
         return {t: self._exec(_sql(exp.select(exp.Count(this=exp.Star())).from_(_table(t))))[0][0]

@@ -42,6 +42,7 @@ from federation.errors import FedqError
 from federation.instants import grid_floor
 from federation.logical import Node, Rstream, Window
 from federation.runtime import RunResult, execute
+from federation.runtime.carry import NotMovable, plan_carry
 from federation.runtime.progress import RunProgress, as_progress
 
 
@@ -250,6 +251,11 @@ class SegmentRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     segment: Segment
+    #: how it started: "start" (the first), "replay" (parallel track, and why moving
+    #: state did not apply when it was asked for) or "move"
+    strategy: str = "start"
+    #: rows (or slice rows) its DB-ops took from the previous segment's, per DB-op and table
+    carried: dict[str, dict[str, int]] = {}
     input_seconds: int  # event seconds read, warm-up included
     warmup_seconds: int
     result_rows: int
@@ -287,27 +293,52 @@ def _owned(rows: pa.Table, seg: Segment) -> pa.Table:
     return rows if keep is None else rows.filter(keep)
 
 
+STRATEGIES = ("replay", "move")
+
+
 def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment], *,
                  profile: CostProfile | None = None, seconds_per_batch: int = 1,
                  work_dir: str | Path | None = None, spark=None,
-                 progress: RunProgress | None = None,
+                 progress: RunProgress | None = None, strategy: str = "move",
                  planner: Callable | None = None, **execute_options) -> AdaptiveResult:
-    """Run each segment's placement over the instants it owns (module doc, "Migrate")."""
+    """Run each segment's placement over the instants it owns (module doc, "Migrate").
+
+    `strategy`: "replay" starts every new placement from a replay of the last extent of
+    input (parallel track); "move" carries the window state in DuckDB over where that
+    applies (federation/runtime/carry.py) and replays elsewhere."""
     from federation.api import plan_for
 
+    if strategy not in STRATEGIES:
+        raise AdaptiveError(f"adaptive: strategy: {strategy!r} is not one of "
+                            f"{', '.join(STRATEGIES)}")
     planner = planner or (lambda q, p: plan_for(q, p, profile or load_profile()))
     prog = as_progress(progress)
     windows = [n for n in query.walk() if isinstance(n, Window)]
     extent = max(w.range_s for w in windows)
     warm_s = math.ceil(extent) + 1
+    slide_s = windows[0].slide_s
     files = part_files(data, windows[0].stream.ts_column)
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-adaptive-"))
     work.mkdir(parents=True, exist_ok=True)
     decl = Path(data) / "_stream.json"
     parts, runs = [], []
+    prev = None  # the previous segment's plan and its DB-op state directory
     t_all = time.perf_counter()
     for k, seg in enumerate(segments):
-        lo = None if seg.start is None else seg.start - dt.timedelta(seconds=warm_s)
+        pp, _ = planner(with_rate(query, seg.rate), seg.placement)
+        carry, how = None, "start"
+        if seg.start is not None:
+            how = "replay"
+            if strategy == "move":
+                try:
+                    carry = plan_carry(prev[0], prev[1], pp, slide_s)
+                    how = "move"
+                except NotMovable as e:
+                    how = f"replay (moving state does not apply: {e})"
+        lo = None if seg.start is None or carry is not None else \
+            seg.start - dt.timedelta(seconds=warm_s)
+        if carry is not None:
+            lo = seg.start
         mine = [f for f in files if (lo is None or f.start >= lo)
                 and (seg.end is None or f.start < seg.end)]
         seg_dir = work / f"segment{k}" / "data"
@@ -318,8 +349,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment], 
         if decl.exists():
             shutil.copy(decl, seg_dir / decl.name)
         warm = sum(1 for f in mine if seg.start is not None and f.start < seg.start)
-        pp, _ = planner(with_rate(query, seg.rate), seg.placement)
-        prog.phase(f"segment {k + 1}/{len(segments)}: {seg.placement} ({seg.reason})",
+        prog.phase(f"segment {k + 1}/{len(segments)}: {seg.placement} ({seg.reason}; {how})",
                    total=len(mine), unit="event seconds")
         t0 = time.perf_counter()
         first_at = [None]
@@ -331,20 +361,24 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment], 
             prog.batch(m)
 
         ff = warm if (warm and seconds_per_batch == 1) else None
+        seg_work = work / f"segment{k}" / "work"
         r: RunResult = execute(pp, seg_dir, seconds_per_batch=seconds_per_batch,
-                               work_dir=work / f"segment{k}" / "work", spark=spark,
+                               work_dir=seg_work, spark=spark,
                                progress=on_batch, warmup_batch_s=10 if ff else None,
-                               **execute_options)
+                               start_at=seg.start if carry is not None else None,
+                               stop_at=seg.end, carry=carry, **execute_options)
         wall = time.perf_counter() - t0
         rows = _owned(r.rows, seg)
         parts.append(rows)
         owned_s = len(mine) - warm
-        runs.append(SegmentRun(segment=seg, input_seconds=len(mine), warmup_seconds=warm,
+        runs.append(SegmentRun(segment=seg, strategy=how, carried=r.summary.carried,
+                               input_seconds=len(mine), warmup_seconds=warm,
                                result_rows=rows.num_rows, wall_s=wall,
                                rho=owned_s / wall if wall else float("nan"),
                                first_result_s=first_at[0], setup_s=wall - r.summary.wall_s,
                                batches=[(m.clock, m.wall_s) for m in r.metrics
                                         if m.stage == 0 and m.data and m.clock is not None]))
+        prev = (pp, seg_work / "state")
     rows = pa.concat_tables(parts) if parts else pa.table({})
     return AdaptiveResult(rows=rows, segments=runs, wall_s=time.perf_counter() - t_all)
 

@@ -83,6 +83,9 @@ def _execute(
     event_horizon_s: float = 3600.0,
     predicted=None,
     fresh: bool = False,
+    start_at: dt.datetime | None = None,
+    stop_at: dt.datetime | None = None,
+    carry: Mapping | None = None,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
 
@@ -96,6 +99,10 @@ def _execute(
     would close after the last event second are not computed, so the result is incomplete.
     `budget_s` stops the run after that many seconds of wall time (the summary says so).
     `predicted`: the plan's cost vector (C_b, C_u), recorded in the summary beside rho.
+    `start_at` / `stop_at` (slide instants; a migration, federation/adaptive.py): the DB-ops
+    compute the instants from `start_at` (instead of the first the input has) and before
+    `stop_at` only, and keep the state that the instants from `stop_at` on need; `carry`
+    (DB-op id -> federation.runtime.carry.Carry) is the state they start with.
     `progress`: a RunProgress told every phase and micro-batch (federation/runtime/progress.py),
     or a callable receiving the micro-batches.
     """
@@ -120,7 +127,8 @@ def _execute(
         domains = {c: set(v) for c, v in stream.domains.items()}
 
     identity = run_identity(plan, seconds_per_batch, allowed_lateness_s, warmup_batch_s, drain)
-    identity.update({"data": str(Path(data).resolve()), "max_files": max_files})
+    identity.update({"data": str(Path(data).resolve()), "max_files": max_files,
+                     "start_at": str(start_at), "stop_at": str(stop_at)})
     if fresh:
         (work / RUN_FILE).unlink(missing_ok=True)
     resuming = claim(work, identity)
@@ -147,6 +155,10 @@ def _execute(
                                horizon_s=event_horizon_s)
     life = None if ingest.first_ts is None else (
         first_instant(ingest.first_ts, slide_s), last_instant(ingest.last_ts, extent_s, slide_s))
+    if life is not None and start_at is not None:
+        life = (start_at, life[1])
+    if life is not None and stop_at is not None:
+        life = (life[0], min(life[1], stop_at - dt.timedelta(seconds=slide_s)))
     ff_batches = ingest.warmup_files
     ff_seconds = min(ff_s, ingest.files)
 
@@ -164,7 +176,8 @@ def _execute(
     threads, memory = mig_resources(len(plan.db_ops))
     migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, threads=threads,
                              memory_limit=memory, plan_nodes=lg.nodes, life=life,
-                             state_path=str(work / "state" / f"{c.id}.duckdb"))
+                             state_path=str(work / "state" / f"{c.id}.duckdb"),
+                             carry=(carry or {}).get(c.id))
             for c in plan.db_ops}
     ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
@@ -334,4 +347,5 @@ def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
             C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
             feasible=predicted.is_feasible),
         db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
+        carried={cid: m.carried for cid, m in ex.migs.items() if m.carried},
     )

@@ -49,6 +49,31 @@ def mig_resources(n_migs: int) -> tuple[int, str]:
     return threads, f"{per // 2**20}MB"
 
 
+def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None
+                ) -> tuple[list[InputSpec], float]:
+    """How the DB-op's DuckDB keeps each input, and the horizon: how long after its last
+    row a row-level input can still fall in a window (the longest range plus a slide)."""
+    specs = []
+    horizon_s = 0.0
+    for ci in db_op.inputs:
+        if not ci.row_level:
+            specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
+            continue
+        wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
+                for o in ci.op_ids]
+        horizon_s = max(horizon_s, max(w.range_s or 0.0 for w in wins) + slide_s)
+        raw = [w for o, w in zip(ci.op_ids, wins) if o in db_op.raw.get(ci.table, ())]
+        if not raw:  # every reader folds these rows into slices
+            specs.append(InputSpec(ci.table, dict(ci.node.schema), True, keep_rows=False))
+            continue
+        # readers of one table may read it with different ranges: keep the longest
+        w = max(raw, key=lambda x: x.range_s or 0.0)
+        kept = db_op.raw_columns.get(ci.table)  # the columns the SQL reads
+        cols = {c: t for c, t in ci.node.schema.items() if kept is None or c in kept}
+        specs.append(InputSpec(ci.table, cols, True, w.range_s, w.rows, w.partition_by))
+    return specs, horizon_s
+
+
 class MigRuntime:
     """DuckDB state and per-slide execution of one DB-op."""
 
@@ -56,37 +81,19 @@ class MigRuntime:
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime] | None = None,
-                 state_path: str | None = None) -> None:
+                 state_path: str | None = None, carry=None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included. Without it, from the first row it receives to the last row's window.
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
-        MIG continues after the last micro-batch it committed (`applied`)."""
+        MIG continues after the last micro-batch it committed (`applied`).
+        `carry`: window state taken from an old placement's DB-op at a migration
+        (federation/runtime/carry.py), committed before the first micro-batch."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
         self.lateness = dt.timedelta(seconds=lateness_s)
-        specs = []
-        self.horizon_s = 0.0
-        for ci in db_op.inputs:
-            if ci.row_level:
-                wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
-                        for o in ci.op_ids]
-                self.horizon_s = max(self.horizon_s,
-                                     max(w.range_s or 0.0 for w in wins) + slide_s)
-                raw = [w for o, w in zip(ci.op_ids, wins) if o in db_op.raw.get(ci.table, ())]
-                if not raw:  # every reader folds these rows into slices
-                    specs.append(InputSpec(ci.table, dict(ci.node.schema), True,
-                                           keep_rows=False))
-                    continue
-                # readers of one table may read it with different ranges: keep the longest
-                w = max(raw, key=lambda x: x.range_s or 0.0)
-                kept = db_op.raw_columns.get(ci.table)  # the columns the SQL reads
-                cols = {c: t for c, t in ci.node.schema.items() if kept is None or c in kept}
-                specs.append(InputSpec(ci.table, cols, True, w.range_s, w.rows,
-                                       w.partition_by))
-            else:
-                specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
+        specs, self.horizon_s = input_specs(db_op, slide_s, plan_nodes)
         self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path)
@@ -97,8 +104,13 @@ class MigRuntime:
         self.rows_out = 0
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
+        self.carried: dict[str, int] = {}
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
+        elif carry is not None:  # once: a resumed run has it in its committed state
+            self.db.begin()
+            self.carried = self.db.adopt(str(carry.path), carry.rows, carry.slices)
+            self.commit(-1)
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
     _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")

@@ -74,6 +74,8 @@ class RunSummary(BaseModel):
     deadletter_dir: str
     predicted: PredictedCost | None
     db_memory_bytes: dict[str, int]
+    #: rows (or slice rows) each DB-op took from an old placement at a migration, per table
+    carried: dict[str, dict[str, int]] = {}
     output: str | None = None
 
 

@@ -1,0 +1,123 @@
+"""Moving state at a migration (federation/runtime/carry.py): which migrations can carry
+DuckDB window state over and why others cannot (no JVM), and that a DB-op started from
+carried state continues exactly where an uninterrupted one would be (real DuckDB)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from federation.instants import extent_of, first_instant, last_instant
+from federation.logical import NumberedPlan, Window
+from federation.physical import build_physical_plan
+from federation.results import diff_results
+from federation.runtime.carry import NotMovable, plan_carry, spark_window_state
+from federation.runtime.mig import MigRuntime
+from federation.smartplug.queries import QUERIES
+from tests.test_db_store import T0, second_of_rows
+
+CQ3_HYBRID = "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe"
+CQ1_TOP_IN_SPARK = "op1=db,op2=db,op3=db,op4=db,op5=db,op6=spe"
+
+
+def plans(name: str, old: str, new: str, scale: float = 0.05):
+    q = QUERIES[name](rate=2000, scale=scale, plugs=20)
+    lg = NumberedPlan.of(q)
+    return q, build_physical_plan(lg, old), build_physical_plan(lg, new)
+
+
+def test_spark_window_state_names_the_operators_spark_keeps_rows_for():
+    _, spe, db = plans("CQ1", "spe", "db")
+    assert spark_window_state(db) == []
+    assert spark_window_state(spe) == ["op3", "op4"]  # the aggregate and the join of rows
+    _, hybrid, _ = plans("CQ3", CQ3_HYBRID, "db")
+    assert spark_window_state(hybrid) == []  # op5/op6 read the DB-ops' results
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("db", "spe", "the new placement keeps window rows in Spark: op3 (aggregate), op4 (join)"),
+    ("spe", "db", "new db1: no DB-op of the old placement holds window smartplug"),
+    ("db", CQ1_TOP_IN_SPARK, ("keeps window smartplug [range 15 s, slide 1 s] without "
+                             "column(s) id, ts")),
+])
+def test_moving_state_refused_names_the_reason(old, new, why):
+    _, po, pn = plans("CQ1", old, new)
+    with pytest.raises(NotMovable, match=re.escape(why)):
+        plan_carry(po, "state", pn, 1.0)
+
+
+def test_what_is_carried():
+    _, po, pn = plans("CQ1", CQ1_TOP_IN_SPARK, "db")  # rows: the old DB-op kept every column
+    (c,) = plan_carry(po, "st", pn, 1.0).values()
+    assert str(c.path) == "st/db1.duckdb" and c.rows[0][:2] == ("in0", "in0") and not c.slices
+    _, po, pn = plans("CQ3", CQ3_HYBRID, "db")  # slices: of equal folds, kept long enough
+    (c,) = plan_carry(po, "st", pn, 1.0).values()
+    assert c.slices == (("s0", "s0"),) and not c.rows
+
+
+def _feed(mig: MigRuntime, batch: int, t: pa.Table, upto: dt.datetime) -> pa.Table | None:
+    """One micro-batch as the handler runs it: begin, rows in, slides, commit."""
+    assert mig.begin(batch)
+    for ci in mig.db_op.inputs:
+        mig.add(ci.table, t.append_column("_ts", t.column("ts")))
+    _, out, _ = mig.advance(upto)
+    mig.commit(batch)
+    return out
+
+
+@pytest.mark.parametrize("name,old,new,scale", [
+    ("CQ1", CQ1_TOP_IN_SPARK, "db", 0.05),  # window rows, folded again into slices
+    ("CQ5", "db", "db", 0.2),  # coarse slices, sealed up to where they were
+    ("CQ3", CQ3_HYBRID, "db", 0.05),  # two DB-ops' slices into one
+    ("CQ3", "db", CQ3_HYBRID, 0.05),  # one DB-op's slices into two
+])
+def test_a_db_op_started_from_carried_state_continues_exactly(name, old, new, scale, tmp_path):
+    """The old placement's DB-ops run to the migration instant T_m (`stop_at`), the new
+    one's start there from their state; from T_m on they return what DB-ops that saw the
+    whole input return."""
+    _, po, pn = plans(name, old, new, scale)
+    windows = [n for n in po.logical.nodes.values() if isinstance(n, Window)]
+    rng = np.random.default_rng(5)
+    seconds = [second_of_rows(s, 200, 20, rng) for s in range(3 * int(extent_of(windows)))]
+    tm = T0 + dt.timedelta(seconds=len(seconds) // 2)
+    first = first_instant(T0, 1.0)
+    last = last_instant(T0 + dt.timedelta(seconds=len(seconds)), extent_of(windows), 1.0)
+    slide = dt.timedelta(seconds=1)
+    (tmp_path / "old").mkdir()
+    olds = [MigRuntime(c, 1.0, life=(first, tm - slide), plan_nodes=po.logical.nodes,
+                       state_path=str(tmp_path / "old" / f"{c.id}.duckdb")) for c in po.db_ops]
+    carry = plan_carry(po, tmp_path / "old", pn, 1.0)
+    wholes = {c.id: MigRuntime(c, 1.0, life=(first, last), plan_nodes=pn.logical.nodes)
+              for c in pn.db_ops}
+    got = {c: [] for c in wholes}
+    want = {c: [] for c in wholes}
+    for s, t in enumerate(seconds):
+        clock = T0 + dt.timedelta(seconds=s + 1)
+        for c, m in wholes.items():
+            out = _feed(m, s, t, clock)
+            if out is not None:
+                want[c].append(out.filter(pa.compute.greater_equal(
+                    out.column("_tau"), pa.scalar(tm, pa.timestamp("us")))))
+        if clock <= tm:
+            for m in olds:
+                _feed(m, s, t, clock)
+            if clock == tm:
+                for m in olds:
+                    m.close()
+                news = {c.id: MigRuntime(c, 1.0, life=(tm, last), plan_nodes=pn.logical.nodes,
+                                         carry=carry[c.id]) for c in pn.db_ops}
+                assert all(m.carried and all(m.carried.values()) for m in news.values())
+            continue
+        for c, m in news.items():
+            out = _feed(m, s, t, clock)
+            if out is not None:
+                got[c].append(out)
+    for c in wholes:
+        g, w = pa.concat_tables(got[c]), pa.concat_tables(want[c])
+        assert g.num_rows > 0 and min(g.column("_tau").to_pylist()) == tm
+        problem = diff_results(g, w)
+        assert problem is None, f"{c}: {problem}"
