@@ -49,6 +49,17 @@ SLICE = "_s"
 BATCH = "_batch"
 
 
+def _rows_key(node) -> tuple:
+    """Window rows after selections and projections, whatever engine runs them: the
+    stream, the slide and the operators' labels (not the range: rows of windows of
+    different ranges are the same rows)."""
+    labels = []
+    while node.kind in ("select", "project"):
+        labels.append(node.label())
+        node = node.child
+    return (node.stream.name, node.slide_s, tuple(labels))
+
+
 class SqlGenerationError(NotImplementedError):
     """A plan the SQL generator cannot express (a malformed DB-op)."""
 
@@ -115,6 +126,10 @@ class SliceTable:
     batch_columns: dict[str, str] = field(default_factory=dict)  # what `fold` reads: types
     coarse_us: int | None = None  # width of the sealed coarse slices (None: one level)
     seal: exp.Select | None = None  # coarse slices of [$seal_lo, $seal_hi) from fine ones
+    #: what its rows are, whatever engine filtered the window rows: the rows' whole chain
+    #: (stream, slide, selections and projections), the keys, the partial aggregates in column order and the widths; two
+    #: slice tables of one meaning hold the same rows (moving state, runtime/carry.py)
+    meaning: tuple = ()
 
     @property
     def coarse(self) -> str:
@@ -239,24 +254,21 @@ class _SliceBuilder:
             seal = None
             if coarse is not None:
                 seal = _seal(f"s{i}", keys, coarse, [(n, f) for n, f, *_ in partials])
+            meaning = (_rows_key(self.plan.nodes[g["chain"][-1]]), keys,
+                       tuple((f, None if a is None else a.sql(), d) for _, f, a, d in partials),
+                       width, coarse)
             out[sig] = SliceTable(f"s{i}", table, keys, width, longest,
                                   tuple(p[0] for p in partials), fold,
-                                  {c: t for c, t in types.items() if c in read}, coarse, seal)
+                                  {c: t for c, t in types.items() if c in read}, coarse, seal,
+                                  meaning)
         return out
 
     def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:
         """INSERT source: the batch's rows through the chain, per slice and group."""
         chain = g["chain"]
         cols = list(self.plan.nodes[chain[0]].schema)
-        q = exp.select(_col(TS), *[_col(c) for c in cols]).from_(BATCH)
-        for oid in chain[1:]:
-            node = self.plan.nodes[oid]
-            if node.kind == "select":
-                q = exp.select(_col(TS), *[_col(c) for c in node.schema]).from_(
-                    q.subquery()).where(_quote(node.predicate))
-            else:
-                q = exp.select(_col(TS), *[_alias(_quote(e), n) for n, e in node.outputs]
-                               ).from_(q.subquery())
+        q = row_chain(exp.select(_col(TS), *[_col(c) for c in cols]).from_(BATCH),
+                      [self.plan.nodes[oid] for oid in chain[1:]])
         start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
             _col(TS)]), expression=_num(width)), expression=_num(width))
         out = [_alias(start, SLICE)] + [_col(k) for k in keys]
@@ -264,6 +276,20 @@ class _SliceBuilder:
                 for name, func, arg, double in g["partials"].values()]
         return (exp.select(*out).from_(q.subquery("b"))
                 .group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)]))
+
+
+def row_chain(q: exp.Select, nodes: Sequence, every_column: bool = False) -> exp.Select:
+    """Window rows `q` (with their event time) through selections and projections, bottom
+    up: the rows those operators pass on (a selection passes on its schema's columns, or
+    with `every_column` all that `q` has)."""
+    for node in nodes:
+        if node.kind == "select":
+            cols = [exp.Star()] if every_column else [_col(TS), *[_col(c) for c in node.schema]]
+            q = exp.select(*cols).from_(q.subquery()).where(_quote(node.predicate))
+        else:
+            q = exp.select(_col(TS), *[_alias(_quote(e), n) for n, e in node.outputs]
+                           ).from_(q.subquery())
+    return q
 
 
 def coarse_width(range_us: int, width_us: int) -> int | None:

@@ -101,6 +101,23 @@ class InputSpec:
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
 
 
+def binding_error(select: str, table: str, columns: dict[str, str],
+                  schema: str = "_carried") -> str | None:
+    """Why `select` does not bind against `schema`.`table` with these columns (the columns'
+    SQL types), or None when it does; nothing is read (an empty in-memory table)."""
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH ':memory:' AS {schema}")
+        con.execute(f"USE {schema}")
+        con.execute(create_table(table, columns))
+        con.execute(f"{select} LIMIT 0").fetchall()
+    except duckdb.BinderException as e:
+        return str(e).splitlines()[0].removeprefix("Binder Error: ")
+    finally:
+        con.close()
+    return None
+
+
 def naive_timestamps(t: pa.Table) -> pa.Table:
     """Drop time zones (Spark sends UTC instants) so columns match DuckDB TIMESTAMP."""
     cols = []
@@ -279,24 +296,22 @@ class MigDatabase:
                 self._exec("CHECKPOINT")
         self.timings["expire_s"] += time.perf_counter() - t0
 
-    def adopt(self, path: str, rows: Sequence[tuple[str, str, Sequence[str]]] = (),
+    def adopt(self, path: str, rows: Sequence[tuple[str, str]] = (),
               slices: Sequence[tuple[str, str]] = ()) -> dict[str, int]:
-        """Take window state from another DB-op's database file (moving state at a
-        migration, federation/runtime/carry.py). `rows`: (its input table, this input
-        table, the columns to take): its rows arrive here as if from Spark, kept and
-        folded into this DB-op's slices. `slices`: (its slice table, this slice table) of
-        equal folds: copied, with their sealed coarse slices. Returns the rows taken per
-        table of this database."""
+        """Take window state from another DB-op's database file, attached as `_carried`
+        (moving state at a migration, federation/runtime/carry.py). `rows`: (this input
+        table, a SELECT of `_ts` and its columns over `_carried`): the rows arrive here as if
+        from Spark, kept and folded into this DB-op's slices. `slices`: (its slice table,
+        this slice table) of the same meaning: copied, with their sealed coarse slices.
+        Returns the rows taken per table of this database."""
         taken: dict[str, int] = {}
         self._exec(f"ATTACH {_sql(exp.Literal.string(str(path)))} AS _carried (READ_ONLY)")
         try:
             their = json.loads(self._exec("SELECT state FROM _carried._fedq_state")[0][0])
-            for old, new, cols in rows:
-                q = exp.select(*[_col(c) for c in ["_ts", *cols]]).from_(
-                    exp.table_(exp.to_identifier(old, quoted=True), db="_carried"))
-                t = self.con.sql(_sql(q)).to_arrow_table()
+            for new, select in rows:
+                t = self.con.sql(select).to_arrow_table()
                 self.insert(new, t)
-                taken[new] = t.num_rows
+                taken[new] = taken.get(new, 0) + t.num_rows
             for old, new in slices:
                 st = next(s for s in self.slices if s.name == new)
                 pairs = [(old, new)] + ([(f"{old}c", st.coarse)] if st.coarse_us else [])

@@ -7,10 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from sqlglot import exp
 
+from db.sqlgen import row_chain
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import NumberedPlan, Window
 from federation.physical import build_physical_plan
@@ -20,6 +23,7 @@ from federation.runtime.mig import MigRuntime
 from federation.smartplug.queries import QUERIES
 from tests.test_db_store import T0, second_of_rows
 
+_CON = duckdb.connect()
 CQ3_HYBRID = "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe"
 CQ1_TOP_IN_SPARK = "op1=db,op2=db,op3=db,op4=db,op5=db,op6=spe"
 
@@ -41,8 +45,9 @@ def test_spark_window_state_names_the_operators_spark_keeps_rows_for():
 @pytest.mark.parametrize("old,new,why", [
     ("db", "spe", "the new placement keeps window rows in Spark: op3 (aggregate), op4 (join)"),
     ("spe", "db", "new db1: no DB-op of the old placement holds window smartplug"),
-    ("db", CQ1_TOP_IN_SPARK, ("keeps window smartplug [range 15 s, slide 1 s] without "
-                             "column(s) id, ts")),
+    ("db", CQ1_TOP_IN_SPARK, ("db1 of the old placement keeps window smartplug [range 15 s, "
+                             'slide 1 s] without a column the new DB-op needs (Referenced '
+                             'column "id" not found')),
 ])
 def test_moving_state_refused_names_the_reason(old, new, why):
     _, po, pn = plans("CQ1", old, new)
@@ -52,18 +57,38 @@ def test_moving_state_refused_names_the_reason(old, new, why):
 
 def test_what_is_carried():
     _, po, pn = plans("CQ1", CQ1_TOP_IN_SPARK, "db")  # rows: the old DB-op kept every column
-    (c,) = plan_carry(po, "st", pn, 1.0).values()
-    assert str(c.path) == "st/db1.duckdb" and c.rows[0][:2] == ("in0", "in0") and not c.slices
+    ((c,),) = plan_carry(po, "st", pn, 1.0).values()
+    assert str(c.path) == "st/db1.duckdb" and c.rows[0][0] == "in0" and not c.slices
+    assert '_carried."in0"' in c.rows[0][1]
     _, po, pn = plans("CQ3", CQ3_HYBRID, "db")  # slices: of equal folds, kept long enough
-    (c,) = plan_carry(po, "st", pn, 1.0).values()
+    ((c,),) = plan_carry(po, "st", pn, 1.0).values()
     assert c.slices == (("s0", "s0"),) and not c.rows
+    _, po, pn = plans("CQ3", "db", "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db")
+    ((c,),) = plan_carry(po, "st", pn, 1.0).values()  # the selections moved to Spark:
+    assert c.slices == (("s0", "s0"),)  # the same slices, whichever engine filtered
+    _, po, pn = plans("CQ1", "db", "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db")
+    ((c,),) = plan_carry(po, "st", pn, 1.0).values()  # rows: filtered in DuckDB as carried
+    assert "WHERE" in c.rows[0][1] and "property" in c.rows[0][1]
+
+
+def _spark_side(t: pa.Table, node) -> pa.Table:
+    """The window rows `t` through the selections and projections Spark runs below a MIG
+    input (`node`), evaluated here by DuckDB."""
+    chain = []
+    while not isinstance(node, Window):
+        chain.append(node)
+        node = node.child
+    if not chain:
+        return t
+    q = row_chain(exp.select(exp.Star()).from_("t"), chain[::-1], every_column=True)
+    return _CON.sql(q.sql(dialect="duckdb")).to_arrow_table()
 
 
 def _feed(mig: MigRuntime, batch: int, t: pa.Table, upto: dt.datetime) -> pa.Table | None:
     """One micro-batch as the handler runs it: begin, rows in, slides, commit."""
     assert mig.begin(batch)
     for ci in mig.db_op.inputs:
-        mig.add(ci.table, t.append_column("_ts", t.column("ts")))
+        mig.add(ci.table, _spark_side(t.append_column("_ts", t.column("ts")), ci.node))
     _, out, _ = mig.advance(upto)
     mig.commit(batch)
     return out
@@ -74,6 +99,8 @@ def _feed(mig: MigRuntime, batch: int, t: pa.Table, upto: dt.datetime) -> pa.Tab
     ("CQ5", "db", "db", 0.2),  # coarse slices, sealed up to where they were
     ("CQ3", CQ3_HYBRID, "db", 0.05),  # two DB-ops' slices into one
     ("CQ3", "db", CQ3_HYBRID, 0.05),  # one DB-op's slices into two
+    ("CQ1", "db", "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db", 0.05),  # rows filtered
+    ("CQ6", "db", "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=spe,op7=db,op8=db", 0.05),
 ])
 def test_a_db_op_started_from_carried_state_continues_exactly(name, old, new, scale, tmp_path):
     """The old placement's DB-ops run to the migration instant T_m (`stop_at`), the new

@@ -6,13 +6,15 @@ the new placement fills its windows. *Moving state* applies when all window stat
 placement needs is already in the old placement's DuckDB databases, as it is at T_m: the new
 placement then reads only the input from T_m on, and each of its DB-ops starts with
 
-* the **rows** of an old DB-op input of the same window rows (same stream, slide and stateless
-  operators: `input_key`), when that input kept its rows long enough (its range is at least
-  the longest range the new DB-op reads them with) with every column the new DB-op keeps or
-  folds: they are inserted as if they came from Spark, so they are folded into the new
-  DB-op's own slices; or
-* its **slices**: partial aggregates of an old slice table of the same input whose fold is the
-  same SQL over the same slice width, kept at least as long: copied as they are.
+* the **rows** of an old DB-op input of the same window rows, or of rows below them (the
+  window before selections or projections that now run in Spark: they are applied to the
+  carried rows in DuckDB), when that input kept its rows long enough (its range is at least
+  the longest range the new DB-op reads them with) with every column the selections and the
+  new DB-op need: they are inserted as if they came from Spark, so they are folded into the
+  new DB-op's own slices; or
+* its **slices**: an old slice table of the same meaning (the same rows through the same
+  selections and projections, in either engine, the same keys, partial aggregates and
+  widths), kept at least as long: copied as it is, with how far it is sealed.
 
 It does not apply when the new placement keeps window state in Spark (a Spark aggregation,
 join or result over window rows: Spark's state starts empty and only a replay fills it), or
@@ -30,22 +32,27 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from federation.logical import Project, Rstream, Select
+from sqlglot import exp
+
+from db.sqlgen import row_chain
+from db.store import InputSpec, binding_error
+from federation.logical import Node, Project, Rstream, Select
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
 from federation.runtime.mig import input_specs
 
 
 @dataclasses.dataclass(frozen=True)
-class Carry:
-    """The state one new DB-op takes from one old DB-op's database file."""
+class CarryPart:
+    """What one new DB-op takes from one old DB-op's database file."""
 
     path: Path
-    rows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (old table, new table, columns)
+    rows: tuple[tuple[str, str], ...] = ()  # (new table, SELECT over _carried."<old table>")
     slices: tuple[tuple[str, str], ...] = ()  # (old slice table, new slice table)
 
-    def __add__(self, other: Carry) -> Carry:
-        return Carry(self.path, self.rows + other.rows, self.slices + other.slices)
+
+#: per new DB-op, what it takes from each old DB-op
+Carry = tuple[CarryPart, ...]
 
 
 def spark_window_state(plan: PhysicalPlan) -> list[str]:
@@ -69,7 +76,7 @@ class NotMovable(Exception):
     """Moving state does not apply to this migration (the message says why)."""
 
 
-def plan_carry(old: PhysicalPlan, old_state: Path, new: PhysicalPlan, slide_s: float
+def plan_carry(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slide_s: float
                ) -> dict[str, Carry]:
     """Per DB-op of `new`, the state it takes from the databases of `old`'s DB-ops in the
     directory `old_state` (`<id>.duckdb`); NotMovable when moving state does not apply."""
@@ -78,63 +85,68 @@ def plan_carry(old: PhysicalPlan, old_state: Path, new: PhysicalPlan, slide_s: f
         kinds = ", ".join(f"{o} ({new.logical.nodes[o].kind})" for o in spark)
         raise NotMovable(f"the new placement keeps window rows in Spark: {kinds}")
     lg = new.logical
-    olds = []  # (db_op, its input of these rows, its spec)
+    olds = []  # (db_op, its input of window rows, its spec)
     for od in old.db_ops:
         specs, _ = input_specs(od, slide_s, old.logical.nodes)
-        for ci, spec in zip(od.inputs, specs):
-            if ci.row_level:
-                olds.append((od, ci, spec))
-    out: dict[str, Carry] = {}
+        olds += [(od, ci, spec) for ci, spec in zip(od.inputs, specs) if ci.row_level]
+    old_slices = [(od, st) for od in old.db_ops for st in od.slices]
+    out: dict[str, dict[Path, CarryPart]] = {}
     for nd in new.db_ops:
+        parts = out.setdefault(nd.id, {})
         specs, _ = input_specs(nd, slide_s, lg.nodes)
         for ci, spec in zip(nd.inputs, specs):
             if not ci.row_level:
                 continue  # a relation: per instant, from the new plan's own operators
-            key = input_key(ci.node, True)
             need = max(leaf_window(lg.nodes[o]).range_s or 0.0 for o in ci.op_ids)
             folds = [st for st in nd.slices if st.source == ci.table]
             cols = set(spec.columns) if spec.keep_rows else set()
             for st in folds:
                 cols |= set(st.batch_columns) - {"_ts"}
-            carry, why = None, f"no DB-op of the old placement holds {ci.node.label()}"
+            cols = [c for c in ci.node.schema if c in cols]
+            whys = []
             for od, oci, ospec in olds:
-                if input_key(oci.node, True) != key:
-                    continue
-                path = Path(old_state) / f"{od.id}.duckdb"
-                if ospec.keep_rows and (ospec.range_s or 0.0) >= need \
-                        and cols <= set(ospec.columns):
-                    carry = Carry(path, rows=((oci.table, ci.table,
-                                               tuple(c for c in ci.node.schema if c in cols)),))
+                sql, why = _rows_from(oci.node, ospec, ci.node, cols, need)
+                if sql is not None:
+                    _add(parts, Path(old_state) / f"{od.id}.duckdb", rows=((ci.table, sql),))
                     break
-                pairs = _equal_slices(folds, [s for s in od.slices if s.source == oci.table])
-                if pairs is not None and not spec.keep_rows:
-                    carry = Carry(path, slices=tuple(pairs))
-                    break
-                missing = sorted(cols - set(ospec.columns)) if ospec.keep_rows else []
-                why = (f"{od.id} of the old placement keeps "
-                       + (f"no rows of {ci.node.label()} and other partial aggregates"
-                          if not ospec.keep_rows else
-                          f"{ci.node.label()} without column(s) {', '.join(missing)}" if missing
-                          else f"{ci.node.label()} for {ospec.range_s:g} s, not {need:g} s"))
-            if carry is None:
-                raise NotMovable(f"new {nd.id}: {why}")
-            if nd.id in out and out[nd.id].path != carry.path:
-                raise NotMovable(f"{nd.id} would take state from two old DB-ops")
-            out[nd.id] = out[nd.id] + carry if nd.id in out else carry
-    return out
+                if why:
+                    whys.append(f"{od.id} of the old placement keeps {why}")
+            else:
+                pairs = [(st, next((o for o in old_slices if o[1].meaning == st.meaning
+                                    and o[1].keep_us >= st.keep_us), None)) for st in folds]
+                if spec.keep_rows or not folds or any(o is None for _, o in pairs):
+                    why = "; ".join(whys) or f"no DB-op of the old placement holds {ci.node.label()}"
+                    raise NotMovable(f"new {nd.id}: {why}")
+                for st, (od, ost) in pairs:
+                    _add(parts, Path(old_state) / f"{od.id}.duckdb", slices=((ost.name, st.name),))
+    return {k: tuple(v.values()) for k, v in out.items()}
 
 
-def _equal_slices(new, old) -> list[tuple[str, str]] | None:
-    """(old, new) names when every new slice table has an old one of the same fold, width
-    and coarse level that keeps at least as long; else None."""
-    if not new:
-        return None
-    pairs = []
-    for st in new:
-        hit = next((o for o in old if o.fold.sql() == st.fold.sql() and o.width_us == st.width_us
-                    and o.coarse_us == st.coarse_us and o.keep_us >= st.keep_us), None)
-        if hit is None:
-            return None
-        pairs.append((hit.name, st.name))
-    return pairs
+def _add(parts: dict[Path, CarryPart], path: Path, rows=(), slices=()) -> None:
+    p = parts.get(path, CarryPart(path))
+    parts[path] = CarryPart(path, p.rows + tuple(rows), p.slices + tuple(slices))
 
+
+def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s: float
+               ) -> tuple[str | None, str]:
+    """The SELECT that turns the rows an old input keeps (`have`, with `spec`) into the rows
+    a new input needs (`want`, its `cols`), or (None, why not: '' when they are other rows)."""
+    chain, n = [], want
+    while input_key(n, True) != input_key(have, True):
+        if not isinstance(n, (Select, Project)):
+            return None, ""  # `have` is not below `want`: other rows
+        chain.append(n)
+        n = n.child
+    if not spec.keep_rows:
+        return None, f"no rows of {have.label()}, only partial aggregates"
+    if (spec.range_s or 0.0) < need_s:
+        return None, f"{have.label()} for {spec.range_s:g} s, not {need_s:g} s"
+    src = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *spec.columns]]).from_(
+        exp.table_(exp.to_identifier(spec.table, quoted=True), db="_carried"))
+    q = row_chain(src, chain[::-1], every_column=True)
+    q = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *cols]]).from_(q.subquery())
+    sql = q.sql(dialect="duckdb")
+    why = binding_error(sql, spec.table, {"_ts": "TIMESTAMP", **spec.columns})
+    if why:
+        return None, f"{have.label()} without a column the new DB-op needs ({why})"
+    return sql, ""

@@ -109,7 +109,9 @@ class MigRuntime:
             self._restore(self.db.saved["mig"])
         elif carry is not None:  # once: a resumed run has it in its committed state
             self.db.begin()
-            self.carried = self.db.adopt(str(carry.path), carry.rows, carry.slices)
+            for part in carry:
+                for t, n in self.db.adopt(str(part.path), part.rows, part.slices).items():
+                    self.carried[t] = self.carried.get(t, 0) + n
             self.commit(-1)
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
