@@ -86,6 +86,7 @@ def _execute(
     start_at: dt.datetime | None = None,
     stop_at: dt.datetime | None = None,
     carry: Mapping | None = None,
+    watch: Callable[[dt.datetime], dt.datetime | None] | None = None,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
 
@@ -103,6 +104,10 @@ def _execute(
     compute the instants from `start_at` (instead of the first the input has) and before
     `stop_at` only, and keep the state that the instants from `stop_at` on need; `carry`
     (DB-op id -> federation.runtime.carry.Carry) is the state they start with.
+    `watch(clock)` is asked at every stage-0 micro-batch; when it returns an instant T_m
+    the run stops there: the DB-ops compute the instants before T_m and keep their state
+    as it is at T_m, Spark's stage 0 goes on until its own results before T_m are out, and
+    the rest of the input is left to the next placement (`summary.stopped_at`).
     `progress`: a RunProgress told every phase and micro-batch (federation/runtime/progress.py),
     or a callable receiving the micro-batches.
     """
@@ -157,8 +162,6 @@ def _execute(
         first_instant(ingest.first_ts, slide_s), last_instant(ingest.last_ts, extent_s, slide_s))
     if life is not None and start_at is not None:
         life = (start_at, life[1])
-    if life is not None and stop_at is not None:
-        life = (life[0], min(life[1], stop_at - dt.timedelta(seconds=slide_s)))
     ff_batches = ingest.warmup_files
     ff_seconds = min(ff_s, ingest.files)
 
@@ -179,9 +182,12 @@ def _execute(
                              state_path=str(work / "state" / f"{c.id}.duckdb"),
                              carry=(carry or {}).get(c.id))
             for c in plan.db_ops}
+    for m in migs.values():
+        m.until = stop_at
     ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
-                   event_seconds_done, prog.batch)
+                   event_seconds_done, prog.batch, watch=watch,
+                   tail_s=_spark_tail_s(plan, seconds_per_batch))
     resumed_at = None
     for st in staged.stages:
         log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
@@ -240,6 +246,22 @@ def _execute(
     return RunResult(rows, ex.metrics, summary, plan, ingest)
 
 
+def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
+    """How far past a migration's instant stage 0 must go for Spark to emit its own results
+    of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
+    batches' event time (Spark moves its watermark a batch after the data), and the range
+    of every join of window rows below (Spark holds the watermark back by it)."""
+    from federation.runtime.carry import spark_window_state
+
+    if not spark_window_state(plan):
+        return 0.0
+    lg = plan.logical
+    windows = [n for n in lg.nodes.values() if isinstance(n, Window)]
+    rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
+    return (max((w.range_s or 0.0) for w in windows) * rows_joins
+            + 3 * max(windows[0].slide_s, seconds_per_batch))
+
+
 def _drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress) -> bool:
     """Process every stage's input in stage order; True when the budget stopped the run."""
     stages = ex.staged.stages
@@ -269,11 +291,12 @@ def _drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress
             except Exception:
                 if truncated.is_set():
                     break
-                raise
+                if not (st.index == 0 and ex.stopping.is_set()):
+                    raise
             if truncated.is_set():
                 break
             exc = st.query.exception()
-            if exc is not None:
+            if exc is not None and not (st.index == 0 and ex.stopping.is_set()):
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
             if drain:
                 prog.phase("finishing windows" + (f" (stage {st.index})" if st.index else ""))
@@ -338,6 +361,7 @@ def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
         drained=drain,
         achieved_rate_tps=ingest.rows_ok / wall if wall else nan,
         truncated=truncated,
+        stopped_at=None if ex.stop_at is None else str(ex.stop_at),
         data_batches=len(data_batches),
         dead_lettered=ingest.rows_dead,
         dead_by_reason=dict(ingest.dead),

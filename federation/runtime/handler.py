@@ -87,6 +87,33 @@ class Execution:
     last_end: dict[int, float] = field(default_factory=dict)
 
     stage_logs: dict[int, StageLog] = field(default_factory=dict)
+    #: asked at every stage-0 batch with the stage's clock, before its slides run: an
+    #: instant T_m stops the run there (a migration, federation/adaptive.py)
+    watch: Callable[[dt.datetime], dt.datetime | None] | None = None
+    stop_at: dt.datetime | None = None
+    #: Spark's own results of the instants before T_m need its watermark past them: stage 0
+    #: goes on to this clock (its MIGs take no window row from T_m on), then stops
+    tail_s: float = 0.0
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def consider_stop(self, clock: dt.datetime | None) -> None:
+        if self.watch is None or self.stop_at is not None or clock is None:
+            return
+        t = self.watch(clock)
+        if t is not None:
+            self.stop_at = t
+            for m in self.migs.values():
+                m.until = t if m.until is None else min(m.until, t)
+
+    def stop_due(self, st: Stage) -> None:
+        """Stop stage 0 once its clock is `tail_s` past T_m (from another thread: a query
+        cannot be stopped from its own batch)."""
+        clock = watermark(st.clock, st.clock_sources, 0.0)
+        if self.stop_at is None or self.stopping.is_set() or clock is None or \
+                clock < self.stop_at + dt.timedelta(seconds=self.tail_s):
+            return
+        self.stopping.set()
+        threading.Thread(target=st.query.stop, daemon=True).start()
 
     def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> None:
         """A DB-op's result: to the collector (the query's result) or to re-entry."""
@@ -121,12 +148,16 @@ class BatchHandler:
         with ex.lock:
             if st.last_done is not None and batch_id <= st.last_done:
                 return  # idempotent by micro-batch id (a replay after a crash)
+            if st.index == 0 and ex.stopping.is_set():
+                return  # stopped at a migration: this input is the next placement's
             fault_point("batch_start")
             t0 = time.perf_counter()
             tbl = batch_df.toArrow()
             t1 = time.perf_counter()
             prev_clock = dict(st.clock)
             self._advance_clock(tbl)
+            if st.index == 0:
+                ex.consider_stop(watermark(st.clock, st.clock_sources, 0.0))
             # a MIG that committed this batch before a crash skips it (durable.py)
             live = {cid: ex.migs[cid].begin(batch_id) for cid in ex.staged.db_ops_of(st.index)}
             rows_in, result_rows = self._take_rows(tbl, batch_id, live)
@@ -138,6 +169,8 @@ class BatchHandler:
             if st.index in ex.stage_logs:
                 ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
             fault_point("batch_end")
+            if st.index == 0:
+                ex.stop_due(st)
 
     def _advance_clock(self, tbl: pa.Table) -> None:
         outcol = tbl.column("_out")

@@ -105,6 +105,9 @@ class MigRuntime:
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
         self.carried: dict[str, int] = {}
+        #: a migration's instant: the MIG computes the instants before it only, and keeps
+        #: no window row from it on (they belong to the next placement; runtime/carry.py)
+        self.until: dt.datetime | None = None
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
         elif carry is not None:  # once: a resumed run has it in its committed state
@@ -148,6 +151,11 @@ class MigRuntime:
         spec = self.db.inputs[table]
         if spec.row_level:
             rows = naive_timestamps(rows)
+            if self.until is not None:
+                rows = rows.filter(pc.less(rows.column("_ts"),
+                                           pa.scalar(self.until, pa.timestamp("us"))))
+                if rows.num_rows == 0:
+                    return
             lo, hi = pc.min(rows.column("_ts")).as_py(), pc.max(rows.column("_ts")).as_py()
             self.max_data_ts = hi if self.max_data_ts is None else max(self.max_data_ts, hi)
             first = self._first_tau(lo)
@@ -177,6 +185,8 @@ class MigRuntime:
         if self.max_rel_tau is not None and self.life is None:
             bounds.append(self.max_rel_tau)
         limits = [watermark, max(bounds) if bounds else self.next_tau]
+        if self.until is not None:
+            limits.append(self.until - self.slide)
         upto = min(limits)
         taus = []
         t = self.next_tau

@@ -74,6 +74,8 @@ class RunSummary(BaseModel):
     deadletter_dir: str
     predicted: PredictedCost | None
     db_memory_bytes: dict[str, int]
+    #: the migration instant a `watch` stopped the run at (the rest of the input was left)
+    stopped_at: str | None = None
     #: rows (or slice rows) each DB-op took from an old placement at a migration, per table
     carried: dict[str, dict[str, int]] = {}
     output: str | None = None
