@@ -1,23 +1,26 @@
-"""Re-optimization while a query runs: watch the input rate, decide, migrate (issue 13).
+"""Re-optimization while a query runs: watch, decide, migrate (issue 13).
 
-A run is cut into **segments** of event time, each under one placement:
+A run is a chain of **segments** of event time, each under one placement
+(docs/architecture.md "Re-optimization while running"):
 
-* **Watch.** The input rate of every decision window of event time (`every_s`, on the slide
-  grid) is measured from the data (rows per part file, from Parquet metadata: no row is
-  read). A decision at instant T uses only the event seconds before T.
-* **Decide.** At each decision point the optimizer plans the query for the measured rate
-  (the stream's other statistics unchanged). The run migrates when that plan is better than
-  the current placement, priced at the same rate, by a margin (Definition 1: a feasible plan
-  beats an infeasible one; else C_u lower by `margin`), and no migration happened in the
-  last `min_interval_s` of event time: a rate hovering at a boundary does not flap.
-* **Migrate** (parallel track, docs/architecture.md "Re-optimization while running"): the
-  new placement starts at instant T_m from the replayable input, its windows filled from
-  the last extent of event time before T_m (fast-forwarded), and takes over at T_m; the old
-  placement's results end at T_m - slide. Every instant is produced exactly once, by the
-  segment that owns it: [T_k, T_k+1).
+* **Watch.** At every decision point (`every_s`, on the slide grid) a `Watch`, asked by the
+  running segment's stage-0 micro-batches, measures the window before it: the input rate
+  (Parquet metadata, no row read), the selectivities of the selections over window rows
+  (DuckDB over the window's files) and the running plan's pace (rho, from its batch times).
+* **Decide.** The optimizer plans the query for those statistics; the run migrates when
+  that plan beats the running placement, priced at the same statistics, by a margin
+  (Definition 1 with hysteresis), or when the running placement falls behind (rho below
+  1) and the optimizer kept a plan it calls feasible; at most once per `min_interval_s`.
+* **Migrate** at instant T_m: the running placement stops there (its DB-ops keep their
+  state as it is at T_m; Spark finishes its results before T_m), and the new one takes
+  over: its DB-ops take the window state over from DuckDB where it is there (moving state,
+  federation/runtime/carry.py), else it replays the last extent of input before T_m
+  (parallel track). Segment k owns the instants [T_k, T_k+1): each instant is produced
+  exactly once.
 
-`plan_segments` decides (no JVM); `run_adaptive` runs the segments and concatenates their
-results; `decide_and_run` does both.
+`run_adaptive` with given segments replays a decision (tests, benchmarks); without, it
+decides while it runs (`decide_and_run`). `plan_segments` and `migrations_over` decide from
+the rates alone (no JVM: `fedq explain --sweep --margin`).
 """
 
 from __future__ import annotations
@@ -294,7 +297,7 @@ class Decision(BaseModel):
     rate: float  # input tuples per second in the window (Parquet metadata)
     selectivities: dict[str, float]  # of the selections over window rows, measured
     #: the running plan's event seconds per wall second over the window (its stage-0
-    #: micro-batches), None when fewer than two of its batches fall in the window
+    #: micro-batches), None when none of them is past its warm-up and its first batch
     rho: float | None
     C_b: float | None  # the running plan's predicted C_b at the measured statistics
     best: str  # the placement the decision would run
@@ -329,11 +332,12 @@ class Watch:
                  seg_start: dt.datetime | None, last_move: dt.datetime | None, *,
                  every_s: float, window_s: float, margin: float, min_interval_s: float,
                  slide_s: float, planner: Callable, alternatives: Callable | None,
-                 progress: RunProgress) -> None:
+                 progress: RunProgress, seconds_per_batch: int = 1) -> None:
         self.query, self.files, self.running = query, files, running
         self.seg_start, self.last_move = seg_start, last_move
         self.every_s, self.window_s, self.margin = every_s, window_s, margin
         self.min_interval_s, self.slide_s = min_interval_s, slide_s
+        self.seconds_per_batch = seconds_per_batch
         self.planner, self.alternatives, self.prog = planner, alternatives, progress
         self.first = files[0].start
         self.next_at = grid_floor(seg_start or self.first, every_s) + dt.timedelta(
@@ -349,10 +353,11 @@ class Watch:
             self.batches.append((m.clock, m.wall_s))
 
     def _rho(self, clock: dt.datetime) -> float | None:
-        lo = clock - dt.timedelta(seconds=self.window_s)
+        # asked before the current batch is recorded: its pace is the batches before it
+        lo = clock - dt.timedelta(seconds=self.window_s + self.seconds_per_batch)
         start = self.seg_start or self.first
         idx = [i for i, (c, _) in enumerate(self.batches) if lo < c <= clock and c > start]
-        if len(idx) < 2 or idx[0] == 0 or self.batches[idx[0] - 1][0] < start:
+        if not idx or idx[0] < 2 or self.batches[idx[0] - 1][0] < start:
             return None  # its warm-up or Spark's first batches are not its pace
         event = (self.batches[idx[-1]][0] - self.batches[idx[0] - 1][0]).total_seconds()
         wall = sum(self.batches[i][1] for i in idx)
@@ -543,7 +548,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
             watch = Watch(query, files, seg.placement, seg.start, seg.start, every_s=every_s,
                           window_s=window_s, margin=margin, min_interval_s=min_interval_s,
                           slide_s=slide_s, planner=planner, alternatives=alternatives,
-                          progress=prog)
+                          progress=prog, seconds_per_batch=seconds_per_batch)
         prog.phase(f"segment {k + 1}" + (f"/{len(segments)}" if fixed else "")
                    + f": {seg.placement} ({seg.reason}; {how})",
                    total=len(mine), unit="event seconds")

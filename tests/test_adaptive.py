@@ -3,6 +3,7 @@ that migrate twice, in both directions, equal to the reference at every instant 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -16,6 +17,7 @@ from db.reference import reference_result
 from federation.adaptive import (
     AdaptiveError,
     Segment,
+    _decide,
     better_by_margin,
     measured_rates,
     part_files,
@@ -23,6 +25,7 @@ from federation.adaptive import (
     run_adaptive,
     with_rate,
 )
+from federation.api import plan_for
 from federation.expressions import count
 from federation.logical import Window, window
 from federation.results import diff_results
@@ -139,29 +142,50 @@ def test_refusals_name_the_option(surge):
         plan_segments(QUERIES["CQ3"](rate=2000), surge, margin=1.5)
 
 
+def by_rate(low: str, high: str, threshold: float):
+    """A planner for tests: the optimizer's costs, but the plan it picks (and the cheaper
+    one by far) is `high` above the rate threshold, else `low`."""
+
+    def planner(q, placement):
+        rate = next(n for n in q.walk() if isinstance(n, Window)).stream.stats.rate_tps
+        want = plan_for(q, high if rate > threshold else low)[0]
+        pp, cost = plan_for(q, want.placement_string if placement == "auto" else placement)
+        if pp.placement_string != want.placement_string:
+            v = cost.vector
+            cost = dataclasses.replace(cost, vector=CostVector(10 * v.bottleneck_cost,
+                                                               10 * v.utilization_cost))
+        return pp, cost
+
+    return planner
+
+
 @pytest.mark.spark
-def test_a_run_that_migrates_twice_equals_the_reference(spark, tmp_path):
-    """CQ3 (windows of 3, 9 and 15 s) under pure DuckDB, then pure Spark (DB -> SPE for every operator),
-    then with its aggregates and join in DuckDB and a DB result re-entering Spark (SPE -> DB
-    for op1-op4): every instant exactly once, equal to the reference."""
+def test_a_run_that_decides_while_it_runs_equals_the_reference(spark, tmp_path):
+    """CQ3 decides every 5 s from what it measures: pure DuckDB, then pure Spark when the
+    rate rises (DB -> SPE for every operator), stopped mid-run when it falls (Spark's own
+    state: it goes on until its results before the migration instant are out), then DuckDB
+    again: every instant once, equal to the reference."""
     data = tmp_path / "data"
-    generate(data, rate_profile=[(150, 15), (600, 12), (150, 15)], plugs=40, seed=4)
+    generate(data, rate_profile=[(150, 20), (600, 20), (150, 25)], plugs=40, seed=4)
     q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
-    at = [T0 + dt.timedelta(seconds=s) for s in (15, 27)]
-    segs = [Segment(start=None, end=at[0], placement="db", rate=150, reason="test"),
-            Segment(start=at[0], end=at[1], placement="spe", rate=600, reason="test"),
-            Segment(start=at[1], end=None, rate=150, reason="test",
-                    placement="op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe")]
-    r = run_adaptive(q, data, segs, seconds_per_batch=5, spark=spark, work_dir=tmp_path / "w")
-    assert r.migrations == 2
-    assert [s.warmup_seconds for s in r.segments] == [0, 15, 16]  # extent 15 s + 1
+    r = run_adaptive(q, data, decide={"every_s": 5, "min_interval_s": 10, "margin": 0.1},
+                     seconds_per_batch=5, spark=spark, work_dir=tmp_path / "w",
+                     planner=by_rate("db", "spe", 300), alternatives=lambda q: [])
+    assert [s.segment.placement for s in r.segments] == [
+        plan_for(q, p)[0].placement_string for p in ("db", "spe", "db")]
+    # at the first micro-batch boundary from which a whole 5-s window at the new rate (or
+    # mostly: a replayed segment's batches start at its warm-up) is measured
+    at = [(s.segment.start - T0).total_seconds() for s in r.segments[1:]]
+    assert at[0] == 25 and 40 < at[1] <= 45, at
+    moved = [d for s in r.segments for d in s.decisions if d.migrate]
+    assert round(moved[0].rate) == 600 and moved[1].rate < 300
+    assert all(d.selectivities["property = 1"] == pytest.approx(0.5, abs=0.1) for d in moved)
+    assert any(d.rho is not None and d.rho > 0 for s in r.segments for d in s.decisions)
+    assert all(g is not None and g > 0 for g in r.gaps_s)
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
-    want = reference_result(q, rows)
-    taus = set(r.rows.column("tau").to_pylist())
-    assert min(taus) < at[0] < at[1] < max(taus)  # each segment delivered its instants
-    problem = diff_results(r.rows, want)
+    problem = diff_results(r.rows, reference_result(q, rows))
     assert problem is None, problem
-    for s in r.segments:  # and only its own
+    for s in r.segments:  # each segment delivered its own instants, and only those
         owned = [t for t in r.rows.column("tau").to_pylist()
                  if (s.segment.start is None or t >= s.segment.start)
                  and (s.segment.end is None or t < s.segment.end)]
@@ -197,3 +221,22 @@ def test_moving_state_and_replay_both_equal_the_reference(spark, tmp_path, strat
     assert problem is None, problem
     assert len(set(r.rows.column("tau").to_pylist())) == r.rows.group_by("tau").aggregate(
         []).num_rows
+
+
+def test_a_measured_rho_below_one_overrides_a_feasible_prediction():
+    """The model calls pure DuckDB feasible for CQ3 at 2,000/s; measured at rho 0.5 (it
+    falls behind) the running plan counts as infeasible, and the best other plan the model
+    calls feasible is taken."""
+    q = with_rate(QUERIES["CQ3"](rate=2000), 2000)
+    db = plan_for(q, "db")[0].placement_string
+    other = plan_for(q, "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db")[0].placement_string
+    assert plan_for(q, "auto")[0].placement_string == db
+
+    def alternatives(_):
+        return [db, other]
+
+    _, _, cost, moved = _decide(plan_for, q, db, 0.1, rho=2.0, alternatives=alternatives)
+    assert not moved and cost.vector.is_feasible
+    best, _, cost, moved = _decide(plan_for, q, db, 0.1, rho=0.5, alternatives=alternatives)
+    assert moved and best.placement_string == other
+    assert cost.vector.bottleneck_cost == pytest.approx(2.0)  # 1 / rho

@@ -78,45 +78,50 @@ def _tidy(work: Path) -> None:
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
-    """`fedq run --adaptive`: decide the segments from the data's rates, print them, run."""
-    from federation.adaptive import AdaptiveError, plan_segments, run_adaptive
+    """`fedq run --adaptive`: run, watch, decide and migrate while running; then the
+    segments, their decisions and the migrations' gaps."""
+    from federation.adaptive import AdaptiveError, decide_and_run
     from federation.cli.progress import ConsoleProgress
 
     if data is None:
         return _fail("--adaptive", "needs --data (the rates are measured from the data)")
     if a.margin >= 1:
         return _fail("--margin", f"{a.margin:g} is not below 1")
+    own_work = a.work_dir is None
+    work_dir = Path(tempfile.mkdtemp(prefix="fedq-adaptive-")) if own_work else a.work_dir
     try:
-        segs = plan_segments(q, data, every_s=a.decide_every, margin=a.margin,
-                             min_interval_s=a.min_interval, profile=profile,
-                             start_placement=a.placement)
+        with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
+            r = decide_and_run(q, data, decide={
+                "every_s": a.decide_every, "margin": a.margin,
+                "min_interval_s": a.min_interval, "start_placement": a.placement},
+                profile=profile, strategy=a.strategy,
+                seconds_per_batch=a.seconds_per_batch, work_dir=work_dir,
+                progress=progress, allowed_lateness_s=a.allowed_lateness,
+                event_horizon_s=a.event_horizon)
     except AdaptiveError as e:
         why = str(e).removeprefix("adaptive: ")
         option = ("--decide-every" if why.startswith("every_s") else
                   "--margin" if why.startswith("margin") else "--adaptive")
         return _fail(option, why.removeprefix("every_s: ").removeprefix("margin: "))
-    print(f"{len(segs)} segment(s), {len(segs) - 1} migration(s):")
-    for k, sg in enumerate(segs):
-        span = f"{sg.start or 'start'} .. {sg.end or 'end'}"
-        print(f"  {k + 1}. {span:<44} {sg.placement}   [{sg.reason}]")
-    own_work = a.work_dir is None
-    work_dir = Path(tempfile.mkdtemp(prefix="fedq-adaptive-")) if own_work else a.work_dir
-    try:
-        with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
-            r = run_adaptive(q, data, segs, profile=profile,
-                             seconds_per_batch=a.seconds_per_batch, work_dir=work_dir,
-                             progress=progress, allowed_lateness_s=a.allowed_lateness,
-                             event_horizon_s=a.event_horizon)
     finally:
         if own_work:
             shutil.rmtree(work_dir, ignore_errors=True)
-    print(f"{'segment':<8} {'placement':<50} {'instants':>8} {'warm-up s':>9} {'wall s':>7} "
-          f"{'rho':>6} {'first result s':>14}")
+    print(f"{len(r.segments)} segment(s), {r.migrations} migration(s):")
+    print(f"{'segment':<8} {'from':<20} {'placement':<50} {'started by':<10} {'instants':>8} "
+          f"{'warm-up s':>9} {'wall s':>7} {'rho':>6} {'gap s':>6}")
     for k, sr in enumerate(r.segments):
-        first = "-" if sr.first_result_s is None else f"{sr.first_result_s:.1f}"
-        print(f"{k + 1:<8} {sr.segment.placement:<50} {sr.result_rows:>8} "
-              f"{sr.warmup_seconds:>9} {sr.wall_s:>7.1f} {sr.rho:>6.2f} {first:>14}")
-    print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}")
+        gap = r.gaps_s[k - 1] if k else None
+        how = sr.strategy.split(" ")[0]
+        start = "start" if sr.segment.start is None else str(sr.segment.start)
+        print(f"{k + 1:<8} {start:<20} {sr.segment.placement:<50} {how:<10} "
+              f"{sr.result_rows:>8} {sr.warmup_seconds:>9} {sr.wall_s:>7.1f} {sr.rho:>6.2f} "
+              f"{'-' if gap is None else f'{gap:.1f}':>6}")
+        if k:
+            print(f"         why: {sr.segment.reason}")
+            if sr.strategy.startswith("replay ("):
+                print(f"         {sr.strategy}")
+    print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
+          f"decisions {sum(len(s.decisions) for s in r.segments)}")
     if a.output:
         import pyarrow.parquet as pq
 
@@ -289,9 +294,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     ad = r.add_argument_group(
         "re-optimization while running (--adaptive)",
-        "the input rate is measured per decision window of event time; when the optimizer's "
-        "plan for it is better than the running placement by the margin, the run migrates "
-        "(the new placement replays the last window of event time and takes over)")
+        "every --decide-every event seconds the run measures the last window (input rate, "
+        "selectivities, its own pace); when the optimizer's plan for those statistics is better "
+        "than the running placement by the margin, it migrates at that instant: the new "
+        "placement takes the DuckDB window state over (move) or replays the last window "
+        "(replay) and takes over")
     ad.add_argument("--adaptive", action="store_true",
                     help="re-optimize as the input rate changes (--placement is the start)")
     ad.add_argument("--decide-every", type=positive, default=10.0,
@@ -300,4 +307,7 @@ def add_parsers(sub) -> None:
                     help="how much cheaper (C_u, or C_b when infeasible) a plan must be")
     ad.add_argument("--min-interval", type=non_negative, default=30.0,
                     help="event seconds at least between two migrations")
+    ad.add_argument("--strategy", choices=["move", "replay"], default="move",
+                    help="how a new placement gets its window state: move it from DuckDB "
+                         "where it is there (else replay), or always replay the last window")
     r.set_defaults(func=cmd_run)
