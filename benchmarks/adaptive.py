@@ -1,17 +1,20 @@
 """Adaptive against static placements over a stream whose rate changes (issue 13).
 
-Run: python -m benchmarks.adaptive [--queries CQ1,CQ5] [--profile 2000:60,150000:60,2000:60]
-     [--plugs 2125] [--scale 0.1] [--margins 0.1,0] [--out adaptive.json]
+Run: python -m benchmarks.adaptive [--queries CQ1,...,CQ6] [--profile 2000:60,150000:60,2000:60]
+     [--plugs 2125] [--scale 0.1] [--strategies move,replay] [--out adaptive.json]
 
 Generates one stream with the rate profile, then per query runs, one after the other, each
 static placement the optimizer picks for one of the phases (planned at that phase's rate)
-and the adaptive run (`federation.adaptive`, decisions every `--decide-every` event
-seconds), all at one event second per micro-batch, as fast as they go. Per phase: rho (the
-phase's event seconds over the wall time of the micro-batches that processed them; for the
-adaptive run, a segment's start and warm-up count in the phase where it takes over). Per
-migration: the segment's setup, warm-up and the time to its first result (the output gap).
-Every run's result is compared with the first one's. Writes benchmarks/results/adaptive.json
-and adaptive.png. Nothing else may run on the machine meanwhile.
+and one adaptive run per migration strategy (`federation.adaptive.decide_and_run`: it
+decides while it runs, every `--decide-every` event seconds), all at one event second per
+micro-batch, as fast as they go. Per phase: rho (the phase's event seconds over the wall
+time of the micro-batches that processed them; for an adaptive run, a segment's start and
+warm-up, and the old segment's tail after the migration instant, count in the phase where
+the migration happens). Per migration: the strategy, the old segment's stop (tail and
+drain), the new one's setup and warm-up, and the output gap (wall seconds from the old
+placement's last result to the new one's first). Every run's result is compared with the
+first one's. Writes benchmarks/results/adaptive.json and adaptive.png. Nothing else may run
+on the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import RESULTS, say, write_result
-from federation.adaptive import part_files, plan_segments, run_adaptive, with_rate
+from federation.adaptive import decide_and_run, part_files, with_rate
 from federation.api import plan_for
 from federation.cli.args import rate_profile
 from federation.results import diff_results
@@ -59,42 +62,46 @@ def static_rho(metrics, phases) -> list[float]:
 def adaptive_rho(result, phases) -> list[float]:
     wall = [0.0] * len(phases)
     for sr in result.segments:
-        start = sr.segment.start
+        start, end = sr.segment.start, sr.segment.end
         takeover = phase_of(start, phases) if start is not None else 0
         wall[takeover] += sr.setup_s
         for clock, w in sr.batches:
-            if start is not None and clock < start:  # its warm-up: counted where it takes over
+            if start is not None and clock < start:  # its warm-up: where it takes over
                 wall[takeover] += w
-                continue
-            p = phase_of(clock, phases)
-            if p is not None:
+            elif end is not None and clock >= end:  # its tail: where it hands over
+                wall[phase_of(end, phases) or 0] += w
+            elif (p := phase_of(clock, phases)) is not None:
                 wall[p] += w
     return [(b - a).total_seconds() / w if w else float("nan") for (a, b, _), w in
             zip(phases, wall)]
 
 
-def _adaptive_record(ar, rho, margin: float, wall: float) -> dict:
-    return {"kind": "adaptive", "margin": margin, "rho_per_phase": rho, "wall_s": wall,
-            "rows": ar.rows,
-            "segments": [{"start": s.segment.start, "end": s.segment.end,
-                          "placement": s.segment.placement, "reason": s.segment.reason,
-                          "setup_s": s.setup_s, "warmup_seconds": s.warmup_seconds,
-                          "first_result_s": s.first_result_s, "wall_s": s.wall_s,
-                          "result_rows": s.result_rows} for s in ar.segments]}
+def _adaptive_record(ar, rho, strategy: str, margin: float, wall: float) -> dict:
+    segs = []
+    for k, s in enumerate(ar.segments):
+        segs.append({"start": s.segment.start, "end": s.segment.end,
+                     "placement": s.segment.placement, "reason": s.segment.reason,
+                     "strategy": s.strategy, "carried": s.carried,
+                     "setup_s": s.setup_s, "warmup_seconds": s.warmup_seconds,
+                     "stop_s": s.stop_s, "first_result_s": s.first_result_s,
+                     "gap_s": ar.gaps_s[k - 1] if k else None, "wall_s": s.wall_s,
+                     "result_rows": s.result_rows, "decisions": len(s.decisions)})
+    return {"kind": "adaptive", "strategy": strategy, "margin": margin,
+            "rho_per_phase": rho, "wall_s": wall, "rows": ar.rows, "segments": segs}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--queries", default="CQ1,CQ5")
+    ap.add_argument("--queries", default="CQ1,CQ2,CQ3,CQ4,CQ5,CQ6")
     ap.add_argument("--profile", type=rate_profile,
                     default=rate_profile("2000:60,150000:60,2000:60"))
     ap.add_argument("--plugs", type=int, default=2125)
     ap.add_argument("--scale", type=float, default=0.1, help="window scale (0.1: 30-s windows)")
     ap.add_argument("--decide-every", type=float, default=10.0)
-    ap.add_argument("--margins", default="0.1,0",
-                    help="one adaptive run per margin (0.1: the default hysteresis; 0: every "
-                         "better plan is taken)")
+    ap.add_argument("--margin", type=float, default=0.1)
+    ap.add_argument("--strategies", default="move,replay",
+                    help="one adaptive run per migration strategy")
     ap.add_argument("--min-interval", type=float, default=30.0)
     ap.add_argument("--data", type=Path, default=None, help="reuse a generated stream")
     ap.add_argument("--out", default="adaptive.json")
@@ -129,17 +136,22 @@ def main(argv: list[str] | None = None) -> int:
                                "C_b": vec.bottleneck_cost, "C_u": vec.utilization_cost,
                                "rho_per_phase": rho, "wall_s": time.perf_counter() - t0,
                                "rows": r.rows}
-        for margin in [float(x) for x in a.margins.split(",")]:
-            segs = plan_segments(q, data, every_s=a.decide_every, margin=margin,
-                                 min_interval_s=a.min_interval)
-            key = f"adaptive (margin {margin:g})"
-            say(f"{name}: {key}, {len(segs) - 1} migration(s) ...")
+        for strategy in a.strategies.split(","):
+            key = f"adaptive ({strategy})"
+            say(f"{name}: {key} ...")
             t0 = time.perf_counter()
-            ar = run_adaptive(q, data, segs, seconds_per_batch=1,
-                              work_dir=work / f"{name}_ad{margin:g}")
+            ar = decide_and_run(q, data, decide={"every_s": a.decide_every,
+                                                 "margin": a.margin,
+                                                 "min_interval_s": a.min_interval},
+                                strategy=strategy, seconds_per_batch=1,
+                                work_dir=work / f"{name}_{strategy}")
             rho = adaptive_rho(ar, phases)
+            say(f"   {ar.migrations} migration(s): " + "; ".join(
+                f"{s.strategy.split(' ')[0]} at {s.segment.start:%H:%M:%S}, gap "
+                f"{g:.1f} s" for s, g in zip(ar.segments[1:], ar.gaps_s) if g is not None))
             say("   rho per phase " + ", ".join(f"{x:.2f}" for x in rho))
-            runs[key] = _adaptive_record(ar, rho, margin, time.perf_counter() - t0)
+            runs[key] = _adaptive_record(ar, rho, strategy, a.margin,
+                                         time.perf_counter() - t0)
         base = next(iter(runs.values()))["rows"]
         for v in runs.values():
             v["equal_to_first"] = diff_results(v.pop("rows"), base) is None
@@ -149,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         out.append({"query": name, "runs": runs, "sustained": sustained,
                     "best_static_rho_per_phase": best})
     doc = {"profile": a.profile, "plugs": a.plugs, "scale": a.scale,
-           "decide_every_s": a.decide_every, "margins": a.margins,
+           "decide_every_s": a.decide_every, "margin": a.margin, "strategies": a.strategies,
            "min_interval_s": a.min_interval,
            "phases": [{"start": x, "end": y, "rate": r} for x, y, r in phases],
            "queries": out}
