@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,9 +43,10 @@ from costmodel.profile import CostProfile, load_profile
 from federation.errors import FedqError
 from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
-from federation.logical import Node, Rstream, Select, Window
+from federation.logical import Join, Node, Rstream, Select, Window
 from federation.runtime import RunResult, execute
 from federation.runtime.carry import NotMovable, plan_carry
+from federation.runtime.ingest import prepare_input, sub_spool
 from federation.runtime.progress import RunProgress, as_progress
 
 
@@ -65,12 +65,13 @@ class PartFile:
 
 def part_files(data: str | Path, ts_column: str) -> list[PartFile]:
     """The part files of a data directory with their event second and row count, from the
-    Parquet metadata (row-group statistics of the event-time column)."""
+    Parquet metadata (row-group statistics of the event-time column). Files that cannot be
+    read are left out (the run's ingest quarantines them)."""
     out = []
     for p in sorted(Path(data).glob("part-*.parquet")):
         try:
             md = pq.read_metadata(p)
-        except Exception:  # noqa: BLE001, S112 - an unreadable file: the ingest quarantines it
+        except Exception:  # noqa: BLE001, S112 - an unreadable file: quarantined by the run
             continue
         if md.num_rows == 0:
             continue
@@ -449,6 +450,12 @@ class AdaptiveResult(BaseModel):
     #: the output gap of each migration: wall seconds from the old placement's last
     #: micro-batch that produced results to the new one's first result
     gaps_s: list[float | None] = []
+    #: bad rows of the input (validated once, before the first segment), per reason; their
+    #: records, and the files that could not be read, are in `deadletter_dir`
+    dead_lettered: int = 0
+    dead_by_reason: dict[str, int] = {}
+    quarantined: list[dict[str, str]] = []  # part files that could not be read
+    deadletter_dir: str | None = None
 
     @property
     def migrations(self) -> int:
@@ -514,7 +521,19 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     warm_s = math.ceil(extent) + 1
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-adaptive-"))
     work.mkdir(parents=True, exist_ok=True)
-    decl = Path(data) / "_stream.json"
+    # one ingest: every row validated once (dead letters counted once); each segment's
+    # spool links the spool files of its event seconds (federation.runtime.ingest.sub_spool)
+    stream = windows[0].stream
+    rows_joins = sum(1 for n in query.walk() if isinstance(n, Join))
+    flush_s = extent * (1 + rows_joins) + 10 * slide_s
+    prog.phase("reading input", unit="files")
+    whole = prepare_input(data, work / "input", stream, progress=prog.advance,
+                          allowed_lateness_s=execute_options.get("allowed_lateness_s", 0.0),
+                          flush_after_s=flush_s,
+                          domains={c: set(v) for c, v in stream.domains.items()},
+                          tick_s=slide_s,
+                          horizon_s=execute_options.get("event_horizon_s", 3600.0))
+    position = {n: i for i, n in enumerate(whole.file_names)}
     seg = segments[0] if fixed else _start(query, files, window_s, start_placement, planner)
     parts, runs, gaps = [], [], []
     prev = None  # the previous segment's plan, its DB-op state directory, its last result
@@ -535,14 +554,15 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
             None if seg.start is None else seg.start - dt.timedelta(seconds=warm_s))
         mine = [f for f in files if (lo is None or f.start >= lo)
                 and (seg.end is None or f.start < seg.end)]
-        seg_dir = work / f"segment{k}" / "data"
-        shutil.rmtree(seg_dir, ignore_errors=True)
-        seg_dir.mkdir(parents=True)
-        for f in mine:
-            (seg_dir / f.path.name).symlink_to(f.path.resolve())
-        if decl.exists():
-            shutil.copy(decl, seg_dir / decl.name)
-        warm = sum(1 for f in mine if seg.start is not None and f.start < seg.start)
+        t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
+        span = [position[f.path.name] for f in mine]
+        names = whole.file_names[span[0]:span[-1] + 1]
+        warm = 0 if seg.start is None else next(
+            (position[f.path.name] - span[0] for f in mine if f.start >= seg.start),
+            len(names))
+        ff = warm if (warm and seconds_per_batch == 1) else None
+        sub = sub_spool(whole, names, work / f"segment{k}" / "spool", stream,
+                        warmup=warm if ff else 0, flush_after_s=flush_s)
         watch = None
         if not fixed:
             watch = Watch(query, files, seg.placement, seg.start, seg.start, every_s=every_s,
@@ -551,8 +571,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                           progress=prog, seconds_per_batch=seconds_per_batch)
         prog.phase(f"segment {k + 1}" + (f"/{len(segments)}" if fixed else "")
                    + f": {seg.placement} ({seg.reason}; {how})",
-                   total=len(mine), unit="event seconds")
-        t0 = time.perf_counter()
+                   total=len(names), unit="event seconds")
         first_at, last_out, stop_t = [None], [None], [None]
 
         def on_batch(m, seg=seg, t0=t0, first_at=first_at, last_out=last_out, watch=watch,
@@ -568,9 +587,8 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                     stop_t[0] = time.perf_counter()
             prog.batch(m)
 
-        ff = warm if (warm and seconds_per_batch == 1) else None
         seg_work = work / f"segment{k}" / "work"
-        r: RunResult = execute(pp, seg_dir, seconds_per_batch=seconds_per_batch,
+        r: RunResult = execute(pp, data, seconds_per_batch=seconds_per_batch, prepared=sub,
                                work_dir=seg_work, spark=spark,
                                progress=on_batch, warmup_batch_s=10 if ff else None,
                                start_at=seg.start if carry is not None else None,
@@ -609,7 +627,9 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
             seg = None
     rows = pa.concat_tables(parts) if parts else pa.table({})
     return AdaptiveResult(rows=rows, segments=runs, wall_s=time.perf_counter() - t_all,
-                          gaps_s=gaps)
+                          gaps_s=gaps, dead_lettered=whole.rows_dead,
+                          dead_by_reason=whole.dead, quarantined=whole.quarantined,
+                          deadletter_dir=str(whole.deadletter_dir))
 
 
 def _alternatives(profile: CostProfile) -> Callable[[Rstream], list[str]]:

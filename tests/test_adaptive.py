@@ -7,8 +7,10 @@ import dataclasses
 import datetime as dt
 import json
 import re
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -198,9 +200,16 @@ def test_moving_state_and_replay_both_equal_the_reference(spark, tmp_path, strat
     """CQ3 in DuckDB, then its join and projection in Spark over the two aggregates' results
     (DB -> SPE for op5, op6), then all in DuckDB again (SPE -> DB): moving state carries the
     aggregates' slices over both migrations (no replayed second), replay fills them again;
-    both give the reference's rows at every instant, each instant once."""
+    both give the reference's rows at every instant, each instant once, and count a bad
+    row once though a replay validates its second twice."""
     data = tmp_path / "data"
     generate(data, rate_profile=[(150, 15), (600, 12), (150, 15)], plugs=40, seed=4)
+    # a bad row in second 20, which a replay validates twice, and a file nobody can read
+    bad = next(f.path for f in part_files(data, "ts") if f.start == T0 + dt.timedelta(seconds=20))
+    t = pq.read_table(bad)
+    pq.write_table(t.set_column(t.column_names.index("plug_id"), "plug_id", pa.array(
+        [None] + t.column("plug_id").to_pylist()[1:], t.schema.field("plug_id").type)), bad)
+    (data / "part-99999999.parquet").write_bytes(b"not parquet")
     q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
     at = [T0 + dt.timedelta(seconds=s) for s in (15, 27)]
     hybrid = "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe"
@@ -216,7 +225,11 @@ def test_moving_state_and_replay_both_equal_the_reference(spark, tmp_path, strat
         assert r.segments[2].carried.keys() == {"db1"}
     else:
         assert [s.warmup_seconds for s in r.segments] == [0, 15, 16]  # extent 15 s + 1
-    rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
+    assert r.dead_lettered == 1 and list(r.dead_by_reason.values()) == [1]
+    assert [x["file"] for x in r.quarantined] == ["part-99999999.parquet"]
+    assert len(list(Path(r.deadletter_dir).glob("dead-*.parquet"))) == 1
+    rows = pa.concat_tables(pq.read_table(f.path) for f in part_files(data, "ts"))
+    rows = rows.filter(pc.is_valid(rows.column("plug_id")))
     problem = diff_results(r.rows, reference_result(q, rows))
     assert problem is None, problem
     assert len(set(r.rows.column("tau").to_pylist())) == r.rows.group_by("tau").aggregate(

@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from federation.runtime.ingest import PUNCTUATION_ID, _reason_kind, prepare_input, read_clean_rows
+from federation.runtime.ingest import PUNCTUATION_ID, prepare_input, read_clean_rows, reason_kind
 from federation.smartplug import smartplug_stream
 
 T0 = dt.datetime(2013, 9, 1)
@@ -49,7 +49,7 @@ def test_each_kind_of_bad_row_is_counted_and_dead_lettered(tmp_path):
     }
     dead = pa.concat_tables([pq.read_table(p)
                              for p in sorted(res.deadletter_dir.glob("dead-*.parquet"))])
-    assert sorted(map(_reason_kind, dead.column("reason").to_pylist())) == \
+    assert sorted(map(reason_kind, dead.column("reason").to_pylist())) == \
         sorted(r for r, n in res.dead.items() for _ in range(n))
     assert any("twelve" in r for r in dead.column("raw").to_pylist())
     clean = read_clean_rows(res.spool_dir)

@@ -104,8 +104,8 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
                   "--margin" if why.startswith("margin") else "--adaptive")
         return _fail(option, why.removeprefix("every_s: ").removeprefix("margin: "))
     finally:
-        if own_work:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        if own_work:  # keep the dead letters (as a plain run does), nothing else
+            _tidy(work_dir)
     print(f"{len(r.segments)} segment(s), {r.migrations} migration(s):")
     print(f"{'segment':<8} {'from':<20} {'placement':<50} {'started by':<10} {'instants':>8} "
           f"{'warm-up s':>9} {'wall s':>7} {'rho':>6} {'gap s':>6}")
@@ -122,6 +122,11 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
                 print(f"         {sr.strategy}")
     print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
           f"decisions {sum(len(s.decisions) for s in r.segments)}")
+    if r.dead_lettered or r.quarantined:
+        why = ", ".join(f"{k}: {n}" for k, n in sorted(r.dead_by_reason.items()))
+        print(f"dead-lettered {r.dead_lettered} row(s)" + (f" ({why})" if why else "")
+              + (f", {len(r.quarantined)} unreadable file(s)" if r.quarantined else "")
+              + f"; kept in {r.deadletter_dir}")
     if a.output:
         import pyarrow.parquet as pq
 

@@ -87,6 +87,7 @@ def _execute(
     stop_at: dt.datetime | None = None,
     carry: Mapping | None = None,
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None,
+    prepared: IngestResult | None = None,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
 
@@ -108,6 +109,8 @@ def _execute(
     the run stops there: the DB-ops compute the instants before T_m and keep their state
     as it is at T_m, Spark's stage 0 goes on until its own results before T_m are out, and
     the rest of the input is left to the next placement (`summary.stopped_at`).
+    `prepared`: input already validated into a spool (`ingest.sub_spool`); `data` is then
+    only named in the run's identity.
     `progress`: a RunProgress told every phase and micro-batch (federation/runtime/progress.py),
     or a callable receiving the micro-batches.
     """
@@ -150,6 +153,10 @@ def _execute(
     flush_s = max_range * (1 + rows_joins) + 10 * slide_s
     if resuming:  # the spool is complete and Spark's checkpoints refer to it
         ingest = IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
+    elif prepared is not None:
+        ingest = prepared
+        (work / "input").mkdir(parents=True, exist_ok=True)
+        (work / "input" / "ingest.json").write_text(ingest.model_dump_json(indent=2))
     else:
         prog.phase("reading input", unit="files")
         ingest = prepare_input(data, work / "input", stream, progress=prog.advance,

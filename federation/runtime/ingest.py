@@ -52,6 +52,11 @@ class IngestResult(BaseModel):
     spool_files: int = 0  # data files of the spool (< files when fast-forwarded)
     warmup_files: int = 0  # of which merged warm-up files
     quarantined: list[dict[str, str]] = Field(default_factory=list)  # unreadable files
+    #: per input file, in order: its name, good rows and first event time (a spool without
+    #: fast-forward has one spool file per input file, in the same order: `sub_spool`)
+    file_names: list[str] = Field(default_factory=list)
+    file_rows: list[int] = Field(default_factory=list)
+    file_lo: list[datetime | None] = Field(default_factory=list)
 
     @property
     def rows_dead(self) -> int:
@@ -159,11 +164,15 @@ def prepare_input(
                 "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
             })
             pq.write_table(dl, dead_dir / f"dead-{k:08d}.parquet")
-            res.count_dead(_reason_kind(r) for _, r in bad)
+            res.count_dead(reason_kind(r) for _, r in bad)
         ticks: list = []
+        res.file_names.append(path.name)
+        res.file_rows.append(good.num_rows)
+        res.file_lo.append(None)
         if good.num_rows:
             hi = pc.max(good.column(ts_col)).as_py()
             lo = pc.min(good.column(ts_col)).as_py()
+            res.file_lo[-1] = lo
             max_ts = hi if max_ts is None else max(max_ts, hi)
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
             if tick_s:
@@ -201,7 +210,7 @@ def prepare_input(
     return res
 
 
-def _reason_kind(reason: str) -> str:
+def reason_kind(reason: str) -> str:
     """The reason without the row's own values, for counting."""
     return re.sub(r" -?[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9:.]+", "", reason)
 
@@ -253,3 +262,57 @@ def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
     t = pa.concat_tables(tables)
     return t.filter(pc.equal(t.column(KIND), DATA_KIND)).drop_columns([KIND])
+
+
+def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
+              warmup: int = 0, warmup_batch: int = 10,
+              flush_after_s: float | None = None) -> IngestResult:
+    """A spool over consecutive input files of an input ingested without fast-forward, for
+    a run over part of it (an adaptive run's segment): no row is validated again. Their
+    spool files are hard-linked (same content and mtime, the order Spark reads them in);
+    the first `warmup` are merged into files of `warmup_batch` event seconds (a fast warm-up,
+    as `prepare_input` does); a flush file follows the last one (the input's own when the
+    last is the input's last). Dead letters stay counted in `whole`."""
+    import os
+
+    at = {n: i for i, n in enumerate(whole.file_names)}
+    idx = [at[n] for n in names]
+    if idx != list(range(idx[0], idx[0] + len(idx))):
+        raise ValueError("sub_spool: the files are not consecutive input files")
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.parquet"):
+        old.unlink()
+    base = 1_000_000_000.0  # prepare_input's: spool file i has mtime base + i
+
+    def spool(i: int) -> Path:
+        return whole.spool_dir / f"part-{i:08d}.parquet"
+
+    n = 0
+    warm = idx[:warmup]
+    for g in range(0, len(warm), warmup_batch):
+        group = warm[g:g + warmup_batch]
+        write_part(out / f"part-{n:08d}.parquet",
+                   pa.concat_tables(pq.read_table(spool(i)) for i in group),
+                   base + group[0])
+        n += 1
+    for i in idx[warmup:]:
+        os.link(spool(i), out / f"part-{n:08d}.parquet")
+        n += 1
+    last = idx[-1]
+    kinds = pq.read_table(spool(last), columns=[stream.ts_column, KIND])
+    punct = kinds.filter(pc.equal(kinds.column(KIND), PUNCTUATION_ID))
+    hi = pc.max(punct.column(0)).as_py() if punct.num_rows else None
+    if isinstance(hi, datetime) and hi.tzinfo is not None:
+        hi = hi.replace(tzinfo=None)
+    if last == len(whole.file_names) - 1 and spool(whole.spool_files).exists():
+        os.link(spool(whole.spool_files), out / f"part-{n:08d}.parquet")
+    elif hi is not None and flush_after_s is not None:
+        write_part(out / f"part-{n:08d}.parquet",
+                   punctuation(stream, hi + timedelta(seconds=flush_after_s)), base + last + 0.5)
+    los = [whole.file_lo[i] for i in idx if whole.file_lo[i] is not None]
+    rows = sum(whole.file_rows[i] for i in idx)
+    return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=len(idx),
+                        rows_in=rows, rows_ok=rows, first_ts=min(los) if los else None,
+                        last_ts=hi, spool_files=n, warmup_files=-(-len(warm) // warmup_batch),
+                        file_names=list(names), file_rows=[whole.file_rows[i] for i in idx],
+                        file_lo=[whole.file_lo[i] for i in idx])
