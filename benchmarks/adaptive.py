@@ -105,7 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-interval", type=float, default=30.0)
     ap.add_argument("--data", type=Path, default=None, help="reuse a generated stream")
     ap.add_argument("--out", default="adaptive.json")
+    ap.add_argument("--replot", action="store_true",
+                    help="only draw the plot again from the JSON result --out")
     a = ap.parse_args(argv)
+    if a.replot:
+        import json
+
+        path = Path(a.out) if Path(a.out).parent != Path(".") else RESULTS / a.out
+        doc = json.loads(path.read_text())
+        _plot(doc, path.with_suffix(".png"))
+        say(f"wrote {path.with_suffix('.png')}")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="fedq-adaptive-bench-"))
     data = a.data or work / "data"
     if a.data is None:
@@ -179,7 +189,7 @@ def _plot(doc: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     qs = doc["queries"]
-    fig, axes = plt.subplots(len(qs) + 1, 1, figsize=(9, 2.6 * (len(qs) + 1)), sharex=True)
+    fig, axes = plt.subplots(len(qs) + 1, 1, figsize=(12, 2.6 * (len(qs) + 1)), sharex=True)
     t, xs, ys = 0, [], []
     for rate, n in doc["profile"]:
         xs += [t, t + n]
@@ -192,7 +202,7 @@ def _plot(doc: dict, png: Path) -> None:
     for _, n in doc["profile"]:
         mids.append(t + n / 2)
         t += n
-    start = doc["phases"][0]["start"]
+    start = _time(doc["phases"][0]["start"])
     for ax, q in zip(axes[1:], qs):
         width = 0.8 * min(n for _, n in doc["profile"]) / max(len(q["runs"]), 1)
         for k, (name, run) in enumerate(q["runs"].items()):
@@ -200,13 +210,19 @@ def _plot(doc: dict, png: Path) -> None:
             label = name if run["kind"] == "adaptive" else f"static {name}"
             ax.bar([m + off for m in mids], run["rho_per_phase"], width=width, label=label)
             for s in run.get("segments", [])[1:]:
-                ax.axvline((s["start"] - start).total_seconds(), color="red", ls="--", lw=1)
+                ax.axvline((_time(s["start"]) - start).total_seconds(), color="red", ls="--",
+                           lw=1)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_ylabel(f"{q['query']} rho")
-        ax.legend(fontsize=6, loc="upper right")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xlabel("event seconds (red: migrations of the adaptive run)")
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+
+
+def _time(t) -> dt.datetime:
+    """A datetime, also as written to JSON."""
+    return t if isinstance(t, dt.datetime) else dt.datetime.fromisoformat(str(t))
 
 
 if __name__ == "__main__":
