@@ -514,6 +514,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
         raise AdaptiveError(f"adaptive: decide: unknown option(s) {', '.join(opts)}")
     fixed = segments is not None
     if fixed:
+        _check(query, data, 10 * slide_s, None, 0.0)  # tuple windows, input files
         files = part_files(data, windows[0].stream.ts_column)
     else:
         window_s, files = _check(query, data, every_s, window_s, margin)
