@@ -397,9 +397,12 @@ class Watch:
                   f"{cur_cost.vector.utilization_cost:.3f} -> "
                   f"{best_cost.vector.utilization_cost:.3f}"))
         if not moved:
-            why = ("keep: " + why) if best.placement_string != self.running else \
-                f"keep: the optimum (rate {rate:,.0f}/s" + (
-                    f", measured rho {rho:.2f})" if rho is not None else ")")
+            seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None
+                                             else "")
+            why = (f"keep: the optimum ({seen})" if best.placement_string == self.running
+                   else f"keep ({seen}): {best.placement_string} is cheaper by less than the "
+                   f"margin (C_u {cur_cost.vector.utilization_cost:.3f} vs "
+                   f"{best_cost.vector.utilization_cost:.3f})")
         d = Decision(at=t_m, running=self.running, rate=rate, selectivities=sels, rho=rho,
                      C_b=pred, best=best.placement_string, migrate=moved, reason=why)
         self.decisions.append(d)
