@@ -118,50 +118,19 @@ def test_a_db_op_started_from_carried_state_continues_exactly(name, old, new, sc
     rng = np.random.default_rng(5)
     seconds = [second_of_rows(s, 200, 20, rng) for s in range(3 * int(extent_of(windows)))]
     tm = T0 + dt.timedelta(seconds=len(seconds) // 2)
-    first = first_instant(T0, 1.0)
-    last = last_instant(T0 + dt.timedelta(seconds=len(seconds)), extent_of(windows), 1.0)
-    slide = dt.timedelta(seconds=1)
-    (tmp_path / "old").mkdir()
-    olds = [MigRuntime(c, 1.0, life=(first, tm - slide), plan_nodes=po.logical.nodes,
-                       state_path=str(tmp_path / "old" / f"{c.id}.duckdb")) for c in po.db_ops]
-    carry = plan_carry(po, tmp_path / "old", pn, 1.0)
-    wholes = {c.id: MigRuntime(c, 1.0, life=(first, last), plan_nodes=pn.logical.nodes)
-              for c in pn.db_ops}
-    got = {c: [] for c in wholes}
-    want = {c: [] for c in wholes}
-    for s, t in enumerate(seconds):
-        clock = T0 + dt.timedelta(seconds=s + 1)
-        for c, m in wholes.items():
-            out = _feed(m, s, t, clock)
-            if out is not None:
-                want[c].append(out.filter(pa.compute.greater_equal(
-                    out.column("_tau"), pa.scalar(tm, pa.timestamp("us")))))
-        if clock <= tm:
-            for m in olds:
-                _feed(m, s, t, clock)
-            if clock == tm:
-                for m in olds:
-                    m.close()
-                news = {c.id: MigRuntime(c, 1.0, life=(tm, last), plan_nodes=pn.logical.nodes,
-                                         carry=carry[c.id]) for c in pn.db_ops}
-                assert all(m.carried and all(m.carried.values()) for m in news.values())
-            continue
-        for c, m in news.items():
-            out = _feed(m, s, t, clock)
-            if out is not None:
-                got[c].append(out)
-    for c in wholes:
-        g, w = pa.concat_tables(got[c]), pa.concat_tables(want[c])
-        assert g.num_rows > 0 and min(g.column("_tau").to_pylist()) == tm
-        problem = diff_results(g, w)
+    runs = _continuation(po, pn, seconds, tm, 1.0, extent_of(windows), tmp_path)
+    for c, (got, want, carried) in runs.items():
+        assert carried and all(carried.values()), c
+        assert got.num_rows > 0 and min(got.column("_tau").to_pylist()) == tm
+        problem = diff_results(got, want)
         assert problem is None, f"{c}: {problem}"
 
 
 def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: float,
-                  extent_s: float, where) -> dict[str, str | None]:
+                  extent_s: float, where) -> dict[str, tuple[pa.Table, pa.Table, dict]]:
     """Run `po`'s DB-ops to T_m (stopped there as a migration stops them), `pn`'s from
-    their carried state on, and `pn`'s over the whole input; per new DB-op, how its output
-    from T_m on differs from the uninterrupted one's (None: equal)."""
+    their carried state on, and `pn`'s over the whole input; per new DB-op: its output from
+    T_m on, the uninterrupted one's, and what it took from `po`'s."""
     first = first_instant(T0, slide_s)
     last = last_instant(T0 + dt.timedelta(seconds=len(seconds)), extent_s, slide_s)
     olds = [MigRuntime(c, slide_s, life=(first, last), plan_nodes=po.logical.nodes,
@@ -197,7 +166,7 @@ def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: flo
                 got[c].append(out)
     for m in [*wholes.values(), *news.values()]:
         m.close()
-    return {c: diff_results(pa.concat_tables(got[c]), pa.concat_tables(want[c]))
+    return {c: (pa.concat_tables(got[c]), pa.concat_tables(want[c]), news[c].carried)
             for c in wholes}
 
 
@@ -244,6 +213,7 @@ def test_moving_state_continues_exactly_for_generated_queries(g, data):
     seconds = [second_of_rows(s, RATE, PLUGS, rng) for s in range(n)]
     tm = T0 + dt.timedelta(seconds=2 * (n // 4))  # on every slide's grid (0.5, 1, 2 s)
     with tempfile.TemporaryDirectory() as where:
-        diffs = _continuation(po, pn, seconds, tm, slide_s, extent_s, Path(where))
+        runs = _continuation(po, pn, seconds, tm, slide_s, extent_s, Path(where))
+    diffs = {c: diff_results(got, want) for c, (got, want, _) in runs.items()}
     bad = {c: d for c, d in diffs.items() if d is not None}
     assert not bad, f"{g!r}: {po.placement_string} -> {pn.placement_string}: {bad}"
