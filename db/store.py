@@ -101,8 +101,17 @@ class InputSpec:
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
 
 
+#: the schema an adopted (carried) database file is attached as (`MigDatabase.adopt`)
+CARRIED = "_carried"
+
+
+def carried_table(name: str) -> exp.Table:
+    """Table `name` of the database attached as CARRIED."""
+    return exp.table_(exp.to_identifier(name, quoted=True), db=CARRIED)
+
+
 def binding_error(select: str, table: str, columns: dict[str, str],
-                  schema: str = "_carried") -> str | None:
+                  schema: str = CARRIED) -> str | None:
     """Why `select` does not bind against `schema`.`table` with these columns (the columns'
     SQL types), or None when it does; nothing is read (an empty in-memory table)."""
     con = duckdb.connect()
@@ -305,9 +314,9 @@ class MigDatabase:
         this slice table) of the same meaning: copied, with their sealed coarse slices.
         Returns the rows taken per table of this database."""
         taken: dict[str, int] = {}
-        self._exec(f"ATTACH {_sql(exp.Literal.string(str(path)))} AS _carried (READ_ONLY)")
+        self._exec(f"ATTACH {_sql(exp.Literal.string(str(path)))} AS {CARRIED} (READ_ONLY)")
         try:
-            their = json.loads(self._exec("SELECT state FROM _carried._fedq_state")[0][0])
+            their = json.loads(self._exec(f"SELECT state FROM {CARRIED}._fedq_state")[0][0])
             for new, select in rows:
                 t = self.con.sql(select).to_arrow_table()
                 self.insert(new, t)
@@ -316,15 +325,14 @@ class MigDatabase:
                 st = next(s for s in self.slices if s.name == new)
                 pairs = [(old, new)] + ([(f"{old}c", st.coarse)] if st.coarse_us else [])
                 for o, n in pairs:
-                    src = exp.select(exp.Star()).from_(
-                        exp.table_(exp.to_identifier(o, quoted=True), db="_carried"))
+                    src = exp.select(exp.Star()).from_(carried_table(o))
                     self._exec(_sql(exp.insert(src, _table(n))))
                     taken[n] = self._exec(_sql(exp.select(exp.Count(this=exp.Star()))
                                                .from_(_table(n))))[0][0]
                 if st.coarse_us:
                     self.sealed[new] = their.get("sealed", {}).get(old, 0)
         finally:
-            self._exec("DETACH _carried")
+            self._exec(f"DETACH {CARRIED}")
         return taken
 
     def row_counts(self) -> dict[str, int]:

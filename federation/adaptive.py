@@ -43,9 +43,10 @@ from costmodel.profile import CostProfile, load_profile
 from federation.errors import FedqError
 from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
-from federation.logical import Join, Node, Rstream, Select, Window
+from federation.logical import Node, NumberedPlan, Rstream, Select, Window
 from federation.runtime import RunResult, execute
 from federation.runtime.carry import NotMovable, plan_carry
+from federation.runtime.execute import end_flush_s
 from federation.runtime.ingest import prepare_input, sub_spool
 from federation.runtime.progress import RunProgress, as_progress
 
@@ -180,6 +181,13 @@ def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
                                                        margin)
 
 
+def _cost_change(cur, best, digits: int) -> str:
+    """The running plan's cost vector against the optimum's, for a decision's reason."""
+    v, w = cur.vector, best.vector
+    return (f"C_b {v.bottleneck_cost:.{digits}f} -> {w.bottleneck_cost:.{digits}f}, "
+            f"C_u {v.utilization_cost:.{digits}f} -> {w.utilization_cost:.{digits}f}")
+
+
 def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[float],
                     margin: float, profile: CostProfile | None = None) -> list[dict]:
     """What an adaptive run would do as the rate steps through `rates`: the running
@@ -273,10 +281,7 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
         if not moved:
             continue
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
-               f"C_b {cur_cost.vector.bottleneck_cost:.4f} -> "
-               f"{best_cost.vector.bottleneck_cost:.4f}, C_u "
-               f"{cur_cost.vector.utilization_cost:.4f} -> "
-               f"{best_cost.vector.utilization_cost:.4f}"))
+                                       _cost_change(cur_cost, best_cost, 4)))
         segs[-1] = segs[-1].model_copy(update={"end": t})
         cur = best.placement_string
         segs.append(Segment(start=t, end=None, placement=cur, rate=r, reason=why,
@@ -389,18 +394,14 @@ class Watch:
         best, best_cost, cur_cost, moved = _decide(self.planner, q, self.running, self.margin,
                                                    rho, self.alternatives)
         pred = None if cur_cost is None else cur_cost.vector.bottleneck_cost
-        why = (f"rate {rate:,.0f}/s"
-               + (f", measured rho {rho:.2f}" if rho is not None else "")
-               + (": the running plan is gone" if cur_cost is None else
-                  f": C_b {cur_cost.vector.bottleneck_cost:.3f} -> "
-                  f"{best_cost.vector.bottleneck_cost:.3f}, C_u "
-                  f"{cur_cost.vector.utilization_cost:.3f} -> "
-                  f"{best_cost.vector.utilization_cost:.3f}"))
-        if not moved:
-            seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None
-                                             else "")
-            why = (f"keep: the optimum ({seen})" if best.placement_string == self.running
-                   else f"keep ({seen}): {best.placement_string} is cheaper by less than the "
+        seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "")
+        if moved:
+            why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
+                                 _cost_change(cur_cost, best_cost, 3))
+        elif best.placement_string == self.running:
+            why = f"keep: the optimum ({seen})"
+        else:
+            why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
                    f"margin (C_u {cur_cost.vector.utilization_cost:.3f} vs "
                    f"{best_cost.vector.utilization_cost:.3f})")
         d = Decision(at=t_m, running=self.running, rate=rate, selectivities=sels, rho=rho,
@@ -528,8 +529,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     # one ingest: every row validated once (dead letters counted once); each segment's
     # spool links the spool files of its event seconds (federation.runtime.ingest.sub_spool)
     stream = windows[0].stream
-    rows_joins = sum(1 for n in query.walk() if isinstance(n, Join))
-    flush_s = extent * (1 + rows_joins) + 10 * slide_s
+    flush_s = end_flush_s(NumberedPlan.of(query).nodes.values())  # as every execute's
     prog.phase("reading input", unit="files")
     whole = prepare_input(data, work / "input", stream, progress=prog.advance,
                           allowed_lateness_s=execute_options.get("allowed_lateness_s", 0.0),

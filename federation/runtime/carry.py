@@ -35,7 +35,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from db.sqlgen import row_chain
-from db.store import InputSpec, binding_error
+from db.store import InputSpec, binding_error, carried_table
 from federation.logical import Node, Project, Rstream, Select, Window
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
@@ -144,7 +144,7 @@ def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s:
     if (spec.range_s or 0.0) < need_s:
         return None, f"{have.label()} for {spec.range_s:g} s, not {need_s:g} s"
     src = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *spec.columns]]).from_(
-        exp.table_(exp.to_identifier(spec.table, quoted=True), db="_carried"))
+        carried_table(spec.table))
     q = row_chain(src, chain[::-1], every_column=True)
     q = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *cols]]).from_(q.subquery())
     sql = q.sql(dialect="duckdb")

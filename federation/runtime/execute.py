@@ -17,14 +17,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from federation.errors import OutputError
 from federation.instants import extent_of, first_instant, last_instant
-from federation.logical import Join, Window
+from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
 from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
@@ -146,11 +146,7 @@ def _execute(
         (work / "summary.json").unlink(missing_ok=True)
     (work / "state").mkdir(exist_ok=True)
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
-    # Spark holds back the watermark below a join of window rows (spe.translate._rows_join)
-    # by the window's range: the flush goes that much further per join (a bound: only joins
-    # of rows need it)
-    rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
-    flush_s = max_range * (1 + rows_joins) + 10 * slide_s
+    flush_s = end_flush_s(lg.nodes.values())
     if resuming:  # the spool is complete and Spark's checkpoints refer to it
         ingest = IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
     elif prepared is not None:
@@ -253,6 +249,24 @@ def _execute(
     return RunResult(rows, ex.metrics, summary, plan, ingest)
 
 
+def _holdback(nodes: Iterable[Node]) -> tuple[float, float, int]:
+    """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
+    back the watermark below a join of window rows (spe.translate._rows_join) by the
+    window's range (a bound: only joins of rows do)."""
+    nodes = list(nodes)
+    windows = [n for n in nodes if isinstance(n, Window)]
+    joins = sum(1 for n in nodes if isinstance(n, Join))
+    return max((w.range_s or 0.0) for w in windows), windows[0].slide_s, joins
+
+
+def end_flush_s(nodes: Iterable[Node]) -> float:
+    """How far after the last reading the end-of-input punctuation goes so that every
+    window closes in every engine: the largest range, once more per join of window rows
+    (Spark's watermark hold-back), and ten slides."""
+    max_range, slide_s, joins = _holdback(nodes)
+    return max_range * (1 + joins) + 10 * slide_s
+
+
 def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
     """How far past a migration's instant stage 0 must go for Spark to emit its own results
     of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
@@ -262,11 +276,8 @@ def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
 
     if not spark_window_state(plan):
         return 0.0
-    lg = plan.logical
-    windows = [n for n in lg.nodes.values() if isinstance(n, Window)]
-    rows_joins = sum(1 for n in lg.nodes.values() if isinstance(n, Join))
-    return (max((w.range_s or 0.0) for w in windows) * rows_joins
-            + 3 * max(windows[0].slide_s, seconds_per_batch))
+    max_range, slide_s, joins = _holdback(plan.logical.nodes.values())
+    return max_range * joins + 3 * max(slide_s, seconds_per_batch)
 
 
 def _drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress) -> bool:

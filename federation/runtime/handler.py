@@ -105,10 +105,9 @@ class Execution:
             for m in self.migs.values():
                 m.until = t if m.until is None else min(m.until, t)
 
-    def stop_due(self, st: Stage) -> None:
+    def stop_due(self, st: Stage, clock: dt.datetime | None) -> None:
         """Stop stage 0 once its clock is `tail_s` past T_m (from another thread: a query
         cannot be stopped from its own batch)."""
-        clock = watermark(st.clock, st.clock_sources, 0.0)
         if self.stop_at is None or self.stopping.is_set() or clock is None or \
                 clock < self.stop_at + dt.timedelta(seconds=self.tail_s):
             return
@@ -156,8 +155,9 @@ class BatchHandler:
             t1 = time.perf_counter()
             prev_clock = dict(st.clock)
             self._advance_clock(tbl)
+            clock = watermark(st.clock, st.clock_sources, 0.0)
             if st.index == 0:
-                ex.consider_stop(watermark(st.clock, st.clock_sources, 0.0))
+                ex.consider_stop(clock)
             # a MIG that committed this batch before a crash skips it (durable.py)
             live = {cid: ex.migs[cid].begin(batch_id) for cid in ex.staged.db_ops_of(st.index)}
             rows_in, result_rows = self._take_rows(tbl, batch_id, live)
@@ -170,7 +170,7 @@ class BatchHandler:
                 ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
             fault_point("batch_end")
             if st.index == 0:
-                ex.stop_due(st)
+                ex.stop_due(st, clock)
 
     def _advance_clock(self, tbl: pa.Table) -> None:
         outcol = tbl.column("_out")

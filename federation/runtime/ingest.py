@@ -33,6 +33,8 @@ KIND = "_kind"
 DATA_KIND = 0
 PUNCTUATION_ID = -1
 TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
+#: the mtime of spool file i is SPOOL_MTIME + i: Spark's file source reads in mtime order
+SPOOL_MTIME = 1_000_000_000.0
 REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
 
 
@@ -141,7 +143,6 @@ def prepare_input(
     max_ts = None
     tick_hi = None
     lateness = timedelta(seconds=allowed_lateness_s)
-    base_mtime = 1_000_000_000.0
     ts_col = stream.ts_column
     pending: list[pa.Table] = []
     pending_files = 0
@@ -194,7 +195,7 @@ def prepare_input(
             if max_ts is not None:
                 out = pa.concat_tables([out, punctuation(stream, max_ts)])
             write_part(spool / f"part-{res.spool_files:08d}.parquet", out,
-                       base_mtime + res.spool_files)
+                       SPOOL_MTIME + res.spool_files)
             res.spool_files += 1
             res.warmup_files += 1 if in_warmup else 0
             pending, pending_files = [], 0
@@ -204,7 +205,7 @@ def prepare_input(
     if max_ts is not None and flush_after_s is not None:
         flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
         write_part(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
-                   base_mtime + res.spool_files)
+                   SPOOL_MTIME + res.spool_files)
     (dead_dir / "ingest.json").write_text(res.model_dump_json(indent=2))
     (work / "ingest.json").write_text(res.model_dump_json(indent=2))
     return res
@@ -282,7 +283,6 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.parquet"):
         old.unlink()
-    base = 1_000_000_000.0  # prepare_input's: spool file i has mtime base + i
 
     def spool(i: int) -> Path:
         return whole.spool_dir / f"part-{i:08d}.parquet"
@@ -293,7 +293,7 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
         group = warm[g:g + warmup_batch]
         write_part(out / f"part-{n:08d}.parquet",
                    pa.concat_tables(pq.read_table(spool(i)) for i in group),
-                   base + group[0])
+                   SPOOL_MTIME + group[0])
         n += 1
     for i in idx[warmup:]:
         os.link(spool(i), out / f"part-{n:08d}.parquet")
@@ -308,7 +308,8 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
         os.link(spool(whole.spool_files), out / f"part-{n:08d}.parquet")
     elif hi is not None and flush_after_s is not None:
         write_part(out / f"part-{n:08d}.parquet",
-                   punctuation(stream, hi + timedelta(seconds=flush_after_s)), base + last + 0.5)
+                   punctuation(stream, hi + timedelta(seconds=flush_after_s)),
+                   SPOOL_MTIME + last + 0.5)
     los = [whole.file_lo[i] for i in idx if whole.file_lo[i] is not None]
     rows = sum(whole.file_rows[i] for i in idx)
     return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=len(idx),
