@@ -51,14 +51,16 @@ class ReferenceEvaluator:
         if node.kind == "rstream":
             return self.eval(node.child, tau)
         if node.kind == "select":
-            return self.eval(node.child, tau).filter(node.predicate.sql(dialect="duckdb"))
+            pred = node.predicate.sql(dialect="duckdb", identify=True)
+            return self.eval(node.child, tau).filter(pred)
         if node.kind == "project":
             return self.eval(node.child, tau).project(
-                ", ".join(f"{e.sql(dialect='duckdb')} AS {_q(n)}" for n, e in node.outputs))
+                ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
+                          for n, e in node.outputs))
         if node.kind == "aggregate":
             aggs = []
             for name, call in node.aggs:
-                arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb")
+                arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
                 e = f"{call.func}({arg})"
                 if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
                     e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"

@@ -553,7 +553,8 @@ def db_op_sql(
     for table, oid in inputs:
         if oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
-    query = _pushdown(query, schema, merge=True)
+    query = _exact_names(_pushdown(query, schema, merge=True),
+                         [TAU, *plan.nodes[root[0]].schema])
     raw_columns = {t: tuple(c for c in schema[t] if c != TS and c in _read_columns(query, t))
                    for t in raw}
     return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
@@ -577,6 +578,18 @@ def _pushdown(query: exp.Select, schema: dict, merge: bool = False) -> exp.Selec
     if merge:
         q = eliminate_ctes(pushdown_predicates(merge_subqueries(q)))
     return q
+
+
+def _exact_names(query: exp.Select, names: Sequence[str]) -> exp.Select:
+    """The query's output columns named exactly `names`: sqlglot's qualify lower-cases
+    every identifier for DuckDB (which compares names without case), but the result's
+    names are the plan's (`maxLoad`)."""
+    if len(query.expressions) != len(names):
+        raise SqlGenerationError(f"the DB-op's SQL has {len(query.expressions)} columns, "
+                                 f"the plan {len(names)}")
+    for e, n in zip(query.expressions, names):
+        e.replace(_alias(e.unalias(), n))
+    return query
 
 
 def _read_columns(query: exp.Expression, table: str) -> set[str]:

@@ -10,12 +10,15 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 
 from federation.streams import NUMERIC_TYPES
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 AGG_FUNCS = ("count", "sum", "avg", "min", "max")
 
@@ -38,7 +41,21 @@ def to_expression(value: str | exp.Expression | float) -> exp.Expression:
         return exp.convert(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected an expression string or sqlglot tree, got {value!r}")
-    return sqlglot.parse_one(value, dialect="duckdb")
+    text = value.strip()
+    if _NAME.match(text) and text.lower() not in ("true", "false", "null"):  # a bare name is a column, even one that SQL reserves (load, order)
+        return exp.column(text)
+    try:  # parsed where SQL expects an expression: `load * 2` is not the LOAD command
+        sel = sqlglot.parse_one(f"SELECT {text}", dialect="duckdb")
+    except sqlglot.ParseError as e:
+        why = str(e).splitlines()[0]
+        raise ValueError(f"{why}; a column named like an SQL keyword needs double quotes, "
+                         'e.g. "order" * 2') from None
+    extra = [k for k, v in sel.args.items() if v and k != "expressions"]
+    if not isinstance(sel, exp.Select) or len(sel.expressions) != 1 or extra \
+            or isinstance(sel.expressions[0], exp.Alias):
+        raise ValueError("expected one expression (no AS, FROM, WHERE or commas; name an "
+                         "output by the keyword argument)")
+    return sel.expressions[0]
 
 
 def referenced_columns(e: exp.Expression) -> set[str]:
@@ -46,14 +63,34 @@ def referenced_columns(e: exp.Expression) -> set[str]:
     return {c.name for c in e.find_all(exp.Column)}
 
 
+#: the column types of plans, narrowest first among the numbers
+TYPES = ("BOOLEAN", "INT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")
+_INTEGRAL = ("INT", "BIGINT")
+
+
+def type_name(dt: exp.DataType) -> str:
+    """A sqlglot type as the plans name it (VARCHAR, not TEXT)."""
+    name = dt.sql(dialect="duckdb").upper()
+    return {"TEXT": "VARCHAR", "STRING": "VARCHAR", "INTEGER": "INT", "BOOL": "BOOLEAN",
+            "FLOAT8": "DOUBLE", "INT8": "BIGINT", "INT4": "INT"}.get(name, name)
+
+
+def _wider(a: str, b: str) -> str:
+    if a in NUMERIC_TYPES and b in NUMERIC_TYPES:
+        return max(a, b, key=("INT", "BIGINT", "DOUBLE").index)
+    return a
+
+
 def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
-    """A small type inference over the expression forms the DSL supports.
+    """The type both engines give an expression (in its canonical form, `canonical`).
 
     Example:
         >>> infer_type(to_expression("a / 2"), {"a": "BIGINT"})
         'DOUBLE'
         >>> infer_type(to_expression("a > 1"), {"a": "BIGINT"})
         'BOOLEAN'
+        >>> infer_type(to_expression("CASE WHEN a > 1 THEN 1 ELSE 0 END"), {"a": "INT"})
+        'INT'
     """
     if isinstance(e, exp.Paren):
         return infer_type(e.this, schema)
@@ -62,29 +99,127 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     if isinstance(e, exp.Literal):
         if e.is_string:
             return "VARCHAR"
-        return "DOUBLE" if any(ch in e.this for ch in ".eE") else "BIGINT"
+        if any(ch in e.this for ch in ".eE"):
+            return "DOUBLE"
+        return "INT" if -(2**31) <= int(e.this) < 2**31 else "BIGINT"
     if isinstance(e, exp.Boolean):
         return "BOOLEAN"
     if isinstance(e, (exp.Predicate, exp.Connector, exp.Not)):
         return "BOOLEAN"
     if isinstance(e, exp.Div):
         return "DOUBLE"
-    if isinstance(e, exp.Neg):
+    if isinstance(e, (exp.Neg, exp.Abs, exp.Round, exp.Nullif)):
         return infer_type(e.this, schema)
     if isinstance(e, exp.Binary):
-        lt, rt = infer_type(e.left, schema), infer_type(e.right, schema)
-        if "DOUBLE" in (lt, rt):
-            return "DOUBLE"
-        if lt in NUMERIC_TYPES and rt in NUMERIC_TYPES:
-            return "BIGINT"
-        return lt
-    if isinstance(e, exp.Cast):
-        return e.to.sql(dialect="duckdb").upper()
-    if isinstance(e, (exp.Abs, exp.Round, exp.Greatest, exp.Least)):
-        return infer_type(e.this, schema)
+        return _wider(infer_type(e.left, schema), infer_type(e.right, schema))
+    if isinstance(e, exp.Cast):  # TryCast too
+        return type_name(e.to)
+    if isinstance(e, (exp.Greatest, exp.Least, exp.Coalesce)):
+        out = infer_type(e.this, schema)
+        for x in e.expressions:
+            out = _wider(out, infer_type(x, schema))
+        return out
     if isinstance(e, exp.Case):
-        return infer_type(e.args["ifs"][0].args["true"], schema)
+        branches = [i.args["true"] for i in e.args["ifs"]]
+        if e.args.get("default") is not None:
+            branches.append(e.args["default"])
+        out = infer_type(branches[0], schema)
+        for b in branches[1:]:
+            out = _wider(out, infer_type(b, schema))
+        return out
     return "DOUBLE"
+
+
+def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
+    """The expression with one meaning in every engine (docs/sql.md, "Conversions"); what
+    the engines would compute differently is written out, what they cannot agree on is
+    refused with a ValueError.
+
+    - CAST is TRY_CAST: a value that does not convert is NULL (a bad reading never stops a
+      continuous query); a DOUBLE (or a string) to INT or BIGINT truncates toward zero, as
+      Spark, Flink and Java do (DuckDB alone would round): TRY_CAST(TRUNC(x) AS INT).
+    - a division, integer division or modulo by zero is NULL: the divisor is NULLIF(b, 0).
+    - integer +, -, * and // compute in BIGINT (no INT overflow; DuckDB and Spark type
+      them alike).
+    - a decimal literal beside a non-DOUBLE operand is a DOUBLE (1.5e0), not a DECIMAL.
+    - FLOOR and CEIL of a DOUBLE are DOUBLE (Spark would give BIGINT).
+    - refused: // of a non-integer, a TIMESTAMP cast to a number or a number to a
+      TIMESTAMP, a DOUBLE cast to VARCHAR (the engines print doubles differently), a cast
+      to a type outside TYPES.
+
+    Idempotent: a canonical expression is its own canonical form.
+
+    Example:
+        >>> e = canonical(to_expression("CAST(v AS INT) // k"), {"v": "DOUBLE", "k": "INT"})
+        >>> e.sql("duckdb")
+        'TRY_CAST(TRY_CAST(TRUNC(v) AS INT) AS BIGINT) // NULLIF(k, 0)'
+    """
+
+    def t(x: exp.Expression) -> str:
+        return infer_type(x, schema)
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Cast):
+            return _cast(node, t(node.this))
+        if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" and not (
+                isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "DOUBLE"):
+            return _try_cast(node.copy(), "DOUBLE")
+        if isinstance(node, exp.Literal) and not node.is_string and "." in node.this \
+                and "e" not in node.this.lower() and isinstance(node.parent, exp.Binary):
+            p = node.parent
+            other = p.right if node is p.left else p.left
+            if t(other) != "DOUBLE":
+                return exp.Literal.number(f"{node.this}e0")
+            return node
+        if isinstance(node, exp.IntDiv) and "DOUBLE" in (t(node.left), t(node.right)):
+            raise ValueError(f"{node.sql('duckdb')!r}: // divides integers; for numbers with "
+                             "a fraction write FLOOR(a / b)")
+        if isinstance(node, (exp.Div, exp.IntDiv, exp.Mod)):
+            node.set("expression", _nonzero(node.expression))
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.IntDiv)) \
+                and t(node.left) == "INT" and t(node.right) in _INTEGRAL:
+            node.set("this", _try_cast(node.left, "BIGINT"))
+        return node
+
+    out = e.copy()
+    for node in reversed(list(out.dfs())):  # children before their parents
+        new = fix(node)
+        if new is not node:
+            if node is out:
+                out = new
+            else:
+                node.replace(new)
+    return out
+
+
+def _try_cast(x: exp.Expression, to: str) -> exp.TryCast:
+    return exp.TryCast(this=x, to=exp.DataType.build(to), safe=True)
+
+
+def _nonzero(b: exp.Expression) -> exp.Expression:
+    """A divisor that is NULL where it is 0."""
+    if isinstance(b, exp.Nullif) or (isinstance(b, exp.Literal) and not b.is_string
+                                     and float(b.this) != 0):
+        return b
+    return exp.Nullif(this=b, expression=exp.Literal.number(0))
+
+
+def _cast(node: exp.Cast, source: str) -> exp.Expression:
+    to = type_name(node.to)
+    if to not in TYPES:
+        raise ValueError(f"{node.sql()!r}: cast to {to}; the types are {', '.join(TYPES)}")
+    if (source == "TIMESTAMP") != (to == "TIMESTAMP") and to != "VARCHAR" \
+            and source != "VARCHAR":
+        raise ValueError(f"{node.sql()!r}: a {source} does not convert to {to}")
+    if source == "TIMESTAMP" and to == "VARCHAR" or source == "DOUBLE" and to == "VARCHAR":
+        raise ValueError(f"{node.sql()!r}: a {source} prints differently in Spark and "
+                         "DuckDB; compare or round it as a number instead")
+    x = node.this
+    if to in _INTEGRAL and source in ("DOUBLE", "VARCHAR") and not isinstance(x, exp.Trunc):
+        if source == "VARCHAR":  # '12.7' is 12 in both engines (Spark alone gives NULL)
+            x = _try_cast(x, "DOUBLE")
+        x = exp.Trunc(this=x)
+    return _try_cast(x, to)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spe.translate import TS, WT, SpeStream, spark_schema, window_column
 
@@ -46,7 +47,13 @@ def tag_outputs(outputs: list[DataFrame], clocks: list[DataFrame]) -> DataFrame:
     j as `_clock` with `_out` = -1 - j (one Arrow transfer per micro-batch)."""
     union = None
     for k, df in enumerate(outputs):
-        part = df.select(F.lit(k).alias("_out"), F.struct(*df.columns).alias(f"_p{k}"))
+        # every field nullable: output k's struct is NULL in the rows of the others, and
+        # Arrow cannot view a NULL struct whose field is declared NOT NULL (a CASE or a
+        # COUNT is never NULL)
+        loose = T.StructType([T.StructField(f.name, f.dataType, True) for f in df.schema])
+        part = df.select(F.lit(k).alias("_out"),
+                         F.struct(*[F.col(f"`{c}`") for c in df.columns]).cast(loose)
+                         .alias(f"_p{k}"))
         union = part if union is None else union.unionByName(part, allowMissingColumns=True)
     for j, clock in enumerate(clocks):
         part = clock.select(F.lit(-1 - j).alias("_out"), F.col("_clock"))

@@ -75,15 +75,30 @@ def window_column(ts: Column, range_s: float, slide_s: float) -> Column:
     return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
 
 
+def spark_expr(e) -> Column:
+    """A plan expression (canonical: federation.expressions.canonical) as a Spark column.
+    Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is
+    Spark's own TRY_CAST(x AS INT), which truncates (Spark has no TRUNC of a number)."""
+    from sqlglot import exp
+
+    def plain(node):
+        if isinstance(node, exp.TryCast) and isinstance(node.this, exp.Trunc):
+            node = node.copy()
+            node.set("this", node.this.this)
+        return node
+
+    return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
+
+
 def _agg_column(func: str, arg, name: str) -> Column:
     if func == "count":
-        c = F.count(F.lit(1)) if arg is None else F.count(F.expr(arg.sql(dialect="spark")))
+        c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
     elif func == "avg":
         # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
-        e = F.expr(arg.sql(dialect="spark"))
+        e = spark_expr(arg)
         c = F.sum(e.cast("double")) / F.count(e)
     else:
-        e = F.expr(arg.sql(dialect="spark"))
+        e = spark_expr(arg)
         c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
     return c.alias(name)
 
@@ -109,13 +124,13 @@ class SpeTranslator:
 
     def visit_select(self, node: Select, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
-        return SpeStream(s.df.filter(F.expr(node.predicate.sql(dialect="spark"))), s.row_level,
+        return SpeStream(s.df.filter(spark_expr(node.predicate)), s.row_level,
                          s.window)
 
     def visit_project(self, node: Project, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         tag = TS if s.row_level else WT
-        cols = [_c(tag)] + [F.expr(e.sql(dialect="spark")).alias(n) for n, e in node.outputs]
+        cols = [_c(tag)] + [spark_expr(e).alias(n) for n, e in node.outputs]
         return SpeStream(s.df.select(*cols), s.row_level, s.window)
 
     def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:

@@ -19,6 +19,7 @@ from federation.expressions import (
     AGG_FUNCS,
     AggCall,
     agg_result_type,
+    canonical,
     infer_type,
     referenced_columns,
     to_expression,
@@ -112,6 +113,28 @@ def _check_columns(operator: str, field_name: str, e: exp.Expression, schema: Ma
             )
 
 
+def _canonical(operator: str, field_name: str, e: exp.Expression, schema: Mapping
+               ) -> exp.Expression:
+    """`e` with its columns checked, in the form every engine computes alike."""
+    _check_columns(operator, field_name, e, schema)
+    try:
+        return canonical(e, dict(schema))
+    except ValueError as err:
+        raise QueryValidationError(operator, field_name, str(err)) from None
+
+
+def _check_names(operator: str, names: Sequence[str]) -> None:
+    """Output names are compared without case by both engines: `maxLoad` and `maxload`
+    would be one column."""
+    seen: dict[str, str] = {}
+    for n in names:
+        if n.lower() in seen and seen[n.lower()] != n:
+            raise QueryValidationError(
+                operator, n, f"differs from {seen[n.lower()]!r} only in letter case; Spark "
+                "and DuckDB compare names without case: rename one")
+        seen[n.lower()] = n
+
+
 class Unary(Node):
     """An operator over one input (`child`); its output columns are the input's unless it
     says otherwise."""
@@ -139,7 +162,8 @@ class Select(Unary):
 
     def __post_init__(self) -> None:
         _check_child("select", self.child)
-        _check_columns("select", "predicate", self.predicate, self.child.schema)
+        object.__setattr__(self, "predicate", _canonical(
+            "select", "predicate", self.predicate, self.child.schema))
         if infer_type(self.predicate, self.child.schema) != "BOOLEAN":
             raise QueryValidationError(
                 "select", "predicate", f"{self.predicate.sql()!r} is not a condition"
@@ -166,11 +190,14 @@ class Project(Unary):
         if not self.outputs:
             raise QueryValidationError("project", "outputs", "needs at least one column")
         seen: set[str] = set()
+        outputs = []
         for name, e in self.outputs:
             if name in seen:
                 raise QueryValidationError("project", name, "output column named twice")
             seen.add(name)
-            _check_columns("project", name, e, self.child.schema)
+            outputs.append((name, _canonical("project", name, e, self.child.schema)))
+        _check_names("project", [n for n, _ in outputs])
+        object.__setattr__(self, "outputs", tuple(outputs))
 
     @cached_property
     def schema(self) -> dict[str, str]:
@@ -202,6 +229,14 @@ class Join(Node):
         _check_child("join", self.right)
         if not self.keys:
             raise QueryValidationError("join", "on", "an equi-join needs at least one key")
+        streams = sorted({w.stream.name for side in (self.left, self.right)
+                          for w in side.walk() if w.kind == "window"})
+        if len(streams) > 1:
+            raise QueryValidationError(
+                "join", "streams",
+                f"the query reads {len(streams)} streams ({', '.join(map(repr, streams))}); "
+                "a query reads one stream for now (every window reads the one data "
+                "directory of a run)")
         slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
                   if w.kind == "window"}
         if len(slides) > 1:
@@ -241,6 +276,7 @@ class Join(Node):
                 raise QueryValidationError(
                     "join", "columns", f"ambiguous column {lk!r}: present in both inputs"
                 )
+        _check_names("join", list(self.schema))
 
     child_fields = ("left", "right")
 
@@ -280,6 +316,7 @@ class Aggregate(Unary):
         if not self.aggs:
             raise QueryValidationError("aggregate", "aggs", "needs at least one aggregate")
         names = set(self.keys)
+        aggs = []
         for name, call in self.aggs:
             if not isinstance(call, AggCall):
                 raise QueryValidationError(
@@ -290,15 +327,17 @@ class Aggregate(Unary):
             if name in names:
                 raise QueryValidationError("aggregate", name, "output column named twice")
             names.add(name)
-            if call.arg is None:
-                continue
-            _check_columns("aggregate", name, call.arg, s)
-            t = infer_type(call.arg, s)
-            if call.func != "count" and t not in NUMERIC_TYPES:
-                raise QueryValidationError(
-                    "aggregate", name,
-                    f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
-                )
+            if call.arg is not None:
+                call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
+                t = infer_type(call.arg, s)
+                if call.func != "count" and t not in NUMERIC_TYPES:
+                    raise QueryValidationError(
+                        "aggregate", name,
+                        f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
+                    )
+            aggs.append((name, call))
+        _check_names("aggregate", [*self.keys, *(n for n, _ in self.aggs)])
+        object.__setattr__(self, "aggs", tuple(aggs))
 
     @cached_property
     def schema(self) -> dict[str, str]:

@@ -1,0 +1,289 @@
+"""Queries a little off the beaten path, as a new user writes them (issue 20): names that
+SQL reserves (`load`), camelCase names, casts and other conversions, joins of two
+windows' rows that differ in range, selection and projection, never-NULL computed columns
+beside other outputs of a Spark stage, a query over two streams.
+
+The JVM-free part runs the pure-DuckDB placement through the DB-op runtime (MigRuntime,
+fed micro-batch by micro-batch as the batch handler feeds it) and compares it with the
+reference evaluator; the Spark part runs every placement end to end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from benchmarks.fuzz_queries import HOUSES, PLUGS, RATE, queries
+from costmodel.profile import load_profile
+from db.reference import reference_result
+from federation import count, max_, sum_, window
+from federation.errors import QueryValidationError
+from federation.expressions import canonical, infer_type, to_expression
+from federation.instants import extent_of, first_instant, last_instant
+from federation.logical import NumberedPlan
+from federation.optimizer.phase_one import phase_one
+from federation.physical import build_physical_plan
+from federation.results import diff_results
+from federation.runtime.mig import MigRuntime
+from federation.smartplug import PLUG_KEYS, smartplug_stream
+
+T0 = dt.datetime(2013, 9, 1)
+S = smartplug_stream(rate=40000, plugs=28, houses=4)
+
+
+def rows_of(seconds: int, rate: int, plugs: int, houses: int, seed: int = 3) -> pa.Table:
+    """Smart-plug readings, `rate` a second, over `plugs` plugs in `houses` houses."""
+    rng = np.random.default_rng(seed)
+    n = seconds * rate
+    ts = np.sort(rng.integers(0, seconds * 1_000_000, n))
+    plug = rng.integers(0, plugs, n).astype(np.int32)
+    return pa.table({
+        "id": pa.array(np.arange(n), pa.int64()),
+        "ts": pa.array([T0 + dt.timedelta(microseconds=int(x)) for x in ts],
+                       pa.timestamp("us")),
+        # halves (x.5) and negatives now and then: casts and rounding of halves differ
+        "value": pa.array(np.where(rng.random(n) < 0.2, np.round(rng.random(n) * 100) + 0.5,
+                                   np.round(rng.random(n) * 120 - 10, 3))),
+        "property": pa.array(rng.integers(0, 2, n), pa.int32()),
+        "plug_id": pa.array(plug % 5, pa.int32()),
+        "household_id": pa.array(plug // 5, pa.int32()),
+        "house_id": pa.array(plug % houses, pa.int32()),
+    })
+
+
+def pure_db(q, rows: pa.Table, per_batch_s: int = 3) -> pa.Table:
+    """The pure-DuckDB placement of `q` over `rows`, fed `per_batch_s` event seconds per
+    micro-batch through the DB-op runtime; the result as `run` returns it."""
+    plan = NumberedPlan.of(phase_one(q, load_profile()))
+    (op,) = build_physical_plan(plan, "db").db_ops
+    windows = [n for n in plan.nodes.values() if n.kind == "window"]
+    slide = windows[0].slide_s
+    ts = rows.column("ts")
+    lo, hi = pc.min(ts).as_py(), pc.max(ts).as_py()
+    last = last_instant(hi, extent_of(windows), slide)
+    mig = MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
+    rows = rows.append_column("_ts", ts)
+    outs = []
+    batches = math.ceil((hi - T0).total_seconds() / per_batch_s) + 1
+    for b in range(batches):
+        clock = T0 + dt.timedelta(seconds=(b + 1) * per_batch_s)
+        lo_b = T0 + dt.timedelta(seconds=b * per_batch_s)
+        part = rows.filter(pc.and_(pc.greater_equal(ts, pa.scalar(lo_b, pa.timestamp("us"))),
+                                   pc.less(ts, pa.scalar(clock, pa.timestamp("us")))))
+        assert mig.begin(b)
+        for ci in op.inputs:
+            mig.add(ci.table, part)
+        _, out, _ = mig.advance(clock if b < batches - 1 else last)
+        mig.commit(b)
+        if out is not None:
+            outs.append(out)
+    mig.close()
+    got = pa.concat_tables(outs)
+    return got.rename_columns(["tau" if c == "_tau" else c for c in got.column_names])
+
+
+def check_db(q, rows, per_batch_s=3):
+    want = reference_result(q, rows)
+    got = pure_db(q, rows, per_batch_s)
+    assert want.num_rows > 0
+    problem = diff_results(got, want)
+    assert problem is None, problem
+    return got
+
+
+# -- the reproducers ------------------------------------------------------------------------
+
+def two_windows(r_load: float = 4, r_work: float = 2):
+    """Class 1: two windows of one stream, different ranges, selections and renaming
+    projections (`load` is also an SQL command), joined and aggregated."""
+    load = (window(S, range=r_load, slide=1).filter("property = 1")
+            .project("house_id", "household_id", "plug_id", load="value"))
+    work = (window(S, range=r_work, slide=1).filter("property = 0")
+            .project("house_id", "household_id", "plug_id", work="value"))
+    return (load.join(work, on=list(PLUG_KEYS))
+            .aggregate(by=["house_id"], n=count(), ml=max_("load"), sw=sum_("work"))
+            .project("house_id", "ml", "sw").rstream("q"))
+
+
+CAMEL = (window(S, range=4, slide=1).filter("property = 1")
+         .aggregate(by=["plug_id"], maxLoad=max_("value")).rstream("q"))
+CAST = (window(S, range=4, slide=1).project("plug_id", v2="CAST(value AS INT)")
+        .aggregate(by=["v2"], n=count()).rstream("q"))
+
+
+def never_null_beside_another_output():
+    """Class 2: a never-NULL computed column (CASE) travels to DuckDB beside another
+    output of the same Spark stage."""
+    big = (window(S, range=12, slide=2).filter("property = 1")
+           .project("house_id", "household_id", "plug_id", "value",
+                    v2="CASE WHEN value > 50 THEN 1 ELSE 0 END"))
+    small = window(S, range=4, slide=2).filter("property = 0")
+    per_plug = big.aggregate(by=list(PLUG_KEYS), hi=sum_("v2"), m=max_("value"))
+    per_household = small.aggregate(by=["house_id", "household_id"], c=count())
+    return (per_plug.join(per_household, on=["house_id", "household_id"])
+            .aggregate(by=[], n=count(), s=sum_("hi")).rstream("q"))
+
+
+CLASS2_PLACEMENT = "op1=spe,op2=spe,op3=db,op4=spe,op5=db,op6=db,op7=db"
+
+
+# -- JVM-free ---------------------------------------------------------------------------
+
+def test_a_bare_name_is_a_column_even_an_sql_keyword():
+    for name in ("load", "order", "select", "value", "maxLoad"):
+        e = to_expression(name)
+        assert e.name == name and e.key == "column"
+    assert to_expression("load * 2").sql() == "load * 2"  # not the LOAD command
+    with pytest.raises(ValueError, match='double quotes'):
+        to_expression("select + 1")
+    assert to_expression('"select" + 1').this.name == "select"
+    with pytest.raises(ValueError, match="no AS"):
+        to_expression("value AS v")
+
+
+@pytest.mark.parametrize("text,types,duck,typ", [
+    ("CAST(v AS INT)", {"v": "DOUBLE"}, "TRY_CAST(TRUNC(v) AS INT)", "INT"),
+    ("CAST(s AS INT)", {"s": "VARCHAR"}, "TRY_CAST(TRUNC(TRY_CAST(s AS DOUBLE)) AS INT)", "INT"),
+    ("k * 2 + 1", {"k": "INT"}, "TRY_CAST(k AS BIGINT) * 2 + 1", "BIGINT"),
+    ("v / k", {"v": "DOUBLE", "k": "INT"}, "v / NULLIF(k, 0)", "DOUBLE"),
+    ("k % 3", {"k": "INT"}, "k % 3", "INT"),
+    ("k * 1.5", {"k": "INT"}, "k * 1.5e0", "DOUBLE"),
+    ("FLOOR(v)", {"v": "DOUBLE"}, "TRY_CAST(FLOOR(v) AS DOUBLE)", "DOUBLE"),
+    ("CASE WHEN v > 50 THEN 1 ELSE 0 END", {"v": "DOUBLE"},
+     "CASE WHEN v > 50 THEN 1 ELSE 0 END", "INT"),
+])
+def test_conversions_have_one_meaning(text, types, duck, typ):
+    c = canonical(to_expression(text), types)
+    assert c.sql("duckdb") == duck
+    assert canonical(c, types).sql("duckdb") == duck  # idempotent: plans are rebuilt
+    assert infer_type(c, types) == typ
+
+
+@pytest.mark.parametrize("text,why", [
+    ("CAST(ts AS INT)", "does not convert"),
+    ("CAST(value AS VARCHAR)", "prints differently"),
+    ("value // 2", "divides integers"),
+    ("CAST(value AS FLOAT)", "the types are"),
+])
+def test_conversions_the_engines_cannot_agree_on_are_refused(text, why):
+    with pytest.raises(QueryValidationError, match=why) as e:
+        window(S, range=4, slide=1).project(x=text)
+    assert "project: x:" in str(e.value)
+
+
+def test_names_differing_only_in_case_are_refused():
+    with pytest.raises(QueryValidationError, match="only in letter case"):
+        window(S, range=4, slide=1).aggregate(by=["plug_id"], maxLoad=max_("value"),
+                                              maxload=max_("value"))
+
+
+def test_a_query_over_two_streams_is_refused_naming_them():
+    from federation import sql
+
+    other = smartplug_stream(rate=40000, plugs=28, houses=4, name="other")
+    a = window(S, range=4, slide=1).aggregate(by=["plug_id"], n=count())
+    b = window(other, range=4, slide=1).aggregate(by=["plug_id"], m=count())
+    with pytest.raises(QueryValidationError, match="'other', 'smartplug'"):
+        a.join(b, on=["plug_id"])
+    text = """SELECT a.plug_id, a.n, b.m FROM
+      (SELECT plug_id, COUNT(*) AS n FROM HOP(TABLE smartplug, DESCRIPTOR(ts),
+         INTERVAL '1' SECOND, INTERVAL '4' SECOND) GROUP BY window_end, plug_id) a
+      JOIN (SELECT plug_id, COUNT(*) AS m FROM HOP(TABLE other, DESCRIPTOR(ts),
+         INTERVAL '1' SECOND, INTERVAL '4' SECOND) GROUP BY window_end, plug_id) b
+      ON a.plug_id = b.plug_id"""
+    with pytest.raises(Exception, match="'other', 'smartplug'"):
+        sql(text, streams={"smartplug": S, "other": other})
+
+
+@pytest.fixture(scope="module")
+def plug_rows():
+    return rows_of(seconds=14, rate=60, plugs=28, houses=4)
+
+
+@pytest.mark.parametrize("q", [two_windows(4, 2), two_windows(4, 6), CAMEL, CAST],
+                         ids=["join-4-2", "join-4-6", "camelCase", "cast"])
+def test_pure_duckdb_returns_the_reference_rows(q, plug_rows):
+    got = check_db(q, plug_rows, per_batch_s=3)
+    if q is CAMEL:
+        assert "maxLoad" in got.column_names
+
+
+def test_cast_to_int_truncates_toward_zero(plug_rows):
+    # the oracle here is Python's int(): toward zero, whatever engine runs the cast
+    got = pure_db(CAST, plug_rows, per_batch_s=5)
+    tau = T0 + dt.timedelta(seconds=6)
+    window_rows = plug_rows.filter(pc.and_(
+        pc.greater_equal(plug_rows.column("ts"), pa.scalar(tau - dt.timedelta(seconds=4))),
+        pc.less(plug_rows.column("ts"), pa.scalar(tau))))
+    want: dict[int, int] = {}
+    for v in window_rows.column("value").to_pylist():
+        want[int(v)] = want.get(int(v), 0) + 1
+    at = got.filter(pc.equal(got.column("tau"), pa.scalar(tau, pa.timestamp("us"))))
+    assert dict(zip(at.column("v2").to_pylist(), at.column("n").to_pylist())) == want
+    assert any(v < 0 and v != int(v) for v in window_rows.column("value").to_pylist())
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(queries())
+def test_pure_duckdb_matches_the_reference_for_generated_queries(g):
+    """The fuzzer's queries in the placement that should be the safest, without the JVM:
+    the DB-op runtime against the reference evaluator, at the query's batch size."""
+    rows = rows_of(seconds=12, rate=RATE, plugs=PLUGS, houses=HOUSES, seed=7)
+    want = reference_result(g.query, rows)
+    got = pure_db(g.query, rows, per_batch_s=g.batch_s)
+    problem = diff_results(got, want) if want.num_rows else (
+        None if got.num_rows == 0 else f"{got.num_rows} rows, none expected")
+    assert problem is None, f"{g!r}: {problem}"
+
+
+# -- every placement, end to end ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def plug_data(tmp_path_factory):
+    from federation.smartplug.datagen import generate
+
+    d = tmp_path_factory.mktemp("stranger")
+    generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
+    return d
+
+
+def run_checked(spark, q, placement, data, tmp_path, per_batch):
+    from federation.api import run
+    from federation.runtime.ingest import read_clean_rows
+
+    r = run(q, placement, data, work_dir=tmp_path, seconds_per_batch=per_batch, spark=spark)
+    want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
+    assert want.num_rows > 0
+    problem = diff_results(r.rows, want)
+    assert problem is None, f"{placement} at {per_batch} s per batch: {problem}"
+
+
+# every placement of the two crash classes, each batch size by one of them (the whole
+# matrix, 1, 3 and 5 s per batch under each placement: benchmarks/results/fuzz.md)
+@pytest.mark.spark
+@pytest.mark.parametrize("which,placement,per_batch", [
+    ("two_windows", "spe", 5), ("two_windows", "db", 1), ("two_windows", "auto", 3),
+    ("two_windows", "op1=spe,op2=spe,op3=db,op4=db,op5=spe,op6=db,op7=db", 5),
+    ("never_null", "spe", 5), ("never_null", "db", 3), ("never_null", "auto", 5),
+    ("never_null", CLASS2_PLACEMENT, 1),
+])
+def test_crash_classes_return_the_reference_rows(spark, plug_data, tmp_path, which,
+                                                 placement, per_batch):
+    q = two_windows() if which == "two_windows" else never_null_beside_another_output()
+    run_checked(spark, q, placement, plug_data, tmp_path, per_batch)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("q,placement", [(CAMEL, "spe"), (CAMEL, "op1=spe,op2=db"),
+                                         (CAST, "spe"), (CAST, "op1=db,op2=spe")],
+                         ids=["camel-spe", "camel-mixed", "cast-spe", "cast-mixed"])
+def test_camel_case_and_cast_agree_in_every_placement(spark, plug_data, tmp_path, q,
+                                                      placement):
+    run_checked(spark, q, placement, plug_data, tmp_path, 5)
