@@ -119,6 +119,11 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
         for x in e.expressions:
             out = _wider(out, infer_type(x, schema))
         return out
+    if isinstance(e, exp.If):
+        out = infer_type(e.args["true"], schema)
+        if e.args.get("false") is not None:
+            out = _wider(out, infer_type(e.args["false"], schema))
+        return out
     if isinstance(e, exp.Case):
         branches = [i.args["true"] for i in e.args["ifs"]]
         if e.args.get("default") is not None:

@@ -287,3 +287,42 @@ def test_crash_classes_return_the_reference_rows(spark, plug_data, tmp_path, whi
 def test_camel_case_and_cast_agree_in_every_placement(spark, plug_data, tmp_path, q,
                                                       placement):
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
+
+
+@pytest.mark.spark
+def test_both_engines_compute_each_conversion_alike(spark):
+    """The table of docs/sql.md ("Conversions"), computed by Spark and by DuckDB from the
+    canonical expressions, against the meaning written there."""
+    import duckdb
+
+    from spe.translate import spark_expr
+
+    types = {"d": "DOUBLE", "h": "DOUBLE", "i": "INT", "z": "INT", "s": "VARCHAR",
+             "bad": "VARCHAR", "big": "DOUBLE"}
+    row = {"d": 17.786, "h": -2.5, "i": 7, "z": 0, "s": "12.7", "bad": "abc", "big": 1e12}
+    cases = {
+        "CAST(d AS INT)": 17, "CAST(-d AS INT)": -17, "CAST(h AS INT)": -2,
+        "CAST(h AS BIGINT)": -2, "CAST(s AS INT)": 12, "CAST(bad AS INT)": None,
+        "CAST(big AS INT)": None, "CAST(bad AS DOUBLE)": None, "i / z": None,
+        "i // z": None, "i % z": None, "d / z": None, "i / 2": 3.5, "i // 2": 3,
+        "(0 - i) // 2": -3, "(0 - i) % 3": -1, "ROUND(2.5 + z)": 3.0, "ROUND(h)": -3.0,
+        "i * 2147483647": 7 * 2147483647, "i * 1.5": 10.5, "FLOOR(d)": 17.0,
+        "CEIL(h)": -2.0, "CASE WHEN d > 50 THEN 1 ELSE 0 END": 0, "CAST(i > 1 AS INT)": 1,
+        "CAST(CAST(i AS VARCHAR) AS INT)": 7, "CAST(i AS DOUBLE) / 4": 1.75,
+    }
+    con = duckdb.connect()
+    con.sql("CREATE TABLE t AS SELECT 17.786::DOUBLE d, -2.5::DOUBLE h, 7::INT i, 0::INT z, "
+            "'12.7' s, 'abc' bad, 1e12::DOUBLE big")
+    sdf = spark.createDataFrame([tuple(row.values())],
+                                "d double, h double, i int, z int, s string, bad string, "
+                                "big double")
+    for text, want in cases.items():
+        e = canonical(to_expression(text), types)
+        (duck,) = con.sql(f"SELECT {e.sql(dialect='duckdb', identify=True)} FROM t"
+                          ).fetchall()[0]
+        (sp,) = sdf.select(spark_expr(e)).collect()[0]
+        assert duck == want and sp == want, f"{text} ({e.sql('duckdb')}): DuckDB {duck!r}, " \
+            f"Spark {sp!r}, meant {want!r}"
+        typ = infer_type(e, types)
+        assert isinstance(sp, {"INT": int, "BIGINT": int, "DOUBLE": float}[typ]) \
+            or sp is None, text
