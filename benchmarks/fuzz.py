@@ -1,15 +1,22 @@
 """Differential fuzzing: random valid queries, random placements, random micro-batch sizes,
 every run compared with the reference evaluator (db/reference.py).
 
-The generator is a Hypothesis strategy (`queries()`): windows of different ranges over one
-slide (ranges that the slide does not divide, fractions of seconds, now and then a tuple
-window), selections, projections with computed columns, aggregations with key subsets and
-global ones, chained aggregations, joins of window rows with aggregates, joins of
-aggregates, self-joins. Each query runs under `spe`, `db`, `auto` and one or two random
-explicit placements, each with a random number of event seconds per micro-batch. A
+The generator is a Hypothesis strategy (`queries()`, benchmarks/fuzz_queries.py): windows
+of different ranges over one slide (ranges that the slide does not divide, fractions of
+seconds, now and then a tuple window), selections, projections with computed columns of
+every type (CASE, comparisons, literals, integer and double arithmetic, casts between INT,
+BIGINT, DOUBLE, BOOLEAN and VARCHAR, //, % of negatives, ROUND), aggregations with key
+subsets, computed keys and global ones, chained aggregations, joins of window rows over
+windows of different ranges (each side selected and renamed), aggregated by a key or
+globally, joins of window rows with aggregates, joins of aggregates, self-joins; output
+names in camelCase, UPPER case, 40-60 characters long or equal to SQL keywords. Each query
+runs under `spe`, `db`, `auto`, the explicit placement that alternates engines by depth in
+the plan (every parent and child in different engines), its complement and one random
+explicit placement, each with a random number of event seconds per micro-batch. A
 placement that an engine cannot run must be refused with a PlacementError naming the
 operator (it is never run); anything else must equal the reference. On a mismatch or a
-crash Hypothesis shrinks the query to a minimal one, which the report shows.
+crash Hypothesis shrinks the query to a minimal one, which the report shows. The report
+counts the queries per shape (`fuzz_queries.SHAPES`; every record names its query's).
 
     python -m benchmarks.fuzz --queries 200 --seed 1     # long profile, writes a report
     python -m benchmarks.fuzz --queries 3 --seed 0       # a quick look
@@ -32,7 +39,16 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import Flaky
 
-from benchmarks.fuzz_queries import HOUSES, PLUGS, RATE, SECONDS, Generated, _logical, queries
+from benchmarks.fuzz_queries import (
+    HOUSES,
+    PLUGS,
+    RATE,
+    SECONDS,
+    SHAPES,
+    Generated,
+    _logical,
+    queries,
+)
 from federation.errors import PlacementError
 
 # -- running -----------------------------------------------------------------------------
@@ -64,7 +80,8 @@ class Runner:
         outcomes = []
         want = None
         for pl in g.placements:
-            rec = {"query": g.source, "placement": pl, "batch_s": g.batch_s}
+            rec = {"query": g.source, "placement": pl, "batch_s": g.batch_s,
+                   "shapes": sorted(g.shapes)}
             t0 = time.perf_counter()
             try:
                 if pl not in ("auto",):
@@ -223,6 +240,7 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
     for r in records:
         per_query.setdefault(r["query"], []).append(r)
     ran = [q for q, rs in per_query.items()]
+    shapes = shape_counts(per_query)
     return {
         "command": "python -m benchmarks.fuzz " + " ".join(sys.argv[1:]),
         "date": dt.datetime.now().isoformat(timespec="seconds"),
@@ -241,9 +259,24 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
         "failure": failure,
         "wall_s": round(wall_s, 1),
         "data": {"rate_tps": RATE, "plugs": PLUGS, "houses": HOUSES, "event_seconds": SECONDS},
+        "shapes": shapes,
         "records": records,
         "_queries": ran,
     }
+
+
+def shape_counts(per_query: dict[str, list[dict]]) -> dict[str, dict[str, int]]:
+    """Per shape: the queries that contain it, and those of them with a mismatch or a crash
+    (records of reports written before shapes were recorded count under no shape)."""
+    out: dict[str, dict[str, int]] = {
+        s: {"queries": 0, "failing": 0} for s in SHAPES}
+    for recs in per_query.values():
+        failing = any(r["outcome"] in ("mismatch", "crash") for r in recs)
+        for s in recs[0].get("shapes", []):
+            c = out.setdefault(s, {"queries": 0, "failing": 0})
+            c["queries"] += 1
+            c["failing"] += failing
+    return {s: out[s] for s in [*SHAPES, *sorted(set(out) - set(SHAPES))]}
 
 
 def markdown(rep: dict) -> str:
@@ -268,6 +301,16 @@ def markdown(rep: dict) -> str:
         "- data: " + ", ".join(f"{k} {n}" for k, n in rep["data"].items()),
         "", rule,
     ]
+    shapes = rep.get("shapes") or {}
+    if shapes:
+        n = max(rep["queries"], 1)
+        out += ["", "## Shapes", "",
+                ("Shapes a query contains (`benchmarks/fuzz_queries.py`, `SHAPES`; `cast:A>B`: "
+                 "a conversion from A to B); a query counts under each of its shapes."), "",
+                "| shape | queries | % | with a mismatch or crash |", "|---|---|---|---|"]
+        for s, c in shapes.items():
+            out.append(f"| {s} | {c['queries']} | {100 * c['queries'] / n:.0f} | "
+                       f"{c['failing']} |")
     if rep["failure"]:
         out += ["", "## Minimal failing query (after shrinking)", "", "```", rep["failure"][:4000],
                 "```"]

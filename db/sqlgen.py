@@ -259,7 +259,8 @@ class _SliceBuilder:
                        width, coarse)
             out[sig] = SliceTable(f"s{i}", table, keys, width, longest,
                                   tuple(p[0] for p in partials), fold,
-                                  {c: t for c, t in types.items() if c in read}, coarse, seal,
+                                  {c: t for c, t in types.items() if c.lower() in read},
+                                  coarse, seal,
                                   meaning)
         return out
 
@@ -555,7 +556,8 @@ def db_op_sql(
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
     query = _exact_names(_pushdown(query, schema, merge=True),
                          [TAU, *plan.nodes[root[0]].schema])
-    raw_columns = {t: tuple(c for c in schema[t] if c != TS and c in _read_columns(query, t))
+    raw_columns = {t: tuple(c for c in schema[t]
+                            if c != TS and c.lower() in _read_columns(query, t))
                    for t in raw}
     return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
 
@@ -593,11 +595,12 @@ def _exact_names(query: exp.Select, names: Sequence[str]) -> exp.Select:
 
 
 def _read_columns(query: exp.Expression, table: str) -> set[str]:
-    """The columns of `table` that a qualified query reads."""
+    """The columns of `table` that a qualified query reads, in lower case (qualify
+    lower-cases names: DuckDB compares them without case)."""
     out: set[str] = set()
     for tbl in query.find_all(exp.Table):
         if tbl.name == table:
-            out |= {c.name for c in tbl.parent_select.find_all(exp.Column)
+            out |= {c.name.lower() for c in tbl.parent_select.find_all(exp.Column)
                     if c.table == tbl.alias_or_name}
     return out
 

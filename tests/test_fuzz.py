@@ -1,14 +1,18 @@
 """The fast profile of the differential fuzzer: a handful of generated queries, fixed seed,
-every placement against the reference evaluator (the long profile: benchmarks.fuzz)."""
+every placement against the reference evaluator (the long profile: benchmarks.fuzz); and
+the generator itself without a JVM: valid queries, runnable explicit placements, sources
+that rebuild the query, and every family of shapes often enough."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from benchmarks.fuzz import fuzz
-from benchmarks.fuzz_queries import queries
+from benchmarks.fuzz_queries import Generated, queries
 from federation.logical import Rstream
 
 
@@ -21,15 +25,69 @@ def test_generated_queries_match_the_reference_in_every_placement(spark, tmp_pat
     assert len(runs) >= 15 and all(r["outcome"] == "match" for r in runs)
 
 
+def _check_generated(g: Generated) -> None:
+    """A valid query whose explicit placements name its operators and are runnable in
+    Spark, and whose source rebuilds it."""
+    from benchmarks.fuzz_queries import HOUSES, PLUGS, RATE, _logical
+    from federation.expressions import avg, count, max_, min_, sum_
+    from federation.logical import window
+    from federation.physical import parse_placement, spe_limits
+    from federation.smartplug import smartplug_stream
+
+    assert isinstance(g.query, Rstream)
+    plan = _logical(g.query)
+    assert g.placements[:3] == ["spe", "db", "auto"]
+    assert len(g.placements) == len(set(g.placements)) <= 6
+    for pl in g.placements[3:]:
+        assert not spe_limits(plan, parse_placement(plan, pl))
+    s = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
+    names = {"s": s, "window": window, "count": count, "sum_": sum_, "avg": avg,
+             "min_": min_, "max_": max_}
+    rebuilt = eval(g.source, names)  # the generator's own DSL source
+    assert [n.label() for n in rebuilt.walk()] == [n.label() for n in g.query.walk()]
+    assert rebuilt == g.query
+
+
 @settings(max_examples=60, deadline=None, database=None)
 @given(queries(), st.data())
 def test_generator_gives_valid_queries_with_runnable_explicit_placements(g, data):
     # no JVM: every generated query is valid DSL and its placements name its operators
-    from benchmarks.fuzz_queries import _logical
-    from federation.physical import parse_placement, spe_limits
+    _check_generated(g)
 
-    assert isinstance(g.query, Rstream)
-    plan = _logical(g.query)
-    assert {"spe", "db", "auto"} <= set(g.placements)
-    for pl in g.placements[3:]:
-        assert not spe_limits(plan, parse_placement(plan, pl))
+
+#: the families every run of the fuzzer must cover (issue 20), each in at least 5% of
+#: 200 queries (about 10% and more with the generator's weights)
+NEW_SHAPES = (
+    "rows_join_diff_ranges", "agg_over_rows_join", "global_agg_over_join",
+    "computed_case", "computed_bool", "computed_literal", "computed_int_arith",
+    "computed_double_arith", "cast", "conversion", "group_by_computed", "agg_arg_computed",
+    "computed_across_join", "name_camel", "name_upper", "name_long", "name_keyword",
+    "keyword_in_expression", "cut_every_boundary",
+)
+OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
+              "aggregate_join", "global_aggregate")
+
+
+def test_generator_covers_every_shape():
+    # no JVM: 200 queries (fixed seed); each is valid and rebuilt by its source, each
+    # shape occurs often enough, and casts convert between most pairs of the types
+    seen: list[Generated] = []
+
+    @seed(20261127)
+    @settings(max_examples=200, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(queries())
+    def collect(g):
+        _check_generated(g)
+        seen.append(g)
+
+    collect()
+    n = len(seen)
+    counts = Counter(s for g in seen for s in g.shapes)
+    rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.05 * n}
+    assert not rare, f"shapes in fewer than 5% of {n} queries: {rare}"
+    pairs = {s.split(":")[1] for s in counts if s.startswith("cast:")}
+    assert len(pairs) >= 14, sorted(pairs)  # of the 19 (DOUBLE > VARCHAR is refused)
+    for t in ("INT", "BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"):
+        assert any(p.startswith(t + ">") for p in pairs), (t, sorted(pairs))
+        assert any(p.endswith(">" + t) for p in pairs), (t, sorted(pairs))
