@@ -20,6 +20,7 @@ counts the queries per shape (`fuzz_queries.SHAPES`; every record names its quer
 
     python -m benchmarks.fuzz --queries 200 --seed 1     # long profile, writes a report
     python -m benchmarks.fuzz --queries 3 --seed 0       # a quick look
+    python -m benchmarks.fuzz --queries 100 --seed 3 --placements 3   # 3 per query
 
 The tests run a fast profile (a handful of queries, fixed seed) in `make test`.
 """
@@ -27,6 +28,7 @@ The tests run a fast profile (a handful of queries, fixed seed) in `make test`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import platform
@@ -134,9 +136,25 @@ class _Enough(BaseException):
     not treat a BaseException as a failure to shrink)."""
 
 
-def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True):
+def some_placements(g: Generated, k: int) -> Generated:
+    """`g` with `k` of its placements: the two that cut every engine boundary (alternating
+    by depth, and its complement) first, then spe, db and auto in an order drawn from the
+    query's source (the same on a replay); spe last for a tuple window (refused)."""
+    import random
+
+    pure = ["spe", "db", "auto"]
+    random.Random(g.source).shuffle(pure)
+    if "rows=" in g.source:
+        pure = [p for p in pure if p != "spe"] + ["spe"]
+    order = [p for p in g.placements[3:5]] + pure + g.placements[5:]
+    return dataclasses.replace(g, placements=list(dict.fromkeys(order))[:k])
+
+
+def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
+         placements: int | None = None):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
-    other placements; a repeat is skipped); returns (records, failure text or None)."""
+    other placements; a repeat is skipped); returns (records, failure text or None).
+    `placements`: run only that many of each query's placements (`some_placements`)."""
     runner = Runner(work, spark)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
@@ -151,6 +169,8 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
         if len(seen) >= n:
             raise _Enough
         seen.add(g.source)
+        if placements:
+            g = some_placements(g, placements)
         try:
             runner.check(g)
         except AssertionError:
@@ -178,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="report path without suffix (.json and .md are written)")
     ap.add_argument("--work", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--placements", type=int, default=None, metavar="K",
+                    help="run K placements per query: the two that cut every engine "
+                         "boundary, then spe, db, auto in a random order (default: all)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
                     help="merge the reports of runs with other seeds (run side by side) into "
                          "one report at --out, instead of running")
@@ -202,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.perf_counter() - t0:6.0f} s] query {r.k}/{a.queries}: {runs} runs, "
               f"{sum(1 for x in recs if x['outcome'] == 'refused')} refused", flush=True)
 
-    records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink)
+    if a.placements is not None and a.placements < 1:
+        ap.error("--placements: must be >= 1")
+    records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
+                            a.placements)
     report = summarize(records, failure, a, time.perf_counter() - t0)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
