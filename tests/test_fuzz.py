@@ -18,11 +18,12 @@ from federation.logical import Rstream
 
 @pytest.mark.spark
 def test_generated_queries_match_the_reference_in_every_placement(spark, tmp_path):
-    records, failure = fuzz(5, seed_value=20261126, work=tmp_path, spark=spark)
+    records, failure = fuzz(5, seed_value=20261126, work=tmp_path, spark=spark,
+                            placements=3)
     assert failure is None, failure
     assert len({r["query"] for r in records}) == 5
     runs = [r for r in records if r["outcome"] != "refused"]
-    assert len(runs) >= 15 and all(r["outcome"] == "match" for r in runs)
+    assert len(runs) >= 12 and all(r["outcome"] == "match" for r in runs)
 
 
 def _check_generated(g: Generated) -> None:
