@@ -202,6 +202,31 @@ def test_a_query_over_two_streams_is_refused_naming_them():
         sql(text, streams={"smartplug": S, "other": other})
 
 
+def test_the_cli_refuses_a_query_over_two_streams_in_one_line(tmp_path, capsys):
+    from federation.cli import main
+    from federation.smartplug.datagen import generate
+
+    generate(tmp_path / "data", rate=10, seconds=2, plugs=4, seed=1)
+
+    f = tmp_path / "two.py"
+    f.write_text(
+        "from federation import window, count\n"
+        "from federation.smartplug import smartplug_stream\n"
+        "s, o = smartplug_stream(), smartplug_stream(name='other')\n"
+        "def q():\n"
+        "    a = window(s, range=4, slide=1).aggregate(by=['plug_id'], n=count())\n"
+        "    b = window(o, range=4, slide=1).aggregate(by=['plug_id'], m=count())\n"
+        "    return a.join(b, on=['plug_id']).rstream('q')\n")
+    for cmd in (["explain"], ["run", "--data", str(tmp_path / "data")]):
+        try:
+            rc = main([*cmd, "--query", f"{f}:q"])
+        except SystemExit as e:
+            rc, err = 1, str(e.code)
+        else:
+            err = capsys.readouterr().err
+        assert rc and "2 streams ('other', 'smartplug')" in err and "Traceback" not in err
+
+
 @pytest.fixture(scope="module")
 def plug_rows():
     return rows_of(seconds=14, rate=60, plugs=28, houses=4)

@@ -139,6 +139,7 @@ def dsl_maker(spec: str):
     import importlib.util
     import inspect
 
+    from federation.errors import FedqError
     from federation.logical import Rstream
 
     file, _, name = spec.rpartition(":")
@@ -169,7 +170,10 @@ def dsl_maker(spec: str):
             params = inspect.signature(obj).parameters
             kw = {k: v for k, v in (("rate", rate), ("scale", scale), ("plugs", plugs))
                   if k in params}
-            q = obj(**kw)
+            try:
+                q = obj(**kw)
+            except FedqError as e:  # a mistake in the query: where it is written, no trace
+                raise SystemExit(f"fedq: --query {spec}: {e}") from None
         else:
             q = None
         if not isinstance(q, Rstream):
