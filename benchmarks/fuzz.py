@@ -59,14 +59,15 @@ from federation.errors import PlacementError
 class Runner:
     """Runs generated queries over one data set in one Spark session and records outcomes."""
 
-    def __init__(self, work: Path, spark) -> None:
+    def __init__(self, work: Path, spark, seconds: int = SECONDS) -> None:
         from federation.smartplug.datagen import generate
 
         self.work = work
         self.spark = spark
         self.data = work / "data"
         if not self.data.exists():
-            generate(self.data, rate=RATE, seconds=SECONDS, plugs=PLUGS, houses=HOUSES, seed=11)
+            generate(self.data, rate=RATE, seconds=seconds, plugs=PLUGS, houses=HOUSES, seed=11)
+        self.seconds = seconds
         self.records: list[dict] = []
         self.k = 0
 
@@ -151,11 +152,11 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
-         placements: int | None = None):
+         placements: int | None = None, seconds: int = SECONDS):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
     `placements`: run only that many of each query's placements (`some_placements`)."""
-    runner = Runner(work, spark)
+    runner = Runner(work, spark, seconds)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
 
@@ -198,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="report path without suffix (.json and .md are written)")
     ap.add_argument("--work", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--event-seconds", type=int, default=SECONDS, metavar="N",
+                    help=f"event seconds of generated data (default {SECONDS})")
     ap.add_argument("--placements", type=int, default=None, metavar="K",
                     help="run K placements per query: the two that cut every engine "
                          "boundary, then spe, db, auto in a random order (default: all)")
@@ -227,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.placements is not None and a.placements < 1:
         ap.error("--placements: must be >= 1")
+    if a.event_seconds < 1:
+        ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
-                            a.placements)
+                            a.placements, a.event_seconds)
     report = summarize(records, failure, a, time.perf_counter() - t0)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
@@ -243,7 +248,8 @@ def merge(reports: list[dict]) -> dict:
     records = [r for rep in reports for r in rep["records"]]
     failures = [rep["failure"] for rep in reports if rep["failure"]]
     args = argparse.Namespace(seed=", ".join(str(rep["seed"]) for rep in reports),
-                              queries=sum(rep["queries_requested"] for rep in reports))
+                              queries=sum(rep["queries_requested"] for rep in reports),
+                              event_seconds=reports[0]["data"]["event_seconds"])
     out = summarize(records, "\n\n".join(failures) or None, args,
                     max(rep["wall_s"] for rep in reports))
     out["command"] = "; ".join(rep["command"] for rep in reports) + \
@@ -284,7 +290,8 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
                                    for v in per_query.values()), default=0),
         "failure": failure,
         "wall_s": round(wall_s, 1),
-        "data": {"rate_tps": RATE, "plugs": PLUGS, "houses": HOUSES, "event_seconds": SECONDS},
+        "data": {"rate_tps": RATE, "plugs": PLUGS, "houses": HOUSES,
+                 "event_seconds": getattr(args, "event_seconds", SECONDS)},
         "shapes": shapes,
         "records": records,
         "_queries": ran,
