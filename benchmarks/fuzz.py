@@ -222,11 +222,20 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark()
     t0 = time.perf_counter()
 
+    def write(records: list[dict], failure: str | None, complete: bool) -> dict:
+        report = summarize(records, failure, a, time.perf_counter() - t0)
+        report["complete"] = complete
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
+        Path(a.out + ".md").write_text(markdown(report))
+        return report
+
     def progress(r: Runner) -> None:
         recs = r.records
         runs = sum(1 for x in recs if x["outcome"] != "refused")
         print(f"[{time.perf_counter() - t0:6.0f} s] query {r.k}/{a.queries}: {runs} runs, "
               f"{sum(1 for x in recs if x['outcome'] == 'refused')} refused", flush=True)
+        write(recs, None, False)  # after every query: a long run stopped keeps its report
 
     if a.placements is not None and a.placements < 1:
         ap.error("--placements: must be >= 1")
@@ -234,10 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
                             a.placements, a.event_seconds)
-    report = summarize(records, failure, a, time.perf_counter() - t0)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out + ".json").write_text(json.dumps(report, indent=2, default=str))
-    Path(a.out + ".md").write_text(markdown(report))
+    report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1
 
@@ -252,6 +258,7 @@ def merge(reports: list[dict]) -> dict:
                               event_seconds=reports[0]["data"]["event_seconds"])
     out = summarize(records, "\n\n".join(failures) or None, args,
                     max(rep["wall_s"] for rep in reports))
+    out["complete"] = all(rep.get("complete", True) for rep in reports)
     out["command"] = "; ".join(rep["command"] for rep in reports) + \
         " (side by side); then python -m benchmarks.fuzz --merge ..."
     out["date"] = max(rep["date"] for rep in reports)
@@ -319,6 +326,9 @@ def markdown(rep: dict) -> str:
     head = (f"`{rep['command']}` on {rep['date']} ({m['platform']}, {m['cores']} cores; "
             f"pyspark {v['pyspark']}, duckdb {v['duckdb']}, sqlglot {v['sqlglot']}); "
             f"{rep['wall_s']:.0f} s.")
+    if not rep.get("complete", True):
+        head += (f" Stopped before the end: {rep['queries']} of {rep['queries_requested']} "
+                 "queries ran.")
     queries = (f"- queries: **{rep['queries']}** generated (seed {rep['seed']}), placements "
                f"per query at least {rep['placements_per_query_min']} (runs at least "
                f"{rep['runs_per_query_min']})")
