@@ -81,6 +81,15 @@ def _wider(a: str, b: str) -> str:
     return a
 
 
+def _widest(es: list, schema: dict[str, str]) -> str:
+    """The type of a choice among expressions (CASE, IF, COALESCE, GREATEST): the first's,
+    widened by the others' where all are numbers."""
+    out = infer_type(es[0], schema)
+    for x in es[1:]:
+        out = _wider(out, infer_type(x, schema))
+    return out
+
+
 def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     """The type both engines give an expression (in its canonical form, `canonical`).
 
@@ -115,23 +124,15 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     if isinstance(e, exp.Cast):  # TryCast too
         return type_name(e.to)
     if isinstance(e, (exp.Greatest, exp.Least, exp.Coalesce)):
-        out = infer_type(e.this, schema)
-        for x in e.expressions:
-            out = _wider(out, infer_type(x, schema))
-        return out
+        return _widest([e.this, *e.expressions], schema)
     if isinstance(e, exp.If):
-        out = infer_type(e.args["true"], schema)
-        if e.args.get("false") is not None:
-            out = _wider(out, infer_type(e.args["false"], schema))
-        return out
+        return _widest([x for x in (e.args["true"], e.args.get("false")) if x is not None],
+                       schema)
     if isinstance(e, exp.Case):
         branches = [i.args["true"] for i in e.args["ifs"]]
         if e.args.get("default") is not None:
             branches.append(e.args["default"])
-        out = infer_type(branches[0], schema)
-        for b in branches[1:]:
-            out = _wider(out, infer_type(b, schema))
-        return out
+        return _widest(branches, schema)
     return "DOUBLE"
 
 
