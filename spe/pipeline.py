@@ -63,7 +63,14 @@ def tag_outputs(outputs: list[DataFrame], clocks: list[DataFrame]) -> DataFrame:
 
 def start_query(df: DataFrame, handler, checkpoint: str, name: str,
                 trigger_seconds: float | None = None):
-    """Start the stage's streaming query in append mode with a foreachBatch sink."""
+    """Start the stage's streaming query in append mode with a foreachBatch sink.
+
+    Exchange reuse is off for the query (the stream clones the session's conf at start):
+    when two branches of a plan read the same rows (a self-join of one aggregate), Spark
+    plans the second branch's stateful operators over a ReusedExchange, and its watermark
+    propagation does not see through it: those operators run with watermark 0, never
+    evict, and everything above them waits forever (no row at all)."""
+    df.sparkSession.conf.set("spark.sql.exchange.reuse", "false")
     w = (df.writeStream.outputMode("append").option("checkpointLocation", checkpoint)
          .queryName(name).foreachBatch(handler))
     if trigger_seconds:
