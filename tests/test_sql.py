@@ -12,7 +12,6 @@ from db.reference import reference_result
 from federation import sql
 from federation.expressions import avg, count, max_, min_
 from federation.logical import window
-from federation.optimizer import optimize
 from federation.results import diff_results
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 from federation.smartplug.datagen import generate
@@ -27,14 +26,13 @@ H30 = "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '30' S
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
-def test_cq_in_sql_is_the_dsl_plan_and_places_alike(name):
+def test_cq_in_sql_is_the_dsl_plan(name):
+    # equal plans (every field of every node, the stream's statistics too) place alike:
+    # the optimizer reads nothing else
     q_sql = sql((SQL_DIR / f"{name.lower()}.sql").read_text(),
                 {"smartplug": smartplug_stream()})
-    q_dsl = QUERIES[name]()
-    assert q_sql == q_dsl
+    assert q_sql == QUERIES[name]()
     assert q_sql.name == name
-    a, b = optimize(q_sql), optimize(q_dsl)
-    assert a.plan.placement == b.plan.placement
 
 
 @pytest.fixture(scope="module")
