@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from costmodel.ordering import ZERO, CostVector
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes
+from federation.conventions import US_PER_S, us
 
 if TYPE_CHECKING:  # plan nodes are read by their `kind`
     from federation.logical import Node, NumberedPlan
@@ -151,7 +152,7 @@ def db_combine_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, agg: str, pos:
     (fine slices of gcd(range, slide), sealed coarse ones for long windows, as db.sqlgen
     keeps them) x the combine cost per row."""
     w = _leaf_window(plan.nodes[pos])
-    g = math.gcd(round(w.range_s * 1e6), round(w.slide_s * 1e6)) / 1e6
+    g = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S
     n = w.range_s / g  # fine slices per window
     groups = max(sizes[agg].size, 1.0)
     per_fine = min(groups, max(sizes[pos].rate * g, 1.0))  # groups with a row in a slice

@@ -41,12 +41,12 @@ def cast_checked(table: pa.Table, columns: dict[str, str]) -> tuple[pa.Table, in
     """`table`'s columns cast to `columns` (DuckDB's TRY_CAST); rows where a non-null value
     does not cast are dropped and counted."""
     con = duckdb.connect()
-    con.register("_p", table)
+    con.register("incoming", table)
     casts = ", ".join(f'TRY_CAST("{c}" AS {t}) AS "{c}"' for c, t in columns.items())
     bad = " OR ".join(f'("{c}" IS NOT NULL AND TRY_CAST("{c}" AS {t}) IS NULL)'
                       for c, t in columns.items())
-    n_bad = con.execute(f"SELECT count(*) FROM _p WHERE {bad}").fetchall()[0][0]
-    good = con.sql(f"SELECT {casts} FROM _p WHERE NOT ({bad})").to_arrow_table()
+    n_bad = con.execute(f"SELECT count(*) FROM incoming WHERE {bad}").fetchall()[0][0]
+    good = con.sql(f"SELECT {casts} FROM incoming WHERE NOT ({bad})").to_arrow_table()
     con.close()
     return good, n_bad
 

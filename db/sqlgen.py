@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from federation.conventions import TAU, TS, us
+
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import NumberedPlan, Window
 
-TAU = "_tau"
-TS = "_ts"
 SLICE = "_s"
 BATCH = "_batch"
 
@@ -84,10 +84,6 @@ def _quote(e: exp.Expression) -> exp.Expression:
     for c in e.find_all(exp.Column):
         c.set("this", exp.to_identifier(c.name, quoted=True))
     return e
-
-
-def _us(seconds: float) -> int:
-    return round(seconds * 1_000_000)
 
 
 def _num(n: int) -> exp.Literal:
@@ -227,7 +223,7 @@ class _SliceBuilder:
         node = self.plan.nodes[agg]
         sig = (table, tuple(self.plan.nodes[c].label() for c in chain[1:]), tuple(node.keys))
         g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {}})
-        g["ranges"].append(_us(_leaf_window(self.plan.nodes[chain[0]]).range_s))
+        g["ranges"].append(us(_leaf_window(self.plan.nodes[chain[0]]).range_s))
         names = {}
         for _, call in node.aggs:
             for func, double in _PARTIALS[call.func]:
@@ -476,7 +472,7 @@ def db_op_sql(
     # are kept anyway (then slices still save the aggregation's scan)
     slide = next((_leaf_window(plan.nodes[o]).slide_s for _, o in inputs
                   if _leaf_window(plan.nodes[o]) is not None), 1.0)
-    builder = _SliceBuilder(plan, _us(slide))
+    builder = _SliceBuilder(plan, us(slide))
     sliced: dict[str, tuple[tuple, dict]] = {}
     sliced_inputs: set[str] = set()
     if slices:
@@ -502,7 +498,7 @@ def db_op_sql(
         name = f"n_{st.name}"
         if name not in {n for n, _ in ctes}:
             ctes.append((name, _combine_shared(st, [
-                (o, plan.nodes[o], sliced[o][1], _us(_leaf_window(plan.nodes[o].child).range_s))
+                (o, plan.nodes[o], sliced[o][1], us(_leaf_window(plan.nodes[o].child).range_s))
                 for o in oids])))
         return name
 
@@ -520,7 +516,7 @@ def db_op_sql(
                                ).from_(shared).where(exp.GT(this=_col(f"_n_{oid}"),
                                                             expression=_num(0)))
             else:
-                q = _combine(node, tables[sig], pnames, _us(_leaf_window(node.child).range_s))
+                q = _combine(node, tables[sig], pnames, us(_leaf_window(node.child).range_s))
         elif oid not in member_set:
             table = table_of.get(oid)
             if table is None:

@@ -9,7 +9,6 @@ per slide instant and lose them once used. The DB-op's query runs once per slide
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import time
@@ -22,16 +21,14 @@ import pyarrow as pa
 from sqlglot import exp
 
 from db.sqlgen import BATCH, SLICE, SliceTable
+from federation.conventions import DUCKDB_TYPES, TAU, TS, ts_us
 
-_EPOCH = dt.datetime(1970, 1, 1)
 #: calls of MigDatabase.expire per actual DELETE pass: every query reads its rows and slices
 #: with bounds, so rows a few slides past their window are only skipped, and one DELETE
 #: pass per EXPIRE_EVERY slides costs about what one per slide did (benchmarks.dbop)
 EXPIRE_EVERY = 5
 #: DELETE passes between two CHECKPOINTs
 CHECKPOINT_EVERY = 4
-_DUCK = {"BIGINT": "BIGINT", "INT": "INTEGER", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMP",
-         "VARCHAR": "VARCHAR", "BOOLEAN": "BOOLEAN"}
 
 
 def _col(name: str) -> exp.Column:
@@ -50,7 +47,7 @@ def create_table(table: str, columns: dict[str, str]) -> str:
     """CREATE TABLE with DuckDB types for the stream's SQL types."""
     schema = exp.Schema(this=_table(table), expressions=[
         exp.ColumnDef(this=exp.to_identifier(c, quoted=True),
-                      kind=exp.DataType.build(_DUCK[t])) for c, t in columns.items()])
+                      kind=exp.DataType.build(DUCKDB_TYPES[t])) for c, t in columns.items()])
     return _sql(exp.Create(this=schema, kind="TABLE"))
 
 
@@ -76,12 +73,12 @@ def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[st
     """DELETE what a tuple window of `rows` rows (per partition) before the parameter no
     longer holds, ordered by event time and then the other columns (as the DB-op's SQL)."""
     order = exp.Order(expressions=[exp.Ordered(this=_col(c), desc=True)
-                                   for c in ["_ts", *columns]])
+                                   for c in [TS, *columns]])
     rn = exp.Window(this=exp.RowNumber(), order=order,
                     partition_by=[_col(k) for k in partition_by] or [exp.Literal.number(1)])
     inner = (exp.select(exp.column("rowid"), exp.alias_(rn, "rn"))
              .from_(_table(table))
-             .where(exp.LT(this=_col("_ts"), expression=exp.Placeholder())))
+             .where(exp.LT(this=_col(TS), expression=exp.Placeholder())))
     doomed = (exp.select(exp.column("rowid")).from_(inner.subquery("r"))
               .where(exp.GT(this=exp.column("rn"), expression=exp.Literal.number(rows))))
     return _sql(exp.delete(_table(table), where=exp.In(this=exp.column("rowid"),
@@ -166,7 +163,7 @@ class MigDatabase:
             self._exec("CREATE TABLE _fedq_state (state VARCHAR)")
             self._exec("INSERT INTO _fedq_state VALUES ('{}')")
         for spec in inputs:
-            tcol = "_ts" if spec.row_level else "_tau"
+            tcol = TS if spec.row_level else TAU
             if not reopened:
                 self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.folds: dict[str, str] = {}
@@ -228,7 +225,7 @@ class MigDatabase:
             return
         t0 = time.perf_counter()
         spec = self.inputs[table]
-        tcol = "_ts" if spec.row_level else "_tau"
+        tcol = TS if spec.row_level else TAU
         rows = naive_timestamps(rows)
         if spec.keep_rows:  # the relation API appends Arrow without a statement to plan
             self.con.from_arrow(rows.select([tcol, *spec.columns])).insert_into(table)
@@ -285,11 +282,11 @@ class MigDatabase:
         t0 = time.perf_counter()
         for spec in self.inputs.values():
             if not spec.row_level:
-                self._exec(delete_before(spec.table, "_tau"), [next_tau])
+                self._exec(delete_before(spec.table, TAU), [next_tau])
             elif not spec.keep_rows:
                 continue
             elif spec.range_s is not None:
-                self._exec(delete_before(spec.table, "_ts", spec.range_s), [next_tau])
+                self._exec(delete_before(spec.table, TS, spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
                                               int(spec.rows)), [next_tau])
@@ -349,8 +346,3 @@ class MigDatabase:
     def close(self) -> None:
         self.con.close()
 
-
-def ts_us(ts) -> int:
-    """Whole microseconds of a naive timestamp since 1970-01-01."""
-    d = ts - _EPOCH
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds

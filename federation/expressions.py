@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from federation.streams import NUMERIC_TYPES
+from federation.conventions import NUMERIC_TYPES, TYPES
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -63,8 +63,6 @@ def referenced_columns(e: exp.Expression) -> set[str]:
     return {c.name for c in e.find_all(exp.Column)}
 
 
-#: the column types of plans, narrowest first among the numbers
-TYPES = ("BOOLEAN", "INT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")
 _INTEGRAL = ("INT", "BIGINT")
 
 

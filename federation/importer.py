@@ -28,11 +28,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
+from federation.conventions import REJECTED_CSV, TYPES, US_PER_S
 from federation.errors import FedqError
 from federation.parts import arrow_schema
-from federation.streams import STREAM_FILE, SUPPORTED_TYPES, StreamDecl, StreamStats
+from federation.streams import STREAM_FILE, StreamDecl, StreamStats
 
-REJECTED = "_rejected.csv"
 #: columns with at most this many values get value fractions
 MAX_FRACTION_VALUES = 20
 #: key sets of up to this many columns get group counts
@@ -62,9 +62,9 @@ def parse_schema(text: str) -> dict[str, str]:
         name, typ = name.strip(), typ.strip().upper()
         if not sep or not name or not typ:
             raise StreamImportError(f"--schema: want name:TYPE, got {item.strip()!r}")
-        if typ not in SUPPORTED_TYPES:
+        if typ not in TYPES:
             raise StreamImportError(f"--schema: column {name!r}: unsupported type {typ!r} "
-                               f"(one of {', '.join(SUPPORTED_TYPES)})")
+                               f"(one of {', '.join(TYPES)})")
         if name in out:
             raise StreamImportError(f"--schema: column {name!r} named twice")
         out[name] = typ
@@ -136,8 +136,7 @@ def import_stream(sources: list[Path], out: Path, decl: dict, *, header: bool = 
     written = 0
     first = last = None
     if rows:
-        us = pc.cast(table.column(ts), pa.int64()).to_numpy()
-        secs = us // 1_000_000
+        secs = pc.cast(table.column(ts), pa.int64()).to_numpy() // US_PER_S
         first, last = table.column(ts)[0].as_py(), table.column(ts)[-1].as_py()
         sec0, total = int(secs[0]), int(secs[-1] - secs[0] + 1)
         bounds = np.flatnonzero(np.diff(secs)) + 1
@@ -211,7 +210,7 @@ def _read_parquet(f: Path, cols: dict[str, str], rejected: list) -> pa.Table | N
 
 
 def _write_rejected(out: Path, rows: list) -> None:
-    path = out / REJECTED
+    path = out / REJECTED_CSV
     if not rows:
         path.unlink(missing_ok=True)
         return

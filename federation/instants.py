@@ -25,55 +25,41 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-EPOCH = dt.datetime(1970, 1, 1)
-
-
-def _us(seconds: float) -> int:
-    return round(seconds * 1_000_000)
-
-
-def ts_us(ts: dt.datetime) -> int:
-    """Whole microseconds of `ts` since 1970-01-01."""
-    d = ts - EPOCH
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-
-
-def _at(us: int) -> dt.datetime:
-    return EPOCH + dt.timedelta(microseconds=us)
+from federation.conventions import at_us, ts_us, us
 
 
 def grid_floor(ts: dt.datetime, slide_s: float) -> dt.datetime:
     """The largest instant on the grid at or before `ts`."""
-    s = _us(slide_s)
-    return _at(ts_us(ts) // s * s)
+    s = us(slide_s)
+    return at_us(ts_us(ts) // s * s)
 
 
 def first_instant(ts: dt.datetime, slide_s: float) -> dt.datetime:
     """The smallest instant on the grid strictly after `ts`."""
-    s = _us(slide_s)
-    return _at((ts_us(ts) // s + 1) * s)
+    s = us(slide_s)
+    return at_us((ts_us(ts) // s + 1) * s)
 
 
 def last_instant(ts: dt.datetime, extent_s: float, slide_s: float) -> dt.datetime:
     """The largest instant on the grid at or before `ts + extent`."""
-    s = _us(slide_s)
-    return _at((ts_us(ts) + _us(extent_s)) // s * s)
+    s = us(slide_s)
+    return at_us((ts_us(ts) + us(extent_s)) // s * s)
 
 
 def instants(first_ts: dt.datetime, last_ts: dt.datetime, extent_s: float,
              slide_s: float) -> list[dt.datetime]:
     """T for event times in [first_ts, last_ts] (module doc)."""
-    s = _us(slide_s)
+    s = us(slide_s)
     lo = ts_us(first_instant(first_ts, slide_s))
     hi = ts_us(last_instant(last_ts, extent_s, slide_s))
-    return [_at(u) for u in range(lo, hi + 1, s)]
+    return [at_us(u) for u in range(lo, hi + 1, s)]
 
 
 def grid_points(lo: dt.datetime, hi: dt.datetime, slide_s: float) -> list[dt.datetime]:
     """Grid points g with lo <= g <= hi."""
-    s = _us(slide_s)
+    s = us(slide_s)
     a = -(-ts_us(lo) // s) * s
-    return [_at(u) for u in range(a, ts_us(hi) + 1, s)]
+    return [at_us(u) for u in range(a, ts_us(hi) + 1, s)]
 
 
 def extent_of(windows: Iterable) -> float:

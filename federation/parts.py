@@ -7,36 +7,24 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from federation.conventions import ARROW_TYPES
+
 _PART = re.compile(r"^part-.*\.parquet$")
-_ARROW = {
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "DOUBLE": pa.float64(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "VARCHAR": pa.string(),
-    "BOOLEAN": pa.bool_(),
-}
-
-
-#: values of a punctuation row's columns (not null: Spark filters null join keys)
-NEUTRAL = {"BIGINT": -1, "INT": -1, "DOUBLE": 0.0, "VARCHAR": "", "BOOLEAN": False,
-           "TIMESTAMP": datetime(1970, 1, 1)}
 
 
 def arrow_type(sql_type: str) -> pa.DataType:
-    """The Arrow type of a stream column's SQL type."""
-    return _ARROW[sql_type]
+    """The Arrow type of a stream column's SQL type (federation.conventions.ARROW_TYPES)."""
+    return pa.type_for_alias(ARROW_TYPES[sql_type])
 
 
 def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
     """Arrow schema of a stream declaration's columns."""
-    return pa.schema([(c, _ARROW[t]) for c, t in columns.items()])
+    return pa.schema([(c, arrow_type(t)) for c, t in columns.items()])
 
 
 def list_parts(data_dir: Path) -> list[Path]:

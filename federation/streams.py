@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-#: Column types a stream schema may use (DuckDB / Spark SQL type names).
-SUPPORTED_TYPES = ("BIGINT", "INT", "DOUBLE", "TIMESTAMP", "VARCHAR", "BOOLEAN")
-NUMERIC_TYPES = ("BIGINT", "INT", "DOUBLE")
+from federation.conventions import TYPES
 
 
 class StreamStats(BaseModel):
@@ -73,8 +71,8 @@ class StreamDecl(BaseModel):
         out = {}
         for col, typ in v.items():
             t = typ.upper()
-            if t not in SUPPORTED_TYPES:
-                raise ValueError(f"column {col!r}: unsupported type {typ!r} ({SUPPORTED_TYPES})")
+            if t not in TYPES:
+                raise ValueError(f"column {col!r}: unsupported type {typ!r} (one of {', '.join(TYPES)})")
             out[col] = t
         return out
 

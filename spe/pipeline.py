@@ -6,9 +6,20 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spe.translate import TS, WT, SpeStream, spark_schema, window_column
-
-KIND = "_kind"  # the spool's marker column (federation.runtime.ingest.KIND)
+from federation.conventions import (
+    CLOCK,
+    DATA,
+    KIND,
+    OUT,
+    PUNCT,
+    PUNCTUATION,
+    TICK,
+    TS,
+    WT,
+    clock_tag,
+    packed,
+)
+from spe.translate import SpeStream, spark_schema, window_column
 
 
 def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
@@ -23,18 +34,19 @@ def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
     src = (spark.readStream.schema(spark_schema({**columns, KIND: "INT"}))
            .option("maxFilesPerTrigger", files_per_batch).parquet(path))
     src = src.withColumn(TS, F.col(ts_column)).withWatermark(TS, f"{delay_ms} milliseconds")
-    clock = src.filter(f"{KIND} = -1 AND {TS} IS NOT NULL").select(F.col(TS).alias("_clock"))
-    ticks = src.filter(f"{KIND} = -2 AND {TS} IS NOT NULL").select(F.col(TS))
-    return src.filter(f"{KIND} = 0 OR {TS} IS NULL").drop(KIND), clock, ticks
+    clock = (src.filter(f"{KIND} = {PUNCTUATION} AND {TS} IS NOT NULL")
+             .select(F.col(TS).alias(CLOCK)))
+    ticks = src.filter(f"{KIND} = {TICK} AND {TS} IS NOT NULL").select(F.col(TS))
+    return src.filter(f"{KIND} = {DATA} OR {TS} IS NULL").drop(KIND), clock, ticks
 
 
 def reentry_source(spark, columns: dict[str, str], path: str) -> tuple[SpeStream, DataFrame]:
     """A DB-op's results re-entering Spark: (relation rows with `_wt`, clock rows)."""
-    sch = spark_schema({WT: "TIMESTAMP", **columns, "_punct": "BOOLEAN"})
+    sch = spark_schema({WT: "TIMESTAMP", **columns, PUNCT: "BOOLEAN"})
     src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", 1).parquet(path)
            .withWatermark(WT, "0 milliseconds"))
-    clock = src.filter(f"_punct AND {WT} IS NOT NULL").select(F.col(WT).alias("_clock"))
-    rows = src.filter(f"NOT _punct OR {WT} IS NULL").drop("_punct")
+    clock = src.filter(f"{PUNCT} AND {WT} IS NOT NULL").select(F.col(WT).alias(CLOCK))
+    rows = src.filter(f"NOT {PUNCT} OR {WT} IS NULL").drop(PUNCT)
     return SpeStream(rows, False), clock
 
 
@@ -43,20 +55,20 @@ def select_columns(df: DataFrame, columns: list[str]) -> DataFrame:
 
 
 def tag_outputs(outputs: list[DataFrame], clocks: list[DataFrame]) -> DataFrame:
-    """One DataFrame for one foreachBatch: output k as struct `_p{k}` with `_out` = k, clock
-    j as `_clock` with `_out` = -1 - j (one Arrow transfer per micro-batch)."""
+    """One DataFrame for one foreachBatch: output k as struct `packed(k)` with `OUT` = k,
+    clock j as `CLOCK` with `OUT` = clock_tag(j) (one Arrow transfer per micro-batch)."""
     union = None
     for k, df in enumerate(outputs):
         # every field nullable: output k's struct is NULL in the rows of the others, and
         # Arrow cannot view a NULL struct whose field is declared NOT NULL (a CASE or a
         # COUNT is never NULL)
         loose = T.StructType([T.StructField(f.name, f.dataType, True) for f in df.schema])
-        part = df.select(F.lit(k).alias("_out"),
+        part = df.select(F.lit(k).alias(OUT),
                          F.struct(*[F.col(f"`{c}`") for c in df.columns]).cast(loose)
-                         .alias(f"_p{k}"))
+                         .alias(packed(k)))
         union = part if union is None else union.unionByName(part, allowMissingColumns=True)
     for j, clock in enumerate(clocks):
-        part = clock.select(F.lit(-1 - j).alias("_out"), F.col("_clock"))
+        part = clock.select(F.lit(clock_tag(j)).alias(OUT), F.col(CLOCK))
         union = union.unionByName(part, allowMissingColumns=True)
     return union
 

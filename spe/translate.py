@@ -25,24 +25,22 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from federation.conventions import SPARK_TYPES, TS, WT, us
+
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Window
 
-WT = "_wt"
-TS = "_ts"
+_BY_NAME = {t.simpleString(): t for t in (T.BooleanType(), T.IntegerType(), T.LongType(),
+                                          T.DoubleType(), T.StringType(), T.TimestampType())}
 
-SPARK_TYPES = {
-    "BIGINT": T.LongType(),
-    "INT": T.IntegerType(),
-    "DOUBLE": T.DoubleType(),
-    "TIMESTAMP": T.TimestampType(),
-    "VARCHAR": T.StringType(),
-    "BOOLEAN": T.BooleanType(),
-}
+
+def spark_type(sql_type: str) -> T.DataType:
+    """The Spark type of one of the six SQL types (federation.conventions)."""
+    return _BY_NAME[SPARK_TYPES[sql_type]]
 
 
 def spark_schema(columns: dict[str, str]) -> T.StructType:
-    return T.StructType([T.StructField(c, SPARK_TYPES[t]) for c, t in columns.items()])
+    return T.StructType([T.StructField(c, spark_type(t)) for c, t in columns.items()])
 
 
 @dataclass(frozen=True)
@@ -58,19 +56,15 @@ def _c(name: str) -> Column:
     return F.col(f"`{name}`")
 
 
-def _us(seconds: float) -> int:
-    return round(seconds * 1_000_000)
-
-
-def _interval(us: int) -> str:
-    return f"{us} microseconds"
+def _interval(micros: int) -> str:
+    return f"{micros} microseconds"
 
 
 def window_column(ts: Column, range_s: float, slide_s: float) -> Column:
     """Spark's sliding window aligned to the query's instants: the window of instant
     tau = k * slide (from the epoch) covers [tau - range, tau), also when the slide does not
     divide the range (Spark aligns window starts to the slide; the start offset moves them)."""
-    r, sl = _us(range_s), _us(slide_s)
+    r, sl = us(range_s), us(slide_s)
     start = (-r) % sl
     return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
 
@@ -146,7 +140,7 @@ class SpeTranslator:
         if not node.keys:
             out = self._pad_empty_instants(node, out)
         # SUM of integers is BIGINT in both engines; keep the declared result types
-        out = out.select(_c(WT), *[_c(c).cast(SPARK_TYPES[t]).alias(c)
+        out = out.select(_c(WT), *[_c(c).cast(spark_type(t)).alias(c)
                                    for c, t in node.schema.items()])
         return SpeStream(out, False)
 
@@ -219,7 +213,7 @@ class SpeTranslator:
         if w is None or not w.is_time_based:
             raise NotImplementedError(
                 "tuple-based windows run in the DB only for now; place their operators in db")
-        r_us, sl_us = _us(w.range_s), _us(w.slide_s)
+        r_us, sl_us = us(w.range_s), us(w.slide_s)
         ltag = TS if left.row_level else WT
         rtag = TS if right.row_level else WT
         lcol = [c for c in lcols if c not in set(lkeys)]

@@ -7,7 +7,8 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from federation.runtime.ingest import PUNCTUATION_ID, prepare_input, read_clean_rows, reason_kind
+from federation.conventions import KIND, PUNCTUATION
+from federation.runtime.ingest import prepare_input, read_clean_rows, reason_kind
 from federation.smartplug import smartplug_stream
 
 T0 = dt.datetime(2013, 9, 1)
@@ -59,7 +60,7 @@ def test_each_kind_of_bad_row_is_counted_and_dead_lettered(tmp_path):
     spool = sorted(res.spool_dir.glob("part-*.parquet"))
     assert len(spool) == 5
     last = pq.read_table(spool[-1])
-    assert last.column("_kind").to_pylist() == [PUNCTUATION_ID]
+    assert last.column(KIND).to_pylist() == [PUNCTUATION]
 
 
 def test_allowed_lateness_keeps_rows_within_it(tmp_path):
@@ -94,7 +95,7 @@ def test_fast_forward_merges_the_warmup_and_keeps_every_row(tmp_path):
     spool = sorted(ff.spool_dir.glob("part-*.parquet"))
     assert len(spool) == 7
     first = pq.read_table(spool[0]).column("_kind").to_pylist()
-    assert first[-1] == PUNCTUATION_ID and len(first) == 4 * 2 - 1 + 1
+    assert first[-1] == PUNCTUATION and len(first) == 4 * 2 - 1 + 1
 
 
 # -- event-time horizon, corrupt files, non-finite readings (issue 8) ------------------------

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from federation.cli.args import Help
+from federation.conventions import REJECTED_CSV
 
 EXAMPLE_IMPORT = """example:
   fedq import readings/ --schema "ts:TIMESTAMP,room:VARCHAR,sensor:INT,temp:DOUBLE" \\
@@ -45,7 +46,7 @@ def cmd_import(a: argparse.Namespace) -> int:
           f"{s.first_ts} .. {s.last_ts}, to {s.out}")
     if s.rejected:
         print(f"rejected rows: {s.rejected} (file, line and reason in "
-              f"{Path(s.out) / '_rejected.csv'}; a run counts them as dead letters)")
+              f"{Path(s.out) / REJECTED_CSV}; a run counts them as dead letters)")
     print(f"declaration and measured statistics: {Path(s.out) / '_stream.json'}")
     return 0
 

@@ -21,6 +21,7 @@ from federation.cli.args import (
     query_source,
     rate_profile,
 )
+from federation.conventions import REJECTED_CSV
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
             progress.phase(f"converting {a.csv}", unit="files")
             s = load_csv(a.csv, a.out, progress=progress.advance)
         print(f"converted {a.csv}: {s.rows} rows in {s.files} files, {s.rejected} rejected "
-              f"(see {a.out / '_rejected.csv'})" if s.rejected else
+              f"(see {a.out / REJECTED_CSV})" if s.rejected else
               f"converted {a.csv}: {s.rows} rows in {s.files} files")
         return 0
     seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds

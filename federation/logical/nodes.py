@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import (
     AGG_FUNCS,
@@ -24,7 +25,6 @@ from federation.expressions import (
     referenced_columns,
     to_expression,
 )
-from federation.streams import NUMERIC_TYPES
 
 if TYPE_CHECKING:
     from federation.logical.window import Window

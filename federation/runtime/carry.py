@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from db.sqlgen import row_chain
 from db.store import InputSpec, binding_error, carried_table
+from federation.conventions import TS
 from federation.logical import Node, Project, Rstream, Select, Window
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
@@ -103,7 +104,7 @@ def plan_carry(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slid
             folds = [st for st in nd.slices if st.source == ci.table]
             cols = set(spec.columns) if spec.keep_rows else set()
             for st in folds:
-                cols |= set(st.batch_columns) - {"_ts"}
+                cols |= set(st.batch_columns) - {TS}
             cols = [c for c in ci.node.schema if c in cols]
             whys = []
             for od, oci, ospec in olds:
@@ -143,12 +144,12 @@ def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s:
         return None, f"no rows of {have.label()}, only partial aggregates"
     if (spec.range_s or 0.0) < need_s:
         return None, f"{have.label()} for {spec.range_s:g} s, not {need_s:g} s"
-    src = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *spec.columns]]).from_(
+    src = exp.select(*[exp.column(c, quoted=True) for c in [TS, *spec.columns]]).from_(
         carried_table(spec.table))
     q = row_chain(src, chain[::-1], every_column=True)
-    q = exp.select(*[exp.column(c, quoted=True) for c in ["_ts", *cols]]).from_(q.subquery())
+    q = exp.select(*[exp.column(c, quoted=True) for c in [TS, *cols]]).from_(q.subquery())
     sql = q.sql(dialect="duckdb")
-    why = binding_error(sql, spec.table, {"_ts": "TIMESTAMP", **spec.columns})
+    why = binding_error(sql, spec.table, {TS: "TIMESTAMP", **spec.columns})
     if why:
         return None, f"{have.label()} without a column the new DB-op needs ({why})"
     return sql, ""

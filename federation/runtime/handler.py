@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from db.store import naive_timestamps
-from federation.parts import NEUTRAL, arrow_type
+from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
+from federation.parts import arrow_type
 from federation.physical import DbOp
 from federation.runtime.durable import ResultParts, StageLog, atomic_write_parquet, fault_point
 from federation.runtime.ingest import IngestResult
@@ -31,7 +32,6 @@ from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
 from federation.runtime.records import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 
-WT = "_wt"
 END_OF_INPUT_BATCH = 10**8
   # the key of the parts written when the input is drained
 
@@ -57,13 +57,13 @@ class ReentrySpool:
         parts = []
         if out is not None and out.num_rows:
             parts.append(pa.table({WT: tau_to_wt(out), **{c: out.column(c) for c in cols},
-                                   "_punct": pa.array([False] * out.num_rows)}))
+                                   PUNCT: pa.array([False] * out.num_rows)}))
         # punctuation: everything up to `done` is complete; non-null neutral values, as
         # Spark adds isnotnull(keys) below the watermark of joins
         parts.append(pa.table({WT: pa.array([done], pa.timestamp("us")),
                                **{c: pa.array([NEUTRAL[t]], arrow_type(t))
                                   for c, t in schema.items()},
-                               "_punct": pa.array([True])}))
+                               PUNCT: pa.array([True])}))
         table = pa.concat_tables(parts, promote_options="permissive")
         path = self.dirs[db_op.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
         atomic_write_parquet(path, table)
@@ -173,19 +173,19 @@ class BatchHandler:
                 ex.stop_due(st, clock)
 
     def _advance_clock(self, tbl: pa.Table) -> None:
-        outcol = tbl.column("_out")
+        outcol = tbl.column(OUT)
         for j in self.st.clock_sources:
-            c = tbl.filter(pc.equal(outcol, -1 - j)).column("_clock")
+            c = tbl.filter(pc.equal(outcol, clock_tag(j))).column(CLOCK)
             if len(c):
                 hi = pc.max(naive_timestamps(pa.table({"c": c})).column("c")).as_py()
                 self.st.clock[j] = max(hi, self.st.clock.get(j, hi))
 
     def _take_rows(self, tbl: pa.Table, batch_id: int, live: dict[str, bool]
                    ) -> tuple[int, int]:
-        outcol = tbl.column("_out")
+        outcol = tbl.column(OUT)
         rows_in = result_rows = 0
         for k, what in enumerate(self.st.outputs):
-            sub = tbl.filter(pc.equal(outcol, k)).column(f"_p{k}")
+            sub = tbl.filter(pc.equal(outcol, k)).column(packed(k))
             if len(sub) == 0:
                 continue
             part = pa.Table.from_struct_array(sub.combine_chunks())

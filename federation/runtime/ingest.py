@@ -4,7 +4,7 @@ Bad input never crashes a run and is never lost silently: rows with nulls, value
 wrong type, codes outside a column's domain, or timestamps later than the allowed lateness
 are counted per reason and written to a dead-letter directory with the reason. Good rows go
 to the spool, one Parquet file per input file, each followed by a punctuation row
-(`_kind = -1`, `ts` = the largest event time seen so far) that carries event-time progress to
+(`KIND = PUNCTUATION`, `ts` = the largest event time seen so far) that carries event-time progress to
 every operator, and the spool ends with a flush punctuation far enough ahead that every
 window closes. The lateness rule is the watermark's: a row is late when its ts is below
 (largest ts of the earlier files) - allowed lateness, so no engine ever drops it itself.
@@ -23,19 +23,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from federation.parts import NEUTRAL, arrow_schema, list_parts, write_part
+from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, REJECTED_CSV, SPOOL_MTIME, TICK
+from federation.parts import arrow_schema, list_parts, write_part
 from federation.runtime.validate import validate_table
 from federation.streams import StreamDecl
-
-#: the spool's marker column: DATA_KIND for a stream's row, else punctuation or a tick
-#: (a column of its own, so that any stream schema works)
-KIND = "_kind"
-DATA_KIND = 0
-PUNCTUATION_ID = -1
-TICK_ID = -2  # a tick: one per slide instant of the stream's life (global aggregates)
-#: the mtime of spool file i is SPOOL_MTIME + i: Spark's file source reads in mtime order
-SPOOL_MTIME = 1_000_000_000.0
-REJECTED_CSV = "_rejected.csv"  # rows the CSV loader could not read (line, raw, reason)
 
 
 class IngestResult(BaseModel):
@@ -69,8 +60,8 @@ class IngestResult(BaseModel):
             self.dead[r] = self.dead.get(r, 0) + 1
 
 
-def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION_ID) -> pa.Table:
-    """Punctuation rows: `_kind` -1 (or TICK_ID), event time `ts` (one or a list), every
+def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION) -> pa.Table:
+    """Punctuation rows: `_kind` -1 (or TICK), event time `ts` (one or a list), every
     other column a neutral value."""
     tss = ts if isinstance(ts, list) else [ts]
     n = len(tss)
@@ -86,7 +77,7 @@ def spool_schema(columns: Mapping[str, str]) -> pa.Schema:
 
 
 def _as_data(good: pa.Table) -> pa.Table:
-    return good.append_column(KIND, pa.array([DATA_KIND] * good.num_rows, pa.int32()))
+    return good.append_column(KIND, pa.array([DATA] * good.num_rows, pa.int32()))
 
 
 def prepare_input(
@@ -112,7 +103,7 @@ def prepare_input(
     windows in fewer batches); every later event second is a spool file of its own.
     Validation and dead letters are per input file either way, so the rows are the same.
     `flush_after_s=None` writes no flush file (the windows open at the end stay open).
-    `tick_s` writes a tick row (id TICK_ID) at every instant of that slide's grid from the
+    `tick_s` writes a tick row (id TICK) at every instant of that slide's grid from the
     first reading on, and one at each file's largest event time (`federation.instants`).
     `horizon_s`: the event-time horizon of `validate_table`. A file that cannot be read, or
     lacks a column of the stream, is quarantined (copied to the dead-letter directory with
@@ -186,7 +177,7 @@ def prepare_input(
         pending.append(_as_data(good))
         pending_files += 1
         if ticks:
-            pending.append(punctuation(stream, ticks, TICK_ID))
+            pending.append(punctuation(stream, ticks, TICK))
         res.files += 1
         in_warmup = k < fast_forward_s
         if (not in_warmup or pending_files >= fast_forward_batch or k == fast_forward_s - 1
@@ -262,7 +253,7 @@ def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     """Every clean row of a spool (punctuation removed): what the engines see."""
     tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
     t = pa.concat_tables(tables)
-    return t.filter(pc.equal(t.column(KIND), DATA_KIND)).drop_columns([KIND])
+    return t.filter(pc.equal(t.column(KIND), DATA)).drop_columns([KIND])
 
 
 def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
@@ -300,7 +291,7 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
         n += 1
     last = idx[-1]
     kinds = pq.read_table(spool(last), columns=[stream.ts_column, KIND])
-    punct = kinds.filter(pc.equal(kinds.column(KIND), PUNCTUATION_ID))
+    punct = kinds.filter(pc.equal(kinds.column(KIND), PUNCTUATION))
     hi = pc.max(punct.column(0)).as_py() if punct.num_rows else None
     if isinstance(hi, datetime) and hi.tzinfo is not None:
         hi = hi.replace(tzinfo=None)

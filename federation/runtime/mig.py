@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from db.store import InputSpec, MigDatabase, naive_timestamps
+from federation.conventions import TAU, TS, WT
 from federation.instants import first_instant
 from federation.logical import leaf_window
 from federation.physical import DbOp
@@ -25,14 +26,14 @@ ONE_US = dt.timedelta(microseconds=1)
 def wt_to_tau(t: pa.Table) -> pa.Table:
     """`_wt` (= tau - 1 us, Spark's window_time) to `_tau`."""
     t = naive_timestamps(t)
-    i = t.column_names.index("_wt")
-    tau = pc.add(t.column("_wt"), pa.scalar(ONE_US, pa.duration("us")))
-    return t.set_column(i, "_tau", tau)
+    i = t.column_names.index(WT)
+    tau = pc.add(t.column(WT), pa.scalar(ONE_US, pa.duration("us")))
+    return t.set_column(i, TAU, tau)
 
 
 def tau_to_wt(t: pa.Table) -> pa.Array:
     """`_tau` back to `_wt` (= tau - 1 us), the event time Spark groups and joins on."""
-    return pc.subtract(naive_timestamps(t).column("_tau"), pa.scalar(ONE_US, pa.duration("us")))
+    return pc.subtract(naive_timestamps(t).column(TAU), pa.scalar(ONE_US, pa.duration("us")))
 
 
 def mig_resources(n_migs: int) -> tuple[int, str]:
@@ -152,16 +153,16 @@ class MigRuntime:
         if spec.row_level:
             rows = naive_timestamps(rows)
             if self.until is not None:
-                rows = rows.filter(pc.less(rows.column("_ts"),
+                rows = rows.filter(pc.less(rows.column(TS),
                                            pa.scalar(self.until, pa.timestamp("us"))))
                 if rows.num_rows == 0:
                     return
-            lo, hi = pc.min(rows.column("_ts")).as_py(), pc.max(rows.column("_ts")).as_py()
+            lo, hi = pc.min(rows.column(TS)).as_py(), pc.max(rows.column(TS)).as_py()
             self.max_data_ts = hi if self.max_data_ts is None else max(self.max_data_ts, hi)
             first = self._first_tau(lo)
         else:
             rows = wt_to_tau(rows)
-            lo, hi = pc.min(rows.column("_tau")).as_py(), pc.max(rows.column("_tau")).as_py()
+            lo, hi = pc.min(rows.column(TAU)).as_py(), pc.max(rows.column(TAU)).as_py()
             self.max_rel_tau = hi if self.max_rel_tau is None else max(self.max_rel_tau, hi)
             first = lo
         if self.life is None and (self.next_tau is None

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from federation.conventions import TAU
 from federation.runtime.ingest import IngestResult
 
 
@@ -100,7 +101,7 @@ def results_table(parts: list[pa.Table], columns: list[str]) -> pa.Table:
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-    t = pa.concat_tables([p.select(["_tau", *columns]) for p in parts],
+    t = pa.concat_tables([p.select([TAU, *columns]) for p in parts],
                          promote_options="permissive")
     return t.rename_columns(["tau", *columns]).sort_by("tau")
 

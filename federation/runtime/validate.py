@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from federation.instants import EPOCH, ts_us
+from federation.conventions import EPOCH, ts_us, us
 from federation.parts import arrow_schema
 from federation.streams import StreamDecl
 
@@ -103,10 +103,10 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
     good = np.array([i for i in range(len(ts)) if i not in reasons], dtype=np.int64)
     if not len(good):
         return []
-    us = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[good]
-    order = np.argsort(us, kind="stable")
-    v, idx = us[order], good[order]
-    h = round(horizon_s * 1_000_000)
+    micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[good]
+    order = np.argsort(micros, kind="stable")
+    v, idx = micros[order], good[order]
+    h = us(horizon_s)
     out: list[tuple[int, str]] = []
     if clock is None:  # anchor at the median; walk down, then up
         m = len(v) // 2

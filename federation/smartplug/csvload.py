@@ -19,12 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from federation.conventions import EPOCH, REJECTED_CSV, US_PER_S
 from federation.smartplug.datagen import (
-    _EPOCH,
-    _US,
     PROPERTY_LOAD,
     PROPERTY_WORK,
-    REJECTED_NAME,
     SCHEMA,
     GenerateSummary,
     _clean_spool,
@@ -145,7 +143,7 @@ def _line_numbers(n: int, skipped: list[int | None]) -> np.ndarray:
 
 def _write_rejected(out: Path, rows: list[tuple[int | None, str, str]]) -> None:
     """Write ``_rejected.csv`` (line, raw, reason) or remove a stale one."""
-    path = out / REJECTED_NAME
+    path = out / REJECTED_CSV
     if not rows:
         if path.exists():
             path.unlink()
@@ -213,13 +211,13 @@ def load_csv(
     if n:
         t_min = int(ts_s.min())
         span = int(ts_s.max()) - t_min + 1
-        start: datetime | None = _EPOCH + timedelta(seconds=t_min)
+        start: datetime | None = EPOCH + timedelta(seconds=t_min)
     else:
         t_min, span, start = 0, 0, None
     spool = pa.Table.from_arrays(
         [
             table.column("id"),
-            pa.array(ts_s * _US, type=pa.timestamp("us")),
+            pa.array(ts_s * US_PER_S, type=pa.timestamp("us")),
             table.column("value"),
             table.column("property"),
             table.column("plug_id"),

@@ -23,7 +23,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from federation.conventions import REJECTED_CSV, US_PER_S, ts_us
 from federation.parts import write_part
 
 __all__ = ["SCHEMA", "GenerateSummary", "generate", "read_manifest"]
@@ -52,10 +53,7 @@ PROPERTY_WORK = 0
 PROPERTY_LOAD = 1
 
 MANIFEST_NAME = "_manifest.json"
-REJECTED_NAME = "_rejected.csv"
 _PART_RE = re.compile(r"^part-\d{8,}\.parquet$")
-_EPOCH = datetime(1970, 1, 1)
-_US = 1_000_000
 
 # Load model parameters (per plug, drawn from the seed).
 _ON_LEVEL_W = (5.0, 2500.0)  # log-uniform on-level of a device
@@ -107,7 +105,7 @@ def _clean_spool(out: Path) -> None:
         name = p.name
         if (
             _PART_RE.match(name)
-            or name in (MANIFEST_NAME, REJECTED_NAME)
+            or name in (MANIFEST_NAME, REJECTED_CSV)
             or (name.startswith(".part-") and name.endswith(".tmp"))
         ):
             p.unlink()
@@ -214,7 +212,7 @@ class _PlugModel:
         self.n_plugs = n
         self.n_households = len(np.unique(self.house.astype(np.int64) * 1024 + self.household))
         self.rows_per_second = round(rate)
-        self.start_us = (start - _EPOCH) // timedelta(microseconds=1)
+        self.start_us = ts_us(start)
 
         rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
         self.rng = rng
@@ -268,11 +266,11 @@ class _PlugModel:
         is_load = (stream % 2) == 0
         prop = np.where(is_load, PROPERTY_LOAD, PROPERTY_WORK).astype(np.int32)
 
-        offs = np.sort(rng.integers(0, _US, size=r))
+        offs = np.sort(rng.integers(0, US_PER_S, size=r))
         # A work report directly after its plug's load report shares that timestamp.
         pair = np.flatnonzero(~is_load[1:] & is_load[:-1]) + 1
         offs[pair] = offs[pair - 1]
-        ts = self.start_us + s * _US + offs
+        ts = self.start_us + s * US_PER_S + offs
 
         pl = level[plug]
         on = self.on[plug]
@@ -281,7 +279,7 @@ class _PlugModel:
         # Standby: exact zeros for zero-standby plugs, tiny jittering values otherwise.
         load_off = np.where(pl > 0.0, pl * (1.0 + 0.2 * noise), 0.0)
         load = np.maximum(np.where(on, load_on, load_off), 0.0)
-        work = self.work[plug] + pl * (offs / _US) / 3.6e6
+        work = self.work[plug] + pl * (offs / US_PER_S) / 3.6e6
         value = np.round(np.where(is_load, load, work), 3)
         self.work += level / 3.6e6
 

@@ -1,0 +1,92 @@
+"""The conventions every part of fedq shares, in one place: reserved column names, the
+spool's row markers, the six SQL types and their names in each engine, microseconds, and
+the names of the files a run or an import writes.
+
+This module imports nothing of fedq (and nothing beyond the standard library): the engines
+(spe/, db/), the cost model and the runtime all import it, and tests/test_conventions.py
+checks that none of these values is written anywhere else.
+
+    >>> us(0.25), ts_us(at_us(1_500_000)), at_us(1_500_000)
+    (250000, 1500000, datetime.datetime(1970, 1, 1, 0, 0, 1, 500000))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+# -- reserved columns (a user's column may not start with an underscore) ---------------
+#: a row's event time inside the engines (a copy of the stream's time column)
+TS = "_ts"
+#: a relation row's instant in Spark: the window's end minus 1 us (Spark's window_time)
+WT = "_wt"
+#: a relation row's instant in DuckDB tables and DB-op results
+TAU = "_tau"
+#: the spool's marker column (values: DATA, PUNCTUATION, TICK below)
+KIND = "_kind"
+#: a DB-op result row that carries no data, only the DB-op's clock (re-entry spools)
+PUNCT = "_punct"
+#: which output of a Spark stage a tagged row belongs to (k >= 0: output k; -1 - j: clock j)
+OUT = "_out"
+#: the event time of a clock row in a stage's tagged output
+CLOCK = "_clock"
+
+
+def packed(k: int) -> str:
+    """The struct column that carries output k of a Spark stage (one Arrow transfer)."""
+    return f"_p{k}"
+
+
+def clock_tag(j: int) -> int:
+    """The `OUT` value of clock source j's rows."""
+    return -1 - j
+
+
+# -- the spool's row markers (column KIND) ---------------------------------------------
+#: a reading
+DATA = 0
+#: a punctuation row: no reading, moves the stream's clock (watermark) to its time
+PUNCTUATION = -1
+#: a tick row: one per slide instant of the stream's life (federation.instants)
+TICK = -2
+#: the mtime of every spool file (Spark's file source orders files by mtime, then name)
+SPOOL_MTIME = 1_000_000_000.0
+
+# -- types -------------------------------------------------------------------------------
+#: the SQL types of stream columns and expressions
+TYPES = ("BOOLEAN", "INT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")
+NUMERIC_TYPES = ("INT", "BIGINT", "DOUBLE")
+#: each type's name in DuckDB, in Spark's DDL, and as a pyarrow alias (pa.type_for_alias)
+DUCKDB_TYPES = {"BOOLEAN": "BOOLEAN", "INT": "INTEGER", "BIGINT": "BIGINT",
+                "DOUBLE": "DOUBLE", "VARCHAR": "VARCHAR", "TIMESTAMP": "TIMESTAMP"}
+SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double",
+               "VARCHAR": "string", "TIMESTAMP": "timestamp"}
+ARROW_TYPES = {"BOOLEAN": "bool", "INT": "int32", "BIGINT": "int64", "DOUBLE": "double",
+               "VARCHAR": "string", "TIMESTAMP": "timestamp[us]"}
+#: values of a punctuation row's columns (not NULL: Spark filters NULL join keys)
+NEUTRAL = {"BOOLEAN": False, "INT": -1, "BIGINT": -1, "DOUBLE": 0.0, "VARCHAR": "",
+           "TIMESTAMP": dt.datetime(1970, 1, 1)}
+
+# -- time: whole microseconds since 1970-01-01 (naive UTC) -------------------------------
+EPOCH = dt.datetime(1970, 1, 1)
+US_PER_S = 1_000_000
+
+
+def us(seconds: float) -> int:
+    """A duration in seconds as whole microseconds."""
+    return round(seconds * US_PER_S)
+
+
+def ts_us(ts: dt.datetime) -> int:
+    """Whole microseconds of a naive timestamp since 1970-01-01."""
+    d = ts - EPOCH
+    return (d.days * 86400 + d.seconds) * US_PER_S + d.microseconds
+
+
+def at_us(micros: int) -> dt.datetime:
+    """The naive timestamp `micros` microseconds after 1970-01-01."""
+    return EPOCH + dt.timedelta(microseconds=micros)
+
+
+# -- file names --------------------------------------------------------------------------
+#: rows a loader or `fedq import` could not read (line, raw, reason), beside the parts
+REJECTED_CSV = "_rejected.csv"
