@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster-test check-java venv clean
+.PHONY: demo test test-fast cluster-test check-java venv clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -27,6 +27,10 @@ demo: venv check-java
 
 test: venv check-java
 	$(PY) -m pytest -q
+
+# the fast lane: every test that starts no JVM (no Java needed)
+test-fast: venv
+	$(PY) -m pytest -q -m "not spark and not cluster"
 
 # a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
 cluster-test: venv check-java
