@@ -44,8 +44,12 @@ def test_unary_chain_gives_n_plus_one_plans():
     assert phase_two(plan, PROFILE).examined == len(plan.r2r_ids) + 1 == 5
 
 
-@pytest.mark.parametrize("name", sorted(QUERIES))
-@pytest.mark.parametrize("rate", [1000, 2000, 20000, 40000])
+#: CQ6's exhaustive search (2^8 plans) takes seconds: its two extreme rates only
+CASES = [(n, r) for n in sorted(QUERIES) for r in [1000, 2000, 20000, 40000]
+         if n != "CQ6" or r in (1000, 40000)]
+
+
+@pytest.mark.parametrize(("name", "rate"), CASES)
 @pytest.mark.parametrize("profile", [PROFILE, paper_form(PROFILE)], ids=["extended", "paper"])
 def test_pruned_search_finds_the_exhaustive_optimum(name, rate, profile):
     r = optimize(QUERIES[name](rate=rate), profile=profile)
