@@ -91,14 +91,9 @@ def estimate_selectivity(select: Select) -> float:
         if text in st.selectivities:
             return st.selectivities[text]
     f = 1.0
-    for part in _conjuncts(select.predicate):
+    for part in select.conjuncts:
         f *= _conjunct_selectivity(part, stats)
     return f
-
-
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    e = e.unnest()
-    return [p for c in e.flatten() for p in _conjuncts(c)] if isinstance(e, exp.And) else [e]
 
 
 def _conjunct_selectivity(e: exp.Expression, stats: list[StreamStats]) -> float:

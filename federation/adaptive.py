@@ -108,18 +108,17 @@ def with_rate(query: Rstream, rate: float, stream: str | None = None,
     the given measured selectivities (per conjunct's SQL text) added to their statistics;
     their other statistics kept."""
 
-    def rebuild(n: Node) -> Node:
-        if isinstance(n, Window) and stream in (None, n.stream.name):
-            st = n.stream
-            upd: dict = {"rate_tps": rate}
-            if selectivities:
-                upd["selectivities"] = {**st.stats.selectivities, **selectivities}
-            return dataclasses.replace(n, stream=st.model_copy(update={
-                "stats": st.stats.model_copy(update=upd)}))
-        kids = [getattr(n, f) for f in n.child_fields]
-        return n.with_children(*[rebuild(k) for k in kids]) if kids else n
+    def restat(n: Node) -> Node:
+        if not (isinstance(n, Window) and stream in (None, n.stream.name)):
+            return n
+        st = n.stream
+        upd: dict = {"rate_tps": rate}
+        if selectivities:
+            upd["selectivities"] = {**st.stats.selectivities, **selectivities}
+        return dataclasses.replace(n, stream=st.model_copy(update={
+            "stats": st.stats.model_copy(update=upd)}))
 
-    return rebuild(query)  # type: ignore[return-value]
+    return query.transform(restat)  # type: ignore[return-value]
 
 
 class Segment(BaseModel):

@@ -45,7 +45,7 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
-from federation.expressions import AggCall
+from federation.expressions import AggCall, split_conjuncts
 from federation.logical import Node, Rstream
 from federation.logical.dsl import parse_duration, window
 from federation.logical.nodes import Project
@@ -404,7 +404,7 @@ class _Translator:
                 rk = self.column_of(right, None, n, "JOIN USING", u)
                 keys.append((lk, rk))
         elif on is not None:
-            for c in _conjuncts(on):
+            for c in split_conjuncts(on):
                 pair = self.key_pair(c, left, right)
                 if pair == ():
                     continue  # window_start/window_end equal on both sides: implied
@@ -688,14 +688,6 @@ class _Translator:
         for n in out.walk():
             n.comments = None
         return out
-
-
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    if isinstance(e, exp.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
-    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
-        return _conjuncts(e.this)
-    return [e]
 
 
 def _selectivity(clause: exp.Expression) -> float | None:

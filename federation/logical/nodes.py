@@ -7,7 +7,7 @@ a mistake fails where the query is written, with the operator and the field name
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -23,6 +23,7 @@ from federation.expressions import (
     canonical,
     infer_type,
     referenced_columns,
+    split_conjuncts,
     to_expression,
 )
 
@@ -87,6 +88,22 @@ class Node:
         if not self.child_fields:
             return self
         return dataclasses.replace(self, **dict(zip(self.child_fields, children)))
+
+    def transform(self, rule: Callable[[Node], Node], top_down: bool = False) -> Node:
+        """The tree rewritten by `rule`, the one tree rewrite of the optimizer's rules.
+
+        Bottom up (the default): `rule` sees each node over its already rewritten inputs.
+        Top down: `rule` sees each node first; where it returns another node, that node is
+        the rewrite of the whole subtree (the rule recursed itself), else the inputs are
+        rewritten. Unchanged subtrees are kept (the same objects)."""
+        if top_down:
+            out = rule(self)
+            if out is not self:
+                return out
+        kids = [c.transform(rule, top_down) for c in self.children]
+        node = self if all(a is b for a, b in zip(kids, self.children)) else \
+            self.with_children(*kids)
+        return node if top_down else rule(node)
 
     def walk(self) -> Iterator[Node]:
         """Nodes in post order (children first)."""
@@ -172,6 +189,11 @@ class Select(Unary):
             raise QueryValidationError(
                 "select", "selectivity", f"must be in [0, 1], got {self.selectivity}"
             )
+
+    @property
+    def conjuncts(self) -> list[exp.Expression]:
+        """The predicate's conjuncts (`a AND b AND c`: a, b, c), read by the cost model."""
+        return split_conjuncts(self.predicate)
 
     def label(self) -> str:
         return f"select {self.predicate.sql(dialect='duckdb')}"

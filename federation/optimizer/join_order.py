@@ -74,8 +74,12 @@ def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
     """System-R dynamic programming over the join orders (bushy trees) of each join region."""
     if not isinstance(profile, _SpeCoster):
         profile = _SpeCoster(profile)
-    if not isinstance(node, Join):
-        return node.with_children(*[order_joins(c, profile) for c in node.children])
+    return node.transform(lambda n: _order_region(n, profile) if isinstance(n, Join) else n,
+                          top_down=True)
+
+
+def _order_region(node: Join, profile: _SpeCoster) -> Node:
+    """The cheapest order of the join region rooted at `node` (its branches ordered too)."""
     branches, edges = _region(node)
     branches = [order_joins(b, profile) for b in branches]
     n = len(branches)

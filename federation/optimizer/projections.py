@@ -14,7 +14,5 @@ def is_reorder(node: Node) -> bool:
 def drop_reorders(node: Node) -> Node:
     """A column-order projection that join ordering added under another projection is
     redundant: the outer projection names its columns anyway."""
-    kids = [drop_reorders(c) for c in node.children]
-    if isinstance(node, Project) and is_reorder(kids[0]):
-        kids = [kids[0].child]
-    return node.with_children(*kids)
+    return node.transform(lambda n: n.with_children(n.child)
+                          if isinstance(n, Project) and is_reorder(n.child) else n)

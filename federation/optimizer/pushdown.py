@@ -13,10 +13,8 @@ from federation.logical import Join, Node, Project, Select
 def push_down_selections(node: Node) -> Node:
     """Move each conjunct of a selection below joins (to the side that has its columns) and
     below projections that pass its columns through unchanged."""
-    if isinstance(node, Select):
-        child = push_down_selections(node.child)
-        return _push(child, split_conjuncts(node.predicate), node.selectivity)
-    return node.with_children(*[push_down_selections(c) for c in node.children])
+    return node.transform(lambda n: _push(n.child, split_conjuncts(n.predicate), n.selectivity)
+                          if isinstance(n, Select) else n)
 
 
 def _push(child: Node, conjuncts: list, selectivity: float | None) -> Node:
