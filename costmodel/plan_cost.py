@@ -113,12 +113,6 @@ def db_op_cost(
     return db_op_cost_of(t_in, maintain, scan, sizes[root], p)
 
 
-def _leaf_window(node):
-    while node.kind in ("select", "project"):
-        node = node.child
-    return node if node.kind == "window" else None
-
-
 def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[str, tuple]]:
     """The aggregations of a DB-op that fold their window rows into slices (db.sqlgen):
     aggregate members over a time window's rows through member selections and projections
@@ -139,7 +133,7 @@ def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[
             (c,) = plan.children[c]
         if c in members:
             continue
-        w = _leaf_window(plan.nodes[c])
+        w = plan.nodes[c].row_window()
         if w is None or not w.is_time_based:
             continue
         out[m] = (c, tuple(chain))
@@ -151,7 +145,7 @@ def db_combine_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, agg: str, pos:
     """Per-slide cost of a sliced aggregation: the slice rows its window combines
     (fine slices of gcd(range, slide), sealed coarse ones for long windows, as db.sqlgen
     keeps them) x the combine cost per row."""
-    w = _leaf_window(plan.nodes[pos])
+    w = plan.nodes[pos].row_window()
     g = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S
     n = w.range_s / g  # fine slices per window
     groups = max(sizes[agg].size, 1.0)

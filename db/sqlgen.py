@@ -64,13 +64,6 @@ class SqlGenerationError(NotImplementedError):
     """A plan the SQL generator cannot express (a malformed DB-op)."""
 
 
-def _leaf_window(node):
-    """The window under selections and projections, or None (a relation)."""
-    while node.kind in ("select", "project"):
-        node = node.child
-    return node if node.kind == "window" else None
-
-
 def _col(name: str, table: str | None = None) -> exp.Column:
     return exp.column(name, table=table, quoted=True)
 
@@ -185,7 +178,7 @@ def _sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
         (c,) = plan.children[c]
     if row_level is not None and c not in row_level:
         return None
-    w = _leaf_window(plan.nodes[c])
+    w = plan.nodes[c].row_window()
     if w is None or not w.is_time_based:
         return None
     return [c, *reversed(chain)]
@@ -223,7 +216,7 @@ class _SliceBuilder:
         node = self.plan.nodes[agg]
         sig = (table, tuple(self.plan.nodes[c].label() for c in chain[1:]), tuple(node.keys))
         g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {}})
-        g["ranges"].append(us(_leaf_window(self.plan.nodes[chain[0]]).range_s))
+        g["ranges"].append(us(self.plan.nodes[chain[0]].row_window().range_s))
         names = {}
         for _, call in node.aggs:
             for func, double in _PARTIALS[call.func]:
@@ -463,15 +456,15 @@ def db_op_sql(
     member_set = set(members)
     table_of = {oid: table for table, oid in inputs}
     if row_level is None:
-        row_level = {oid for _, oid in inputs if _leaf_window(plan.nodes[oid])}
+        row_level = {oid for _, oid in inputs if plan.nodes[oid].row_window()}
     root = [m for m in members if plan.parent.get(m) not in member_set]
     if len(root) != 1:
         raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
 
     # which aggregations fold into slices: every reader of their table must, or the rows
     # are kept anyway (then slices still save the aggregation's scan)
-    slide = next((_leaf_window(plan.nodes[o]).slide_s for _, o in inputs
-                  if _leaf_window(plan.nodes[o]) is not None), 1.0)
+    slide = next((plan.nodes[o].row_window().slide_s for _, o in inputs
+                  if plan.nodes[o].row_window() is not None), 1.0)
     builder = _SliceBuilder(plan, us(slide))
     sliced: dict[str, tuple[tuple, dict]] = {}
     sliced_inputs: set[str] = set()
@@ -498,7 +491,7 @@ def db_op_sql(
         name = f"n_{st.name}"
         if name not in {n for n, _ in ctes}:
             ctes.append((name, _combine_shared(st, [
-                (o, plan.nodes[o], sliced[o][1], us(_leaf_window(plan.nodes[o].child).range_s))
+                (o, plan.nodes[o], sliced[o][1], us(plan.nodes[o].child.row_window().range_s))
                 for o in oids])))
         return name
 
@@ -516,14 +509,14 @@ def db_op_sql(
                                ).from_(shared).where(exp.GT(this=_col(f"_n_{oid}"),
                                                             expression=_num(0)))
             else:
-                q = _combine(node, tables[sig], pnames, us(_leaf_window(node.child).range_s))
+                q = _combine(node, tables[sig], pnames, us(node.child.row_window().range_s))
         elif oid not in member_set:
             table = table_of.get(oid)
             if table is None:
                 raise SqlGenerationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
             if oid in row_level:
-                q = window_rows(_leaf_window(node), cols, table)
+                q = window_rows(node.row_window(), cols, table)
             else:
                 q = (exp.select(*[_col(c) for c in cols]).from_(exp.to_table(table))
                      .where(exp.EQ(this=_col(TAU), expression=tau_param())))

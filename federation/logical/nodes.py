@@ -114,6 +114,15 @@ class Node:
     def label(self) -> str:
         return self.kind
 
+    def row_window(self) -> Node | None:
+        """The window whose rows this node yields (under selections and projections only),
+        or None for a relation. The engines and the cost model call it by duck typing."""
+        if self.kind == "window":
+            return self
+        if self.kind in ("select", "project"):
+            return self.child.row_window()  # type: ignore[attr-defined]
+        return None
+
 
 def _expr(operator: str, field_name: str, value: object) -> exp.Expression:
     try:

@@ -49,10 +49,9 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
 
 def leaf_window(node: Node) -> Window:
     """The window under a row-level chain of selections and projections."""
-    while isinstance(node, (Select, Project)):
-        node = node.child
-    assert isinstance(node, Window)
-    return node
+    w = node.row_window()
+    assert isinstance(w, Window), f"{node.label()} reads no window's rows"
+    return w
 
 
 @dataclass(frozen=True)
