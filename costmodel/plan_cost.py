@@ -116,7 +116,7 @@ def db_op_cost(
 def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[str, tuple]]:
     """The aggregations of a DB-op that fold their window rows into slices (db.sqlgen):
     aggregate members over a time window's rows through member selections and projections
-    (db.sqlgen._sliced_chain's rule: the layers keep costmodel/ from importing db/, so the
+    (db.sqlgen.slices.sliced_chain's rule: the layers keep costmodel/ from importing db/, so the
     rule, and the coarse width in db_combine_cost, are written in both;
     tests/test_costmodel.py checks that they fold the same inputs and price CQ5's coarse
     slices).

@@ -21,7 +21,15 @@ import pyarrow as pa
 from sqlglot import exp
 
 from db.sqlgen import BATCH, SLICE, SliceTable
-from federation.conventions import DUCKDB_TYPES, TAU, TS, ts_us
+from db.tables import (
+    create_table,
+    delete_before,
+    delete_beyond_last,
+    quoted_column,
+    quoted_table,
+    render,
+)
+from federation.conventions import TAU, TS, ts_us
 
 #: calls of MigDatabase.expire per actual DELETE pass: every query reads its rows and slices
 #: with bounds, so rows a few slides past their window are only skipped, and one DELETE
@@ -29,60 +37,6 @@ from federation.conventions import DUCKDB_TYPES, TAU, TS, ts_us
 EXPIRE_EVERY = 5
 #: DELETE passes between two CHECKPOINTs
 CHECKPOINT_EVERY = 4
-
-
-def _col(name: str) -> exp.Column:
-    return exp.column(name, quoted=True)
-
-
-def _table(name: str) -> exp.Table:
-    return exp.to_table(exp.to_identifier(name, quoted=True).sql(dialect="duckdb"))
-
-
-def _sql(e: exp.Expression) -> str:
-    return e.sql(dialect="duckdb")
-
-
-def create_table(table: str, columns: dict[str, str]) -> str:
-    """CREATE TABLE with DuckDB types for the stream's SQL types."""
-    schema = exp.Schema(this=_table(table), expressions=[
-        exp.ColumnDef(this=exp.to_identifier(c, quoted=True),
-                      kind=exp.DataType.build(DUCKDB_TYPES[t])) for c, t in columns.items()])
-    return _sql(exp.Create(this=schema, kind="TABLE"))
-
-
-def insert_from(table: str, source: str, columns: list[str]) -> str:
-    """INSERT INTO table (columns) SELECT columns FROM source."""
-    cols = [_col(c) for c in columns]
-    target = exp.Schema(this=_table(table), expressions=[exp.to_identifier(c, quoted=True)
-                                                         for c in columns])
-    return _sql(exp.insert(exp.select(*cols).from_(source), target))
-
-
-def delete_before(table: str, column: str, range_s: float | None = None) -> str:
-    """DELETE the rows whose `column` is before the parameter (minus `range_s` seconds)."""
-    bound: exp.Expression = exp.cast(exp.Placeholder(), "TIMESTAMP")
-    if range_s is not None:
-        bound = exp.Sub(this=bound, expression=exp.Interval(
-            this=exp.Literal.string(str(range_s)), unit=exp.Var(this="SECOND")))
-    return _sql(exp.delete(_table(table), where=exp.LT(this=_col(column), expression=bound)))
-
-
-def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[str],
-                       rows: int) -> str:
-    """DELETE what a tuple window of `rows` rows (per partition) before the parameter no
-    longer holds, ordered by event time and then the other columns (as the DB-op's SQL)."""
-    order = exp.Order(expressions=[exp.Ordered(this=_col(c), desc=True)
-                                   for c in [TS, *columns]])
-    rn = exp.Window(this=exp.RowNumber(), order=order,
-                    partition_by=[_col(k) for k in partition_by] or [exp.Literal.number(1)])
-    inner = (exp.select(exp.column("rowid"), exp.alias_(rn, "rn"))
-             .from_(_table(table))
-             .where(exp.LT(this=_col(TS), expression=exp.Placeholder())))
-    doomed = (exp.select(exp.column("rowid")).from_(inner.subquery("r"))
-              .where(exp.GT(this=exp.column("rn"), expression=exp.Literal.number(rows))))
-    return _sql(exp.delete(_table(table), where=exp.In(this=exp.column("rowid"),
-                                                       query=doomed.subquery())))
 
 
 @dataclass(frozen=True)
@@ -169,23 +123,23 @@ class MigDatabase:
         self.folds: dict[str, str] = {}
         self.seals: dict[str, str] = {}
         for st in self.slices:  # the slice table's types are those of its fold's result
-            self.folds[st.name] = _sql(exp.insert(st.fold, _table(st.name)))
+            self.folds[st.name] = render(exp.insert(st.fold, quoted_table(st.name)))
             if st.seal is not None:
-                self.seals[st.name] = _sql(exp.insert(st.seal, _table(st.coarse)))
+                self.seals[st.name] = render(exp.insert(st.seal, quoted_table(st.coarse)))
             if reopened:
                 continue
             self._exec(create_table(BATCH, st.batch_columns))
-            self._exec(_sql(exp.Create(this=_table(st.name), kind="TABLE",
-                                       expression=st.fold.copy().limit(0))))
+            self._exec(render(exp.Create(this=quoted_table(st.name), kind="TABLE",
+                                         expression=st.fold.copy().limit(0))))
             self._exec(f"DROP TABLE {BATCH}")
             if st.seal is not None:
-                self._exec(f"CREATE TABLE {_sql(_table(st.coarse))} AS "
-                           f"SELECT * FROM {_sql(_table(st.name))} LIMIT 0")
+                self._exec(f"CREATE TABLE {render(quoted_table(st.coarse))} AS "
+                           f"SELECT * FROM {render(quoted_table(st.name))} LIMIT 0")
         self.sealed = {st.name: 0 for st in self.slices}  # coarse slices sealed below this
         # per slice table (fine and coarse): the DELETE of slices older than keep_us
         self.slice_deletes = [
-            (_sql(exp.delete(_table(t), where=exp.LT(this=_col(SLICE),
-                                                     expression=exp.Placeholder()))), st.keep_us)
+            (render(exp.delete(quoted_table(t), where=exp.LT(
+                this=quoted_column(SLICE), expression=exp.Placeholder()))), st.keep_us)
             for st in self.slices for t in [st.name] + ([st.coarse] if st.coarse_us else [])]
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
         self.expiries = 0
@@ -311,7 +265,7 @@ class MigDatabase:
         this slice table) of the same meaning: copied, with their sealed coarse slices.
         Returns the rows taken per table of this database."""
         taken: dict[str, int] = {}
-        self._exec(f"ATTACH {_sql(exp.Literal.string(str(path)))} AS {CARRIED} (READ_ONLY)")
+        self._exec(f"ATTACH {render(exp.Literal.string(str(path)))} AS {CARRIED} (READ_ONLY)")
         try:
             their = json.loads(self._exec(f"SELECT state FROM {CARRIED}._fedq_state")[0][0])
             for new, select in rows:
@@ -323,9 +277,9 @@ class MigDatabase:
                 pairs = [(old, new)] + ([(f"{old}c", st.coarse)] if st.coarse_us else [])
                 for o, n in pairs:
                     src = exp.select(exp.Star()).from_(carried_table(o))
-                    self._exec(_sql(exp.insert(src, _table(n))))
-                    taken[n] = self._exec(_sql(exp.select(exp.Count(this=exp.Star()))
-                                               .from_(_table(n))))[0][0]
+                    self._exec(render(exp.insert(src, quoted_table(n))))
+                    taken[n] = self._exec(render(exp.select(exp.Count(this=exp.Star()))
+                                                 .from_(quoted_table(n))))[0][0]
                 if st.coarse_us:
                     self.sealed[new] = their.get("sealed", {}).get(old, 0)
         finally:
@@ -334,7 +288,8 @@ class MigDatabase:
 
     def row_counts(self) -> dict[str, int]:
         """Rows held per input and slice table."""
-        return {t: self._exec(_sql(exp.select(exp.Count(this=exp.Star())).from_(_table(t))))[0][0]
+        count = exp.select(exp.Count(this=exp.Star()))
+        return {t: self._exec(render(count.from_(quoted_table(t))))[0][0]
                 for t in [*self.inputs, *(st.name for st in self.slices),
                           *(st.coarse for st in self.slices if st.coarse_us)]}
 

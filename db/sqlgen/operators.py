@@ -1,0 +1,119 @@
+"""The SQL of the R2R operators at one slide instant `$tau`.
+
+- A window's rows, from the table that holds them with their event time `_ts`
+  (`window_rows`): a time window with plain bounds, `$tau - range <= _ts < $tau`; a tuple
+  window as the last n rows (per partition) before `$tau`, ties in event time broken by
+  the other columns.
+- Window rows through selections and projections, keeping their event time (`row_chain`:
+  what a slice table folds, or what moving state copies).
+- One operator (selection, projection, join, aggregation) over the CTEs of its children
+  (`operator_sql`), with the aggregates' result types the engines agree on
+  (`aggregate_expression`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from db.sqlgen.terms import (
+    SqlGenerationError,
+    alias,
+    col,
+    quote,
+    seconds,
+    tau_param,
+)
+from federation.conventions import TS
+
+if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+    from federation.logical import NumberedPlan, Window
+
+
+def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    """The rows of `win` at instant `$tau`, from the table of its rows."""
+    cols = [col(c) for c in columns]
+    if win.is_time_based:
+        lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
+        cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
+                        exp.LT(this=col(TS), expression=tau_param()))
+        return exp.select(*cols).from_(exp.to_table(table)).where(cond)
+    # tuple window: the last n rows (per partition) with ts < tau
+    # ties in event time are broken by the other columns: the last n rows are one set
+    order = exp.Order(expressions=[exp.Ordered(this=col(c), desc=True)
+                                   for c in [TS, *columns]])
+    rn = exp.Window(this=exp.RowNumber(), order=order,
+                    partition_by=[col(k) for k in win.partition_by] or [exp.Literal.number(1)])
+    inner = (exp.select(*cols, alias(rn, "_rn")).from_(exp.to_table(table))
+             .where(exp.LT(this=col(TS), expression=tau_param())))
+    return (exp.select(*[col(c) for c in columns]).from_(inner.subquery("r"))
+            .where(exp.LTE(this=col("_rn"), expression=exp.Literal.number(win.rows))))
+
+
+def row_chain(q: exp.Select, nodes: Sequence, every_column: bool = False) -> exp.Select:
+    """Window rows `q` (with their event time) through selections and projections, bottom
+    up: the rows those operators pass on (a selection passes on its schema's columns, or
+    with `every_column` all that `q` has)."""
+    for node in nodes:
+        if node.kind == "select":
+            cols = [exp.Star()] if every_column else [col(TS), *[col(c) for c in node.schema]]
+            q = exp.select(*cols).from_(q.subquery()).where(quote(node.predicate))
+        else:
+            q = exp.select(col(TS), *[alias(quote(e), n) for n, e in node.outputs]
+                           ).from_(q.subquery())
+    return q
+
+
+def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
+    """One R2R operator over the CTEs of its children, at one slide instant."""
+    node = plan.nodes[oid]
+    if node.kind == "select":
+        return exp.select(*[col(c) for c in node.schema]).from_(srcs[0]).where(
+            quote(node.predicate))
+    if node.kind == "project":
+        return exp.select(*[alias(quote(e), n) for n, e in node.outputs]).from_(srcs[0])
+    if node.kind == "join":
+        rkeys = {r for _, r in node.keys}
+        cols = [col(c, "l") for c in node.left.schema]
+        cols += [col(c, "r") for c in node.right.schema if c not in rkeys]
+        cond: exp.Expression = exp.true()
+        for i, (lk, rk) in enumerate(node.keys):
+            eq = exp.EQ(this=col(lk, "l"), expression=col(rk, "r"))
+            cond = eq if i == 0 else exp.and_(cond, eq)
+        return (exp.select(*cols).from_(exp.to_table(srcs[0]).as_("l"))
+                .join(exp.to_table(srcs[1]).as_("r"), on=cond))
+    if node.kind == "aggregate":
+        cols: list[exp.Expression] = [col(k) for k in node.keys]
+        for name, call in node.aggs:
+            cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name]),
+                               name))
+        q = exp.select(*cols).from_(srcs[0])
+        # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
+        # (SQL): COUNT 0, the others NULL
+        return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
+    raise SqlGenerationError(f"no SQL for {node.kind}")
+
+
+def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
+                         ) -> exp.Expression:
+    """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
+    BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type."""
+    if func == "count":
+        return exp.Count(this=exp.Star() if arg is None else quote(arg))
+    a = quote(arg)  # type: ignore[arg-type]
+    if func == "sum":
+        s = exp.Sum(this=a)
+        if result_type != "DOUBLE":
+            return exp.Cast(this=s, to=exp.DataType.build("BIGINT"))
+        return s
+    if func == "avg":  # SUM / COUNT in double, the same expression in every engine
+        total = exp.Cast(this=exp.Sum(this=a), to=exp.DataType.build("DOUBLE"))
+        n = exp.Nullif(this=exp.Count(this=a.copy()), expression=exp.Literal.number(0))
+        return exp.Div(this=total, expression=n)
+    if func == "min":
+        return exp.Min(this=a)
+    if func == "max":
+        return exp.Max(this=a)
+    raise SqlGenerationError(f"unknown aggregate {func}")

@@ -1,0 +1,152 @@
+"""The DB-op statement: one query per slide instant, assembled from the DB-op's members.
+
+Its inputs are tables `in0, in1, ...`: window rows (row-level inputs, with their event time
+`_ts`, read by db.sqlgen.operators) or relations (results of SPE-ops, tagged with the
+instant `_tau` they belong to, read with `_tau = $tau`). Aggregations over a time window's
+rows read slice tables instead (db.sqlgen.slices, db.sqlgen.combine); window rows are kept
+only where some operator reads them raw. Each operator is a CTE; identical reads (the same
+table, bounds and operators) are one CTE, scanned once. The whole is tightened
+(db.sqlgen.tighten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from db.sqlgen.combine import combine, combine_shared
+from db.sqlgen.operators import operator_sql, window_rows
+from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
+from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
+from db.sqlgen.tighten import exact_names, pushdown, read_columns
+from federation.conventions import TAU, TS, us
+
+if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+    from federation.logical import NumberedPlan
+
+
+@dataclass(frozen=True)
+class DbOpSql:
+    """The SQL of a DB-op: the query per instant, the slice tables it reads, and the input
+    tables whose window rows it reads raw (table -> the input positions that do)."""
+
+    query: exp.Select
+    slices: tuple[SliceTable, ...] = ()
+    raw: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    raw_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)  # what it reads
+
+    def sql(self, dialect: str = "duckdb", pretty: bool = False) -> str:
+        return self.query.sql(dialect=dialect, pretty=pretty)
+
+
+def db_op_sql(
+    plan: NumberedPlan, members: Sequence[str], inputs: Sequence[tuple[str, str]],
+    row_level: set[str] | None = None, slices: bool = True,
+) -> DbOpSql:
+    """The SQL of the DB-op made of `members` (op ids), whose inputs are `(table, op id)`.
+
+    Inputs that are identical subtrees share a table (they are transferred once): pass
+    each input position with the table name it reads. `row_level` names the inputs that
+    arrive as window rows with `_ts` (default: every input that is a window under
+    selections and projections); the others arrive as relations tagged with `_tau`.
+    `slices=False` reads every window's rows raw (no slice tables).
+    """
+    member_set = set(members)
+    table_of = {oid: table for table, oid in inputs}
+    if row_level is None:
+        row_level = {oid for _, oid in inputs if plan.nodes[oid].row_window()}
+    root = [m for m in members if plan.parent.get(m) not in member_set]
+    if len(root) != 1:
+        raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
+
+    # which aggregations fold into slices: every reader of their table must, or the rows
+    # are kept anyway (then slices still save the aggregation's scan)
+    slide = next((plan.nodes[o].row_window().slide_s for _, o in inputs
+                  if plan.nodes[o].row_window() is not None), 1.0)
+    builder = SliceBuilder(plan, us(slide))
+    sliced: dict[str, tuple[tuple, dict]] = {}
+    sliced_inputs: set[str] = set()
+    if slices:
+        for m in members:
+            chain = sliced_chain(plan, member_set, m, row_level)
+            if chain is not None:
+                if chain[0] not in table_of:
+                    raise SqlGenerationError(f"input {chain[0]} of the DB-op has no table")
+                sliced[m] = builder.add(m, chain, table_of[chain[0]])
+                sliced_inputs.add(chain[0])
+    tables = builder.tables()
+    raw: dict[str, tuple[str, ...]] = {}
+    for table, oid in inputs:
+        if oid in row_level and oid not in sliced_inputs:
+            raw[table] = raw.get(table, ()) + (oid,)
+
+    ctes: list[tuple[str, exp.Expression]] = []
+    names: dict[str, str] = {}
+    by_text: dict[str, str] = {}
+
+    def shared_scan(sig: tuple, oids: list[str]) -> str:
+        st = tables[sig]
+        name = f"n_{st.name}"
+        if name not in {n for n, _ in ctes}:
+            ctes.append((name, combine_shared(st, [
+                (o, plan.nodes[o], sliced[o][1], us(plan.nodes[o].child.row_window().range_s))
+                for o in oids])))
+        return name
+
+    def source(oid: str) -> str:
+        if oid in names:
+            return names[oid]
+        node = plan.nodes[oid]
+        if oid in sliced:
+            sig, pnames = sliced[oid]
+            sharing = [o for o in sliced if sliced[o][0] == sig]
+            if len(sharing) > 1 and node.keys:  # one scan of the slices for all of them
+                shared = shared_scan(sig, sharing)
+                q = exp.select(*[col(k) for k in node.keys],
+                               *[alias(col(f"{oid}__{n}"), n) for n, _ in node.aggs]
+                               ).from_(shared).where(exp.GT(this=col(f"_n_{oid}"),
+                                                            expression=num(0)))
+            else:
+                q = combine(node, tables[sig], pnames, us(node.child.row_window().range_s))
+        elif oid not in member_set:
+            table = table_of.get(oid)
+            if table is None:
+                raise SqlGenerationError(f"input {oid} of the DB-op has no table")
+            cols = list(node.schema)
+            if oid in row_level:
+                q = window_rows(node.row_window(), cols, table)
+            else:
+                q = (exp.select(*[col(c) for c in cols]).from_(exp.to_table(table))
+                     .where(exp.EQ(this=col(TAU), expression=tau_param())))
+        else:
+            q = operator_sql(plan, oid, [source(c) for c in plan.children[oid]])
+        text = q.sql(dialect="duckdb")
+        if text in by_text:  # the same rows: one scan
+            names[oid] = by_text[text]
+            return names[oid]
+        name = f"n_{oid}"
+        ctes.append((name, q))
+        names[oid] = by_text[text] = name
+        return name
+
+    top = source(root[0])
+    out_cols = [alias(tau_param(), TAU)] + [col(c) for c in plan.nodes[root[0]].schema]
+    query = exp.select(*out_cols).from_(top)
+    for name, q in ctes:
+        query = query.with_(name, as_=q)
+    schema = {t: {TS: "TIMESTAMP", **dict(plan.nodes[oids[0]].schema)} for t, oids in raw.items()}
+    for st in tables.values():  # column names are what pruning needs, not types
+        schema[st.name] = schema[st.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in st.keys},
+                                               **{p: "DOUBLE" for p in st.partials}}
+    for table, oid in inputs:
+        if oid not in row_level:
+            schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
+    query = exact_names(pushdown(query, schema, merge=True),
+                         [TAU, *plan.nodes[root[0]].schema])
+    raw_columns = {t: tuple(c for c in schema[t]
+                            if c != TS and c.lower() in read_columns(query, t))
+                   for t in raw}
+    return DbOpSql(query, tuple(tables.values()), raw, raw_columns)

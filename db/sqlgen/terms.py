@@ -1,0 +1,52 @@
+"""The vocabulary of a DB-op's SQL: quoted names, numbers and intervals, the slide
+instant's parameters, and the error for a plan the generator cannot express.
+
+Every name is quoted (plan columns may be SQL keywords or mixed case). A DB-op's query
+runs once per slide instant, given as parameters: `$tau` (a TIMESTAMP) and `$tau_us` (its
+microseconds since the epoch).
+
+    >>> tau_param().sql("duckdb"), seconds(1.5).sql("duckdb")
+    ('CAST($tau AS TIMESTAMP)', "INTERVAL '1.5' SECOND")
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+class SqlGenerationError(NotImplementedError):
+    """A plan the SQL generator cannot express (a malformed DB-op)."""
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(name, table=table, quoted=True)
+
+
+def alias(e: exp.Expression, name: str) -> exp.Alias:
+    return exp.alias_(e, name, quoted=True)
+
+
+def quote(e: exp.Expression) -> exp.Expression:
+    """A copy of `e` with every column name quoted."""
+    e = e.copy()
+    for c in e.find_all(exp.Column):
+        c.set("this", exp.to_identifier(c.name, quoted=True))
+    return e
+
+
+def num(n: int) -> exp.Literal:
+    return exp.Literal.number(n)
+
+
+def tau_param() -> exp.Expression:
+    """`$tau` as a TIMESTAMP."""
+    return exp.cast(exp.Placeholder(this="tau"), "TIMESTAMP")
+
+
+def tau_us_param() -> exp.Expression:
+    return exp.Placeholder(this="tau_us")
+
+
+def seconds(s: float) -> exp.Interval:
+    text = f"{s:g}" if float(s).is_integer() else repr(float(s))
+    return exp.Interval(this=exp.Literal.string(text), unit=exp.Var(this="SECOND"))

@@ -1,0 +1,72 @@
+"""The statements on the MIG's DuckDB tables, as text (db.store runs them): CREATE with
+DuckDB types for the streams' SQL types, INSERT, and the DELETEs of rows a window no longer
+holds (older than a time window's range, or beyond a tuple window's last n rows per
+partition, ordered as the DB-op's SQL orders them). Names are quoted.
+
+    >>> create_table("in0", {"_ts": "TIMESTAMP", "load": "DOUBLE"})
+    'CREATE TABLE "in0" ("_ts" TIMESTAMP, "load" DOUBLE)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from federation.conventions import DUCKDB_TYPES, TS
+
+
+def quoted_column(name: str) -> exp.Column:
+    return exp.column(name, quoted=True)
+
+
+def quoted_table(name: str) -> exp.Table:
+    return exp.to_table(exp.to_identifier(name, quoted=True).sql(dialect="duckdb"))
+
+
+def render(e: exp.Expression) -> str:
+    return e.sql(dialect="duckdb")
+
+
+def create_table(table: str, columns: dict[str, str]) -> str:
+    """CREATE TABLE with DuckDB types for the stream's SQL types."""
+    schema = exp.Schema(this=quoted_table(table), expressions=[
+        exp.ColumnDef(this=exp.to_identifier(c, quoted=True),
+                      kind=exp.DataType.build(DUCKDB_TYPES[t])) for c, t in columns.items()])
+    return render(exp.Create(this=schema, kind="TABLE"))
+
+
+def insert_from(table: str, source: str, columns: list[str]) -> str:
+    """INSERT INTO table (columns) SELECT columns FROM source."""
+    cols = [quoted_column(c) for c in columns]
+    target = exp.Schema(this=quoted_table(table), expressions=[exp.to_identifier(c, quoted=True)
+                                                         for c in columns])
+    return render(exp.insert(exp.select(*cols).from_(source), target))
+
+
+def delete_before(table: str, column: str, range_s: float | None = None) -> str:
+    """DELETE the rows whose `column` is before the parameter (minus `range_s` seconds)."""
+    bound: exp.Expression = exp.cast(exp.Placeholder(), "TIMESTAMP")
+    if range_s is not None:
+        bound = exp.Sub(this=bound, expression=exp.Interval(
+            this=exp.Literal.string(str(range_s)), unit=exp.Var(this="SECOND")))
+    return render(exp.delete(quoted_table(table),
+                             where=exp.LT(this=quoted_column(column), expression=bound)))
+
+
+def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[str],
+                       rows: int) -> str:
+    """DELETE what a tuple window of `rows` rows (per partition) before the parameter no
+    longer holds, ordered by event time and then the other columns (as the DB-op's SQL)."""
+    order = exp.Order(expressions=[exp.Ordered(this=quoted_column(c), desc=True)
+                                   for c in [TS, *columns]])
+    rn = exp.Window(this=exp.RowNumber(), order=order,
+                    partition_by=[quoted_column(k) for k in partition_by]
+                    or [exp.Literal.number(1)])
+    inner = (exp.select(exp.column("rowid"), exp.alias_(rn, "rn"))
+             .from_(quoted_table(table))
+             .where(exp.LT(this=quoted_column(TS), expression=exp.Placeholder())))
+    doomed = (exp.select(exp.column("rowid")).from_(inner.subquery("r"))
+              .where(exp.GT(this=exp.column("rn"), expression=exp.Literal.number(rows))))
+    return render(exp.delete(quoted_table(table), where=exp.In(this=exp.column("rowid"),
+                                                             query=doomed.subquery())))
