@@ -1,0 +1,165 @@
+"""The streaming SQL dialect: how a query's text is read, and how a refusal names its place.
+
+The text is parsed by sqlglot in DuckDB's dialect with one extension (`FedqSql`): inside a
+function call, `TABLE name` is a table argument (the first argument of a window table
+function) rather than the query `TABLE name`. A query is one statement (`SqlText`).
+
+Whatever the engine cannot run is a `SqlError` naming the clause, the line and the column
+(`SqlText.fail` finds them from the offending construct, else from the clause's keyword):
+
+    >>> text = SqlText("SELECT plug_id\\nFROM s\\nORDER BY plug_id")
+    >>> print(text.fail("ORDER BY on a stream is not supported", "ORDER BY"))
+    SQL line 3, col 1 (ORDER BY): ORDER BY on a stream is not supported
+
+Expressions are the forms every engine evaluates alike (`check_scalar`); a comment in a
+WHERE or HAVING condition may carry the optimizer's selectivity estimate (`selectivity`):
+
+    >>> selectivity(sqlglot.parse_one("SELECT 1 WHERE v > 9 /* selectivity 0.1 */")
+    ...             .args["where"])
+    0.1
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import ParseError
+from sqlglot.tokens import TokenType
+
+from federation.errors import FedqError, QueryValidationError
+
+T = TypeVar("T")
+
+#: expression forms every engine evaluates alike (Spark, DuckDB, the reference evaluator)
+SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
+           exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
+           exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
+           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var)
+_SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
+
+
+class SqlError(FedqError, ValueError):
+    """A SQL query the engine cannot run; names the clause and the position.
+
+    Example:
+        >>> str(SqlError("ORDER BY on a stream is not supported", "ORDER BY", 2, 5))
+        'SQL line 2, col 5 (ORDER BY): ORDER BY on a stream is not supported'
+    """
+
+    def __init__(self, message: str, clause: str, line: int | None = None,
+                 col: int | None = None) -> None:
+        self.message, self.clause, self.line, self.col = message, clause, line, col
+        where = f"line {line}, col {col}" if line is not None else "line ?"
+        super().__init__(f"SQL {where} ({clause}): {message}")
+
+
+class FedqSql(DuckDB):
+    """DuckDB's dialect, reading `TABLE name` inside a function call as a table argument
+    (the window table functions' first argument) instead of `TABLE name` as a query."""
+
+    class Parser(DuckDB.Parser):
+        def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
+            if (self._curr is not None and self._curr.token_type == TokenType.TABLE
+                    and self._next is not None
+                    and self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER)):
+                self._advance()
+                return self.expression(exp.Table(this=self._parse_id_var()))
+            return super()._parse_lambda(alias)
+
+
+class SqlText:
+    """A query's text: its one statement, and each refusal placed at a line and column."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def statement(self) -> exp.Expression:
+        """The text's one statement, parsed in the `FedqSql` dialect."""
+        try:
+            trees = [t for t in sqlglot.parse(self.text, dialect=FedqSql) if t is not None]
+        except ParseError as e:
+            err = (e.errors or [{}])[0]
+            raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
+                           err.get("line"), err.get("col")) from None
+        if not trees:
+            raise SqlError("no statement", "statement")
+        if len(trees) > 1:
+            raise self.fail("one statement per query (found "
+                            f"{len(trees)})", "statement", trees[1])
+        return trees[0]
+
+    def pos(self, node: exp.Expression | None, keyword: str | None = None
+            ) -> tuple[int | None, int | None]:
+        """Line and column (1-based) of `node`'s first token, or of the nearest `keyword`
+        before it (the clause that holds it)."""
+        at = None
+        if node is not None:
+            starts = [n.meta["start"] for n in node.walk()
+                      if getattr(n, "_meta", None) and "start" in n.meta]
+            at = min(starts) if starts else None
+        if keyword:
+            pat = re.compile(r"\b" + r"\s+".join(map(re.escape, keyword.split())) + r"\b",
+                             re.IGNORECASE)
+            hits = [m.start() for m in pat.finditer(self.text)]
+            before_node = [h for h in hits if at is None or h <= at]
+            if before_node:  # the clause that holds the node
+                at = before_node[-1] if at is not None else before_node[0]
+            elif hits:  # a clause after it (UNION after the first SELECT)
+                at = hits[0]
+        if at is None:
+            return None, None
+        before = self.text[:at]
+        return before.count("\n") + 1, at - (before.rfind("\n") + 1) + 1
+
+    def fail(self, message: str, clause: str, node: exp.Expression | None = None,
+             keyword: str | None = None) -> SqlError:
+        """The error to raise for `node` of `clause` (placed at the clause when the node
+        has no position)."""
+        line, col = self.pos(node, keyword)
+        if line is None:
+            line, col = self.pos(None, clause)
+        return SqlError(message, clause, line, col)
+
+    def build(self, clause: str, node: exp.Expression | None, make: Callable[[], T]) -> T:
+        """Build a DSL node; its validation errors become SqlErrors at `node`."""
+        try:
+            return make()
+        except QueryValidationError as e:
+            raise self.fail(f"{e.field}: {e.message}", clause, node) from None
+
+
+def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = False) -> None:
+    """Refuse in `e` what not every engine evaluates alike: subqueries, unknown or other
+    functions, aggregates (unless `aggs_ok`), any other construct."""
+    for n in e.walk():
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            raise text.fail(f"subqueries in {clause} are not supported (join instead)",
+                            clause, n, "SELECT")
+        if isinstance(n, exp.AggFunc):
+            if not aggs_ok:
+                raise text.fail(f"aggregate {n.sql()} in {clause} (aggregates belong in "
+                                "SELECT or HAVING with GROUP BY)", clause, n)
+            continue
+        if isinstance(n, exp.Anonymous):
+            raise text.fail(f"unknown function {n.name}()", clause, n)
+        if isinstance(n, exp.Func) and not isinstance(n, SCALARS):
+            raise text.fail(f"function {n.sql_name()}() is not supported in continuous "
+                            "queries", clause, n)
+        if not isinstance(n, SCALARS) and not isinstance(n, (exp.AggFunc, exp.Tuple,
+                                                             exp.Interval)):
+            raise text.fail(f"{n.key.upper()} is not supported in {clause}", clause, n)
+
+
+def selectivity(clause: exp.Expression) -> float | None:
+    """The selectivity hint in a comment of `clause` (`/* selectivity 0.1 */`), if any."""
+    for n in clause.walk():
+        for c in n.comments or []:
+            m = _SELECTIVITY.search(c)
+            if m:
+                return float(m.group(1))
+    return None

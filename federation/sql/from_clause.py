@@ -1,0 +1,161 @@
+"""The FROM clause: its items and the joins between them, as a `Scope`.
+
+A FROM item is a window table function (windows.py), a CTE or a subquery, named by its
+alias (else by its stream or CTE name); a bare stream is refused (it needs a window).
+Joins are inner equi-joins at each instant: `JOIN ... USING (k, ...)` or
+`JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or window_start) is
+implied and dropped, and a condition that is no key equality becomes a selection above
+the join. Outer, CROSS, SEMI, ANTI, NATURAL and comma joins are refused, as is a join
+without a key equality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from sqlglot import exp
+
+from federation.expressions import split_conjuncts
+from federation.logical import Node
+from federation.logical.window import Window
+from federation.sql.dialect import SqlText, check_scalar
+from federation.sql.scopes import WINDOW_COLUMNS, Scope
+from federation.sql.windows import window_tvf
+from federation.streams import StreamDecl
+
+#: translates a query nested in FROM, given the CTEs in scope
+Subquery = Callable[[exp.Expression, dict[str, Node]], Node]
+
+
+class FromClause:
+    """Builds the scope of a SELECT's FROM clause; `subquery` translates a nested query."""
+
+    def __init__(self, text: SqlText, streams: Mapping[str, StreamDecl],
+                 subquery: Subquery) -> None:
+        self.text = text
+        self.streams = streams
+        self.subquery = subquery
+
+    def scope(self, q: exp.Select, ctes: dict[str, Node]) -> Scope:
+        """The relation `q` reads: its first FROM item joined with the others."""
+        frm = q.args.get("from_") or q.args.get("from")
+        if frm is None:
+            raise self.text.fail("a query reads a stream: FROM HOP(TABLE s, DESCRIPTOR(ts), "
+                                 "slide, size)", "FROM", q, "SELECT")
+        scope = self.source(frm.this, ctes)
+        for j in q.args.get("joins") or []:
+            scope = self.join(scope, j, ctes)
+        return scope
+
+    def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Scope:
+        """One FROM item: a window table function, a CTE or a subquery."""
+        fail = self.text.fail
+        alias = src.alias if isinstance(src, (exp.Table, exp.Subquery)) else ""
+        if isinstance(src, exp.Subquery):
+            node = self.subquery(src.this, ctes)
+        elif isinstance(src, exp.Table) and isinstance(src.this, exp.Anonymous):
+            node = window_tvf(self.text, self.streams, src.this)
+            stream_name = node.stream.name if isinstance(node, Window) else ""
+            alias = alias or stream_name
+        elif isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier):
+            name = src.name
+            if src.args.get("db"):
+                raise fail(f"qualified names are not supported: {src.sql()}", "FROM", src)
+            if name in ctes:
+                node = ctes[name]
+            elif name in self.streams:
+                raise fail(
+                    f"stream {name!r} needs a window: FROM HOP(TABLE {name}, DESCRIPTOR("
+                    f"{self.streams[name].ts_column}), INTERVAL '1' SECOND, INTERVAL '5' "
+                    f"MINUTE) or TUMBLE(TABLE {name}, DESCRIPTOR(...), size)", "FROM", src)
+            else:
+                known = sorted(set(self.streams) | set(ctes))
+                raise fail(f"unknown stream or CTE {name!r} (known: "
+                           f"{', '.join(known) or 'none'})", "FROM", src)
+            alias = alias or name
+        else:
+            what = src.key.upper()
+            raise fail(f"{what} in FROM is not supported (a window table function, a "
+                       "CTE or a subquery)", "FROM", src, what)
+        return Scope.of(self.text, node, alias)
+
+    def join(self, left: Scope, j: exp.Join, ctes: dict[str, Node]) -> Scope:
+        """`left` joined with the item of `j` on its key equalities."""
+        fail = self.text.fail
+        side, kind = (j.side or "").upper(), (j.kind or "").upper()
+        if side or kind in ("OUTER", "FULL"):
+            what = f"{side} {kind}".strip() or kind
+            raise fail(f"{what} JOIN is not supported (inner equi-joins only)",
+                       f"{what} JOIN", j, f"{side or kind} ")
+        if kind in ("CROSS", "SEMI", "ANTI", "NATURAL"):
+            raise fail(f"{kind} JOIN is not supported (inner equi-joins only)",
+                       f"{kind} JOIN", j, kind)
+        if j.args.get("method"):
+            raise fail(f"{j.args['method']} JOIN is not supported", "JOIN", j)
+        right = self.source(j.this, ctes)
+        overlap = set(left.aliases) & set(right.aliases)
+        if overlap:
+            raise fail(f"alias {min(overlap)!r} used twice in FROM", "JOIN", j.this)
+        keys: list[tuple[str, str]] = []
+        rest: list[exp.Expression] = []
+        using = j.args.get("using")
+        on = j.args.get("on")
+        if using:
+            for u in using:
+                n = u.name
+                lk = left.column_of(None, n, "JOIN USING", u)
+                rk = right.column_of(None, n, "JOIN USING", u)
+                keys.append((lk, rk))
+        elif on is not None:
+            for c in split_conjuncts(on):
+                pair = self.key_pair(c, left, right)
+                if pair == ():
+                    continue  # window_start/window_end equal on both sides: implied
+                if pair is not None:
+                    keys.append(pair)
+                else:
+                    rest.append(c)
+        else:
+            raise fail("a join needs ON or USING with equalities of keys (a comma or "
+                       "CROSS join is not supported)", "JOIN", j, "JOIN")
+        if not keys:
+            raise fail("non-equi join: ON needs at least one equality between a column "
+                       "of each side", "JOIN ON", on if on is not None else j, "ON")
+        node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys))
+        rkey = {rk: lk for lk, rk in keys}
+        aliases = dict(left.aliases)
+        for a, cols in right.aliases.items():
+            aliases[a] = {c: rkey.get(n, n) for c, n in cols.items()}
+        scope = Scope(self.text, node, aliases)
+        if rest:
+            cond = rest[0] if len(rest) == 1 else exp.and_(*rest)
+            check_scalar(self.text, cond, "JOIN ON")
+            pred = scope.resolve(cond, "JOIN ON")
+            scope.node = self.text.build("JOIN ON", on, lambda: node.filter(pred))
+        return scope
+
+    def key_pair(self, c: exp.Expression, left: Scope, right: Scope
+                 ) -> tuple[str, str] | tuple[()] | None:
+        """(left column, right column) of an equality between the two sides; () for the
+        window columns on both sides; None for another condition."""
+        if not (isinstance(c, exp.EQ) and isinstance(c.left, exp.Column)
+                and isinstance(c.right, exp.Column)):
+            return None
+        a, b = c.left, c.right
+        if a.name in WINDOW_COLUMNS and b.name in WINDOW_COLUMNS:
+            if a.name != b.name:
+                raise self.text.fail(f"{a.sql()} = {b.sql()}: window instants join only "
+                                     "with the same column of the other side", "JOIN ON", c)
+            return ()
+        sides = []
+        for col in (a, b):
+            inl = left.has_column(col)
+            inr = right.has_column(col)
+            sides.append("l" if inl and not inr else "r" if inr and not inl else None)
+        if sides == ["l", "r"]:
+            return (left.column_of(a.table, a.name, "JOIN ON", a),
+                    right.column_of(b.table, b.name, "JOIN ON", b))
+        if sides == ["r", "l"]:
+            return (left.column_of(b.table, b.name, "JOIN ON", b),
+                    right.column_of(a.table, a.name, "JOIN ON", a))
+        return None

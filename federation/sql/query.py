@@ -1,0 +1,120 @@
+"""A statement, clause by clause, into the DSL's logical plan.
+
+`INSERT INTO name SELECT ...` names the result (an RSTREAM); a SELECT is read in the order
+its clauses take effect: WITH binds each CTE to its plan (a CTE used twice is the same
+subplan twice), FROM builds the scope (from_clause.py), WHERE filters it, the SELECT list
+with GROUP BY and HAVING ends it (select_list.py). The modifiers that have no meaning on a
+stream (ORDER BY, LIMIT, DISTINCT, OVER, ...) and set operations are refused:
+
+    >>> from federation.smartplug import smartplug_stream
+    >>> from federation.sql.dialect import SqlError
+    >>> t = Translator("SELECT plug_id FROM HOP(TABLE smartplug, DESCRIPTOR(ts), 1, 60)\\n"
+    ...                "ORDER BY plug_id", {"smartplug": smartplug_stream()})
+    >>> try:
+    ...     t.translate(None)
+    ... except SqlError as e:
+    ...     print(e.line, e.col, e.clause)
+    2 1 ORDER BY
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from federation.logical import Node, Rstream
+from federation.sql.dialect import SqlText, check_scalar, selectivity
+from federation.sql.from_clause import FromClause
+from federation.sql.select_list import select_list
+from federation.streams import StreamDecl
+
+#: (argument of a SELECT, clause, why it is refused)
+MODIFIERS = (
+    ("distinct", "DISTINCT", "DISTINCT is not supported (group by the columns instead)"),
+    ("order", "ORDER BY", ("ORDER BY on a stream is not supported: each slide "
+                           "instant's result is a relation; sort the output file "
+                           "instead")),
+    ("limit", "LIMIT", "LIMIT on a stream is not supported"),
+    ("offset", "OFFSET", "OFFSET on a stream is not supported"),
+    ("qualify", "QUALIFY", "QUALIFY is not supported"),
+    ("windows", "WINDOW", "named windows (WINDOW w AS ...) are not supported"),
+    ("laterals", "LATERAL", "LATERAL is not supported"),
+    ("pivots", "PIVOT", "PIVOT is not supported"),
+    ("sample", "TABLESAMPLE", "sampling is not supported"),
+    ("cluster", "CLUSTER BY", "CLUSTER BY is not supported"),
+    ("distribute", "DISTRIBUTE BY", "DISTRIBUTE BY is not supported"),
+    ("sort", "SORT BY", "SORT BY is not supported"),
+    ("locks", "FOR UPDATE", "locking clauses are not supported"),
+    ("into", "INTO", "SELECT INTO is not supported (use INSERT INTO name SELECT)"),
+)
+
+
+class Translator:
+    """The logical plan of one statement of `text` over the declared `streams`."""
+
+    def __init__(self, text: str, streams: Mapping[str, StreamDecl]) -> None:
+        self.text = SqlText(text)
+        self.from_clause = FromClause(self.text, streams, self.query)
+
+    def translate(self, name: str | None) -> Rstream:
+        """The statement's RSTREAM, named `name`, else by INSERT INTO, else "result"."""
+        fail = self.text.fail
+        tree = self.text.statement()
+        target = None
+        if isinstance(tree, exp.Insert):
+            table = tree.this
+            if isinstance(table, exp.Schema):
+                raise fail("INSERT INTO names the result only (no column list)",
+                           "INSERT INTO", table)
+            target = table.name
+            tree = tree.expression
+        if not isinstance(tree, (exp.Query, exp.Subquery)):
+            raise fail(f"only SELECT queries run continuously, not "
+                       f"{tree.key.upper()}", "statement", tree, tree.key)
+        node = self.query(tree, {})
+        return self.text.build("INSERT INTO", tree,
+                               lambda: node.rstream(name or target or "result"))
+
+    def query(self, q: exp.Expression, ctes: dict[str, Node]) -> Node:
+        """The plan of a SELECT (top level, in a CTE or in FROM), given the CTEs in scope."""
+        fail = self.text.fail
+        if isinstance(q, exp.Subquery):
+            return self.query(q.this, ctes)
+        if isinstance(q, exp.SetOperation):
+            kind = type(q).__name__.upper()
+            raise fail(f"{kind} of streams is not supported (one SELECT per query)",
+                       kind, q, kind)
+        if not isinstance(q, exp.Select):
+            raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
+        refuse_modifiers(self.text, q)
+        ctes = dict(ctes)
+        with_ = q.args.get("with_") or q.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise fail("recursive CTEs are not supported", "WITH RECURSIVE", with_,
+                           "RECURSIVE")
+            for cte in with_.expressions:
+                ctes[cte.alias] = self.query(cte.this, ctes)
+        scope = self.from_clause.scope(q, ctes)
+        where = q.args.get("where")
+        if where is not None:
+            check_scalar(self.text, where.this, "WHERE")
+            pred, sel = scope.resolve(where.this, "WHERE"), selectivity(where)
+            scope.node = self.text.build("WHERE", where,
+                                         lambda: scope.node.filter(pred, selectivity=sel))
+        return select_list(self.text, q, scope)
+
+
+def refuse_modifiers(text: SqlText, q: exp.Select) -> None:
+    """Refuse what a SELECT over a stream cannot mean: `MODIFIERS`, window functions."""
+    for arg, clause, message in MODIFIERS:
+        v = q.args.get(arg)
+        if v:
+            raise text.fail(message, clause, v if isinstance(v, exp.Expression) else None,
+                            clause)
+    for e in q.expressions:
+        w = e.find(exp.Window)
+        if w is not None:
+            raise text.fail("window functions (OVER ...) are not supported; use a window "
+                            "table function and GROUP BY", "OVER", w, "OVER")

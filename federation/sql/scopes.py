@@ -1,0 +1,110 @@
+"""Names in scope: the relation a FROM clause builds, and how a name reaches its columns.
+
+A `Scope` is a plan node and, per table alias, the columns that alias sees. A qualified
+name `a.k` resolves through its alias; a bare name through every alias (an error when two
+aliases reach different columns), else the node's own columns. A join keeps both sides'
+aliases, the right side's key columns mapped to the left's (the join keeps the left ones).
+
+A window table function's implicit columns (`WINDOW_COLUMNS`: `window_start`, `window_end`,
+`window_time`) name its instant, no column: they may appear in GROUP BY, in a join's ON
+and as bare SELECT items, where they are dropped (`Scope.is_instant`), and nowhere else:
+
+    >>> import sqlglot
+    >>> from federation.sql.dialect import SqlError
+    >>> from federation.logical import window
+    >>> from federation.smartplug import smartplug_stream
+    >>> text = SqlText("SELECT s.value, window_end FROM s")
+    >>> scope = Scope.of(text, window(smartplug_stream(), range=10, slide=1), "s")
+    >>> scope.resolve(sqlglot.parse_one("s.value * 2"), "SELECT").sql()
+    'value * 2'
+    >>> scope.is_instant(sqlglot.parse_one("window_end"))
+    True
+    >>> try:
+    ...     scope.column_of(None, "window_end", "SELECT", None)
+    ... except SqlError as e:
+    ...     print(e.message)
+    window_end is the window's instant: only in GROUP BY, in a join's ON and as a bare SELECT item
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from federation.logical import Node
+from federation.sql.dialect import SqlText
+
+#: implicit columns of a window table function (Flink's names)
+WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+
+
+@dataclass
+class Scope:
+    """The relation a FROM clause builds: its node and how names reach its columns."""
+
+    text: SqlText
+    node: Node
+    #: alias -> {column as the alias sees it -> column of node}
+    aliases: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, text: SqlText, node: Node, alias: str) -> Scope:
+        """A FROM item: `node`, its columns reached as `alias.column`."""
+        return cls(text, node, {alias: {c: c for c in node.schema}})
+
+    def has_column(self, col: exp.Column) -> bool:
+        if col.table:
+            return col.name in self.aliases.get(col.table, {})
+        return any(col.name in cols for cols in self.aliases.values())
+
+    def is_instant(self, e: exp.Expression) -> bool:
+        """`e` is window_start, window_end or window_time naming no column: dropped."""
+        return (isinstance(e, exp.Column) and e.name in WINDOW_COLUMNS
+                and not self.has_column(e))
+
+    def column_of(self, table: str | None, name: str, clause: str,
+                  node: exp.Expression | None) -> str:
+        """The column of self.node that `table.name` (or the bare `name`) reaches."""
+        fail = self.text.fail
+        if table:
+            if table not in self.aliases:
+                raise fail(f"unknown table or alias {table!r} (in scope: "
+                           f"{', '.join(sorted(self.aliases)) or 'none'})", clause, node)
+            cols = self.aliases[table]
+            if name not in cols:
+                raise fail(f"unknown column {table}.{name} (available: "
+                           f"{', '.join(cols)})", clause, node)
+            return cols[name]
+        hits = {cols[name] for cols in self.aliases.values() if name in cols}
+        if not hits and name in self.node.schema:
+            return name
+        if not hits:
+            if name in WINDOW_COLUMNS:
+                raise fail(f"{name} is the window's instant: only in GROUP BY, in a "
+                           "join's ON and as a bare SELECT item", clause, node)
+            raise fail(f"unknown column {name!r} (available: "
+                       f"{', '.join(self.node.schema)})", clause, node)
+        if len(hits) > 1:
+            raise fail(f"ambiguous column {name!r}: qualify it with its table", clause, node)
+        return hits.pop()
+
+    def resolve(self, e: exp.Expression, clause: str) -> exp.Expression:
+        """A copy of `e` over the columns of self.node (qualifiers resolved, comments gone)."""
+        def fix(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                return exp.column(self.column_of(n.table or None, n.name, clause, n))
+            return n
+
+        return rewrite(e, fix)
+
+
+def rewrite(e: exp.Expression, fix: Callable[[exp.Expression], exp.Expression]
+            ) -> exp.Expression:
+    """A copy of `e` with `fix` applied to each node, its comments gone (the selectivity
+    hints have been read by then)."""
+    out = e.copy().transform(fix)
+    for n in out.walk():
+        n.comments = None
+    return out

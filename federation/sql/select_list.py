@@ -1,0 +1,203 @@
+"""The SELECT list, with GROUP BY and HAVING: a projection, or an aggregation.
+
+Without GROUP BY, HAVING or an aggregate, the list is a projection: bare columns and
+`expr AS name` in any order (`*`, or a list equal to the input's columns, adds no
+operator). Otherwise it is an aggregation: GROUP BY columns (the window's instant is
+dropped there), aggregates COUNT(*), COUNT, SUM, AVG, MIN, MAX, and expressions over
+keys and aggregates (`MAX(v) - MIN(v) AS spread`), which add a projection above it; an
+aggregate without a name is called `count`, `<func>_<column>` or `_agg<i>`; HAVING is a
+selection above the aggregation. One aggregate written twice is computed once.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from federation.expressions import AggCall
+from federation.logical import Node
+from federation.logical.nodes import Project
+from federation.sql.dialect import SqlText, check_scalar, selectivity
+from federation.sql.scopes import Scope, rewrite
+
+_AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
+                          exp.Min: "min", exp.Max: "max"}
+
+
+def select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
+    """The plan of `q`'s SELECT list (with GROUP BY and HAVING) over `scope`."""
+    items = list(q.expressions)
+    group = q.args.get("group")
+    having = q.args.get("having")
+    has_agg = any(e.find(exp.AggFunc) is not None for e in items)
+    if group is not None or has_agg or having is not None:
+        return aggregate(text, q, scope, items, group, having)
+    if len(items) == 1 and isinstance(items[0], exp.Star):
+        return scope.node
+    columns: list[str] = []  # plain columns, kept by name
+    outputs: dict[str, exp.Expression] = {}
+    order: list[str] = []  # the SELECT's order
+    for e in items:
+        inner = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
+                                           and isinstance(inner.this, exp.Star)):
+            raise text.fail("* together with other SELECT items is not supported",
+                            "SELECT", e, "*")
+        if scope.is_instant(inner):
+            continue  # the instant: every result row carries it as tau
+        check_scalar(text, inner, "SELECT")
+        out = scope.resolve(inner, "SELECT")
+        alias = e.alias if isinstance(e, exp.Alias) else None
+        if isinstance(out, exp.Column) and alias in (None, out.name):
+            columns.append(out.name)
+            order.append(out.name)
+            continue
+        if alias is None:
+            raise text.fail(f"name the expression {inner.sql()!r}: {inner.sql()} AS name",
+                            "SELECT", e)
+        outputs[alias] = out
+        order.append(alias)
+    if not outputs and columns == list(scope.node.schema):
+        return scope.node  # the identity
+    projected = tuple((n, outputs[n] if n in outputs else exp.column(n)) for n in order)
+    node = scope.node
+    return text.build("SELECT", q, lambda: Project(node, projected))
+
+
+def group_keys(text: SqlText, scope: Scope, group: exp.Group | None) -> list[str]:
+    """The columns of GROUP BY (without the window's instant), each once."""
+    keys: list[str] = []
+    for g in (group.expressions if group is not None else []):
+        if scope.is_instant(g):
+            continue
+        if not isinstance(g, exp.Column):
+            raise text.fail(f"GROUP BY {g.sql()}: group by columns (compute the "
+                            "expression in a subquery first)", "GROUP BY", g, "GROUP BY")
+        k = scope.column_of(g.table or None, g.name, "GROUP BY", g)
+        if k not in keys:
+            keys.append(k)
+    for arg in ("rollup", "cube", "grouping_sets"):
+        if group is not None and group.args.get(arg):
+            raise text.fail(f"GROUP BY {arg.upper().replace('_', ' ')} is not supported",
+                            "GROUP BY", group, "GROUP BY")
+    return keys
+
+
+def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expression],
+              group: exp.Group | None, having: exp.Having | None) -> Node:
+    """The aggregation of a SELECT list with aggregates, GROUP BY or HAVING."""
+    keys = group_keys(text, scope, group)
+    aggs = Aggregates(text, scope, keys)
+    # each SELECT item: a key, an aggregate, or an expression over them
+    plain: list[tuple[str, str]] = []  # (output name, agg or key column)
+    computed: dict[str, exp.Expression] = {}
+    order: list[str] = []
+    for e in items:
+        inner = e.this if isinstance(e, exp.Alias) else e
+        alias = e.alias if isinstance(e, exp.Alias) else None
+        if isinstance(inner, exp.Star):
+            raise text.fail("SELECT * with GROUP BY: list the keys and aggregates",
+                            "SELECT", e, "*")
+        if scope.is_instant(inner):
+            continue
+        if isinstance(inner, exp.AggFunc):
+            n = aggs.name(inner, alias)
+            plain.append((n, n))
+            order.append(n)
+            continue
+        if isinstance(inner, exp.Column):
+            k = scope.column_of(inner.table or None, inner.name, "SELECT", inner)
+            if k not in keys:
+                raise text.fail(f"column {inner.sql()} is neither grouped nor aggregated",
+                                "SELECT", inner)
+            plain.append((alias or k, k))
+            order.append(alias or k)
+            continue
+        if alias is None:
+            raise text.fail(f"name the expression {inner.sql()!r}: {inner.sql()} AS name",
+                            "SELECT", e)
+        check_scalar(text, inner, "SELECT", aggs_ok=True)
+        computed[alias] = aggs.over(inner)
+        order.append(alias)
+    pred = None
+    if having is not None:
+        check_scalar(text, having.this, "HAVING", aggs_ok=True)
+        pred = aggs.over(having.this)
+        sel = selectivity(having)
+    if not aggs.calls:
+        raise text.fail("GROUP BY without an aggregate (add COUNT(*), or use DISTINCT-"
+                        "free projection)", "GROUP BY", group, "GROUP BY")
+    node = text.build("GROUP BY", group or q,
+                      lambda: scope.node.aggregate(by=keys, **aggs.calls))
+    if pred is not None:
+        node = text.build("HAVING", having, lambda: node.filter(pred, selectivity=sel))
+    schema = list(node.schema)
+    if not computed and [n for n, _ in plain] == schema \
+            and all(n == src for n, src in plain):
+        return node
+    source = dict(plain)
+    projected = tuple((n, computed[n] if n in computed else exp.column(source[n]))
+                      for n in order)
+    return text.build("SELECT", q, lambda: Project(node, projected))
+
+
+class Aggregates:
+    """The aggregates of one aggregation, by output name, as the SELECT list and HAVING
+    name them; `over` writes an expression over the aggregation's output."""
+
+    def __init__(self, text: SqlText, scope: Scope, keys: list[str]) -> None:
+        self.text, self.scope, self.keys = text, scope, keys
+        self.calls: dict[str, AggCall] = {}
+        self.seen: dict[str, str] = {}  # the agg's SQL -> its output name
+
+    def name(self, call: exp.AggFunc, wanted: str | None) -> str:
+        """The output column of `call` (`wanted`, else a derived name), added once."""
+        fail = self.text.fail
+        spelled = call.sql(dialect="duckdb")
+        if spelled in self.seen and wanted in (None, self.seen[spelled]):
+            return self.seen[spelled]
+        func = _AGGS.get(type(call))
+        if func is None:
+            raise fail(f"aggregate {call.sql_name()}() is not supported "
+                       "(COUNT, SUM, AVG, MIN, MAX)", "SELECT", call)
+        inner = call.this
+        if isinstance(inner, exp.Distinct):
+            raise fail(f"{func.upper()}(DISTINCT ...) is not supported", "SELECT",
+                       call, "DISTINCT")
+        if inner is not None and inner.find(exp.AggFunc) is not None:
+            raise fail(f"nested aggregate {call.sql()}", "SELECT", call)
+        if isinstance(inner, exp.Star) or inner is None:
+            if func != "count":
+                raise fail(f"{func.upper()}(*) is not an aggregate", "SELECT", call)
+            arg = None
+        else:
+            check_scalar(self.text, inner, "SELECT")
+            arg = self.scope.resolve(inner, "SELECT")
+        name = wanted
+        if name is None:
+            if arg is None:
+                name = "count"
+            elif isinstance(arg, exp.Column):
+                name = f"{func}_{arg.name}"
+            else:
+                name = f"_agg{len(self.calls) + 1}"
+        if name in self.calls or name in self.keys:
+            raise fail(f"output column {name!r} named twice", "SELECT", call)
+        self.calls[name] = AggCall(func, arg)
+        self.seen[spelled] = name
+        return name
+
+    def over(self, e: exp.Expression) -> exp.Expression:
+        """`e` over the aggregation's output: aggregates become their output columns,
+        group keys stay, any other column is an error."""
+        def fix(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.AggFunc):
+                return exp.column(self.name(n, None))
+            if isinstance(n, exp.Column):
+                k = self.scope.column_of(n.table or None, n.name, "SELECT", n)
+                if k not in self.keys:
+                    raise self.text.fail(f"column {n.sql()} is neither grouped nor "
+                                         "aggregated", "SELECT", n)
+                return exp.column(k)
+            return n
+
+        return rewrite(e, fix)

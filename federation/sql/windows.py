@@ -1,0 +1,124 @@
+"""Window table functions, the leaves of every query: a stream becomes a `Window` node.
+
+Time windows are Flink's: `HOP(TABLE s, DESCRIPTOR(ts), slide, size)` and
+`TUMBLE(TABLE s, DESCRIPTOR(ts), size)` (slide = size); `ts` must be the stream's event-time
+column. Tuple windows are this project's spelling (Flink has no row-count window table
+function): `ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)])`, at each
+instant the last n rows (per partition of the keys when given). `TABLE(HOP(...))` is read
+as `HOP(...)`. Sizes are `INTERVAL '5' MINUTE`, `INTERVAL '5 minutes'`,
+`INTERVAL '500' MILLISECOND` or a number of seconds:
+
+    >>> import sqlglot
+    >>> from federation.sql.dialect import FedqSql, SqlText
+    >>> sizes = ("INTERVAL '5' MINUTE", "INTERVAL '5 minutes'", "INTERVAL '500' MILLISECOND", "90")
+    >>> [duration(SqlText(s), sqlglot.parse_one(s, dialect=FedqSql), "HOP") for s in sizes]
+    [300.0, 300.0, 0.5, 90.0]
+
+CUMULATE and SESSION windows and window offsets are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from federation.errors import QueryValidationError
+from federation.logical.dsl import parse_duration, window
+from federation.logical.window import Window
+from federation.sql.dialect import SqlText
+from federation.streams import StreamDecl
+
+SIGNATURES = {
+    "HOP": "HOP(TABLE s, DESCRIPTOR(ts), slide, size)",
+    "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size)",
+    "ROWS_WINDOW": "ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(keys)])",
+}
+_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5)}
+_UNITS = {"millisecond": "ms", "milliseconds": "ms"}
+
+
+def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anonymous
+               ) -> Window:
+    """The window a call of HOP, TUMBLE or ROWS_WINDOW in FROM reads."""
+    fn = call.name.upper()
+    args = list(call.expressions)
+    if fn == "TABLE" and len(args) == 1 and isinstance(args[0], exp.Anonymous):
+        return window_tvf(text, streams, args[0])
+    if fn in ("CUMULATE", "SESSION"):
+        raise text.fail(f"{fn} windows are not supported (HOP, TUMBLE or ROWS_WINDOW)",
+                        fn, call)
+    if fn not in SIGNATURES:
+        raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE or "
+                        "ROWS_WINDOW)", "FROM", call)
+    want = _ARITY[fn]
+    if len(args) not in want:
+        extra = (" (a window offset is not supported)"
+                 if fn != "ROWS_WINDOW" and len(args) == want[0] + 1 else "")
+        n = " or ".join(map(str, want))
+        raise text.fail(f"{fn} takes {n} arguments, {SIGNATURES[fn]}; got {len(args)}"
+                        f"{extra}", fn, call)
+    table, desc = args[0], args[1]
+    if not isinstance(table, exp.Table):
+        raise text.fail(f"the first argument of {fn} is TABLE <stream>", fn, call)
+    sname = table.name
+    if sname not in streams:
+        raise text.fail(f"unknown stream {sname!r} (known: "
+                        f"{', '.join(sorted(streams)) or 'none'})", fn, table)
+    stream = streams[sname]
+    if not (isinstance(desc, exp.Anonymous) and desc.name.upper() == "DESCRIPTOR"
+            and len(desc.expressions) == 1 and isinstance(desc.expressions[0], exp.Column)):
+        raise text.fail(f"the second argument of {fn} is DESCRIPTOR(<event-time column>)",
+                        fn, desc)
+    ts = desc.expressions[0].name
+    if ts != stream.ts_column:
+        raise text.fail(f"stream {sname!r} has event time {stream.ts_column!r}, not "
+                        f"{ts!r}", fn, desc)
+    if fn == "ROWS_WINDOW":
+        return rows_window(text, stream, call, args)
+    sizes = [duration(text, a, fn) for a in args[2:]]
+    slide, size = (sizes[0], sizes[1]) if fn == "HOP" else (sizes[0], sizes[0])
+    return text.build(fn, call, lambda: Window(stream=stream, slide_s=slide, range_s=size))
+
+
+def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
+                args: list[exp.Expression]) -> Window:
+    """ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)]): at each
+    instant the last n rows (per partition when keys are given), the DSL's
+    `window(s, rows=n, slide=..., partition_by=...)`."""
+    fn = "ROWS_WINDOW"
+    slide = duration(text, args[2], fn)
+    n = args[3]
+    if not (isinstance(n, exp.Literal) and not n.is_string and n.name.isdigit()
+            and int(n.name) >= 1):
+        raise text.fail(f"the row count of ROWS_WINDOW is a whole number >= 1, not "
+                        f"{n.sql()!r}", fn, n)
+    keys: tuple[str, ...] = ()
+    if len(args) == 5:
+        part = args[4]
+        if not (isinstance(part, exp.Anonymous) and part.name.upper() == "DESCRIPTOR"
+                and part.expressions
+                and all(isinstance(c, exp.Column) for c in part.expressions)):
+            raise text.fail("the fifth argument of ROWS_WINDOW is DESCRIPTOR(<partition "
+                            "columns>)", fn, part)
+        keys = tuple(c.name for c in part.expressions)
+    return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
+                                               partition_by=keys))
+
+
+def duration(text: SqlText, a: exp.Expression, clause: str) -> float:
+    """Seconds of a window size or slide: an INTERVAL or a number of seconds."""
+    if isinstance(a, exp.Interval):
+        value = a.this.name if isinstance(a.this, exp.Literal) else a.this.sql()
+        unit = a.args.get("unit")
+        unit_s = unit.name.lower() if unit is not None else ""
+        spelled = f"{value} {_UNITS.get(unit_s, unit_s)}".strip()
+    elif isinstance(a, exp.Literal):
+        spelled = a.name
+    else:
+        raise text.fail(f"a window size is an INTERVAL or a number of seconds, not "
+                        f"{a.sql()!r}", clause, a)
+    try:
+        return parse_duration(spelled, clause.lower(), "size")
+    except QueryValidationError as e:
+        raise text.fail(e.message, clause, a) from None
