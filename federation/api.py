@@ -6,29 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from costmodel.plan_cost import PlanCost, plan_cost
-from costmodel.profile import CostProfile, load_profile
+from costmodel.profile import CostProfile
 from federation.errors import OutputError
-from federation.logical import NumberedPlan, Rstream, Window
-from federation.optimizer import optimize
-from federation.optimizer.phase_one import phase_one
-from federation.physical import PhysicalPlan, build_physical_plan
-from federation.runtime import RunResult, check_arguments, check_output, execute
+from federation.logical import Rstream, Window
+from federation.optimizer import plan_for
+from federation.runtime import (
+    RunResult,
+    check_arguments,
+    check_output,
+    execute,
+    work_directory,
+)
 from federation.runtime.progress import as_progress
-
-
-def plan_for(query: Rstream, placement: str | Mapping[str, str] = "auto",
-             profile: CostProfile | None = None, feasibility_check: bool = True
-             ) -> tuple[PhysicalPlan, PlanCost]:
-    """The physical plan that `run` executes and its cost: the optimizer's choice for
-    "auto", else the named placement ("spe", "db" or op=engine items) over the Phase-One
-    plan."""
-    profile = profile or load_profile()
-    if isinstance(placement, str) and placement.strip().lower() == "auto":
-        r = optimize(query, profile=profile, feasibility_check=feasibility_check)
-        return r.plan, r.plan_cost
-    pp = build_physical_plan(NumberedPlan.of(phase_one(query, profile)), placement)
-    return pp, plan_cost(pp, profile)
 
 
 def run(
@@ -69,7 +58,6 @@ def run(
 
 def _generated(query: Rstream, work: Path | None, rate: float, seconds: int, plugs: int,
                seed: int, progress=None) -> Path:
-    import tempfile
 
     from federation.smartplug.datagen import generate
 
@@ -77,7 +65,6 @@ def _generated(query: Rstream, work: Path | None, rate: float, seconds: int, plu
     if stream.name != "smartplug":
         raise ValueError(f"data: give the directory of stream {stream.name!r} (only smart-plug "
                          "data can be generated)")
-    work = work or Path(tempfile.mkdtemp(prefix="fedq-run-"))
-    data = work / "data"
+    data = work_directory(work) / "data"
     generate(data, rate=rate, seconds=seconds, plugs=plugs, seed=seed, progress=progress)
     return data

@@ -32,3 +32,19 @@ class PlacementError(FedqError, ValueError):
 
 class OutputError(FedqError, ValueError):
     """The results cannot be written where asked (checked before any work starts)."""
+
+
+class OptionError(FedqError, ValueError):
+    """A run option is out of range; `option` names it as the API spells it (the CLI maps it
+    to its flag, federation/cli/run.py).
+
+    Example:
+        >>> e = OptionError("seconds_per_batch", "must be a whole number >= 1, got 0")
+        >>> e.option, str(e)
+        ('seconds_per_batch', 'seconds_per_batch: must be a whole number >= 1, got 0')
+    """
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        self.message = message
+        super().__init__(f"{option}: {message}")

@@ -1,7 +1,7 @@
 """The layers point one way (docs/architecture.md), checked on every import in the code
 (function-level imports included; imports under `if TYPE_CHECKING:` are type hints only):
 
-    model (DSL, logical plan)  <-  optimizer  <-  physical plan  <-  runtime  <-  CLI
+    model (DSL, logical plan)  <-  optimizer  <-  physical plan  <-  runtime  <-  adaptive  <-  CLI
          ^                            |                                 |
     costmodel/ (cost of plans, reads nodes by kind)     spe/, db/ (engines, read nodes by kind)
 
@@ -30,8 +30,8 @@ FEDERATION_GROUPS = {
     "physical": ["federation.physical"],
     "optimizer": ["federation.optimizer"],
     "runtime": ["federation.runtime"],
-    "interface": ["federation.explain", "federation.cli", "federation.api",
-                  "federation.adaptive"],
+    "adaptive": ["federation.adaptive"],
+    "interface": ["federation.explain", "federation.cli", "federation.api"],
 }
 #: the package itself (its __init__ re-exports the interface); exact name only
 PACKAGE_ROOT = {"federation": "interface"}
@@ -43,6 +43,8 @@ MAY_IMPORT = {
     "optimizer": {"conventions", "model", "physical", "optimizer"},
     # executes a given plan: never re-plans
     "runtime": {"conventions", "model", "physical", "runtime"},
+    # re-plans while it runs: above the optimizer and the runtime, below the interface
+    "adaptive": {"conventions", "model", "physical", "optimizer", "runtime", "adaptive"},
     "interface": set(FEDERATION_GROUPS),
 }
 #: the one federation module the engines and the cost model may import

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -34,20 +35,25 @@ def fedq_run(query: str, placement: str, data, work, out) -> list[str]:
 
 
 def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool, str]:
-    """Run `cmd` and kill it: "after:<s>" seconds, or at a fault point "<point>:<n>"
+    """Run `cmd` and kill it: "after:<s>" seconds after Spark committed its first
+    micro-batch (a moment in the middle of the run), or at a fault point "<point>:<n>"
     (durable.FAULT_POINTS); then run it again to the end. Returns whether the kill hit a
     running process, whether its input was complete by then, the resumed run's stderr."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("FEDQ_FAULT", None)
-    timeout = 600.0
-    if kill.startswith("after:"):
-        timeout = float(kill.split(":")[1])
-    else:
+    if not kill.startswith("after:"):
         env["FEDQ_FAULT"] = kill
     p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
-        p.wait(timeout=timeout)
+        if kill.startswith("after:"):
+            first = work / "checkpoints" / "stage0" / "commits" / "0"
+            deadline = time.monotonic() + 600
+            while not first.exists() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            p.wait(timeout=float(kill.split(":")[1]))
+        else:
+            p.wait(timeout=600)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)  # Python, the JVM and its workers at once
         p.wait()
@@ -73,8 +79,8 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
     ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:7"),
     # killed with the MIG's rows inserted but not committed
     ("CQ1", "auto", "mig_rows_in:9"),
-    # pure Spark: killed at a random moment
-    ("CQ2", "spe", f"after:{random.Random(2).uniform(10.0, 20.0):.1f}"),
+    # pure Spark: killed at a random moment after its first micro-batch
+    ("CQ2", "spe", f"after:{random.Random(2).uniform(0.5, 3.0):.1f}"),
 ])
 def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, kill):
     data = tmp_path / "data"
@@ -82,8 +88,7 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     work, out = tmp_path / "work", tmp_path / "out.parquet"
     hit, ingested, err = run_killed_then_resumed(fedq_run(query, placement, data, work, out),
                                                  kill, work)
-    if not kill.startswith("after:"):
-        assert hit, f"the fault point {kill} was never reached"
+    assert hit, f"the kill ({kill}) never hit the running process"
     got = pq.read_table(out)
     q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
     want = reference_result(q, read_clean_rows(work / "input" / "spool"))

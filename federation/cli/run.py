@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from federation.cli.args import (
     rate_profile,
 )
 from federation.conventions import REJECTED_CSV
+from federation.runtime.records import work_directory
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -51,6 +51,13 @@ def cmd_generate(a: argparse.Namespace) -> int:
           + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
              if a.rate_profile else ""))
     return 0
+
+
+#: the flag of each option an OptionError names (its `option`, as the Python API spells it)
+FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--allowed-lateness",
+         "event_horizon_s": "--event-horizon", "rate": "--rate", "seconds": "--seconds",
+         "plugs": "--plugs", "data": "--data", "output": "--output", "every_s": "--decide-every",
+         "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -89,7 +96,7 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
     if a.margin >= 1:
         return _fail("--margin", f"{a.margin:g} is not below 1")
     own_work = a.work_dir is None
-    work_dir = Path(tempfile.mkdtemp(prefix="fedq-adaptive-")) if own_work else a.work_dir
+    work_dir = work_directory(a.work_dir, "fedq-adaptive-")
     try:
         with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
             r = decide_and_run(q, data, decide={
@@ -100,10 +107,7 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
                 progress=progress, allowed_lateness_s=a.allowed_lateness,
                 event_horizon_s=a.event_horizon)
     except AdaptiveError as e:
-        why = str(e).removeprefix("adaptive: ")
-        option = ("--decide-every" if why.startswith("every_s") else
-                  "--margin" if why.startswith("margin") else "--adaptive")
-        return _fail(option, why.removeprefix("every_s: ").removeprefix("margin: "))
+        return _fail(FLAGS.get(e.option, "--adaptive"), e.message)
     finally:
         if own_work:  # keep the dead letters (as a plain run does), nothing else
             _tidy(work_dir)
@@ -142,7 +146,7 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from federation.api import run
-    from federation.errors import FedqError
+    from federation.errors import FedqError, OptionError
     from federation.runtime import check_output
 
     make = query_source(a)
@@ -184,7 +188,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.adaptive:
         return _run_adaptive(a, q, data, load_profile(a.profile))
     own_work = a.work_dir is None  # a temporary work directory, tidied after the run
-    work_dir = Path(tempfile.mkdtemp(prefix="fedq-run-")) if own_work else a.work_dir
+    work_dir = work_directory(a.work_dir)
     try:
         with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
             spark = None
@@ -199,6 +203,8 @@ def cmd_run(a: argparse.Namespace) -> int:
                     allowed_lateness_s=a.allowed_lateness, work_dir=work_dir,
                     event_horizon_s=a.event_horizon, overwrite=a.overwrite,
                     realtime=a.realtime, progress=progress, fresh=a.fresh)
+    except OptionError as e:
+        return _fail(FLAGS.get(e.option, e.option), e.message)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from costmodel.ordering import CostVector
@@ -76,3 +77,17 @@ def optimize(
         kept=tuple(res.plans),
         feasibility_check=feasibility_check,
     )
+
+
+def plan_for(query: Rstream, placement: str | Mapping[str, str] = "auto",
+             profile: CostProfile | None = None, feasibility_check: bool = True
+             ) -> tuple[PhysicalPlan, PlanCost]:
+    """The physical plan that `run` executes and its cost: the optimizer's choice for
+    "auto", else the named placement ("spe", "db" or op=engine items) over the Phase-One
+    plan."""
+    profile = profile or load_profile()
+    if isinstance(placement, str) and placement.strip().lower() == "auto":
+        r = optimize(query, profile=profile, feasibility_check=feasibility_check)
+        return r.plan, r.plan_cost
+    pp = build_physical_plan(NumberedPlan.of(phase_one(query, profile)), placement)
+    return pp, plan_cost(pp, profile)

@@ -13,7 +13,8 @@ from federation.runtime.records import (
     RunSummary,
     check_arguments,
     check_output,
+    work_directory,
 )
 
 __all__ = ["BatchMetrics", "RunResult", "RunSummary", "check_arguments", "check_output",
-           "execute"]
+           "execute", "work_directory"]

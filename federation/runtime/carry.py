@@ -1,6 +1,6 @@
 """Moving state at a migration: carry DuckDB window state from one placement to the next.
 
-A migration at slide instant T_m (federation/adaptive.py) can start the new placement in two
+A migration at slide instant T_m (federation/adaptive/) can start the new placement in two
 ways. *Parallel track* replays the last extent of input before T_m so that every operator of
 the new placement fills its windows. *Moving state* applies when all window state the new
 placement needs is already in the old placement's DuckDB databases, as it is at T_m: the new
@@ -22,9 +22,9 @@ when some window state of a new DB-op is in no old DB-op (it was in Spark, or th
 DB-op kept other columns, a shorter range or other partial aggregates). `plan_carry` says
 which, and why not.
 
-The old placement keeps its state as it is at T_m when it runs with `stop_at=T_m` (its MIGs
+The old placement keeps its state as it is at T_m when it runs with `Handoff(stop_at=T_m)` (its MIGs
 compute the instants before T_m only and expire nothing an instant from T_m on needs); the
-new placement runs with `start_at=T_m` and `carry`.
+new placement runs with `Handoff(start_at=T_m, carry=...)`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import math
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +27,7 @@ from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
 from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
+from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.progress import RunProgress, as_progress
@@ -39,6 +39,7 @@ from federation.runtime.records import (
     check_arguments,
     check_output,
     output_path,
+    work_directory,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
 
@@ -83,11 +84,7 @@ def _execute(
     event_horizon_s: float = 3600.0,
     predicted=None,
     fresh: bool = False,
-    start_at: dt.datetime | None = None,
-    stop_at: dt.datetime | None = None,
-    carry: Mapping | None = None,
-    watch: Callable[[dt.datetime], dt.datetime | None] | None = None,
-    prepared: IngestResult | None = None,
+    handoff: Handoff | None = None,
 ) -> RunResult:
     """Run `plan` over the part files of `data`.
 
@@ -101,20 +98,13 @@ def _execute(
     would close after the last event second are not computed, so the result is incomplete.
     `budget_s` stops the run after that many seconds of wall time (the summary says so).
     `predicted`: the plan's cost vector (C_b, C_u), recorded in the summary beside rho.
-    `start_at` / `stop_at` (slide instants; a migration, federation/adaptive.py): the DB-ops
-    compute the instants from `start_at` (instead of the first the input has) and before
-    `stop_at` only, and keep the state that the instants from `stop_at` on need; `carry`
-    (DB-op id -> federation.runtime.carry.Carry) is the state they start with.
-    `watch(clock)` is asked at every stage-0 micro-batch; when it returns an instant T_m
-    the run stops there: the DB-ops compute the instants before T_m and keep their state
-    as it is at T_m, Spark's stage 0 goes on until its own results before T_m are out, and
-    the rest of the input is left to the next placement (`summary.stopped_at`).
-    `prepared`: input already validated into a spool (`ingest.sub_spool`); `data` is then
-    only named in the run's identity.
+    `handoff`: one segment of an adaptive run (start and stop instants, carried state,
+    watch, prepared spool: federation/runtime/handoff.py).
     `progress`: a RunProgress told every phase and micro-batch (federation/runtime/progress.py),
     or a callable receiving the micro-batches.
     """
     prog = as_progress(progress)
+    h = handoff or Handoff()
     check_arguments(seconds_per_batch=seconds_per_batch, allowed_lateness_s=allowed_lateness_s,
                     event_horizon_s=event_horizon_s)
     why = check_output(output, overwrite)
@@ -123,8 +113,7 @@ def _execute(
     if warmup_batch_s is not None and seconds_per_batch != 1:
         raise ValueError("warmup_batch_s needs seconds_per_batch=1, "
                          f"got seconds_per_batch={seconds_per_batch}")
-    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fedq-run-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_directory(work_dir)
     lg = plan.logical
     windows = [n for n in lg.nodes.values() if isinstance(n, Window)]
     stream = windows[0].stream
@@ -136,7 +125,7 @@ def _execute(
 
     identity = run_identity(plan, seconds_per_batch, allowed_lateness_s, warmup_batch_s, drain)
     identity.update({"data": str(Path(data).resolve()), "max_files": max_files,
-                     "start_at": str(start_at), "stop_at": str(stop_at)})
+                     "start_at": str(h.start_at), "stop_at": str(h.stop_at)})
     if fresh:
         (work / RUN_FILE).unlink(missing_ok=True)
     resuming = claim(work, identity)
@@ -149,8 +138,8 @@ def _execute(
     flush_s = end_flush_s(lg.nodes.values())
     if resuming:  # the spool is complete and Spark's checkpoints refer to it
         ingest = IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
-    elif prepared is not None:
-        ingest = prepared
+    elif h.prepared is not None:
+        ingest = h.prepared
         (work / "input").mkdir(parents=True, exist_ok=True)
         (work / "input" / "ingest.json").write_text(ingest.model_dump_json(indent=2))
     else:
@@ -163,8 +152,8 @@ def _execute(
                                horizon_s=event_horizon_s)
     life = None if ingest.first_ts is None else (
         first_instant(ingest.first_ts, slide_s), last_instant(ingest.last_ts, extent_s, slide_s))
-    if life is not None and start_at is not None:
-        life = (start_at, life[1])
+    if life is not None and h.start_at is not None:
+        life = (h.start_at, life[1])
     ff_batches = ingest.warmup_files
     ff_seconds = min(ff_s, ingest.files)
 
@@ -183,13 +172,11 @@ def _execute(
     migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, threads=threads,
                              memory_limit=memory, plan_nodes=lg.nodes, life=life,
                              state_path=str(work / "state" / f"{c.id}.duckdb"),
-                             carry=(carry or {}).get(c.id))
+                             carry=h.carry.get(c.id), until=h.stop_at)
             for c in plan.db_ops}
-    for m in migs.values():
-        m.until = stop_at
     ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,
-                   event_seconds_done, prog.batch, watch=watch,
+                   event_seconds_done, prog.batch, watch=h.watch,
                    tail_s=_spark_tail_s(plan, seconds_per_batch))
     resumed_at = None
     for st in staged.stages:
@@ -379,7 +366,7 @@ def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
         drained=drain,
         achieved_rate_tps=ingest.rows_ok / wall if wall else nan,
         truncated=truncated,
-        stopped_at=None if ex.stop_at is None else str(ex.stop_at),
+        stopped_at=ex.stop_at,
         data_batches=len(data_batches),
         dead_lettered=ingest.rows_dead,
         dead_by_reason=dict(ingest.dead),

@@ -88,7 +88,7 @@ class Execution:
 
     stage_logs: dict[int, StageLog] = field(default_factory=dict)
     #: asked at every stage-0 batch with the stage's clock, before its slides run: an
-    #: instant T_m stops the run there (a migration, federation/adaptive.py)
+    #: instant T_m stops the run there (a migration, federation/adaptive/)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     stop_at: dt.datetime | None = None
     #: Spark's own results of the instants before T_m need its watermark past them: stage 0
@@ -103,7 +103,7 @@ class Execution:
         if t is not None:
             self.stop_at = t
             for m in self.migs.values():
-                m.until = t if m.until is None else min(m.until, t)
+                m.stop_before(t)
 
     def stop_due(self, st: Stage, clock: dt.datetime | None) -> None:
         """Stop stage 0 once its clock is `tail_s` past T_m (from another thread: a query

@@ -82,14 +82,16 @@ class MigRuntime:
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime] | None = None,
-                 state_path: str | None = None, carry=None) -> None:
+                 state_path: str | None = None, carry=None,
+                 until: dt.datetime | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included. Without it, from the first row it receives to the last row's window.
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
         MIG continues after the last micro-batch it committed (`applied`).
         `carry`: window state taken from an old placement's DB-op at a migration
-        (federation/runtime/carry.py), committed before the first micro-batch."""
+        (federation/runtime/carry.py), committed before the first micro-batch.
+        `until`: a migration's instant (`stop_before`)."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
@@ -106,9 +108,9 @@ class MigRuntime:
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
         self.carried: dict[str, int] = {}
-        #: a migration's instant: the MIG computes the instants before it only, and keeps
-        #: no window row from it on (they belong to the next placement; runtime/carry.py)
         self.until: dt.datetime | None = None
+        if until is not None:
+            self.stop_before(until)
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
         elif carry is not None:  # once: a resumed run has it in its committed state
@@ -120,6 +122,11 @@ class MigRuntime:
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
     _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")
+
+    def stop_before(self, t_m: dt.datetime) -> None:
+        """A migration at instant T_m: the MIG computes the instants before it only, and
+        keeps no window row from it on (they belong to the next placement; carry.py)."""
+        self.until = t_m if self.until is None else min(self.until, t_m)
 
     def _restore(self, d: dict) -> None:
         for k in self._TIMES:

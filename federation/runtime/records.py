@@ -3,8 +3,10 @@ result rows, and the checks of its arguments and output location made before any
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from federation.conventions import TAU
+from federation.errors import OptionError
 from federation.runtime.ingest import IngestResult
 
 
@@ -76,7 +79,7 @@ class RunSummary(BaseModel):
     predicted: PredictedCost | None
     db_memory_bytes: dict[str, int]
     #: the migration instant a `watch` stopped the run at (the rest of the input was left)
-    stopped_at: str | None = None
+    stopped_at: dt.datetime | None = None
     #: rows (or slice rows) each DB-op took from an old placement at a migration, per table
     carried: dict[str, dict[str, int]] = {}
     output: str | None = None
@@ -130,20 +133,28 @@ def check_output(output: Path | str | None, overwrite: bool = False) -> str | No
     return None
 
 
+def work_directory(given: str | Path | None, prefix: str = "fedq-run-") -> Path:
+    """The work directory of a run: the given one (made if missing) or a new temporary one
+    (the one place that makes them)."""
+    work = Path(given) if given else Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
 def check_arguments(**kw) -> None:
-    """Refuse a bad argument of a run before any work, naming it."""
+    """Refuse a bad argument of a run before any work, naming it (OptionError.option)."""
     for name in ("seconds", "plugs", "seconds_per_batch"):
         if name not in kw:
             continue
         v = kw[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be a whole number >= 1, got {v!r}")
+            raise OptionError(name, f"must be a whole number >= 1, got {v!r}")
     for name in ("rate", "event_horizon_s"):
         if name not in kw:
             continue
         v = kw[name]
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
+            raise OptionError(name, f"must be a finite number > 0, got {v!r}")
     v = kw.get("allowed_lateness_s", 0.0)
     if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ValueError(f"allowed_lateness_s: must be a finite number >= 0, got {v!r}")
+        raise OptionError("allowed_lateness_s", f"must be a finite number >= 0, got {v!r}")

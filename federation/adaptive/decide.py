@@ -1,0 +1,228 @@
+"""Decide: the plan for the measured statistics against the running placement, priced alike
+(Definition 1 with hysteresis); the segments of a run decided from the rates alone (no JVM)."""
+
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from costmodel.ordering import CostVector, sort_key
+from costmodel.profile import CostProfile
+from federation.adaptive.inputs import PartFile, measured_rates, part_files
+from federation.errors import FedqError, OptionError
+from federation.instants import grid_floor
+from federation.logical import Node, Rstream, Window
+
+
+class AdaptiveError(OptionError):
+    """A query or an input that adaptive runs cannot take."""
+
+
+
+
+def with_rate(query: Rstream, rate: float, stream: str | None = None,
+              selectivities: Mapping[str, float] | None = None) -> Rstream:
+    """The same query with its streams' rate (or only stream `stream`'s) set to `rate`, and
+    the given measured selectivities (per conjunct's SQL text) added to their statistics;
+    their other statistics kept."""
+
+    def restat(n: Node) -> Node:
+        if not (isinstance(n, Window) and stream in (None, n.stream.name)):
+            return n
+        st = n.stream
+        upd: dict = {"rate_tps": rate}
+        if selectivities:
+            upd["selectivities"] = {**st.stats.selectivities, **selectivities}
+        return dataclasses.replace(n, stream=st.model_copy(update={
+            "stats": st.stats.model_copy(update=upd)}))
+
+    return query.transform(restat)  # type: ignore[return-value]
+
+
+class Segment(BaseModel):
+    """One placement over the instants [start, end) (end None: to the end of the input)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: dt.datetime | None  # None: from the first instant
+    end: dt.datetime | None
+    placement: str
+    rate: float  # the measured rate that chose it
+    reason: str
+    C_b: float | None = None
+    C_u: float | None = None
+
+
+def better_by_margin(new: CostVector, cur: CostVector, margin: float) -> bool:
+    """Definition 1 with hysteresis: a feasible plan beats an infeasible one; two feasible
+    (or two infeasible) plans need C_u (or C_b) lower by the margin."""
+    if sort_key(new) >= sort_key(cur):
+        return False
+    if new.is_feasible != cur.is_feasible:
+        return new.is_feasible
+    if new.is_feasible:
+        return new.utilization_cost < (1 - margin) * cur.utilization_cost
+    return new.bottleneck_cost < (1 - margin) * cur.bottleneck_cost
+
+
+def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
+            rho: float | None = None, alternatives: Callable | None = None):
+    """One decision at the statistics `q` declares: (the plan to run and its cost, the
+    running placement's cost there or None when its ids no longer exist, whether to
+    migrate).
+
+    `rho`: the running plan's measured event seconds per wall second. Below 1 it falls
+    behind whatever the model predicts: its cost vector is then at least 1/rho (infeasible),
+    and when the optimizer still picks it, the best other plan the model calls feasible
+    (`alternatives(q)`: placements, best first) is taken."""
+    best, best_cost = planner(q, "auto")
+    try:
+        _, cur_cost = planner(q, cur)
+    except FedqError:  # the current ids do not exist in this plan: move
+        return best, best_cost, None, True
+    if rho is not None and 0 < rho < 1:
+        v = cur_cost.vector
+        cur_cost = dataclasses.replace(cur_cost, vector=CostVector(
+            max(v.bottleneck_cost, 1 / rho), max(v.utilization_cost, 1 / rho)))
+        if best.placement_string == cur and alternatives is not None:
+            for alt in alternatives(q):
+                if alt == cur:
+                    continue
+                pp, cost = planner(q, alt)
+                if cost.vector.is_feasible:
+                    best, best_cost = pp, cost
+                    break
+    if best.placement_string == cur:
+        return best, best_cost, cur_cost, False
+    return best, best_cost, cur_cost, better_by_margin(best_cost.vector, cur_cost.vector,
+                                                       margin)
+
+
+def _cost_change(cur, best, digits: int) -> str:
+    """The running plan's cost vector against the optimum's, for a decision's reason."""
+    v, w = cur.vector, best.vector
+    return (f"C_b {v.bottleneck_cost:.{digits}f} -> {w.bottleneck_cost:.{digits}f}, "
+            f"C_u {v.utilization_cost:.{digits}f} -> {w.utilization_cost:.{digits}f}")
+
+
+def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[float],
+                    margin: float, profile: CostProfile | None = None) -> list[dict]:
+    """What an adaptive run would do as the rate steps through `rates`: the running
+    placement at each rate, and whether (and why) it migrates there (`fedq explain --sweep
+    --margin`). The run starts on the optimizer's plan at the first rate."""
+    from federation.optimizer import plan_for
+
+    def planner(q, p):
+        return plan_for(q, p, profile)
+
+    out, cur = [], None
+    for rate in rates:
+        q = make_query(rate)
+        if cur is None:
+            cur = planner(q, "auto")[0].placement_string
+            out.append({"rate": rate, "running": cur, "migrates": False, "reason": "start"})
+            continue
+        best, best_cost, cur_cost, moved = _decide(planner, q, cur, margin)
+        reason = ""
+        if moved:
+            reason = ("the running plan is gone" if cur_cost is None else
+                      f"C_u {cur_cost.vector.utilization_cost:.4f} -> "
+                      f"{best_cost.vector.utilization_cost:.4f}")
+            cur = best.placement_string
+        elif best.placement_string != cur:
+            reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
+                      f"{cur_cost.vector.utilization_cost:.4f} vs "
+                      f"{best_cost.vector.utilization_cost:.4f})")
+        out.append({"rate": rate, "running": cur, "migrates": moved, "reason": reason})
+    return out
+
+
+def _check(query: Rstream, data: str | Path, every_s: float, window_s: float | None,
+           margin: float) -> tuple[float, list[PartFile]]:
+    """The decision options checked (AdaptiveError names the bad one), the measurement
+    window, and the input's part files."""
+    windows = [n for n in query.walk() if isinstance(n, Window)]
+    if any(w.range_s is None for w in windows):
+        raise AdaptiveError("adaptive", "tuple windows (rows=...) are not supported: their "
+                            "state is not bounded by event time, so no placement can take "
+                            "over from a replay of the last window")
+    slide = windows[0].slide_s
+    if every_s <= 0 or abs(every_s / slide - round(every_s / slide)) > 1e-9:
+        raise AdaptiveError("every_s", f"{every_s:g} s is not a multiple of the slide "
+                            f"({slide:g} s)")
+    if not 0 <= margin < 1:
+        raise AdaptiveError("margin", f"{margin} is not in [0, 1)")
+    files = part_files(data, windows[0].stream.ts_column)
+    if not files:
+        raise AdaptiveError("data", f"no part-*.parquet files with rows in {data}")
+    return window_s or every_s, files
+
+
+def _start(query: Rstream, files: Sequence[PartFile], window_s: float, start_placement: str,
+           planner: Callable) -> Segment:
+    """The first segment: `start_placement` planned at the first window's measured rate."""
+    first, last = files[0].start, files[-1].start + dt.timedelta(seconds=1)
+    head = min(window_s, (last - first).total_seconds())
+    r0 = sum(f.rows for f in files if f.start < first + dt.timedelta(seconds=head)) / head
+    pp, cost = planner(with_rate(query, r0), start_placement)
+    return Segment(start=None, end=None, placement=pp.placement_string, rate=r0,
+                   C_b=cost.vector.bottleneck_cost, C_u=cost.vector.utilization_cost,
+                   reason=f"start: {start_placement} at the first {head:g} s' rate")
+
+
+def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
+                  window_s: float | None = None, margin: float = 0.1,
+                  min_interval_s: float = 30.0, profile: CostProfile | None = None,
+                  start_placement: str = "auto",
+                  planner: Callable | None = None) -> list[Segment]:
+    """Decide the segments of an adaptive run (module doc). `planner(query, placement)`
+    returns (physical plan, PlanCost); default `federation.optimizer.plan_for`."""
+    from federation.optimizer import plan_for
+
+    planner = planner or (lambda q, p: plan_for(q, p, profile))
+    window_s, files = _check(query, data, every_s, window_s, margin)
+    first, last = files[0].start, files[-1].start + dt.timedelta(seconds=1)
+    t = grid_floor(first, every_s) + dt.timedelta(seconds=every_s)
+    points = []
+    while t < last:
+        if (t - first).total_seconds() >= window_s:  # a whole window measured
+            points.append(t)
+        t += dt.timedelta(seconds=every_s)
+    segs = [_start(query, files, window_s, start_placement, planner)]
+    cur = segs[0].placement
+    last_move = None
+    for t, r in zip(points, measured_rates(files, points, window_s)):
+        if last_move is not None and (t - last_move).total_seconds() < min_interval_s:
+            continue
+        best, best_cost, cur_cost, moved = _decide(planner, with_rate(query, r), cur, margin)
+        if not moved:
+            continue
+        why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
+                                       _cost_change(cur_cost, best_cost, 4)))
+        segs[-1] = segs[-1].model_copy(update={"end": t})
+        cur = best.placement_string
+        segs.append(Segment(start=t, end=None, placement=cur, rate=r, reason=why,
+                            C_b=best_cost.vector.bottleneck_cost,
+                            C_u=best_cost.vector.utilization_cost))
+        last_move = t
+    return segs
+
+
+
+def _alternatives(profile: CostProfile) -> Callable[[Rstream], list[str]]:
+    """The placements the optimizer kept for a query, best first (every engine can run
+    them)."""
+    from federation.optimizer import optimize
+    from federation.physical import placement_string, spe_limits
+
+    def alts(q: Rstream) -> list[str]:
+        r = optimize(q, profile=profile)
+        lg = r.plan.logical
+        return [placement_string(pl) for pl, _ in r.kept if not spe_limits(lg, pl)]
+
+    return alts

@@ -1,0 +1,140 @@
+"""Watch while running: at every decision point the running segment's stage-0 micro-batches
+ask a `Watch`, which measures the window before it and decides (decide.py)."""
+
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from federation.adaptive.decide import _cost_change, _decide, with_rate
+from federation.adaptive.inputs import PartFile
+from federation.expressions import split_conjuncts
+from federation.instants import grid_floor
+from federation.logical import Node, Rstream, Select, Window
+from federation.runtime.progress import RunProgress
+
+
+class Decision(BaseModel):
+    """One decision of a running adaptive run, from what it measured in the window before."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: dt.datetime  # the stage-0 clock it was taken at
+    running: str
+    rate: float  # input tuples per second in the window (Parquet metadata)
+    selectivities: dict[str, float]  # of the selections over window rows, measured
+    #: the running plan's event seconds per wall second over the window (its stage-0
+    #: micro-batches), None when none of them is past its warm-up and its first batch
+    rho: float | None
+    C_b: float | None  # the running plan's predicted C_b at the measured statistics
+    best: str  # the placement the decision would run
+    migrate: bool
+    reason: str
+
+
+def row_predicates(query: Rstream) -> list[str]:
+    """The conjuncts of the selections over window rows (the stream's own columns): what
+    the watch measures from the input."""
+    out: list[str] = []
+    for n in query.walk():
+        if isinstance(n, Select) and _over_stream_columns(n.child):
+            out += [c.sql(dialect="duckdb") for c in split_conjuncts(n.predicate)
+                    if c.sql(dialect="duckdb") not in out]
+    return out
+
+
+def _over_stream_columns(n: Node) -> bool:
+    while isinstance(n, Select):
+        n = n.child
+    return isinstance(n, Window)
+
+
+class Watch:
+    """Asked at every stage-0 micro-batch of a running segment (`execute(handoff=Handoff(watch=...))`): at
+    each decision point (every `every_s` of event time) it measures the window before it
+    (input rate, selectivities, the running plan's rho), decides, and returns the
+    migration instant when the run should move."""
+
+    def __init__(self, query: Rstream, files: Sequence[PartFile], running: str,
+                 seg_start: dt.datetime | None, last_move: dt.datetime | None, *,
+                 every_s: float, window_s: float, margin: float, min_interval_s: float,
+                 slide_s: float, planner: Callable, alternatives: Callable | None,
+                 progress: RunProgress, seconds_per_batch: int = 1) -> None:
+        self.query, self.files, self.running = query, files, running
+        self.seg_start, self.last_move = seg_start, last_move
+        self.every_s, self.window_s, self.margin = every_s, window_s, margin
+        self.min_interval_s, self.slide_s = min_interval_s, slide_s
+        self.seconds_per_batch = seconds_per_batch
+        self.planner, self.alternatives, self.prog = planner, alternatives, progress
+        self.first = files[0].start
+        self.next_at = grid_floor(seg_start or self.first, every_s) + dt.timedelta(
+            seconds=every_s)
+        self.batches: list[tuple[dt.datetime, float]] = []
+        self.predicates = row_predicates(query)
+        self.decisions: list[Decision] = []
+        self.chosen: tuple[Decision, object] | None = None  # (decision, its plan's cost)
+
+    def batch(self, m) -> None:
+        """A micro-batch of the running segment (its progress)."""
+        if m.stage == 0 and m.data and m.clock is not None:
+            self.batches.append((m.clock, m.wall_s))
+
+    def _rho(self, clock: dt.datetime) -> float | None:
+        # asked before the current batch is recorded: its pace is the batches before it
+        lo = clock - dt.timedelta(seconds=self.window_s + self.seconds_per_batch)
+        start = self.seg_start or self.first
+        idx = [i for i, (c, _) in enumerate(self.batches) if lo < c <= clock and c > start]
+        if not idx or idx[0] < 2 or self.batches[idx[0] - 1][0] < start:
+            return None  # its warm-up or Spark's first batches are not its pace
+        event = (self.batches[idx[-1]][0] - self.batches[idx[0] - 1][0]).total_seconds()
+        wall = sum(self.batches[i][1] for i in idx)
+        return event / wall if wall > 0 else None
+
+    def __call__(self, clock: dt.datetime) -> dt.datetime | None:
+        t_m = clock.replace(microsecond=0) + dt.timedelta(seconds=1)  # the next file's second
+        if t_m < self.next_at or grid_floor(t_m, self.slide_s) != t_m or \
+                t_m > self.files[-1].start:  # the end-of-input flush: nothing left to move
+            return None
+        self.next_at = grid_floor(t_m, self.every_s) + dt.timedelta(seconds=self.every_s)
+        if (t_m - self.first).total_seconds() < self.window_s:
+            return None  # not a whole window measured yet
+        if self.last_move is not None and \
+                (t_m - self.last_move).total_seconds() < self.min_interval_s:
+            return None
+        lo = t_m - dt.timedelta(seconds=self.window_s)
+        mine = [f for f in self.files if lo <= f.start < t_m]
+        rate = sum(f.rows for f in mine) / self.window_s
+        sels = {}
+        if self.predicates and mine:
+            from db.files import predicate_fractions
+
+            n, fr = predicate_fractions([f.path for f in mine], self.predicates)
+            sels = {p: f for p, f in zip(self.predicates, fr) if n and not math.isnan(f)}
+        rho = self._rho(clock)
+        q = with_rate(self.query, rate, selectivities=sels)
+        best, best_cost, cur_cost, moved = _decide(self.planner, q, self.running, self.margin,
+                                                   rho, self.alternatives)
+        pred = None if cur_cost is None else cur_cost.vector.bottleneck_cost
+        seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "")
+        if moved:
+            why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
+                                 _cost_change(cur_cost, best_cost, 3))
+        elif best.placement_string == self.running:
+            why = f"keep: the optimum ({seen})"
+        else:
+            why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
+                   f"margin (C_u {cur_cost.vector.utilization_cost:.3f} vs "
+                   f"{best_cost.vector.utilization_cost:.3f})")
+        d = Decision(at=t_m, running=self.running, rate=rate, selectivities=sels, rho=rho,
+                     C_b=pred, best=best.placement_string, migrate=moved, reason=why)
+        self.decisions.append(d)
+        self.prog.phase(f"decision at {t_m:%H:%M:%S}: "
+                        + (f"migrate to {d.best} ({why})" if moved else why))
+        if moved:
+            self.chosen = (d, best_cost)
+            return t_m
+        return None
