@@ -13,11 +13,6 @@ from federation.errors import (
 )
 from federation.expressions import avg, col, count, lit, max_, min_, sum_
 from federation.logical import NumberedPlan, Rstream, window
-
-# `federation.sql` is both the SQL front end's package and its function: bound here, once
-# and eagerly, the name stays the function (a later first import of the package would
-# rebind it to the package)
-from federation.sql import sql
 from federation.streams import StreamDecl, StreamStats
 
 
@@ -30,6 +25,13 @@ def stream(name: str, schema: dict[str, str], rate: float, **stats: object) -> S
         100.0
     """
     return StreamDecl(name=name, schema=schema, stats=StreamStats(rate_tps=rate, **stats))
+
+
+def sql(text, streams=None, name=None):
+    """A streaming SQL query as a logical plan; see federation.sqlfront.sql."""
+    from federation.sqlfront import sql as _sql
+
+    return _sql(text, streams, name)
 
 
 def optimize(query, **kw):

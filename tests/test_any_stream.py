@@ -17,7 +17,7 @@ import pytest
 from db.reference import reference_result
 from federation.cli import main
 from federation.results import diff_results
-from federation.sql import sql
+from federation.sqlfront import sql
 from federation.streams import load_stream_decl
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"

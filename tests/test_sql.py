@@ -1,4 +1,4 @@
-"""The SQL front end (federation/sql/): CQ1-CQ6 in SQL are the DSL's plans, the
+"""The SQL front end (federation/sqlfront/): CQ1-CQ6 in SQL are the DSL's plans, the
 supported forms mean what their DSL forms mean, and what the engine cannot run is refused
 with the clause and its position. JVM-free."""
 
@@ -16,7 +16,7 @@ from federation.results import diff_results
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
-from federation.sql import SqlError
+from federation.sqlfront import SqlError
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "queries_sql"
 S = smartplug_stream(rate=50, plugs=12)

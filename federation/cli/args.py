@@ -110,7 +110,7 @@ def sql_maker(path: Path, data: Path | None = None):
     the stream a data directory declares (`_stream.json`, `fedq import`)."""
     from federation.errors import FedqError
     from federation.smartplug import smartplug_stream
-    from federation.sql import sql
+    from federation.sqlfront import sql
     from federation.streams import load_stream_decl
 
     if not path.is_file():

@@ -10,7 +10,7 @@ A window table function's implicit columns (`WINDOW_COLUMNS`: `window_start`, `w
 and as bare SELECT items, where they are dropped (`Scope.is_instant`), and nowhere else:
 
     >>> import sqlglot
-    >>> from federation.sql.dialect import SqlError
+    >>> from federation.sqlfront.dialect import SqlError
     >>> from federation.logical import window
     >>> from federation.smartplug import smartplug_stream
     >>> text = SqlText("SELECT s.value, window_end FROM s")
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from federation.logical import Node
-from federation.sql.dialect import SqlText
+from federation.sqlfront.dialect import SqlText
 
 #: implicit columns of a window table function (Flink's names)
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")

@@ -18,9 +18,9 @@ from sqlglot import exp
 from federation.expressions import split_conjuncts
 from federation.logical import Node
 from federation.logical.window import Window
-from federation.sql.dialect import SqlText, check_scalar
-from federation.sql.scopes import WINDOW_COLUMNS, Scope
-from federation.sql.windows import window_tvf
+from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.scopes import WINDOW_COLUMNS, Scope
+from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
 
 #: translates a query nested in FROM, given the CTEs in scope

@@ -7,7 +7,7 @@ with GROUP BY and HAVING ends it (select_list.py). The modifiers that have no me
 stream (ORDER BY, LIMIT, DISTINCT, OVER, ...) and set operations are refused:
 
     >>> from federation.smartplug import smartplug_stream
-    >>> from federation.sql.dialect import SqlError
+    >>> from federation.sqlfront.dialect import SqlError
     >>> t = Translator("SELECT plug_id FROM HOP(TABLE smartplug, DESCRIPTOR(ts), 1, 60)\\n"
     ...                "ORDER BY plug_id", {"smartplug": smartplug_stream()})
     >>> try:
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from federation.logical import Node, Rstream
-from federation.sql.dialect import SqlText, check_scalar, selectivity
-from federation.sql.from_clause import FromClause
-from federation.sql.select_list import select_list
+from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.from_clause import FromClause
+from federation.sqlfront.select_list import select_list
 from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)

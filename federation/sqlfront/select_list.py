@@ -16,8 +16,8 @@ from sqlglot import exp
 from federation.expressions import AggCall
 from federation.logical import Node
 from federation.logical.nodes import Project
-from federation.sql.dialect import SqlText, check_scalar, selectivity
-from federation.sql.scopes import Scope, rewrite
+from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.scopes import Scope, rewrite
 
 _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
                           exp.Min: "min", exp.Max: "max"}

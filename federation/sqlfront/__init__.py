@@ -48,9 +48,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from federation.logical import Rstream
-from federation.sql.dialect import SqlError
-from federation.sql.query import Translator
-from federation.sql.scopes import WINDOW_COLUMNS
+from federation.sqlfront.dialect import SqlError
+from federation.sqlfront.query import Translator
+from federation.sqlfront.scopes import WINDOW_COLUMNS
 from federation.streams import StreamDecl
 
 

@@ -9,7 +9,7 @@ as `HOP(...)`. Sizes are `INTERVAL '5' MINUTE`, `INTERVAL '5 minutes'`,
 `INTERVAL '500' MILLISECOND` or a number of seconds:
 
     >>> import sqlglot
-    >>> from federation.sql.dialect import FedqSql, SqlText
+    >>> from federation.sqlfront.dialect import FedqSql, SqlText
     >>> sizes = ("INTERVAL '5' MINUTE", "INTERVAL '5 minutes'", "INTERVAL '500' MILLISECOND", "90")
     >>> [duration(SqlText(s), sqlglot.parse_one(s, dialect=FedqSql), "HOP") for s in sizes]
     [300.0, 300.0, 0.5, 90.0]
@@ -26,7 +26,7 @@ from sqlglot import exp
 from federation.errors import QueryValidationError
 from federation.logical.dsl import parse_duration, window
 from federation.logical.window import Window
-from federation.sql.dialect import SqlText
+from federation.sqlfront.dialect import SqlText
 from federation.streams import StreamDecl
 
 SIGNATURES = {
