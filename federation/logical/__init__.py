@@ -14,18 +14,17 @@ Example:
     ['plug_id', 'maxv']
 """
 
+from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import parse_duration, window
-from federation.logical.nodes import (
+from federation.logical.join import Join
+from federation.logical.nodes import Node, Project, Rstream, Select, Unary
+from federation.logical.plan import (
     R2R_KINDS,
-    Aggregate,
-    Join,
-    Node,
-    Project,
-    Rstream,
-    Select,
-    Unary,
+    NumberedPlan,
+    input_key,
+    is_row_level,
+    leaf_window,
 )
-from federation.logical.plan import NumberedPlan, input_key, is_row_level, leaf_window
 from federation.logical.window import Window
 
 __all__ = [

@@ -10,16 +10,13 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlglot import exp
 
-from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import (
-    AGG_FUNCS,
     AggCall,
-    agg_result_type,
     canonical,
     infer_type,
     referenced_columns,
@@ -28,13 +25,24 @@ from federation.expressions import (
 )
 
 if TYPE_CHECKING:
+    from federation.logical.aggregate import Aggregate
+    from federation.logical.join import Join
     from federation.logical.window import Window
 
 
 class Node:
-    """Base of logical plan nodes: children, output schema and the DSL methods."""
+    """Base of logical plan nodes: children, output schema and the DSL methods.
+
+    Every operator class registers under its `kind`, so that the DSL methods build join
+    and aggregate nodes (join.py, aggregate.py) without this module importing them."""
 
     kind: str = "node"
+    _operators: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if "kind" in cls.__dict__:
+            Node._operators[cls.kind] = cls
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -62,13 +70,13 @@ class Node:
         if isinstance(on, str):
             on = [on]
         keys = tuple((k, k) if isinstance(k, str) else (k[0], k[1]) for k in on)
-        return Join(self, other, keys)
+        return Node._operators["join"](self, other, keys)
 
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Aggregate:
         """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
         if isinstance(by, str):
             by = [by]
-        return Aggregate(self, tuple(by), tuple(aggs.items()))
+        return Node._operators["aggregate"](self, tuple(by), tuple(aggs.items()))
 
     def window(self, *args: object, **kwargs: object) -> Window:
         """Windows only stand at the leaves: over a stream, never over a relation."""
@@ -243,148 +251,6 @@ class Project(Unary):
 
 
 @dataclass(frozen=True, eq=True)
-class Join(Node):
-    """Equi-join of two relations at each slide instant (eq. 2).
-
-    The output keeps the left key columns and every non-key column of both inputs; a
-    non-key name present on both sides is ambiguous and must be renamed by a projection.
-    """
-
-    left: Node
-    right: Node
-    keys: tuple[tuple[str, str], ...]
-    kind = "join"
-
-    def __post_init__(self) -> None:
-        _check_child("join", self.left)
-        _check_child("join", self.right)
-        if not self.keys:
-            raise QueryValidationError("join", "on", "an equi-join needs at least one key")
-        streams = sorted({w.stream.name for side in (self.left, self.right)
-                          for w in side.walk() if w.kind == "window"})
-        if len(streams) > 1:
-            raise QueryValidationError(
-                "join", "streams",
-                f"the query reads {len(streams)} streams ({', '.join(map(repr, streams))}); "
-                "a query reads one stream for now (every window reads the one data "
-                "directory of a run)")
-        slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
-                  if w.kind == "window"}
-        if len(slides) > 1:
-            raise QueryValidationError(
-                "join", "slide",
-                "the windows of one query must share one slide (its instants), got "
-                + ", ".join(f"{x:g} s" for x in sorted(slides)),
-            )
-        ls, rs = self.left.schema, self.right.schema
-        for lk, rk in self.keys:
-            if lk not in ls:
-                raise QueryValidationError(
-                    "join", "on", f"unknown column {lk!r} in left input (available: {', '.join(ls)})"
-                )
-            if rk not in rs:
-                raise QueryValidationError(
-                    "join", "on",
-                    f"unknown column {rk!r} in right input (available: {', '.join(rs)})",
-                )
-            if ls[lk] != rs[rk]:
-                raise QueryValidationError(
-                    "join", "on", f"key {lk!r} is {ls[lk]} on the left but {rk!r} is {rs[rk]} "
-                    "on the right",
-                )
-        rkeys = {rk for _, rk in self.keys}
-        lkeys = {lk for lk, _ in self.keys}
-        for c in rs:
-            if c in rkeys:
-                continue
-            if c in ls:
-                raise QueryValidationError(
-                    "join", "columns",
-                    f"ambiguous column {c!r}: present in both inputs; rename it with project",
-                )
-        for lk in lkeys:
-            if lk in rs and lk not in rkeys:
-                raise QueryValidationError(
-                    "join", "columns", f"ambiguous column {lk!r}: present in both inputs"
-                )
-        _check_names("join", list(self.schema))
-
-    child_fields = ("left", "right")
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    @cached_property
-    def schema(self) -> dict[str, str]:
-        rkeys = {rk for _, rk in self.keys}
-        out = dict(self.left.schema)
-        out.update({c: t for c, t in self.right.schema.items() if c not in rkeys})
-        return out
-
-    def label(self) -> str:
-        on = ", ".join(lk if lk == rk else f"{lk}={rk}" for lk, rk in self.keys)
-        return f"join on {on}"
-
-
-@dataclass(frozen=True, eq=True)
-class Aggregate(Unary):
-    """Group-by aggregation at each slide instant (eq. 3: out = l * g)."""
-
-    child: Node
-    keys: tuple[str, ...]
-    aggs: tuple[tuple[str, AggCall], ...]
-    kind = "aggregate"
-
-    def __post_init__(self) -> None:
-        _check_child("aggregate", self.child)
-        s = self.child.schema
-        for k in self.keys:
-            if k not in s:
-                raise QueryValidationError(
-                    "aggregate", "by", f"unknown column {k!r} (available: {', '.join(s)})"
-                )
-        if not self.aggs:
-            raise QueryValidationError("aggregate", "aggs", "needs at least one aggregate")
-        names = set(self.keys)
-        aggs = []
-        for name, call in self.aggs:
-            if not isinstance(call, AggCall):
-                raise QueryValidationError(
-                    "aggregate", name, f"expected count/sum/avg/min/max(...), got {call!r}"
-                )
-            if call.func not in AGG_FUNCS:
-                raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
-            if name in names:
-                raise QueryValidationError("aggregate", name, "output column named twice")
-            names.add(name)
-            if call.arg is not None:
-                call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
-                t = infer_type(call.arg, s)
-                if call.func != "count" and t not in NUMERIC_TYPES:
-                    raise QueryValidationError(
-                        "aggregate", name,
-                        f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
-                    )
-            aggs.append((name, call))
-        _check_names("aggregate", [*self.keys, *(n for n, _ in self.aggs)])
-        object.__setattr__(self, "aggs", tuple(aggs))
-
-    @cached_property
-    def schema(self) -> dict[str, str]:
-        s = self.child.schema
-        out = {k: s[k] for k in self.keys}
-        for name, call in self.aggs:
-            out[name] = agg_result_type(call, None if call.arg is None else infer_type(call.arg, s))
-        return out
-
-    def label(self) -> str:
-        aggs = ", ".join(f"{c.sql()} AS {n}" for n, c in self.aggs)
-        by = f" by {', '.join(self.keys)}" if self.keys else ""
-        return f"aggregate{by}: {aggs}"
-
-
-@dataclass(frozen=True, eq=True)
 class Rstream(Unary):
     """R2S root: the whole result relation at every slide instant, tagged with tau."""
 
@@ -412,6 +278,4 @@ def _check_child(operator: str, child: object) -> None:
     if isinstance(child, Rstream):
         raise QueryValidationError(operator, "input", "cannot read the output of RSTREAM")
 
-
-R2R_KINDS = (Select, Project, Join, Aggregate)
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import window  # noqa: F401 - doctests
-from federation.logical.nodes import R2R_KINDS, Node, Project, Rstream, Select
+from federation.logical.join import Join
+from federation.logical.nodes import Node, Project, Rstream, Select
 from federation.logical.window import Window
+
+#: the relation-to-relation operators, the ones the optimizer places
+R2R_KINDS = (Select, Project, Join, Aggregate)
 
 
 def is_row_level(node: Node) -> bool:

@@ -1,0 +1,79 @@
+"""Group-by aggregation per slide instant (a logical plan node)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from federation.conventions import NUMERIC_TYPES
+from federation.errors import QueryValidationError
+from federation.expressions import (
+    AGG_FUNCS,
+    AggCall,
+    agg_result_type,
+    infer_type,
+)
+from federation.logical.nodes import (
+    Node,
+    Unary,
+    _canonical,
+    _check_child,
+    _check_names,
+)
+
+
+@dataclass(frozen=True, eq=True)
+class Aggregate(Unary):
+    """Group-by aggregation at each slide instant (eq. 3: out = l * g)."""
+
+    child: Node
+    keys: tuple[str, ...]
+    aggs: tuple[tuple[str, AggCall], ...]
+    kind = "aggregate"
+
+    def __post_init__(self) -> None:
+        _check_child("aggregate", self.child)
+        s = self.child.schema
+        for k in self.keys:
+            if k not in s:
+                raise QueryValidationError(
+                    "aggregate", "by", f"unknown column {k!r} (available: {', '.join(s)})"
+                )
+        if not self.aggs:
+            raise QueryValidationError("aggregate", "aggs", "needs at least one aggregate")
+        names = set(self.keys)
+        aggs = []
+        for name, call in self.aggs:
+            if not isinstance(call, AggCall):
+                raise QueryValidationError(
+                    "aggregate", name, f"expected count/sum/avg/min/max(...), got {call!r}"
+                )
+            if call.func not in AGG_FUNCS:
+                raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
+            if name in names:
+                raise QueryValidationError("aggregate", name, "output column named twice")
+            names.add(name)
+            if call.arg is not None:
+                call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
+                t = infer_type(call.arg, s)
+                if call.func != "count" and t not in NUMERIC_TYPES:
+                    raise QueryValidationError(
+                        "aggregate", name,
+                        f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
+                    )
+            aggs.append((name, call))
+        _check_names("aggregate", [*self.keys, *(n for n, _ in self.aggs)])
+        object.__setattr__(self, "aggs", tuple(aggs))
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        s = self.child.schema
+        out = {k: s[k] for k in self.keys}
+        for name, call in self.aggs:
+            out[name] = agg_result_type(call, None if call.arg is None else infer_type(call.arg, s))
+        return out
+
+    def label(self) -> str:
+        aggs = ", ".join(f"{c.sql()} AS {n}" for n, c in self.aggs)
+        by = f" by {', '.join(self.keys)}" if self.keys else ""
+        return f"aggregate{by}: {aggs}"
