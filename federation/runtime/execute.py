@@ -9,12 +9,9 @@ their SQL come with the plan.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import shutil
-import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -25,6 +22,7 @@ from federation.errors import OutputError
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
+from federation.runtime.drive import drive
 from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
 from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.handoff import Handoff
@@ -33,15 +31,14 @@ from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.records import (
     BatchMetrics,
-    PredictedCost,
     RunResult,
-    RunSummary,
     check_arguments,
     check_output,
     output_path,
     work_directory,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
+from federation.runtime.summary import run_summary
 
 
 class _ResumeFailed(Exception):
@@ -211,7 +208,7 @@ def _execute(
                                    f"fedq_{lg.root.name}_s{st.index}_{id(st)}",
                                    seconds_per_batch if realtime else None)
     try:
-        truncated = _drive(ex, budget_s, drain, prog)
+        truncated = drive(ex, budget_s, drain, prog)
     except Exception as e:
         if not resuming:
             raise
@@ -221,7 +218,7 @@ def _execute(
         raise _ResumeFailed() from e
     wall = time.perf_counter() - ex.t_start
     rows = ex.collector.table()
-    summary = _summary(ex, plan, rows.num_rows, wall, truncated, warmup_batch_s, drain,
+    summary = run_summary(ex, plan, rows.num_rows, wall, truncated, warmup_batch_s, drain,
                        seconds_per_batch, max_range, slide_s, predicted)
     for m in migs.values():
         m.close()
@@ -265,116 +262,3 @@ def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
         return 0.0
     max_range, slide_s, joins = _holdback(plan.logical.nodes.values())
     return max_range * joins + 3 * max(slide_s, seconds_per_batch)
-
-
-def _drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress) -> bool:
-    """Process every stage's input in stage order; True when the budget stopped the run."""
-    stages = ex.staged.stages
-    truncated = threading.Event()
-    timer = None
-    if budget_s is not None:
-        def stop_all() -> None:
-            truncated.set()
-            for st in stages:
-                if st.query is not None:
-                    try:
-                        st.query.stop()
-                    except Exception as e:  # noqa: BLE001 - stopping is best effort
-                        print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
-
-        timer = threading.Timer(budget_s, stop_all)
-        timer.daemon = True
-        timer.start()
-    try:
-        for st in stages:
-            if st.query is None or truncated.is_set():
-                continue
-            if st.index:
-                prog.phase(f"micro-batches (stage {st.index})")
-            try:
-                st.query.processAllAvailable()
-            except Exception:
-                if truncated.is_set():
-                    break
-                if not (st.index == 0 and ex.stopping.is_set()):
-                    raise
-            if truncated.is_set():
-                break
-            exc = st.query.exception()
-            if exc is not None and not (st.index == 0 and ex.stopping.is_set()):
-                raise RuntimeError(f"stage {st.index} failed: {exc}")
-            if drain:
-                prog.phase("finishing windows" + (f" (stage {st.index})" if st.index else ""))
-                ex.drain(st.index)
-    finally:
-        if timer is not None:
-            timer.cancel()
-        for st in stages:
-            if st.query is not None:
-                st.query.stop()
-    return truncated.is_set()
-
-
-def _summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
-             truncated: bool, warmup_batch_s: int | None, drain: bool, seconds_per_batch: int,
-             max_range: float, slide_s: float, predicted) -> RunSummary:
-    ingest, metrics = ex.ingest, ex.metrics
-    ff_batches = ingest.warmup_files
-    data_batches = [m for m in metrics if m.stage == 0 and m.data]
-    # per-batch wall time of the regular batches (after a fast-forwarded warm-up, if any)
-    regular = data_batches[ff_batches:]
-    steady = [m.wall_s for m in regular[3:]] or [m.wall_s for m in regular]
-    per_batch = statistics.median(steady) if steady else float("nan")
-    secs_per_batch = seconds_per_batch
-    if not steady and data_batches:  # stopped within a fast-forwarded warm-up
-        steady = [m.wall_s for m in data_batches[1:]] or [data_batches[0].wall_s]
-        per_batch = statistics.median(steady)
-        secs_per_batch = warmup_batch_s or 1
-    # rho after the windows are full: event seconds from then on over the wall time until
-    # every stage has processed the last event second; the end-of-input flush (the windows
-    # that close after the data end, all at once) is not steady-state work
-    warm = ff_batches if ff_batches else round(max_range / seconds_per_batch)
-    last = ingest.last_ts
-    end = next((i for i, m in enumerate(data_batches)
-                if last is not None and m.clock is not None and m.clock >= last),
-               len(data_batches) - 1)
-    t_end = data_batches[end].t if data_batches else wall
-    for st in ex.staged.stages[1:]:  # re-entry stages: their clock lags the DB-op by a slide
-        near = [m.t for m in metrics if m.stage == st.index and m.clock is not None
-                and last is not None and m.clock >= last - dt.timedelta(seconds=2 * slide_s)]
-        t_end = max(t_end, near[0] if near else wall)
-    if end > warm and not truncated:
-        rho_full = (end - warm) * seconds_per_batch / max(t_end - data_batches[warm].t, 1e-9)
-    else:
-        rho_full = float("nan")
-    nan = float("nan")
-    return RunSummary(
-        query=plan.logical.root.name,
-        placement=plan.placement_string,
-        db_ops=[c.id + ":" + "+".join(c.members) for c in plan.db_ops],
-        stages=len(ex.staged.stages),
-        result_rows=result_rows,
-        event_seconds=ingest.files,
-        input_rows=ingest.rows_in,
-        wall_s=wall,
-        rho=ingest.files / wall if wall else nan,
-        rho_steady=secs_per_batch / per_batch if per_batch and not math.isnan(per_batch)
-        else nan,
-        rho_windows_full=rho_full,
-        warmup_batches=warm,
-        warmup_batch_s=warmup_batch_s,
-        drained=drain,
-        achieved_rate_tps=ingest.rows_ok / wall if wall else nan,
-        truncated=truncated,
-        stopped_at=ex.stop_at,
-        data_batches=len(data_batches),
-        dead_lettered=ingest.rows_dead,
-        dead_by_reason=dict(ingest.dead),
-        files_quarantined=ingest.quarantined,
-        deadletter_dir=str(ingest.deadletter_dir),
-        predicted=None if predicted is None else PredictedCost(
-            C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
-            feasible=predicted.is_feasible),
-        db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
-        carried={cid: m.carried for cid, m in ex.migs.items() if m.carried},
-    )

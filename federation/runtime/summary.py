@@ -1,0 +1,77 @@
+"""A run's summary from its micro-batches: rho over the whole run, at steady state and with
+the windows full, and what was dead-lettered, carried and predicted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+
+from federation.physical import PhysicalPlan
+from federation.runtime.handler import Execution
+from federation.runtime.records import PredictedCost, RunSummary
+
+
+def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
+             truncated: bool, warmup_batch_s: int | None, drain: bool, seconds_per_batch: int,
+             max_range: float, slide_s: float, predicted) -> RunSummary:
+    ingest, metrics = ex.ingest, ex.metrics
+    ff_batches = ingest.warmup_files
+    data_batches = [m for m in metrics if m.stage == 0 and m.data]
+    # per-batch wall time of the regular batches (after a fast-forwarded warm-up, if any)
+    regular = data_batches[ff_batches:]
+    steady = [m.wall_s for m in regular[3:]] or [m.wall_s for m in regular]
+    per_batch = statistics.median(steady) if steady else float("nan")
+    secs_per_batch = seconds_per_batch
+    if not steady and data_batches:  # stopped within a fast-forwarded warm-up
+        steady = [m.wall_s for m in data_batches[1:]] or [data_batches[0].wall_s]
+        per_batch = statistics.median(steady)
+        secs_per_batch = warmup_batch_s or 1
+    # rho after the windows are full: event seconds from then on over the wall time until
+    # every stage has processed the last event second; the end-of-input flush (the windows
+    # that close after the data end, all at once) is not steady-state work
+    warm = ff_batches if ff_batches else round(max_range / seconds_per_batch)
+    last = ingest.last_ts
+    end = next((i for i, m in enumerate(data_batches)
+                if last is not None and m.clock is not None and m.clock >= last),
+               len(data_batches) - 1)
+    t_end = data_batches[end].t if data_batches else wall
+    for st in ex.staged.stages[1:]:  # re-entry stages: their clock lags the DB-op by a slide
+        near = [m.t for m in metrics if m.stage == st.index and m.clock is not None
+                and last is not None and m.clock >= last - dt.timedelta(seconds=2 * slide_s)]
+        t_end = max(t_end, near[0] if near else wall)
+    if end > warm and not truncated:
+        rho_full = (end - warm) * seconds_per_batch / max(t_end - data_batches[warm].t, 1e-9)
+    else:
+        rho_full = float("nan")
+    nan = float("nan")
+    return RunSummary(
+        query=plan.logical.root.name,
+        placement=plan.placement_string,
+        db_ops=[c.id + ":" + "+".join(c.members) for c in plan.db_ops],
+        stages=len(ex.staged.stages),
+        result_rows=result_rows,
+        event_seconds=ingest.files,
+        input_rows=ingest.rows_in,
+        wall_s=wall,
+        rho=ingest.files / wall if wall else nan,
+        rho_steady=secs_per_batch / per_batch if per_batch and not math.isnan(per_batch)
+        else nan,
+        rho_windows_full=rho_full,
+        warmup_batches=warm,
+        warmup_batch_s=warmup_batch_s,
+        drained=drain,
+        achieved_rate_tps=ingest.rows_ok / wall if wall else nan,
+        truncated=truncated,
+        stopped_at=ex.stop_at,
+        data_batches=len(data_batches),
+        dead_lettered=ingest.rows_dead,
+        dead_by_reason=dict(ingest.dead),
+        files_quarantined=ingest.quarantined,
+        deadletter_dir=str(ingest.deadletter_dir),
+        predicted=None if predicted is None else PredictedCost(
+            C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
+            feasible=predicted.is_feasible),
+        db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
+        carried={cid: m.carried for cid, m in ex.migs.items() if m.carried},
+    )
