@@ -198,3 +198,9 @@ def test_every_federation_module_has_a_group():
     for m in modules():
         if m.startswith("federation"):
             group(m)  # raises for a module in no group
+
+
+def test_every_module_is_at_most_350_lines():
+    long = {f"{f.relative_to(ROOT)}: {n}" for pkg in PACKAGES if pkg != "benchmarks"
+            for f in (ROOT / pkg).rglob("*.py") if (n := len(f.read_text().splitlines())) > 350}
+    assert not long, f"split by concept (issue 21): {sorted(long)}"
