@@ -47,7 +47,7 @@ class DbOpInput:
 
 @dataclass(frozen=True)
 class DbOp:
-    """A DB-op (migration candidate): a connected subtree of R2R operators run as one SQL
+    """A DB-op (the paper's migration candidate): a connected subtree of R2R operators run as one SQL
     query in DuckDB; `root` is its top operator."""
 
     id: str

@@ -1,4 +1,4 @@
-"""SQL of a DB-op (migration candidate), built as sqlglot trees and rendered for DuckDB.
+"""SQL of a DB-op, built as sqlglot trees and rendered for DuckDB.
 
 A DB-op runs as one query per slide instant, with the instant as parameters: `$tau` (a
 TIMESTAMP) and `$tau_us` (its microseconds since the epoch). Its inputs are tables

@@ -89,8 +89,8 @@ class NumberedPlan:
                 oid = f"op{counters['op']}"
             plan.nodes[oid] = node
             plan.children[oid] = child_ids
-            for cid in child_ids:
-                plan.parent[cid] = oid
+            for kid in child_ids:
+                plan.parent[kid] = oid
             return oid
 
         rec(root)

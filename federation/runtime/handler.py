@@ -126,8 +126,8 @@ class Execution:
         """End of input: the MIGs of the stage finish every remaining slide instant."""
         far = dt.datetime(2100, 1, 1)
         with self.lock:
-            for cid in self.staged.db_ops_of(stage):
-                mig = self.migs[cid]
+            for op_id in self.staged.db_ops_of(stage):
+                mig = self.migs[op_id]
                 if not mig.begin(END_OF_INPUT_BATCH):  # drained before a crash
                     continue
                 _, out, _ = mig.advance(far)
@@ -159,7 +159,7 @@ class BatchHandler:
             if st.index == 0:
                 ex.consider_stop(clock)
             # a MIG that committed this batch before a crash skips it (durable.py)
-            live = {cid: ex.migs[cid].begin(batch_id) for cid in ex.staged.db_ops_of(st.index)}
+            live = {op_id: ex.migs[op_id].begin(batch_id) for op_id in ex.staged.db_ops_of(st.index)}
             rows_in, result_rows = self._take_rows(tbl, batch_id, live)
             fault_point("mig_rows_in")
             db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
@@ -191,9 +191,9 @@ class BatchHandler:
             part = pa.Table.from_struct_array(sub.combine_chunks())
             rows_in += part.num_rows
             if what[0] == "mig":
-                cid, table = what[1]
-                if live[cid]:
-                    self.ex.migs[cid].add(table, part)
+                op_id, table = what[1]
+                if live[op_id]:
+                    self.ex.migs[op_id].add(table, part)
             else:
                 part = wt_to_tau(part)
                 result_rows += part.num_rows
@@ -204,14 +204,14 @@ class BatchHandler:
                   ) -> tuple[float, int, int]:
         ex, st = self.ex, self.st
         db_s, slides, result_rows = 0.0, 0, 0
-        for cid in ex.staged.db_ops_of(st.index):
-            mig = ex.migs[cid]
-            if not live[cid]:
+        for op_id in ex.staged.db_ops_of(st.index):
+            mig = ex.migs[op_id]
+            if not live[op_id]:
                 continue
             src = prev_clock if mig.rel_inputs else st.clock
             wm = watermark(src, st.clock_sources, ex.lateness_s if st.index == 0 else 0.0)
-            if wm is not None and st.holdback_s.get(cid):  # Spark emits those rows later
-                wm -= dt.timedelta(seconds=st.holdback_s[cid])
+            if wm is not None and st.holdback_s.get(op_id):  # Spark emits those rows later
+                wm -= dt.timedelta(seconds=st.holdback_s[op_id])
             taus, out, took = mig.advance(wm)
             db_s += took
             slides = max(slides, len(taus))

@@ -21,7 +21,7 @@ def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
     """Stage of every node (SPE side) and of every DB-op."""
     lg = pp.logical
     node_stage: dict[str, int] = {}
-    cand_stage: dict[str, int] = {}
+    db_op_stage: dict[str, int] = {}
     for oid in lg.post_order():
         node = lg.nodes[oid]
         if isinstance(node, Window):
@@ -32,12 +32,12 @@ def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
         db_op = pp.db_op_of(oid)
         if db_op is not None:
             if oid == db_op.root:
-                cand_stage[db_op.id] = max(
+                db_op_stage[db_op.id] = max(
                     (node_stage[o] for ci in db_op.inputs for o in ci.op_ids), default=0)
-                node_stage[oid] = cand_stage[db_op.id] + 1  # its output re-enters Spark
+                node_stage[oid] = db_op_stage[db_op.id] + 1  # its output re-enters Spark
             continue
         node_stage[oid] = max(node_stage[c] for c in lg.children[oid])
-    return node_stage, cand_stage
+    return node_stage, db_op_stage
 
 
 @dataclass
@@ -113,8 +113,8 @@ class StageBuilder:
         self._translator = SpeTranslator(self._instants)
         pp = self.staged.plan
         outs = []
-        for cid in self.staged.db_ops_of(st.index):
-            c = next(x for x in pp.db_ops if x.id == cid)
+        for op_id in self.staged.db_ops_of(st.index):
+            c = next(x for x in pp.db_ops if x.id == op_id)
             for ci in c.inputs:
                 s = self._node(ci.op_ids[0])
                 tag = TS if s.row_level else WT

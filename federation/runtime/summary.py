@@ -72,6 +72,6 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
         predicted=None if predicted is None else PredictedCost(
             C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
             feasible=predicted.is_feasible),
-        db_memory_bytes={cid: m.memory_bytes() for cid, m in ex.migs.items()},
-        carried={cid: m.carried for cid, m in ex.migs.items() if m.carried},
+        db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
+        carried={op_id: m.carried for op_id, m in ex.migs.items() if m.carried},
     )
