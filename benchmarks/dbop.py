@@ -34,7 +34,7 @@ from federation.physical import build_physical_plan
 from federation.results import diff_results
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.smartplug import DEFAULT_PLUGS, PLUG_KEYS
-from federation.smartplug.datagen import _topology
+from federation.smartplug.plugs import _topology
 from federation.smartplug.queries import QUERIES
 
 T0 = dt.datetime(2013, 9, 1)

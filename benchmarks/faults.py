@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 from benchmarks.common import say, write_result
 from db.reference import reference_result
 from federation.results import diff_results
-from federation.runtime.durable import FAULT_POINTS
 from federation.runtime.ingest import read_clean_rows
+from federation.runtime.recovery import FAULT_POINTS
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 

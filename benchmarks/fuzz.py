@@ -99,7 +99,7 @@ class Runner:
                             continue
                         raise AssertionError(f"{pl} was not refused: {limits}")
                 # one work directory per run: a directory holding another placement's
-                # run is refused (it could only be resumed, runtime/durable.py)
+                # run is refused (it could only be resumed, runtime/recovery.py)
                 r = run(g.query, pl, self.data,
                         work_dir=self.work / f"q{self.k}" / f"p{g.placements.index(pl)}",
                         seconds_per_batch=g.batch_s, spark=self.spark)

@@ -174,3 +174,15 @@ def test_the_optimizer_never_places_a_tuple_window_reader_in_spark():
         assert {"op1": "db", "op2": "spe"} in [pl for pl, _ in r.kept]
         assert "engine limit: op1 (select) cannot run in Spark" in explain_text(r)
         assert [e["operator"] for e in explain_json(r)["engine_limits"]] == ["op1"]
+
+
+def test_a_reorder_under_a_projection_is_dropped():
+    from federation.optimizer.projections import drop_reorders, is_reorder
+
+    s = smartplug_stream(plugs=50)
+    agg = window(s, range=60).aggregate(by=PLUG_KEYS, m=max_("value"))
+    reorder = agg.project(*reversed(list(agg.schema)))  # what join ordering adds
+    assert is_reorder(reorder)
+    q = reorder.project("plug_id", twice="m * 2").rstream()
+    out = drop_reorders(q)
+    assert out.child.child == agg and out.child.schema == q.child.schema

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from federation.cli.progress import ConsoleProgress
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.records import BatchMetrics
+from federation.runtime.result import BatchMetrics
 
 
 def _metrics(done: int) -> BatchMetrics:

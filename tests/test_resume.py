@@ -1,4 +1,4 @@
-"""Kill -9 and resume (federation/runtime/durable.py): `fedq run` is killed with SIGKILL
+"""Kill -9 and resume (federation/runtime/recovery.py): `fedq run` is killed with SIGKILL
 (its whole process group: Python, the JVM, Spark's Python workers) at a random moment and
 started again with the same command; the result equals the reference evaluator's, every
 slide instant once, nothing missing. The longer campaign is `python -m benchmarks.faults`.

@@ -26,7 +26,7 @@ from rich.progress import (
 )
 
 from federation.runtime.progress import RunProgress
-from federation.runtime.records import BatchMetrics
+from federation.runtime.result import BatchMetrics
 
 
 class ConsoleProgress(RunProgress):

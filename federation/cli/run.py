@@ -21,7 +21,7 @@ from federation.cli.args import (
     rate_profile,
 )
 from federation.conventions import REJECTED_CSV
-from federation.runtime.records import work_directory
+from federation.runtime.options import work_directory
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -135,7 +135,7 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
     if a.output:
         import pyarrow.parquet as pq
 
-        from federation.runtime.records import output_path
+        from federation.runtime.options import output_path
 
         path = output_path(Path(a.output))
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,5 +14,5 @@ def is_reorder(node: Node) -> bool:
 def drop_reorders(node: Node) -> Node:
     """A column-order projection that join ordering added under another projection is
     redundant: the outer projection names its columns anyway."""
-    return node.transform(lambda n: n.with_children(n.child)
+    return node.transform(lambda n: n.with_children(n.child.child)
                           if isinstance(n, Project) and is_reorder(n.child) else n)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from federation.runtime.handler import Execution
+from federation.runtime.microbatch import Execution
 from federation.runtime.progress import RunProgress
 
 

@@ -1,9 +1,9 @@
 """`execute`: run a given physical plan over a directory of part files (docs/architecture.md).
 
 Ingest validates the input into a spool; the plan is cut into stages (stages.py), each a
-Spark streaming query whose foreachBatch is a BatchHandler (handler.py) feeding the MIGs
+Spark streaming query whose foreachBatch is a BatchHandler (microbatch.py) feeding the MIGs
 (mig.py); at the end of input the MIGs finish every remaining slide; the summary and the
-result rows are returned (records.py). The runtime never re-plans: placement, DB-ops and
+result rows are returned (result.py). The runtime never re-plans: placement, DB-ops and
 their SQL come with the plan.
 """
 
@@ -23,20 +23,14 @@ from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
 from federation.runtime.drive import drive
-from federation.runtime.durable import RUN_FILE, ResultParts, StageLog, claim, run_identity
-from federation.runtime.handler import BatchHandler, Execution, ReentrySpool
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
+from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
+from federation.runtime.options import check_arguments, check_output, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.records import (
-    BatchMetrics,
-    RunResult,
-    check_arguments,
-    check_output,
-    output_path,
-    work_directory,
-)
+from federation.runtime.recovery import RUN_FILE, ResultParts, StageLog, claim, run_identity
+from federation.runtime.result import BatchMetrics, RunResult
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import run_summary
 
@@ -86,7 +80,7 @@ def _execute(
     """Run `plan` over the part files of `data`.
 
     A `work_dir` that holds an interrupted run of the same plan is resumed where its last
-    micro-batch committed (federation/runtime/durable.py); `fresh=True` discards it first.
+    micro-batch committed (federation/runtime/recovery.py); `fresh=True` discards it first.
 
     `warmup_batch_s` fast-forwards the warm-up: the first (largest window range) event
     seconds go in micro-batches of that many seconds, the rest one `seconds_per_batch` each.

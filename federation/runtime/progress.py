@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from federation.runtime.records import BatchMetrics
+from federation.runtime.result import BatchMetrics
 
 
 class RunProgress:

@@ -8,8 +8,8 @@ import math
 import statistics
 
 from federation.physical import PhysicalPlan
-from federation.runtime.handler import Execution
-from federation.runtime.records import PredictedCost, RunSummary
+from federation.runtime.microbatch import Execution
+from federation.runtime.result import PredictedCost, RunSummary
 
 
 def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,

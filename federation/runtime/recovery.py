@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from federation.errors import FedqError
-from federation.runtime.records import results_table
+from federation.runtime.result import results_table
 
 RUN_FILE = "run.json"
 #: fault injection for tests and benchmarks.faults: FEDQ_FAULT="<point>:<n>" kills this

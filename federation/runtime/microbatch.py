@@ -26,10 +26,10 @@ from db.store import naive_timestamps
 from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
 from federation.parts import arrow_type
 from federation.physical import DbOp
-from federation.runtime.durable import ResultParts, StageLog, atomic_write_parquet, fault_point
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
-from federation.runtime.records import BatchMetrics
+from federation.runtime.recovery import ResultParts, StageLog, atomic_write_parquet, fault_point
+from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 
 END_OF_INPUT_BATCH = 10**8
@@ -158,7 +158,7 @@ class BatchHandler:
             clock = watermark(st.clock, st.clock_sources, 0.0)
             if st.index == 0:
                 ex.consider_stop(clock)
-            # a MIG that committed this batch before a crash skips it (durable.py)
+            # a MIG that committed this batch before a crash skips it (recovery.py)
             live = {op_id: ex.migs[op_id].begin(batch_id) for op_id in ex.staged.db_ops_of(st.index)}
             rows_in, result_rows = self._take_rows(tbl, batch_id, live)
             fault_point("mig_rows_in")
@@ -221,7 +221,7 @@ class BatchHandler:
             if out is not None and mig.db_op is ex.staged.root_db_op:
                 result_rows += out.num_rows
             fault_point("before_commit")
-            mig.commit(batch_id)  # after its results are on disk (durable.py)
+            mig.commit(batch_id)  # after its results are on disk (recovery.py)
             fault_point("after_commit")
         return db_s, slides, result_rows
 

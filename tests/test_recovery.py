@@ -1,4 +1,4 @@
-"""Durable MIG state (federation/runtime/durable.py): a MIG reopened from its DuckDB file
+"""Durable MIG state (federation/runtime/recovery.py): a MIG reopened from its DuckDB file
 continues exactly after the last micro-batch it committed. JVM-free; the kill -9 test of
 whole runs is tests/test_resume.py."""
 
@@ -15,8 +15,8 @@ from db.reference import reference_result
 from federation.logical import NumberedPlan
 from federation.physical import build_physical_plan
 from federation.results import diff_results
-from federation.runtime.durable import ResultParts, ResumeError, claim
 from federation.runtime.mig import MigRuntime
+from federation.runtime.recovery import ResultParts, ResumeError, claim
 from federation.smartplug.queries import cq1_plan, cq3_plan
 
 
