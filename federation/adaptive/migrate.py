@@ -8,11 +8,12 @@ import datetime as dt
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from costmodel.profile import CostProfile, load_profile
 from federation.adaptive.decide import (
@@ -23,14 +24,14 @@ from federation.adaptive.decide import (
     _start,
     with_rate,
 )
-from federation.adaptive.inputs import part_files
+from federation.adaptive.inputs import PartFile, part_files
 from federation.adaptive.watch import Decision, Watch
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunResult, execute, work_directory
 from federation.runtime.carry import NotMovable, plan_carry
 from federation.runtime.execute import end_flush_s
 from federation.runtime.handoff import Handoff
-from federation.runtime.ingest import prepare_input, sub_spool
+from federation.runtime.ingest import IngestResult, prepare_input, sub_spool
 from federation.runtime.progress import RunProgress, as_progress
 
 
@@ -97,6 +98,134 @@ def _owned(rows: pa.Table, seg: Segment) -> pa.Table:
 STRATEGIES = ("replay", "move")
 
 
+class DecideOptions(BaseModel):
+    """The decision options of a run that decides while it runs (`decide=`), checked once;
+    an AdaptiveError names a bad one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_placement: str = "auto"
+    every_s: float = 10.0
+    margin: float = 0.1
+    min_interval_s: float = 30.0
+    window_s: float | None = None
+
+    @classmethod
+    def of(cls, decide: Mapping | None) -> DecideOptions:
+        try:
+            return cls(**dict(decide or {}))
+        except ValidationError as e:
+            extra = [str(x["loc"][0]) for x in e.errors() if x["type"] == "extra_forbidden"]
+            if extra:
+                raise AdaptiveError("decide", f"unknown option(s) {', '.join(extra)}") from None
+            x = e.errors()[0]
+            raise AdaptiveError(str(x["loc"][0]), x["msg"]) from None
+
+
+@dataclass
+class _Chain:
+    """The fixed parts of one adaptive run: the query, its input validated once (each
+    segment's spool links the spool files of its event seconds, ingest.sub_spool), the
+    planner, and how each segment runs."""
+
+    query: Rstream
+    data: str | Path
+    files: list[PartFile]
+    whole: IngestResult
+    work: Path
+    strategy: str
+    planner: Callable
+    prog: RunProgress
+    seconds_per_batch: int
+    spark: object
+    execute_options: dict
+
+    def __post_init__(self) -> None:
+        windows = [n for n in self.query.walk() if isinstance(n, Window)]
+        self.stream = windows[0].stream
+        self.slide_s = windows[0].slide_s
+        self.warm_s = math.ceil(max(w.range_s for w in windows)) + 1
+        self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
+        self.position = {n: i for i, n in enumerate(self.whole.file_names)}
+
+    def takeover(self, seg: Segment, pp, prev) -> tuple[dict | None, str]:
+        """How a segment starts: (carried state, "start" | "move" | "replay (why)")."""
+        if seg.start is None:
+            return None, "start"
+        if self.strategy == "move":
+            try:
+                return plan_carry(prev[0], prev[1], pp, self.slide_s), "move"
+            except NotMovable as e:
+                return None, f"replay (moving state does not apply: {e})"
+        return None, "replay"
+
+    def spool(self, seg: Segment, carry, k: int):
+        """The segment's input: its part files (a replay's warm-up included), the spool
+        that links them, and how many of them are warm-up."""
+        lo = seg.start if carry is not None else (
+            None if seg.start is None else seg.start - dt.timedelta(seconds=self.warm_s))
+        mine = [f for f in self.files if (lo is None or f.start >= lo)
+                and (seg.end is None or f.start < seg.end)]
+        span = [self.position[f.path.name] for f in mine]
+        names = self.whole.file_names[span[0]:span[-1] + 1]
+        warm = 0 if seg.start is None else next(
+            (self.position[f.path.name] - span[0] for f in mine if f.start >= seg.start),
+            len(names))
+        ff = warm if (warm and self.seconds_per_batch == 1) else None
+        sub = sub_spool(self.whole, names, self.work / f"segment{k}" / "spool", self.stream,
+                        warmup=warm if ff else 0, flush_after_s=self.flush_s)
+        return mine, names, warm, ff, sub
+
+    def run_segment(self, seg: Segment, k: int, prev, watch: Watch | None, of: str):
+        """Run one segment; (its SegmentRun, the rows it owns, its gap, what the next
+        segment takes over: its plan, its DB-ops' state, its last result's wall time)."""
+        pp, _ = self.planner(with_rate(self.query, seg.rate), seg.placement)
+        carry, how = self.takeover(seg, pp, prev)
+        t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
+        mine, names, warm, ff, sub = self.spool(seg, carry, k)
+        self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
+                        total=len(names), unit="event seconds")
+        first_at, last_out, stop_t = [None], [None], [None]
+
+        def on_batch(m) -> None:
+            if m.result_rows and (seg.start is None or (m.clock is not None
+                                                       and m.clock >= seg.start)):
+                if first_at[0] is None:
+                    first_at[0] = time.perf_counter() - t0
+                last_out[0] = time.perf_counter()
+            if watch is not None:
+                watch.batch(m)
+                if watch.chosen is not None and stop_t[0] is None:
+                    stop_t[0] = time.perf_counter()
+            self.prog.batch(m)
+
+        seg_work = self.work / f"segment{k}" / "work"
+        r: RunResult = execute(
+            pp, self.data, seconds_per_batch=self.seconds_per_batch, work_dir=seg_work,
+            spark=self.spark, progress=on_batch, warmup_batch_s=10 if ff else None,
+            handoff=Handoff(start_at=seg.start if carry is not None else None,
+                            stop_at=seg.end, carry=carry or {}, watch=watch, prepared=sub),
+            **self.execute_options)
+        t_end = time.perf_counter()
+        if watch is not None and r.summary.stopped_at is not None:
+            seg = seg.model_copy(update={"end": r.summary.stopped_at})
+        rows = _owned(r.rows, seg)
+        gap = None if prev is None or first_at[0] is None or prev[2] is None \
+            else t0 + first_at[0] - prev[2]
+        owned_s = sum(1 for f in mine if (seg.start is None or f.start >= seg.start)
+                      and (seg.end is None or f.start < seg.end))
+        run = SegmentRun(segment=seg, strategy=how, carried=r.summary.carried,
+                         input_seconds=len(mine), warmup_seconds=warm,
+                         result_rows=rows.num_rows, wall_s=t_end - t0,
+                         rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
+                         first_result_s=first_at[0], setup_s=(t_end - t0) - r.summary.wall_s,
+                         stop_s=None if stop_t[0] is None else t_end - stop_t[0],
+                         batches=[(m.clock, m.wall_s) for m in r.metrics
+                                  if m.stage == 0 and m.data and m.clock is not None],
+                         decisions=[] if watch is None else watch.decisions)
+        return run, rows, gap, (pp, seg_work / "state", last_out[0] or t_end)
+
+
 def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] | None = None,
                  *, decide: Mapping | None = None, profile: CostProfile | None = None,
                  seconds_per_batch: int = 1, work_dir: str | Path | None = None, spark=None,
@@ -107,8 +236,8 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
 
     With `segments`, each runs its given placement over the instants it owns (a replayed
     decision: tests, benchmarks). Without, the run decides while it runs: every segment
-    is watched (`Watch`, options in `decide`: every_s, window_s, margin, min_interval_s,
-    start_placement) and stopped at the instant a decision migrates.
+    is watched (`Watch`, options in `decide`: DecideOptions) and stopped at the instant a
+    decision migrates.
 
     `strategy`: "replay" starts every new placement from a replay of the last extent of
     input (parallel track); "move" carries the window state in DuckDB over where that
@@ -120,137 +249,65 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                             f"{', '.join(STRATEGIES)}")
     prof = profile or load_profile()
     planner = planner or (lambda q, p: plan_for(q, p, prof))
-    if alternatives is None and planner is not None:
+    if alternatives is None:
         alternatives = _alternatives(prof)
     prog = as_progress(progress)
+    opt = DecideOptions.of(decide)
     windows = [n for n in query.walk() if isinstance(n, Window)]
-    slide_s = windows[0].slide_s
-    opts = dict(decide or {})
-    start_placement = opts.pop("start_placement", "auto")
-    every_s = opts.pop("every_s", 10.0)
-    margin = opts.pop("margin", 0.1)
-    min_interval_s = opts.pop("min_interval_s", 30.0)
-    window_s = opts.pop("window_s", None)
-    if opts:
-        raise AdaptiveError("decide", f"unknown option(s) {', '.join(opts)}")
     fixed = segments is not None
     if fixed:
-        _check(query, data, 10 * slide_s, None, 0.0)  # tuple windows, input files
-        files = part_files(data, windows[0].stream.ts_column)
+        _check(query, data, 10 * windows[0].slide_s, None, 0.0)  # tuple windows, input
+        files, window_s = part_files(data, windows[0].stream.ts_column), opt.window_s
     else:
-        window_s, files = _check(query, data, every_s, window_s, margin)
-    extent = max(w.range_s for w in windows)
-    warm_s = math.ceil(extent) + 1
+        window_s, files = _check(query, data, opt.every_s, opt.window_s, opt.margin)
     work = work_directory(work_dir, "fedq-adaptive-")
-    # one ingest: every row validated once (dead letters counted once); each segment's
-    # spool links the spool files of its event seconds (federation.runtime.ingest.sub_spool)
     stream = windows[0].stream
-    flush_s = end_flush_s(NumberedPlan.of(query).nodes.values())  # as every execute's
     prog.phase("reading input", unit="files")
     whole = prepare_input(data, work / "input", stream, progress=prog.advance,
                           allowed_lateness_s=execute_options.get("allowed_lateness_s", 0.0),
-                          flush_after_s=flush_s,
+                          flush_after_s=end_flush_s(NumberedPlan.of(query).nodes.values()),
                           domains={c: set(v) for c, v in stream.domains.items()},
-                          tick_s=slide_s,
+                          tick_s=windows[0].slide_s,
                           horizon_s=execute_options.get("event_horizon_s", 3600.0))
-    position = {n: i for i, n in enumerate(whole.file_names)}
-    seg = segments[0] if fixed else _start(query, files, window_s, start_placement, planner)
-    parts, runs, gaps = [], [], []
-    prev = None  # the previous segment's plan, its DB-op state directory, its last result
+    chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
+                   seconds_per_batch, spark, execute_options)
+    seg = segments[0] if fixed else _start(query, files, window_s, opt.start_placement,
+                                           planner)
+    parts, runs, gaps, prev = [], [], [], None
     t_all = time.perf_counter()
-    k = 0
     while seg is not None:
-        pp, _ = planner(with_rate(query, seg.rate), seg.placement)
-        carry, how = None, "start"
-        if seg.start is not None:
-            how = "replay"
-            if strategy == "move":
-                try:
-                    carry = plan_carry(prev[0], prev[1], pp, slide_s)
-                    how = "move"
-                except NotMovable as e:
-                    how = f"replay (moving state does not apply: {e})"
-        lo = seg.start if carry is not None else (
-            None if seg.start is None else seg.start - dt.timedelta(seconds=warm_s))
-        mine = [f for f in files if (lo is None or f.start >= lo)
-                and (seg.end is None or f.start < seg.end)]
-        t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
-        span = [position[f.path.name] for f in mine]
-        names = whole.file_names[span[0]:span[-1] + 1]
-        warm = 0 if seg.start is None else next(
-            (position[f.path.name] - span[0] for f in mine if f.start >= seg.start),
-            len(names))
-        ff = warm if (warm and seconds_per_batch == 1) else None
-        sub = sub_spool(whole, names, work / f"segment{k}" / "spool", stream,
-                        warmup=warm if ff else 0, flush_after_s=flush_s)
-        watch = None
-        if not fixed:
-            watch = Watch(query, files, seg.placement, seg.start, seg.start, every_s=every_s,
-                          window_s=window_s, margin=margin, min_interval_s=min_interval_s,
-                          slide_s=slide_s, planner=planner, alternatives=alternatives,
-                          progress=prog, seconds_per_batch=seconds_per_batch)
-        prog.phase(f"segment {k + 1}" + (f"/{len(segments)}" if fixed else "")
-                   + f": {seg.placement} ({seg.reason}; {how})",
-                   total=len(names), unit="event seconds")
-        first_at, last_out, stop_t = [None], [None], [None]
-
-        def on_batch(m, seg=seg, t0=t0, first_at=first_at, last_out=last_out, watch=watch,
-                     stop_t=stop_t) -> None:
-            if m.result_rows and (seg.start is None or (m.clock is not None
-                                                       and m.clock >= seg.start)):
-                if first_at[0] is None:
-                    first_at[0] = time.perf_counter() - t0
-                last_out[0] = time.perf_counter()
-            if watch is not None:
-                watch.batch(m)
-                if watch.chosen is not None and stop_t[0] is None:
-                    stop_t[0] = time.perf_counter()
-            prog.batch(m)
-
-        seg_work = work / f"segment{k}" / "work"
-        r: RunResult = execute(pp, data, seconds_per_batch=seconds_per_batch,
-                               work_dir=seg_work, spark=spark,
-                               progress=on_batch, warmup_batch_s=10 if ff else None,
-                               handoff=Handoff(start_at=seg.start if carry is not None else None,
-                                               stop_at=seg.end, carry=carry or {}, watch=watch,
-                                               prepared=sub), **execute_options)
-        t_end = time.perf_counter()
-        if watch is not None and r.summary.stopped_at is not None:
-            seg = seg.model_copy(update={"end": r.summary.stopped_at})
-        rows = _owned(r.rows, seg)
+        k = len(runs)
+        watch = None if fixed else Watch(
+            query, files, seg.placement, seg.start, seg.start, every_s=opt.every_s,
+            window_s=window_s, margin=opt.margin, min_interval_s=opt.min_interval_s,
+            slide_s=chain.slide_s, planner=planner, alternatives=alternatives, progress=prog,
+            seconds_per_batch=seconds_per_batch)
+        run, rows, gap, nxt = chain.run_segment(seg, k, prev, watch,
+                                                f"/{len(segments)}" if fixed else "")
         parts.append(rows)
+        runs.append(run)
         if prev is not None:
-            gaps.append(None if first_at[0] is None or prev[2] is None
-                        else t0 + first_at[0] - prev[2])
-        owned_s = sum(1 for f in mine if (seg.start is None or f.start >= seg.start)
-                      and (seg.end is None or f.start < seg.end))
-        runs.append(SegmentRun(segment=seg, strategy=how, carried=r.summary.carried,
-                               input_seconds=len(mine), warmup_seconds=warm,
-                               result_rows=rows.num_rows, wall_s=t_end - t0,
-                               rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
-                               first_result_s=first_at[0], setup_s=(t_end - t0)
-                               - r.summary.wall_s,
-                               stop_s=None if stop_t[0] is None else t_end - stop_t[0],
-                               batches=[(m.clock, m.wall_s) for m in r.metrics
-                                        if m.stage == 0 and m.data and m.clock is not None],
-                               decisions=[] if watch is None else watch.decisions))
-        prev = (pp, seg_work / "state", last_out[0] or t_end)
-        k += 1
-        if fixed:
-            seg = segments[k] if k < len(segments) else None
-        elif watch is not None and watch.chosen is not None and seg.end is not None:
-            d, cost = watch.chosen
-            seg = Segment(start=seg.end, end=None, placement=d.best, rate=d.rate,
-                          reason=d.reason, C_b=cost.vector.bottleneck_cost,
-                          C_u=cost.vector.utilization_cost)
-        else:
-            seg = None
+            gaps.append(gap)
+        prev = nxt
+        seg = _next_segment(run.segment, segments, len(runs), watch)
     rows = pa.concat_tables(parts) if parts else pa.table({})
     return AdaptiveResult(rows=rows, segments=runs, wall_s=time.perf_counter() - t_all,
                           gaps_s=gaps, dead_lettered=whole.rows_dead,
                           dead_by_reason=whole.dead, quarantined=whole.quarantined,
                           deadletter_dir=str(whole.deadletter_dir))
 
+
+def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,
+                  watch: Watch | None) -> Segment | None:
+    """The given next segment, or the one the watch decided at the end of `seg`."""
+    if segments is not None:
+        return segments[k] if k < len(segments) else None
+    if watch is not None and watch.chosen is not None and seg.end is not None:
+        d, cost = watch.chosen
+        return Segment(start=seg.end, end=None, placement=d.best, rate=d.rate,
+                       reason=d.reason, C_b=cost.vector.bottleneck_cost,
+                       C_u=cost.vector.utilization_cost)
+    return None
 
 
 def decide_and_run(query: Rstream, data: str | Path, *, decide: Mapping | None = None,
