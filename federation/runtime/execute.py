@@ -30,7 +30,7 @@ from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import check_arguments, check_output, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import RUN_FILE, ResultParts, StageLog, claim, run_identity
-from federation.runtime.result import BatchMetrics, RunResult
+from federation.runtime.result import BatchMetrics, RunResult, RunSummary
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import run_summary
 
@@ -117,14 +117,7 @@ def _execute(
     identity = run_identity(plan, seconds_per_batch, allowed_lateness_s, warmup_batch_s, drain)
     identity.update({"data": str(Path(data).resolve()), "max_files": max_files,
                      "start_at": str(h.start_at), "stop_at": str(h.stop_at)})
-    if fresh:
-        (work / RUN_FILE).unlink(missing_ok=True)
-    resuming = claim(work, identity)
-    if not resuming:  # a new run: nothing of an earlier one may leak into it
-        for sub in ("input", "checkpoints", "state", "results", "reentry"):
-            shutil.rmtree(work / sub, ignore_errors=True)
-        (work / "summary.json").unlink(missing_ok=True)
-    (work / "state").mkdir(exist_ok=True)
+    resuming = _claim_work(work, identity, fresh)
     ff_s = math.ceil(max_range) if warmup_batch_s else 0
     flush_s = end_flush_s(lg.nodes.values())
     if resuming:  # the spool is complete and Spark's checkpoints refer to it
@@ -216,6 +209,26 @@ def _execute(
                        seconds_per_batch, max_range, slide_s, predicted)
     for m in migs.values():
         m.close()
+    _write_results(work, rows, summary, output, prog)
+    return RunResult(rows, ex.metrics, summary, plan, ingest)
+
+
+def _claim_work(work: Path, identity: dict, fresh: bool) -> bool:
+    """Claim the work directory for this run; True when it resumes an interrupted run of
+    the same identity (recovery.py), else everything of an earlier run is removed."""
+    if fresh:
+        (work / RUN_FILE).unlink(missing_ok=True)
+    resuming = claim(work, identity)
+    if not resuming:  # a new run: nothing of an earlier one may leak into it
+        for sub in ("input", "checkpoints", "state", "results", "reentry"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+        (work / "summary.json").unlink(missing_ok=True)
+    (work / "state").mkdir(exist_ok=True)
+    return resuming
+
+
+def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgress) -> None:
+    """summary.json in the work directory, and the result rows at `output` if asked."""
     (work / "summary.json").write_text(summary.model_dump_json(indent=2))
     if output is not None:
         prog.phase("writing output")
@@ -224,7 +237,6 @@ def _execute(
         pq.write_table(rows, path)
         summary.output = str(path)
         (work / "summary.json").write_text(summary.model_dump_json(indent=2))
-    return RunResult(rows, ex.metrics, summary, plan, ingest)
 
 
 def _holdback(nodes: Iterable[Node]) -> tuple[float, float, int]:
