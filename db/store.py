@@ -104,7 +104,7 @@ class MigDatabase:
                                   config={"threads": threads, "memory_limit": memory_limit})
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
-        self.params = [k for k in ("tau", "tau_us", *(f"sealed_{st.name}" for st in slices))
+        self.params = [k for k in ("tau", "tau_us", *(f"sealed_{tab.name}" for tab in slices))
                        if re.search(rf"\${k}\b", sql)]
         self.slices = list(slices)
         # the bookkeeping committed with the state: {"batch": ..., "mig": ..., ...}
@@ -122,25 +122,25 @@ class MigDatabase:
                 self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.folds: dict[str, str] = {}
         self.seals: dict[str, str] = {}
-        for st in self.slices:  # the slice table's types are those of its fold's result
-            self.folds[st.name] = render(exp.insert(st.fold, quoted_table(st.name)))
-            if st.seal is not None:
-                self.seals[st.name] = render(exp.insert(st.seal, quoted_table(st.coarse)))
+        for tab in self.slices:  # the slice table's types are those of its fold's result
+            self.folds[tab.name] = render(exp.insert(tab.fold, quoted_table(tab.name)))
+            if tab.seal is not None:
+                self.seals[tab.name] = render(exp.insert(tab.seal, quoted_table(tab.coarse)))
             if reopened:
                 continue
-            self._exec(create_table(BATCH, st.batch_columns))
-            self._exec(render(exp.Create(this=quoted_table(st.name), kind="TABLE",
-                                         expression=st.fold.copy().limit(0))))
+            self._exec(create_table(BATCH, tab.batch_columns))
+            self._exec(render(exp.Create(this=quoted_table(tab.name), kind="TABLE",
+                                         expression=tab.fold.copy().limit(0))))
             self._exec(f"DROP TABLE {BATCH}")
-            if st.seal is not None:
-                self._exec(f"CREATE TABLE {render(quoted_table(st.coarse))} AS "
-                           f"SELECT * FROM {render(quoted_table(st.name))} LIMIT 0")
-        self.sealed = {st.name: 0 for st in self.slices}  # coarse slices sealed below this
+            if tab.seal is not None:
+                self._exec(f"CREATE TABLE {render(quoted_table(tab.coarse))} AS "
+                           f"SELECT * FROM {render(quoted_table(tab.name))} LIMIT 0")
+        self.sealed = {tab.name: 0 for tab in self.slices}  # coarse slices sealed below this
         # per slice table (fine and coarse): the DELETE of slices older than keep_us
         self.slice_deletes = [
             (render(exp.delete(quoted_table(t), where=exp.LT(
-                this=quoted_column(SLICE), expression=exp.Placeholder()))), st.keep_us)
-            for st in self.slices for t in [st.name] + ([st.coarse] if st.coarse_us else [])]
+                this=quoted_column(SLICE), expression=exp.Placeholder()))), tab.keep_us)
+            for tab in self.slices for t in [tab.name] + ([tab.coarse] if tab.coarse_us else [])]
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
         self.expiries = 0
         self.expire_calls = 0
@@ -185,7 +185,7 @@ class MigDatabase:
             self.con.from_arrow(rows.select([tcol, *spec.columns])).insert_into(table)
         t1 = time.perf_counter()
         self.timings["insert_s"] += t1 - t0
-        folds = [self.folds[st.name] for st in self.slices if st.source == table]
+        folds = [self.folds[tab.name] for tab in self.slices if tab.source == table]
         if folds:
             self.con.register(BATCH, rows)
             try:
@@ -198,14 +198,14 @@ class MigDatabase:
     def seal(self, upto) -> None:
         """Merge the fine slices of every coarse slice that ends at or before `upto` (an
         instant the clock has passed: no row of those slices can still arrive)."""
-        for st in self.slices:
-            if st.coarse_us is None:
+        for tab in self.slices:
+            if tab.coarse_us is None:
                 continue
-            hi = ts_us(upto) // st.coarse_us * st.coarse_us
-            if hi > self.sealed[st.name]:
-                self._exec(self.seals[st.name], {"seal_lo": self.sealed[st.name],
+            hi = ts_us(upto) // tab.coarse_us * tab.coarse_us
+            if hi > self.sealed[tab.name]:
+                self._exec(self.seals[tab.name], {"seal_lo": self.sealed[tab.name],
                                                  "seal_hi": hi})
-                self.sealed[st.name] = hi
+                self.sealed[tab.name] = hi
 
     def run(self, taus: Sequence) -> pa.Table:
         """Run the DB-op's SQL for each of the given slide instants; rows tagged `_tau`."""
@@ -273,14 +273,14 @@ class MigDatabase:
                 self.insert(new, t)
                 taken[new] = taken.get(new, 0) + t.num_rows
             for old, new in slices:
-                st = next(s for s in self.slices if s.name == new)
-                pairs = [(old, new)] + ([(f"{old}c", st.coarse)] if st.coarse_us else [])
+                tab = next(s for s in self.slices if s.name == new)
+                pairs = [(old, new)] + ([(f"{old}c", tab.coarse)] if tab.coarse_us else [])
                 for o, n in pairs:
                     src = exp.select(exp.Star()).from_(carried_table(o))
                     self._exec(render(exp.insert(src, quoted_table(n))))
                     taken[n] = self._exec(render(exp.select(exp.Count(this=exp.Star()))
                                                  .from_(quoted_table(n))))[0][0]
-                if st.coarse_us:
+                if tab.coarse_us:
                     self.sealed[new] = their.get("sealed", {}).get(old, 0)
         finally:
             self._exec(f"DETACH {CARRIED}")
@@ -290,8 +290,8 @@ class MigDatabase:
         """Rows held per input and slice table."""
         count = exp.select(exp.Count(this=exp.Star()))
         return {t: self._exec(render(count.from_(quoted_table(t))))[0][0]
-                for t in [*self.inputs, *(st.name for st in self.slices),
-                          *(st.coarse for st in self.slices if st.coarse_us)]}
+                for t in [*self.inputs, *(tab.name for tab in self.slices),
+                          *(tab.coarse for tab in self.slices if tab.coarse_us)]}
 
     def memory_bytes(self) -> int:
         """DuckDB's own accounting of the memory it holds."""

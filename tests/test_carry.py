@@ -141,7 +141,7 @@ def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: flo
     olds = [MigRuntime(c, slide_s, life=(first, last), plan_nodes=po.logical.nodes,
                        state_path=str(where / f"{c.id}.duckdb")) for c in po.db_ops]
     for m in olds:
-        m.until = tm
+        m.stop_before(tm)
     carry = plan_carry(po, where, pn, slide_s)
     wholes = {c.id: MigRuntime(c, slide_s, life=(first, last), plan_nodes=pn.logical.nodes)
               for c in pn.db_ops}

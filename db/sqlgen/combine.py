@@ -16,7 +16,7 @@ from db.sqlgen.slices import SLICE, SliceTable
 from db.sqlgen.terms import alias, col, num, tau_us_param
 
 
-def _slice_scan(st: SliceTable, ranges: Sequence[int]
+def _slice_scan(tab: SliceTable, ranges: Sequence[int]
                 ) -> tuple[exp.Select | exp.Union, dict[int, exp.Expression | None]]:
     """The slice rows that windows of the given ranges need at `$tau`, and for each range
     the condition picking its own (None: every row).
@@ -25,7 +25,7 @@ def _slice_scan(st: SliceTable, ranges: Sequence[int]
     range r reads coarse slices in [A_r, B) and fine ones in [lo_r, A_r) and [B, tau),
     where lo_r = tau - r, A_r is the first coarse boundary at or after lo_r and B the last
     sealed one at or before tau; rows carry `_c` (1 coarse, 0 fine)."""
-    cols = [col(SLICE)] + [col(k) for k in st.keys] + [col(p) for p in st.partials]
+    cols = [col(SLICE)] + [col(k) for k in tab.keys] + [col(p) for p in tab.partials]
     longest = max(ranges)
     s = col(SLICE)
 
@@ -38,10 +38,10 @@ def _slice_scan(st: SliceTable, ranges: Sequence[int]
     def lo(r: int) -> exp.Expression:
         return exp.Paren(this=exp.Sub(this=tau_us_param(), expression=num(r)))
 
-    if st.coarse_us is None:
-        q = exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(longest))
+    if tab.coarse_us is None:
+        q = exp.select(*cols).from_(exp.to_table(tab.name)).where(_slice_bounds(longest))
         return q, {r: None if r == longest else ge(lo(r)) for r in ranges}
-    g = st.coarse_us
+    g = tab.coarse_us
 
     def floor_g(e: exp.Expression) -> exp.Expression:
         return exp.Paren(this=exp.Mul(this=exp.IntDiv(this=e, expression=num(g)),
@@ -53,7 +53,7 @@ def _slice_scan(st: SliceTable, ranges: Sequence[int]
     def a(r: int) -> exp.Expression:
         return floor_g(exp.Paren(this=exp.Add(this=lo(r), expression=num(g - 1))))
 
-    b = fn("least", floor_g(tau_us_param()), exp.Placeholder(this=f"sealed_{st.name}"))
+    b = fn("least", floor_g(tau_us_param()), exp.Placeholder(this=f"sealed_{tab.name}"))
 
     def head(r: int) -> exp.Expression:
         return exp.and_(ge(lo(r)), lt(fn("least", a(r), tau_us_param())))
@@ -63,10 +63,10 @@ def _slice_scan(st: SliceTable, ranges: Sequence[int]
 
     one = len(set(ranges)) == 1
     marker = [] if one else [alias(num(1), "_c")]
-    coarse = exp.select(*cols, *marker).from_(exp.to_table(st.coarse)).where(
+    coarse = exp.select(*cols, *marker).from_(exp.to_table(tab.coarse)).where(
         exp.and_(ge(a(longest)), lt(b)))
     fine = exp.select(*cols, *[alias(num(0), "_c") for _ in marker]).from_(
-        exp.to_table(st.name)).where(exp.or_(*[head(r) for r in sorted(set(ranges))],
+        exp.to_table(tab.name)).where(exp.or_(*[head(r) for r in sorted(set(ranges))],
                                              tail(longest)))
     union = exp.union(coarse, fine, distinct=False)
     if one:
@@ -117,27 +117,27 @@ def _combined(node, names: dict[tuple, str], cond: exp.Expression | None = None,
     return cols
 
 
-def combine(node, st: SliceTable, names: dict[tuple, str], range_us: int) -> exp.Select:
+def combine(node, tab: SliceTable, names: dict[tuple, str], range_us: int) -> exp.Select:
     """Aggregate `node` at `$tau` from the slices of [tau - range, tau)."""
     cols = [col(k) for k in node.keys] + _combined(node, names)
-    if st.coarse_us is None:
-        q = exp.select(*cols).from_(exp.to_table(st.name)).where(_slice_bounds(range_us))
+    if tab.coarse_us is None:
+        q = exp.select(*cols).from_(exp.to_table(tab.name)).where(_slice_bounds(range_us))
     else:
-        q = exp.select(*cols).from_(_slice_scan(st, [range_us])[0].subquery("sl"))
+        q = exp.select(*cols).from_(_slice_scan(tab, [range_us])[0].subquery("sl"))
     return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
 
 
-def combine_shared(st: SliceTable, aggs: list[tuple[str, object, dict, int]]
+def combine_shared(tab: SliceTable, aggs: list[tuple[str, object, dict, int]]
                     ) -> exp.Select:
-    """Every aggregate (oid, node, partial names, range) reading slice table `st`, with
+    """Every aggregate (oid, node, partial names, range) reading slice table `tab`, with
     the same keys, in one scan: each over its own range (FILTER), with the count of its
     slices (`_n_<oid>`: a group is in an aggregate's result when its window holds a row)."""
-    scan, conds = _slice_scan(st, [r for *_, r in aggs])
+    scan, conds = _slice_scan(tab, [r for *_, r in aggs])
     # each window's condition once per row, as a flag column
     flags = {r: f"_w{i}" for i, r in enumerate(sorted(conds)) if conds[r] is not None}
     scan = exp.select(exp.Star(), *[alias(conds[r], f) for r, f in flags.items()]).from_(
         scan.subquery("u"))
-    cols: list[exp.Expression] = [col(k) for k in st.keys]
+    cols: list[exp.Expression] = [col(k) for k in tab.keys]
     for oid, node, names, r in aggs:
         cond = col(flags[r]) if r in flags else None
         n = exp.Count(this=exp.Star())
@@ -146,4 +146,4 @@ def combine_shared(st: SliceTable, aggs: list[tuple[str, object, dict, int]]
         cols.append(alias(n, f"_n_{oid}"))
         cols += _combined(node, names, cond, prefix=f"{oid}__")
     return (exp.select(*cols).from_(scan.subquery("sl"))
-            .group_by(*[col(k) for k in st.keys]))
+            .group_by(*[col(k) for k in tab.keys]))

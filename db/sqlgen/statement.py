@@ -88,10 +88,10 @@ def db_op_sql(
     by_text: dict[str, str] = {}
 
     def shared_scan(sig: tuple, oids: list[str]) -> str:
-        st = tables[sig]
-        name = f"n_{st.name}"
+        tab = tables[sig]
+        name = f"n_{tab.name}"
         if name not in {n for n, _ in ctes}:
-            ctes.append((name, combine_shared(st, [
+            ctes.append((name, combine_shared(tab, [
                 (o, plan.nodes[o], sliced[o][1], us(plan.nodes[o].child.row_window().range_s))
                 for o in oids])))
         return name
@@ -138,9 +138,9 @@ def db_op_sql(
     for name, q in ctes:
         query = query.with_(name, as_=q)
     schema = {t: {TS: "TIMESTAMP", **dict(plan.nodes[oids[0]].schema)} for t, oids in raw.items()}
-    for st in tables.values():  # column names are what pruning needs, not types
-        schema[st.name] = schema[st.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in st.keys},
-                                               **{p: "DOUBLE" for p in st.partials}}
+    for tab in tables.values():  # column names are what pruning needs, not types
+        schema[tab.name] = schema[tab.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in tab.keys},
+                                               **{p: "DOUBLE" for p in tab.partials}}
     for table, oid in inputs:
         if oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}

@@ -156,7 +156,7 @@ def _execute(
     migs = {c.id: MigRuntime(c, slide_s, allowed_lateness_s, threads=threads,
                              memory_limit=memory, plan_nodes=lg.nodes, life=life,
                              state_path=str(work / "state" / f"{c.id}.duckdb"),
-                             carry=h.carry.get(c.id), until=h.stop_at)
+                             carry=h.carry.get(c.id), stop_at=h.stop_at)
             for c in plan.db_ops}
     ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                    ReentrySpool(staged, reentry_dirs), ingest, allowed_lateness_s,

@@ -83,7 +83,7 @@ class MigRuntime:
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime] | None = None,
                  state_path: str | None = None, carry=None,
-                 until: dt.datetime | None = None) -> None:
+                 stop_at: dt.datetime | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included. Without it, from the first row it receives to the last row's window.
@@ -91,7 +91,7 @@ class MigRuntime:
         MIG continues after the last micro-batch it committed (`applied`).
         `carry`: window state taken from an old placement's DB-op at a migration
         (federation/runtime/carry.py), committed before the first micro-batch.
-        `until`: a migration's instant (`stop_before`)."""
+        `stop_at`: a migration's instant T_m (`stop_before`)."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
@@ -108,9 +108,9 @@ class MigRuntime:
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
         self.carried: dict[str, int] = {}
-        self.until: dt.datetime | None = None
-        if until is not None:
-            self.stop_before(until)
+        self.stop_at: dt.datetime | None = None
+        if stop_at is not None:
+            self.stop_before(stop_at)
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
         elif carry is not None:  # once: a resumed run has it in its committed state
@@ -126,7 +126,7 @@ class MigRuntime:
     def stop_before(self, t_m: dt.datetime) -> None:
         """A migration at instant T_m: the MIG computes the instants before it only, and
         keeps no window row from it on (they belong to the next placement; carry.py)."""
-        self.until = t_m if self.until is None else min(self.until, t_m)
+        self.stop_at = t_m if self.stop_at is None else min(self.stop_at, t_m)
 
     def _restore(self, d: dict) -> None:
         for k in self._TIMES:
@@ -159,9 +159,9 @@ class MigRuntime:
         spec = self.db.inputs[table]
         if spec.row_level:
             rows = naive_timestamps(rows)
-            if self.until is not None:
+            if self.stop_at is not None:
                 rows = rows.filter(pc.less(rows.column(TS),
-                                           pa.scalar(self.until, pa.timestamp("us"))))
+                                           pa.scalar(self.stop_at, pa.timestamp("us"))))
                 if rows.num_rows == 0:
                     return
             lo, hi = pc.min(rows.column(TS)).as_py(), pc.max(rows.column(TS)).as_py()
@@ -193,8 +193,8 @@ class MigRuntime:
         if self.max_rel_tau is not None and self.life is None:
             bounds.append(self.max_rel_tau)
         limits = [watermark, max(bounds) if bounds else self.next_tau]
-        if self.until is not None:
-            limits.append(self.until - self.slide)
+        if self.stop_at is not None:
+            limits.append(self.stop_at - self.slide)
         upto = min(limits)
         taus = []
         t = self.next_tau
