@@ -48,7 +48,7 @@ DATA = 0
 PUNCTUATION = -1
 #: a tick row: one per slide instant of the stream's life (federation.instants)
 TICK = -2
-#: the mtime of every spool file (Spark's file source orders files by mtime, then name)
+#: spool file i gets the mtime SPOOL_MTIME + i (Spark's file source reads in mtime order)
 SPOOL_MTIME = 1_000_000_000.0
 
 # -- types -------------------------------------------------------------------------------
@@ -62,13 +62,14 @@ SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE":
                "VARCHAR": "string", "TIMESTAMP": "timestamp"}
 ARROW_TYPES = {"BOOLEAN": "bool", "INT": "int32", "BIGINT": "int64", "DOUBLE": "double",
                "VARCHAR": "string", "TIMESTAMP": "timestamp[us]"}
-#: values of a punctuation row's columns (not NULL: Spark filters NULL join keys)
-NEUTRAL = {"BOOLEAN": False, "INT": -1, "BIGINT": -1, "DOUBLE": 0.0, "VARCHAR": "",
-           "TIMESTAMP": dt.datetime(1970, 1, 1)}
 
 # -- time: whole microseconds since 1970-01-01 (naive UTC) -------------------------------
 EPOCH = dt.datetime(1970, 1, 1)
 US_PER_S = 1_000_000
+
+#: values of a punctuation row's columns (not NULL: Spark filters NULL join keys)
+NEUTRAL = {"BOOLEAN": False, "INT": -1, "BIGINT": -1, "DOUBLE": 0.0, "VARCHAR": "",
+           "TIMESTAMP": EPOCH}
 
 
 def us(seconds: float) -> int:

@@ -47,8 +47,8 @@ class DbOpInput:
 
 @dataclass(frozen=True)
 class DbOp:
-    """A DB-op (the paper's migration candidate): a connected subtree of R2R operators run as one SQL
-    query in DuckDB; `root` is its top operator."""
+    """A DB-op (the paper's migration candidate): a connected subtree of R2R operators run
+    as one SQL query in DuckDB; `root` is its top operator."""
 
     id: str
     members: tuple[str, ...]

@@ -72,7 +72,8 @@ class StreamDecl(BaseModel):
         for col, typ in v.items():
             t = typ.upper()
             if t not in TYPES:
-                raise ValueError(f"column {col!r}: unsupported type {typ!r} (one of {', '.join(TYPES)})")
+                raise ValueError(f"column {col!r}: unsupported type {typ!r} "
+                                 f"(one of {', '.join(TYPES)})")
             out[col] = t
         return out
 

@@ -54,10 +54,10 @@ def _over_stream_columns(n: Node) -> bool:
 
 
 class Watch:
-    """Asked at every stage-0 micro-batch of a running segment (`execute(handoff=Handoff(watch=...))`): at
-    each decision point (every `every_s` of event time) it measures the window before it
-    (input rate, selectivities, the running plan's rho), decides, and returns the
-    migration instant when the run should move."""
+    """Asked at every stage-0 micro-batch of a running segment
+    (`execute(handoff=Handoff(watch=...))`): at each decision point (every `every_s` of
+    event time) it measures the window before it (input rate, selectivities, the running
+    plan's rho), decides, and returns the migration instant when the run should move."""
 
     def __init__(self, query: Rstream, files: Sequence[PartFile], running: str,
                  seg_start: dt.datetime | None, last_move: dt.datetime | None, *,

@@ -97,16 +97,17 @@ class Node:
             return self
         return dataclasses.replace(self, **dict(zip(self.child_fields, children)))
 
-    def transform(self, rule: Callable[[Node], Node], top_down: bool = False) -> Node:
+    def transform(self, rule: Callable[[Node], Node | None], top_down: bool = False) -> Node:
         """The tree rewritten by `rule`, the one tree rewrite of the optimizer's rules.
 
-        Bottom up (the default): `rule` sees each node over its already rewritten inputs.
-        Top down: `rule` sees each node first; where it returns another node, that node is
-        the rewrite of the whole subtree (the rule recursed itself), else the inputs are
-        rewritten. Unchanged subtrees are kept (the same objects)."""
+        Bottom up (the default): `rule` sees each node over its already rewritten inputs and
+        returns its rewrite. Top down: `rule` sees each node first; a node it returns is the
+        rewrite of the whole subtree (the rule recursed itself, or kept the subtree as it
+        is), None rewrites the inputs instead. Unchanged subtrees are kept (the same
+        objects)."""
         if top_down:
             out = rule(self)
-            if out is not self:
+            if out is not None:
                 return out
         kids = [c.transform(rule, top_down) for c in self.children]
         node = self if all(a is b for a, b in zip(kids, self.children)) else \
@@ -277,5 +278,3 @@ def _check_child(operator: str, child: object) -> None:
         raise QueryValidationError(operator, "input", f"expected a relation, got {child!r}")
     if isinstance(child, Rstream):
         raise QueryValidationError(operator, "input", "cannot read the output of RSTREAM")
-
-

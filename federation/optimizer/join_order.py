@@ -74,7 +74,7 @@ def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
     """System-R dynamic programming over the join orders (bushy trees) of each join region."""
     if not isinstance(profile, _SpeCoster):
         profile = _SpeCoster(profile)
-    return node.transform(lambda n: _order_region(n, profile) if isinstance(n, Join) else n,
+    return node.transform(lambda n: _order_region(n, profile) if isinstance(n, Join) else None,
                           top_down=True)
 
 

@@ -22,9 +22,9 @@ when some window state of a new DB-op is in no old DB-op (it was in Spark, or th
 DB-op kept other columns, a shorter range or other partial aggregates). `plan_carry` says
 which, and why not.
 
-The old placement keeps its state as it is at T_m when it runs with `Handoff(stop_at=T_m)` (its MIGs
-compute the instants before T_m only and expire nothing an instant from T_m on needs); the
-new placement runs with `Handoff(start_at=T_m, carry=...)`.
+The old placement keeps its state as it is at T_m when it runs with `Handoff(stop_at=T_m)`
+(its MIGs compute the instants before T_m only and expire nothing an instant from T_m on
+needs); the new placement runs with `Handoff(start_at=T_m, carry=...)`.
 """
 
 from __future__ import annotations

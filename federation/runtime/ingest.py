@@ -4,8 +4,8 @@ Bad input never crashes a run and is never lost silently: rows with nulls, value
 wrong type, codes outside a column's domain, or timestamps later than the allowed lateness
 are counted per reason and written to a dead-letter directory with the reason. Good rows go
 to the spool, one Parquet file per input file, each followed by a punctuation row
-(`KIND = PUNCTUATION`, `ts` = the largest event time seen so far) that carries event-time progress to
-every operator, and the spool ends with a flush punctuation far enough ahead that every
+(`KIND = PUNCTUATION`, `ts` = the largest event time seen so far) that carries event-time
+progress to every operator, and the spool ends with a flush punctuation far enough ahead that every
 window closes. The lateness rule is the watermark's: a row is late when its ts is below
 (largest ts of the earlier files) - allowed lateness, so no engine ever drops it itself.
 """
@@ -61,7 +61,7 @@ class IngestResult(BaseModel):
 
 
 def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION) -> pa.Table:
-    """Punctuation rows: `_kind` -1 (or TICK), event time `ts` (one or a list), every
+    """Punctuation rows: `KIND` PUNCTUATION (or TICK), event time `ts` (one or a list), every
     other column a neutral value."""
     tss = ts if isinstance(ts, list) else [ts]
     n = len(tss)

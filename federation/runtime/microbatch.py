@@ -159,7 +159,8 @@ class BatchHandler:
             if st.index == 0:
                 ex.consider_stop(clock)
             # a MIG that committed this batch before a crash skips it (recovery.py)
-            live = {op_id: ex.migs[op_id].begin(batch_id) for op_id in ex.staged.db_ops_of(st.index)}
+            live = {op_id: ex.migs[op_id].begin(batch_id)
+                    for op_id in ex.staged.db_ops_of(st.index)}
             rows_in, result_rows = self._take_rows(tbl, batch_id, live)
             fault_point("mig_rows_in")
             db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
@@ -238,9 +239,9 @@ class BatchHandler:
             done_s = ex.event_seconds_done(st.data_batches)
             extra = {"event_seconds_done": done_s, "backlog_s": ex.ingest.files - done_s,
                      "rho_so_far": done_s / max(end - ex.t_start, 1e-9)}
-        cids = ex.staged.db_ops_of(st.index)
-        if cids and batch_id % 10 == 0:
-            extra["db_memory_bytes"] = sum(ex.migs[c].memory_bytes() for c in cids)
+        op_ids = ex.staged.db_ops_of(st.index)
+        if op_ids and batch_id % 10 == 0:
+            extra["db_memory_bytes"] = sum(ex.migs[o].memory_bytes() for o in op_ids)
         m = BatchMetrics(stage=st.index, batch=batch_id, rows_in=rows_in,
                          result_rows=result_rows, transfer_s=t1 - t0, db_s=db_s,
                          handler_s=end - t0,
