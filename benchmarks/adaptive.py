@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             rho = static_rho(r.metrics, phases)
             say("   rho per phase " + ", ".join(f"{x:.2f}" for x in rho))
             runs[placement] = {"kind": "static", "placement": placement, "planned_at": rate,
-                               "C_b": vec.bottleneck_cost, "C_u": vec.utilization_cost,
+                               "C_b": vec.C_b, "C_u": vec.C_u,
                                "rho_per_phase": rho, "wall_s": time.perf_counter() - t0,
                                "rows": r.rows}
         for strategy in a.strategies.split(","):

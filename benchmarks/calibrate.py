@@ -49,7 +49,7 @@ def agg_query(rate: float, range_s: float, plugs: int):
 
 def u_total(pp, profile) -> float:
     """Predicted C_u of a physical plan."""
-    return plan_cost(pp, profile).vector.utilization_cost
+    return plan_cost(pp, profile).vector.C_u
 
 
 def steady(metrics: list, skip: int, key: str = "wall_s") -> float:

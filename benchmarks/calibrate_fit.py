@@ -43,7 +43,7 @@ def throughput_rows(path: Path, base: CostProfile) -> list[dict]:
         lg = point_plan(doc, pt, base)
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
-            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.utilization_cost
+            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.C_u
 
         try:
             z = cu(zero)
@@ -90,7 +90,7 @@ def refit_db(profile: CostProfile, path: Path, plan_profile: CostProfile
         lg = point_plan(doc, pt, plan_profile)  # the plan the run numbered
 
         def cu(p: CostProfile, lg=lg, pt=pt) -> float:
-            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.utilization_cost
+            return plan_cost(build_physical_plan(lg, pt["placement"]), p).vector.C_u
 
         try:
             z = cu(zero)

@@ -189,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
                     query=name, rate=rate, plan=label, placement=s.placement, rho=rho,
                     steady=steady, **derived(rate, rho), rho_steady=s.rho_steady,
                     warmup_batch_s=s.warmup_batch_s, budget_s=budget,
-                    predicted_C_b=pc.bottleneck_cost, predicted_C_u=pc.utilization_cost,
+                    predicted_C_b=pc.C_b, predicted_C_u=pc.C_u,
                     predicted_feasible=pc.is_feasible, wall_s=time.time() - t0,
                     data_batches=s.data_batches, result_rows=s.result_rows,
                 ).record()
                 say(f"    rho {rho:.2f}{'' if steady else ' (not at steady state)'}  "
-                    f"predicted C_b {pc.bottleneck_cost:.2f}")
+                    f"predicted C_b {pc.C_b:.2f}")
                 doc["points"].append(point)
                 doc.update(environment())
                 doc.update({"scale": a.scale, "plugs": a.plugs, "profile": profile.name,

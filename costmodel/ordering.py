@@ -17,26 +17,30 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, order=False)
 class CostVector:
-    """Bottleneck cost C_b = max_j u_j (eq. 5) and utilization cost C_u = sum_j u_j (eq. 6)."""
+    """The cost vector (C_b, C_u) of a plan.
 
-    bottleneck_cost: float
-    utilization_cost: float
+    C_b: the bottleneck cost, max_j u_j over the plan's operators (eq. 5).
+    C_u: the total utilization cost, sum_j u_j over the plan's operators (eq. 6).
+    """
+
+    C_b: float
+    C_u: float
 
     @property
     def is_feasible(self) -> bool:
         """A plan keeps up with its input rate iff no operator needs more than one core."""
-        return self.bottleneck_cost <= 1.0
+        return self.C_b <= 1.0
 
     def combine(self, other: CostVector) -> CostVector:
         """Cost of two disjoint sets of operators together."""
         return CostVector(
-            max(self.bottleneck_cost, other.bottleneck_cost),
-            self.utilization_cost + other.utilization_cost,
+            max(self.C_b, other.C_b),
+            self.C_u + other.C_u,
         )
 
     def add(self, u: float) -> CostVector:
         """Cost with one more operator of cost u."""
-        return CostVector(max(self.bottleneck_cost, u), self.utilization_cost + u)
+        return CostVector(max(self.C_b, u), self.C_u + u)
 
 
 ZERO = CostVector(0.0, 0.0)
@@ -55,7 +59,7 @@ def sort_key(c: CostVector, feasibility_check: bool = True) -> tuple:
     before infeasible ones; feasible ones by C_u, then C_b; infeasible ones by C_b, then
     C_u (they reach the highest throughput first)."""
     if not feasibility_check:
-        return (c.utilization_cost,)
+        return (c.C_u,)
     if c.is_feasible:
-        return (0, c.utilization_cost, c.bottleneck_cost)
-    return (1, c.bottleneck_cost, c.utilization_cost)
+        return (0, c.C_u, c.C_b)
+    return (1, c.C_b, c.C_u)

@@ -219,8 +219,7 @@ def apply_capacity(c: CostVector, p: CostProfile) -> CostVector:
     keeps up only if C_u / cores <= 1 as well; C_b becomes max(C_b, C_u / cores)."""
     if p.capacity_cores is None:
         return c
-    return CostVector(max(c.bottleneck_cost, c.utilization_cost / p.capacity_cores),
-                      c.utilization_cost)
+    return CostVector(max(c.C_b, c.C_u / p.capacity_cores), c.C_u)
 
 
 def spe_gateway_cost(sizes: SourceDrivenSizes, plan: NumberedPlan, p: CostProfile) -> float:

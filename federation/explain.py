@@ -52,7 +52,7 @@ def explain_text(r: OptimizationResult) -> str:
     feas = "feasible" if r.feasible else "INFEASIBLE"
     check = "" if r.feasibility_check else " (feasibility check off: ranked by C_u)"
     out.append(
-        f"C_b = {r.cost.bottleneck_cost:.4g}  C_u = {r.cost.utilization_cost:.4g}  {feas}{check}"
+        f"C_b = {r.cost.C_b:.4g}  C_u = {r.cost.C_u:.4g}  {feas}{check}"
     )
     if pc.gateway:
         out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})")
@@ -99,8 +99,8 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "query": lg.root.name,
         "placement": p.placement,
         "operators": ops,
-        "C_b": r.cost.bottleneck_cost,
-        "C_u": r.cost.utilization_cost,
+        "C_b": r.cost.C_b,
+        "C_u": r.cost.C_u,
         "feasible": r.feasible,
         "feasibility_check": r.feasibility_check,
         "plans_examined": r.plans_examined,
@@ -132,8 +132,8 @@ def sweep(make_query, rates: list[float], **kw) -> list[dict[str, Any]]:
         r = optimize(make_query(rate=rate), **kw)
         pl = r.plan.placement_string
         rows.append({
-            "rate": rate, "placement": pl, "C_b": r.cost.bottleneck_cost,
-            "C_u": r.cost.utilization_cost, "feasible": r.feasible, "changed": pl != prev,
+            "rate": rate, "placement": pl, "C_b": r.cost.C_b, "C_u": r.cost.C_u,
+            "feasible": r.feasible, "changed": pl != prev,
         })
         prev = pl
     return rows

@@ -118,7 +118,7 @@ def test_fedq_run_adaptive_names_the_bad_option(surge, capsys):
 
     for args, option, words in [
         (["--decide-every", "2.5"], "--decide-every", "2.5 s is not a multiple of the slide"),
-        (["--margin", "1.5"], "--margin", "1.5 is not below 1"),
+        (["--margin", "1.5"], "--margin", "1.5 is not in [0, 1)"),
     ]:
         assert main(["run", "CQ3", "--data", str(surge), "--adaptive", *args]) == 2
         assert f"fedq run: {option}: {words}" in capsys.readouterr().err
@@ -154,8 +154,7 @@ def by_rate(low: str, high: str, threshold: float):
         pp, cost = plan_for(q, want.placement_string if placement == "auto" else placement)
         if pp.placement_string != want.placement_string:
             v = cost.vector
-            cost = dataclasses.replace(cost, vector=CostVector(10 * v.bottleneck_cost,
-                                                               10 * v.utilization_cost))
+            cost = dataclasses.replace(cost, vector=CostVector(10 * v.C_b, 10 * v.C_u))
         return pp, cost
 
     return planner
@@ -255,4 +254,4 @@ def test_a_measured_rho_below_one_overrides_a_feasible_prediction():
     assert not moved and cost.vector.is_feasible
     best, _, cost, moved = _decide(plan_for, q, db, 0.1, rho=0.5, alternatives=alternatives)
     assert moved and best.placement_string == other
-    assert cost.vector.bottleneck_cost == pytest.approx(2.0)  # 1 / rho
+    assert cost.vector.C_b == pytest.approx(2.0)  # 1 / rho

@@ -48,8 +48,8 @@ def test_eq4_to_6_plan_cost_is_max_and_sum():
     p = paper_form(load_profile(DEFAULT_PROFILE_PATH))
     pc = plan_cost(build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe"), p)
     us = list(pc.spe.values())
-    assert pc.vector.bottleneck_cost == pytest.approx(max(us))
-    assert pc.vector.utilization_cost == pytest.approx(sum(us))
+    assert pc.vector.C_b == pytest.approx(max(us))
+    assert pc.vector.C_u == pytest.approx(sum(us))
     # eq. 4 for a selection: u = in * c
     assert pc.spe["op1"] == pytest.approx(2000 * p.spe_s_per_row.select)
 
@@ -72,7 +72,7 @@ def test_db_op_cost_split():
     scan = combine + p.db_scan_s_per_row.aggregate * s["op2"].size
     assert c.sql == pytest.approx(1.0 * (p.db_sql_fixed_s + scan))
     assert c.transfer_out == pytest.approx(1.0 * 40 * p.db_transfer_out_s_per_row)
-    assert pc.vector.utilization_cost == pytest.approx(c.total + pc.spe["op1"])
+    assert pc.vector.C_u == pytest.approx(c.total + pc.spe["op1"])
 
 
 def test_raw_rows_pay_upkeep_sliced_rows_do_not():
@@ -128,7 +128,7 @@ def test_definition_1():
 def test_capacity_constraint_extension():
     p = load_profile(DEFAULT_PROFILE_PATH).model_copy(update={"capacity_cores": 2})
     v = plan_cost(build_physical_plan(NumberedPlan.of(cq3_plan(rate=2000)), "spe"), p).vector
-    assert v.bottleneck_cost >= v.utilization_cost / 2
+    assert v.C_b >= v.C_u / 2
 
 
 def test_profile_is_strict_and_round_trips(tmp_path):

@@ -54,8 +54,8 @@ CASES = [(n, r) for n in sorted(QUERIES) for r in [1000, 2000, 20000, 40000]
 def test_pruned_search_finds_the_exhaustive_optimum(name, rate, profile):
     r = optimize(QUERIES[name](rate=rate), profile=profile)
     best = exhaustive(r.plan.logical, profile)[0][1]
-    assert r.cost.utilization_cost == pytest.approx(best.utilization_cost)
-    assert r.cost.bottleneck_cost == pytest.approx(best.bottleneck_cost)
+    assert r.cost.C_u == pytest.approx(best.C_u)
+    assert r.cost.C_b == pytest.approx(best.C_b)
 
 
 #: one engine costs nothing per row or per slide, the other a lot
@@ -102,8 +102,8 @@ def test_feasibility_switch_ranks_by_utilization_only():
     on = optimize(q, profile=p)
     off = optimize(q, profile=p, feasibility_check=False)
     assert on.feasible
-    assert off.cost.utilization_cost <= on.cost.utilization_cost
-    assert all(off.cost.utilization_cost <= c.utilization_cost for _, c in off.kept)
+    assert off.cost.C_u <= on.cost.C_u
+    assert all(off.cost.C_u <= c.C_u for _, c in off.kept)
 
 
 def test_phase_one_pushes_selections_below_joins():
@@ -141,8 +141,8 @@ def test_join_order_changes_a_bad_written_order():
 
     assert len(inner_join_keys(written)) == 1  # house_id
     assert len(inner_join_keys(ordered)) == 3  # the plug keys
-    assert spe_cost(ordered, PROFILE).utilization_cost < \
-        0.75 * spe_cost(written, PROFILE).utilization_cost
+    assert spe_cost(ordered, PROFILE).C_u < \
+        0.75 * spe_cost(written, PROFILE).C_u
     assert list(ordered.schema) == list(q.schema)
 
 
@@ -170,7 +170,7 @@ def test_the_optimizer_never_places_a_tuple_window_reader_in_spark():
         # Phase-Two's own verdict, before optimize's guard: every kept plan with op1 in
         # Spark costs infinity, the others not; op2 in Spark over op1 in the DB is kept
         for pl, c in r.kept:
-            assert math.isinf(c.utilization_cost) == (pl["op1"] == "spe"), (pl, c)
+            assert math.isinf(c.C_u) == (pl["op1"] == "spe"), (pl, c)
         assert {"op1": "db", "op2": "spe"} in [pl for pl, _ in r.kept]
         assert "engine limit: op1 (select) cannot run in Spark" in explain_text(r)
         assert [e["operator"] for e in explain_json(r)["engine_limits"]] == ["op1"]

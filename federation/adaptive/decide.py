@@ -66,8 +66,8 @@ def better_by_margin(new: CostVector, cur: CostVector, margin: float) -> bool:
     if new.is_feasible != cur.is_feasible:
         return new.is_feasible
     if new.is_feasible:
-        return new.utilization_cost < (1 - margin) * cur.utilization_cost
-    return new.bottleneck_cost < (1 - margin) * cur.bottleneck_cost
+        return new.C_u < (1 - margin) * cur.C_u
+    return new.C_b < (1 - margin) * cur.C_b
 
 
 def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
@@ -88,7 +88,7 @@ def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
     if rho is not None and 0 < rho < 1:
         v = cur_cost.vector
         cur_cost = dataclasses.replace(cur_cost, vector=CostVector(
-            max(v.bottleneck_cost, 1 / rho), max(v.utilization_cost, 1 / rho)))
+            max(v.C_b, 1 / rho), max(v.C_u, 1 / rho)))
         if best.placement_string == cur and alternatives is not None:
             for alt in alternatives(q):
                 if alt == cur:
@@ -106,8 +106,8 @@ def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
 def _cost_change(cur, best, digits: int) -> str:
     """The running plan's cost vector against the optimum's, for a decision's reason."""
     v, w = cur.vector, best.vector
-    return (f"C_b {v.bottleneck_cost:.{digits}f} -> {w.bottleneck_cost:.{digits}f}, "
-            f"C_u {v.utilization_cost:.{digits}f} -> {w.utilization_cost:.{digits}f}")
+    return (f"C_b {v.C_b:.{digits}f} -> {w.C_b:.{digits}f}, "
+            f"C_u {v.C_u:.{digits}f} -> {w.C_u:.{digits}f}")
 
 
 def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[float],
@@ -131,13 +131,11 @@ def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[floa
         reason = ""
         if moved:
             reason = ("the running plan is gone" if cur_cost is None else
-                      f"C_u {cur_cost.vector.utilization_cost:.4f} -> "
-                      f"{best_cost.vector.utilization_cost:.4f}")
+                      f"C_u {cur_cost.vector.C_u:.4f} -> {best_cost.vector.C_u:.4f}")
             cur = best.placement_string
         elif best.placement_string != cur:
             reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
-                      f"{cur_cost.vector.utilization_cost:.4f} vs "
-                      f"{best_cost.vector.utilization_cost:.4f})")
+                      f"{cur_cost.vector.C_u:.4f} vs {best_cost.vector.C_u:.4f})")
         out.append({"rate": rate, "running": cur, "migrates": moved, "reason": reason})
     return out
 
@@ -171,7 +169,7 @@ def _start(query: Rstream, files: Sequence[PartFile], window_s: float, start_pla
     r0 = sum(f.rows for f in files if f.start < first + dt.timedelta(seconds=head)) / head
     pp, cost = planner(with_rate(query, r0), start_placement)
     return Segment(start=None, end=None, placement=pp.placement_string, rate=r0,
-                   C_b=cost.vector.bottleneck_cost, C_u=cost.vector.utilization_cost,
+                   C_b=cost.vector.C_b, C_u=cost.vector.C_u,
                    reason=f"start: {start_placement} at the first {head:g} s' rate")
 
 
@@ -207,8 +205,7 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
         segs[-1] = segs[-1].model_copy(update={"end": t})
         cur = best.placement_string
         segs.append(Segment(start=t, end=None, placement=cur, rate=r, reason=why,
-                            C_b=best_cost.vector.bottleneck_cost,
-                            C_u=best_cost.vector.utilization_cost))
+                            C_b=best_cost.vector.C_b, C_u=best_cost.vector.C_u))
         last_move = t
     return segs
 

@@ -118,7 +118,7 @@ class Watch:
         q = with_rate(self.query, rate, selectivities=sels)
         best, best_cost, cur_cost, moved = _decide(self.planner, q, self.running, self.margin,
                                                    rho, self.alternatives)
-        pred = None if cur_cost is None else cur_cost.vector.bottleneck_cost
+        pred = None if cur_cost is None else cur_cost.vector.C_b
         seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "")
         if moved:
             why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
@@ -127,8 +127,7 @@ class Watch:
             why = f"keep: the optimum ({seen})"
         else:
             why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
-                   f"margin (C_u {cur_cost.vector.utilization_cost:.3f} vs "
-                   f"{best_cost.vector.utilization_cost:.3f})")
+                   f"margin (C_u {cur_cost.vector.C_u:.3f} vs {best_cost.vector.C_u:.3f})")
         d = Decision(at=t_m, running=self.running, rate=rate, selectivities=sels, rho=rho,
                      C_b=pred, best=best.placement_string, migrate=moved, reason=why)
         self.decisions.append(d)

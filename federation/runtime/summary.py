@@ -70,7 +70,7 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
         files_quarantined=ingest.quarantined,
         deadletter_dir=str(ingest.deadletter_dir),
         predicted=None if predicted is None else PredictedCost(
-            C_b=predicted.bottleneck_cost, C_u=predicted.utilization_cost,
+            C_b=predicted.C_b, C_u=predicted.C_u,
             feasible=predicted.is_feasible),
         db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
         carried={op_id: m.carried for op_id, m in ex.migs.items() if m.carried},
