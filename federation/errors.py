@@ -30,10 +30,6 @@ class PlacementError(FedqError, ValueError):
     """An explicit placement names an unknown operator or engine."""
 
 
-class OutputError(FedqError, ValueError):
-    """The results cannot be written where asked (checked before any work starts)."""
-
-
 class OptionError(FedqError, ValueError):
     """A run option is out of range; `option` names it as the API spells it (the CLI maps it
     to its flag, federation/cli/run.py).
@@ -48,3 +44,11 @@ class OptionError(FedqError, ValueError):
         self.option = option
         self.message = message
         super().__init__(f"{option}: {message}")
+
+
+class OutputError(OptionError):
+    """The results cannot be written where asked (option `output`, checked before any work
+    starts)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("output", message)

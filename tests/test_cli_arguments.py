@@ -71,14 +71,20 @@ def test_malformed_placements_are_refused(placement, message, capsys):
     ({"rate": float("inf")}, "rate: must be a finite number > 0, got inf"),
     ({"allowed_lateness_s": -1}, "allowed_lateness_s: must be a finite number >= 0, got -1"),
     ({"event_horizon_s": 0}, "event_horizon_s: must be a finite number > 0, got 0"),
+    ({"plugs": True}, "plugs: must be a whole number >= 1, got True"),
+    ({"warmup_batch_s": 5, "seconds_per_batch": 2},
+     "warmup_batch_s: needs seconds_per_batch=1, got seconds_per_batch=2"),
+    ({"max_file": 3}, "max_file: is not an option here"),  # a misspelt option is refused
+    ({"output": "/no/such/dir/out.parquet"}, "output: directory /no/such/dir does not exist"),
 ])
 def test_run_refuses_bad_arguments_before_any_work(kw, message, tmp_path):
     from federation.api import run
+    from federation.errors import OptionError
     from federation.smartplug.queries import QUERIES
 
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(OptionError) as e:
         run(QUERIES["CQ5"](), "db", work_dir=tmp_path, **kw)
-    assert str(e.value) == message
+    assert str(e.value) == message and e.value.option == message.split(":")[0]
     assert not any(tmp_path.iterdir())  # nothing generated, nothing started
 
 

@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from costmodel.profile import CostProfile, load_profile
 from federation.adaptive.decide import (
@@ -26,12 +27,14 @@ from federation.adaptive.decide import (
 )
 from federation.adaptive.inputs import PartFile, part_files
 from federation.adaptive.watch import Decision, Watch
+from federation.errors import OptionError
 from federation.logical import NumberedPlan, Rstream, Window
-from federation.runtime import RunResult, execute, work_directory
+from federation.runtime import RunOptions, RunResult, execute, work_directory
 from federation.runtime.carry import NotMovable, plan_carry
 from federation.runtime.execute import end_flush_s
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input, sub_spool
+from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 
 
@@ -98,28 +101,17 @@ def _owned(rows: pa.Table, seg: Segment) -> pa.Table:
 STRATEGIES = ("replay", "move")
 
 
-class DecideOptions(BaseModel):
+class DecideOptions(CheckedOptions):
     """The decision options of a run that decides while it runs (`decide=`), checked once;
     an AdaptiveError names a bad one."""
 
-    model_config = ConfigDict(extra="forbid")
+    error: ClassVar[type[OptionError]] = AdaptiveError
 
     start_placement: str = "auto"
     every_s: float = 10.0
     margin: float = 0.1
     min_interval_s: float = 30.0
     window_s: float | None = None
-
-    @classmethod
-    def of(cls, decide: Mapping | None) -> DecideOptions:
-        try:
-            return cls(**dict(decide or {}))
-        except ValidationError as e:
-            extra = [str(x["loc"][0]) for x in e.errors() if x["type"] == "extra_forbidden"]
-            if extra:
-                raise AdaptiveError("decide", f"unknown option(s) {', '.join(extra)}") from None
-            x = e.errors()[0]
-            raise AdaptiveError(str(x["loc"][0]), x["msg"]) from None
 
 
 @dataclass
@@ -136,9 +128,8 @@ class _Chain:
     strategy: str
     planner: Callable
     prog: RunProgress
-    seconds_per_batch: int
+    opt: RunOptions  # each segment's, but for its work directory and warm-up
     spark: object
-    execute_options: dict
 
     def __post_init__(self) -> None:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
@@ -171,7 +162,7 @@ class _Chain:
         warm = 0 if seg.start is None else next(
             (self.position[f.path.name] - span[0] for f in mine if f.start >= seg.start),
             len(names))
-        ff = warm if (warm and self.seconds_per_batch == 1) else None
+        ff = warm if (warm and self.opt.seconds_per_batch == 1) else None
         sub = sub_spool(self.whole, names, self.work / f"segment{k}" / "spool", self.stream,
                         warmup=warm if ff else 0, flush_after_s=self.flush_s)
         return mine, names, warm, ff, sub
@@ -201,11 +192,10 @@ class _Chain:
 
         seg_work = self.work / f"segment{k}" / "work"
         r: RunResult = execute(
-            pp, self.data, seconds_per_batch=self.seconds_per_batch, work_dir=seg_work,
-            spark=self.spark, progress=on_batch, warmup_batch_s=10 if ff else None,
+            pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
+            spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start if carry is not None else None,
-                            stop_at=seg.end, carry=carry or {}, watch=watch, prepared=sub),
-            **self.execute_options)
+                            stop_at=seg.end, carry=carry or {}, watch=watch, prepared=sub))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
             seg = seg.model_copy(update={"end": r.summary.stopped_at})
@@ -227,11 +217,11 @@ class _Chain:
 
 
 def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] | None = None,
-                 *, decide: Mapping | None = None, profile: CostProfile | None = None,
-                 seconds_per_batch: int = 1, work_dir: str | Path | None = None, spark=None,
+                 options: RunOptions | None = None, *, decide: Mapping | None = None,
+                 profile: CostProfile | None = None, spark=None,
                  progress: RunProgress | None = None, strategy: str = "move",
                  planner: Callable | None = None, alternatives: Callable | None = None,
-                 **execute_options) -> AdaptiveResult:
+                 **option_values) -> AdaptiveResult:
     """Run a query adaptively (module doc).
 
     With `segments`, each runs its given placement over the instants it owns (a replayed
@@ -241,9 +231,16 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
 
     `strategy`: "replay" starts every new placement from a replay of the last extent of
     input (parallel track); "move" carries the window state in DuckDB over where that
-    applies (federation/runtime/carry.py) and replays elsewhere."""
+    applies (federation/runtime/carry.py) and replays elsewhere.
+
+    `options` (RunOptions, or their fields as keywords): as a plain run's; `work_dir` holds
+    every segment's, `output` is not written here (the rows are returned)."""
     from federation.optimizer import plan_for
 
+    opt = RunOptions.of(options, **option_values)
+    if opt.warmup_batch_s is not None or opt.max_files is not None or not opt.drain:
+        raise AdaptiveError("options", "warmup_batch_s, max_files and drain=False are not "
+                            "options of an adaptive run")
     if strategy not in STRATEGIES:
         raise AdaptiveError("strategy", f"{strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}")
@@ -252,36 +249,36 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     if alternatives is None:
         alternatives = _alternatives(prof)
     prog = as_progress(progress)
-    opt = DecideOptions.of(decide)
+    dec = DecideOptions.of(decide)
     windows = [n for n in query.walk() if isinstance(n, Window)]
     fixed = segments is not None
     if fixed:
         _check(query, data, 10 * windows[0].slide_s, None, 0.0)  # tuple windows, input
-        files, window_s = part_files(data, windows[0].stream.ts_column), opt.window_s
+        files, window_s = part_files(data, windows[0].stream.ts_column), dec.window_s
     else:
-        window_s, files = _check(query, data, opt.every_s, opt.window_s, opt.margin)
-    work = work_directory(work_dir, "fedq-adaptive-")
+        window_s, files = _check(query, data, dec.every_s, dec.window_s, dec.margin)
+    work = work_directory(opt.work_dir, "fedq-adaptive-")
     stream = windows[0].stream
     prog.phase("reading input", unit="files")
     whole = prepare_input(data, work / "input", stream, progress=prog.advance,
-                          allowed_lateness_s=execute_options.get("allowed_lateness_s", 0.0),
+                          allowed_lateness_s=opt.allowed_lateness_s,
                           flush_after_s=end_flush_s(NumberedPlan.of(query).nodes.values()),
-                          domains={c: set(v) for c, v in stream.domains.items()},
+                          domains=opt.domains or {c: set(v) for c, v in stream.domains.items()},
                           tick_s=windows[0].slide_s,
-                          horizon_s=execute_options.get("event_horizon_s", 3600.0))
+                          horizon_s=opt.event_horizon_s)
     chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
-                   seconds_per_batch, spark, execute_options)
-    seg = segments[0] if fixed else _start(query, files, window_s, opt.start_placement,
+                   RunOptions.of(opt, output=None, work_dir=None), spark)
+    seg = segments[0] if fixed else _start(query, files, window_s, dec.start_placement,
                                            planner)
     parts, runs, gaps, prev = [], [], [], None
     t_all = time.perf_counter()
     while seg is not None:
         k = len(runs)
         watch = None if fixed else Watch(
-            query, files, seg.placement, seg.start, seg.start, every_s=opt.every_s,
-            window_s=window_s, margin=opt.margin, min_interval_s=opt.min_interval_s,
+            query, files, seg.placement, seg.start, seg.start, every_s=dec.every_s,
+            window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
             slide_s=chain.slide_s, planner=planner, alternatives=alternatives, progress=prog,
-            seconds_per_batch=seconds_per_batch)
+            seconds_per_batch=opt.seconds_per_batch)
         run, rows, gap, nxt = chain.run_segment(seg, k, prev, watch,
                                                 f"/{len(segments)}" if fixed else "")
         parts.append(rows)
@@ -305,12 +302,12 @@ def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,
     if watch is not None and watch.chosen is not None and seg.end is not None:
         d, cost = watch.chosen
         return Segment(start=seg.end, end=None, placement=d.best, rate=d.rate,
-                       reason=d.reason, C_b=cost.vector.bottleneck_cost,
-                       C_u=cost.vector.utilization_cost)
+                       reason=d.reason, C_b=cost.vector.C_b,
+                       C_u=cost.vector.C_u)
     return None
 
 
-def decide_and_run(query: Rstream, data: str | Path, *, decide: Mapping | None = None,
-                   **run_options) -> AdaptiveResult:
+def decide_and_run(query: Rstream, data: str | Path, options: RunOptions | None = None, *,
+                   decide: Mapping | None = None, **run_options) -> AdaptiveResult:
     """An adaptive run that decides while it runs (`run_adaptive` without segments)."""
-    return run_adaptive(query, data, decide=decide, **run_options)
+    return run_adaptive(query, data, None, options, decide=decide, **run_options)

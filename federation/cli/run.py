@@ -21,7 +21,8 @@ from federation.cli.args import (
     rate_profile,
 )
 from federation.conventions import REJECTED_CSV
-from federation.runtime.options import work_directory
+from federation.errors import OptionError
+from federation.runtime.options import RunOptions, work_directory
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -57,7 +58,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
 FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--allowed-lateness",
          "event_horizon_s": "--event-horizon", "rate": "--rate", "seconds": "--seconds",
          "plugs": "--plugs", "data": "--data", "output": "--output", "every_s": "--decide-every",
-         "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy"}
+         "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy",
+         "placement": "--placement", "adaptive": "--adaptive", "decide": "--adaptive",
+         "options": "fedq run"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -85,32 +88,30 @@ def _tidy(work: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
+def _options(a: argparse.Namespace, work_dir: Path):
+    """The run options of the command line, checked (OptionError names a bad one)."""
+    from federation.runtime import RunOptions
+
+    return RunOptions.of(seconds_per_batch=a.seconds_per_batch, output=a.output,
+                         overwrite=a.overwrite, allowed_lateness_s=a.allowed_lateness,
+                         event_horizon_s=a.event_horizon, work_dir=work_dir, fresh=a.fresh,
+                         realtime=a.realtime)
+
+
+def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
     """`fedq run --adaptive`: run, watch, decide and migrate while running; then the
     segments, their decisions and the migrations' gaps."""
-    from federation.adaptive import AdaptiveError, decide_and_run
+    from federation.adaptive import decide_and_run
     from federation.cli.progress import ConsoleProgress
 
     if data is None:
-        return _fail("--adaptive", "needs --data (the rates are measured from the data)")
-    if a.margin >= 1:
-        return _fail("--margin", f"{a.margin:g} is not below 1")
-    own_work = a.work_dir is None
-    work_dir = work_directory(a.work_dir, "fedq-adaptive-")
-    try:
-        with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
-            r = decide_and_run(q, data, decide={
-                "every_s": a.decide_every, "margin": a.margin,
-                "min_interval_s": a.min_interval, "start_placement": a.placement},
-                profile=profile, strategy=a.strategy,
-                seconds_per_batch=a.seconds_per_batch, work_dir=work_dir,
-                progress=progress, allowed_lateness_s=a.allowed_lateness,
-                event_horizon_s=a.event_horizon)
-    except AdaptiveError as e:
-        return _fail(FLAGS.get(e.option, "--adaptive"), e.message)
-    finally:
-        if own_work:  # keep the dead letters (as a plain run does), nothing else
-            _tidy(work_dir)
+        raise OptionError("adaptive", "needs --data (the rates are measured from the data)")
+    opt = _options(a, work_dir)
+    with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
+        r = decide_and_run(q, data, RunOptions.of(opt, output=None), decide={
+            "every_s": a.decide_every, "margin": a.margin,
+            "min_interval_s": a.min_interval, "start_placement": a.placement},
+            profile=profile, strategy=a.strategy, progress=progress)
     print(f"{len(r.segments)} segment(s), {r.migrations} migration(s):")
     print(f"{'segment':<8} {'from':<20} {'placement':<50} {'started by':<10} {'instants':>8} "
           f"{'warm-up s':>9} {'wall s':>7} {'rho':>6} {'gap s':>6}")
@@ -132,89 +133,103 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile) -> int:
         print(f"dead-lettered {r.dead_lettered} row(s)" + (f" ({why})" if why else "")
               + (f", {len(r.quarantined)} unreadable file(s)" if r.quarantined else "")
               + f"; kept in {r.deadletter_dir}")
-    if a.output:
+    if opt.output:
         import pyarrow.parquet as pq
 
         from federation.runtime.options import output_path
 
-        path = output_path(Path(a.output))
+        path = output_path(opt.output)
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(r.rows, path)
         print(f"results written to {path}")
     return 0
 
 
-def cmd_run(a: argparse.Namespace) -> int:
-    from federation.api import run
-    from federation.errors import FedqError, OptionError
-    from federation.runtime import check_output
+def _data_and_query(a: argparse.Namespace):
+    """The data directory (checked), the query at the data's rate and plugs, and the
+    generation options when there is no data."""
+    from federation.runtime import GenerateOptions
 
     make = query_source(a)
     if a.data is not None and not a.data.is_dir():
-        return _fail("--data", f"{a.data} is not a directory")
+        raise OptionError("data", f"{a.data} is not a directory")
     if a.data is not None and not any(a.data.glob("part-*.parquet")):
-        return _fail("--data", f"no part-*.parquet files in {a.data}")
-    why = check_output(a.output, a.overwrite)
-    if why:
-        return _fail("--output", why)
-    plugs = a.plugs
-    data = a.data
-    if data is not None:
+        raise OptionError("data", f"no part-*.parquet files in {a.data}")
+    plugs, rate = a.plugs, a.rate
+    if a.data is not None:
         from federation.smartplug.datagen import read_manifest
 
         try:
-            man = read_manifest(data)
-            plugs = plugs or man.plugs
-            a.rate = a.rate or man.rate
+            man = read_manifest(a.data)
+            plugs, rate = plugs or man.plugs, rate or man.rate
         except (FileNotFoundError, OSError, ValueError):
             pass
-    rate = a.rate or 2000.0
-    plugs = plugs or 200
-    q = make(rate=rate, scale=a.scale, plugs=plugs)
-    if a.placement.strip().lower() != "auto":  # a malformed placement fails before any work
-        from costmodel.profile import load_profile as _lp
-        from federation.logical import NumberedPlan
-        from federation.optimizer.phase_one import phase_one
-        from federation.physical import build_physical_plan
+    gen = GenerateOptions.of(rate=rate or 2000.0, seconds=a.seconds, plugs=plugs or 200)
+    return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
 
-        try:
-            build_physical_plan(NumberedPlan.of(phase_one(q, _lp(a.profile))), a.placement)
-        except FedqError as e:
-            return _fail("--placement", str(e))
-    from costmodel.profile import load_profile
-    from federation.cli.progress import ConsoleProgress
-    from federation.runtime.progress import RunProgress
 
-    if a.adaptive:
-        return _run_adaptive(a, q, data, load_profile(a.profile))
+def cmd_run(a: argparse.Namespace) -> int:
+    from federation.errors import FedqError
+
     own_work = a.work_dir is None  # a temporary work directory, tidied after the run
-    work_dir = work_directory(a.work_dir)
+    work_dir = None
     try:
-        with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
-            spark = None
-            if a.master:
-                from spe.session import SparkSettings, get_spark
+        data, q, gen = _data_and_query(a)
+        _options(a, a.work_dir)  # every option checked before any work
+        if a.placement.strip().lower() != "auto":  # a malformed placement fails before any work
+            _check_placement(q, a)
+        from costmodel.profile import load_profile
 
-                progress.phase(f"connecting to Spark at {a.master}")
-                spark = get_spark(SparkSettings(master=a.master))
-            r = run(q, a.placement, data, profile=load_profile(a.profile), spark=spark,
-                    rate=rate, seconds=a.seconds, plugs=plugs,
-                    seconds_per_batch=a.seconds_per_batch, output=a.output,
-                    allowed_lateness_s=a.allowed_lateness, work_dir=work_dir,
-                    event_horizon_s=a.event_horizon, overwrite=a.overwrite,
-                    realtime=a.realtime, progress=progress, fresh=a.fresh)
+        work_dir = work_directory(a.work_dir, "fedq-adaptive-" if a.adaptive else "fedq-run-")
+        if a.adaptive:
+            return _run_adaptive(a, q, data, load_profile(a.profile), work_dir)
+        r = _run(a, q, data, gen, work_dir, load_profile(a.profile))
     except OptionError as e:
-        return _fail(FLAGS.get(e.option, e.option), e.message)
+        return _fail(FLAGS.get(e.option, f"--{e.option.replace('_', '-')}"), e.message)
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2
     finally:
-        if own_work:
+        if own_work and work_dir is not None:
             _tidy(work_dir)
+    _print_summary(a, r)
+    return 0
+
+
+def _check_placement(q, a: argparse.Namespace) -> None:
+    from costmodel.profile import load_profile
+    from federation.errors import FedqError
+    from federation.logical import NumberedPlan
+    from federation.optimizer.phase_one import phase_one
+    from federation.physical import build_physical_plan
+
+    try:
+        build_physical_plan(NumberedPlan.of(phase_one(q, load_profile(a.profile))), a.placement)
+    except FedqError as e:
+        raise OptionError("placement", str(e)) from None
+
+
+def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
+    from federation.api import run
+    from federation.cli.progress import ConsoleProgress
+    from federation.runtime.progress import RunProgress
+
+    with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
+        spark = None
+        if a.master:
+            from spe.session import SparkSettings, get_spark
+
+            progress.phase(f"connecting to Spark at {a.master}")
+            spark = get_spark(SparkSettings(master=a.master))
+        return run(q, a.placement, data, _options(a, work_dir), generate=gen, profile=profile,
+                   spark=spark, progress=progress)
+
+
+def _print_summary(a: argparse.Namespace, r) -> None:
     s = r.summary
     if a.json:
         print(s.model_dump_json(indent=2))
-        return 0
+        return
     if a.console:  # the console sink: every result row
         print(r.rows.to_pandas().to_string(index=False))
     else:
@@ -232,7 +247,6 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"dead letters in {s.deadletter_dir}")
     if s.output:
         print(f"results written to {s.output}")
-    return 0
 
 
 def add_parsers(sub) -> None:

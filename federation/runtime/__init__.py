@@ -7,8 +7,8 @@ operators is the optimizer's work; `federation.run` does both.
 """
 
 from federation.runtime.execute import execute
-from federation.runtime.options import check_arguments, check_output, work_directory
+from federation.runtime.options import GenerateOptions, RunOptions, work_directory
 from federation.runtime.result import BatchMetrics, RunResult, RunSummary
 
-__all__ = ["BatchMetrics", "RunResult", "RunSummary", "check_arguments", "check_output",
+__all__ = ["BatchMetrics", "GenerateOptions", "RunOptions", "RunResult", "RunSummary",
            "execute", "work_directory"]

@@ -1,14 +1,140 @@
-"""Run options checked once, before any work, each error naming its option (OptionError),
-and the one place that makes work directories."""
+"""Run options as typed models, checked once at the boundary (the API or the CLI) before any
+work; a bad one raises OptionError naming it as the API spells it (the CLI maps the name to
+its flag, federation/cli/run.py). Also the one place that makes work directories."""
 
 from __future__ import annotations
 
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
-from federation.errors import OptionError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from federation.errors import OptionError, OutputError
+
+
+class CheckedOptions(BaseModel):
+    """Options built with `of(**kw)`: every field checked, an unknown name refused, the
+    first problem raised as OptionError(option, message)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    #: what a bad option raises (an OptionError subclass)
+    error: ClassVar[type[OptionError]] = OptionError
+
+    @classmethod
+    def of(cls, given: CheckedOptions | Mapping[str, Any] | None = None, **kw):
+        """The options `given` (a model or a mapping) updated with `kw`, checked."""
+        if isinstance(given, cls) and not kw:
+            return given
+        values = dict(given.model_dump() if isinstance(given, BaseModel) else given or {})
+        values.update(kw)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            raise _option_error(e, cls.error) from None
+
+
+def _option_error(e: ValidationError, error: type[OptionError]) -> OptionError:
+    x = e.errors()[0]
+    option = str(x["loc"][0]) if x["loc"] else "options"
+    if x["type"] == "extra_forbidden":
+        return error(option, "is not an option here")
+    err = (x.get("ctx") or {}).get("error")
+    if isinstance(err, OptionError):
+        return err
+    return error(option, str(err) if err is not None else x["msg"])
+
+
+def _whole(v: Any, at_least: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < at_least:
+        raise ValueError(f"must be a whole number >= {at_least}, got {v!r}")
+    return v
+
+
+def _finite(v: Any, low: float = 0.0, inclusive: bool = False) -> float:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not ok or v < low or (v == low and not inclusive):
+        raise ValueError(f"must be a finite number {'>=' if inclusive else '>'} {low:g}, "
+                         f"got {v!r}")
+    return float(v)
+
+
+class RunOptions(CheckedOptions):
+    """How one run executes a physical plan (federation.runtime.execute).
+
+    `seconds_per_batch`: event seconds per micro-batch. `allowed_lateness_s`: how far a
+    reading may arrive behind the largest event time seen. `event_horizon_s`: a reading
+    further ahead is dead-lettered. `output` (a .parquet file or a directory) and
+    `overwrite`: where the result rows go. `work_dir`: keeps the run's state (the same run
+    on it resumes; `fresh=True` discards it); default a new temporary directory.
+    `realtime`: one micro-batch per batch interval of wall time. `max_files`: read only the
+    first part files. `budget_s`: stop after that much wall time. `warmup_batch_s`: the
+    first (largest window range) event seconds go in micro-batches of that many seconds
+    (needs seconds_per_batch=1); results are the same. `drain=False` (throughput only):
+    the windows that close after the last event second are not computed. `domains`: column
+    -> allowed values (default: the stream's declared domains).
+    """
+
+    seconds_per_batch: int = 1
+    allowed_lateness_s: float = 0.0
+    event_horizon_s: float = 3600.0
+    output: Path | None = None
+    overwrite: bool = False
+    work_dir: Path | None = None
+    fresh: bool = False
+    realtime: bool = False
+    max_files: int | None = None
+    budget_s: float | None = None
+    warmup_batch_s: int | None = None
+    drain: bool = True
+    domains: dict[str, set] | None = None
+
+    @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
+    @classmethod
+    def _counts(cls, v, info):
+        return None if v is None and info.field_name != "seconds_per_batch" else _whole(v)
+
+    @field_validator("event_horizon_s", "budget_s", mode="before")
+    @classmethod
+    def _positive(cls, v, info):
+        return None if v is None and info.field_name == "budget_s" else _finite(v)
+
+    @field_validator("allowed_lateness_s", mode="before")
+    @classmethod
+    def _lateness(cls, v):
+        return _finite(v, inclusive=True)
+
+    @model_validator(mode="after")
+    def _together(self):
+        if self.warmup_batch_s is not None and self.seconds_per_batch != 1:
+            raise OptionError("warmup_batch_s", "needs seconds_per_batch=1, got "
+                              f"seconds_per_batch={self.seconds_per_batch}")
+        why = check_output(self.output, self.overwrite)
+        if why:
+            raise OutputError(why)
+        return self
+
+
+class GenerateOptions(CheckedOptions):
+    """The smart-plug data a run generates when it is given no data directory."""
+
+    rate: float = 2000.0
+    seconds: int = 60
+    plugs: int = 200
+    seed: int = 0
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, v):
+        return _finite(v)
+
+    @field_validator("seconds", "plugs", mode="before")
+    @classmethod
+    def _counts(cls, v):
+        return _whole(v)
 
 
 def output_path(output: Path) -> Path:
@@ -41,22 +167,3 @@ def work_directory(given: str | Path | None, prefix: str = "fedq-run-") -> Path:
     work = Path(given) if given else Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     return work
-
-
-def check_arguments(**kw) -> None:
-    """Refuse a bad argument of a run before any work, naming it (OptionError.option)."""
-    for name in ("seconds", "plugs", "seconds_per_batch"):
-        if name not in kw:
-            continue
-        v = kw[name]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise OptionError(name, f"must be a whole number >= 1, got {v!r}")
-    for name in ("rate", "event_horizon_s"):
-        if name not in kw:
-            continue
-        v = kw[name]
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise OptionError(name, f"must be a finite number > 0, got {v!r}")
-    v = kw.get("allowed_lateness_s", 0.0)
-    if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise OptionError("allowed_lateness_s", f"must be a finite number >= 0, got {v!r}")
