@@ -62,14 +62,14 @@ def static_rho(metrics, phases) -> list[float]:
 def adaptive_rho(result, phases) -> list[float]:
     wall = [0.0] * len(phases)
     for sr in result.segments:
-        start, end = sr.segment.start, sr.segment.end
-        takeover = phase_of(start, phases) if start is not None else 0
+        start_at, stop_at = sr.segment.start_at, sr.segment.stop_at
+        takeover = phase_of(start_at, phases) if start_at is not None else 0
         wall[takeover] += sr.setup_s
         for clock, w in sr.batches:
-            if start is not None and clock < start:  # its warm-up: where it takes over
+            if start_at is not None and clock < start_at:  # its warm-up: where it takes over
                 wall[takeover] += w
-            elif end is not None and clock >= end:  # its tail: where it hands over
-                wall[phase_of(end, phases) or 0] += w
+            elif stop_at is not None and clock >= stop_at:  # its tail: where it hands over
+                wall[phase_of(stop_at, phases) or 0] += w
             elif (p := phase_of(clock, phases)) is not None:
                 wall[p] += w
     return [(b - a).total_seconds() / w if w else float("nan") for (a, b, _), w in
@@ -79,9 +79,9 @@ def adaptive_rho(result, phases) -> list[float]:
 def _adaptive_record(ar, rho, strategy: str, margin: float, wall: float) -> dict:
     segs = []
     for k, s in enumerate(ar.segments):
-        segs.append({"start": s.segment.start, "end": s.segment.end,
+        segs.append({"start_at": s.segment.start_at, "stop_at": s.segment.stop_at,
                      "placement": s.segment.placement, "reason": s.segment.reason,
-                     "strategy": s.strategy, "carried": s.carried,
+                     "strategy": s.strategy, "moved": s.moved,
                      "setup_s": s.setup_s, "warmup_seconds": s.warmup_seconds,
                      "stop_s": s.stop_s, "first_result_s": s.first_result_s,
                      "gap_s": ar.gaps_s[k - 1] if k else None, "wall_s": s.wall_s,
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                 work_dir=work / f"{name}_{strategy}")
             rho = adaptive_rho(ar, phases)
             say(f"   {ar.migrations} migration(s): " + "; ".join(
-                f"{s.strategy.split(' ')[0]} at {s.segment.start:%H:%M:%S}, gap "
+                f"{s.strategy.split(' ')[0]} at {s.segment.start_at:%H:%M:%S}, gap "
                 f"{g:.1f} s" for s, g in zip(ar.segments[1:], ar.gaps_s) if g is not None))
             say("   rho per phase " + ", ".join(f"{x:.2f}" for x in rho))
             runs[key] = _adaptive_record(ar, rho, strategy, a.margin,
@@ -210,7 +210,7 @@ def _plot(doc: dict, png: Path) -> None:
             label = name if run["kind"] == "adaptive" else f"static {name}"
             ax.bar([m + off for m in mids], run["rho_per_phase"], width=width, label=label)
             for s in run.get("segments", [])[1:]:
-                ax.axvline((_time(s["start"]) - start).total_seconds(), color="red", ls="--",
+                ax.axvline((_time(s["start_at"]) - start).total_seconds(), color="red", ls="--",
                            lw=1)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_ylabel(f"{q['query']} rho")

@@ -52,17 +52,18 @@ class InputSpec:
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
 
 
-#: the schema an adopted (carried) database file is attached as (`MigDatabase.adopt`)
-CARRIED = "_carried"
+#: the schema the database file that moved state comes from is attached as
+#: (`MigDatabase.adopt`)
+MOVED = "_moved"
 
 
-def carried_table(name: str) -> exp.Table:
-    """Table `name` of the database attached as CARRIED."""
-    return exp.table_(exp.to_identifier(name, quoted=True), db=CARRIED)
+def moved_table(name: str) -> exp.Table:
+    """Table `name` of the database attached as MOVED."""
+    return exp.table_(exp.to_identifier(name, quoted=True), db=MOVED)
 
 
 def binding_error(select: str, table: str, columns: dict[str, str],
-                  schema: str = CARRIED) -> str | None:
+                  schema: str = MOVED) -> str | None:
     """Why `select` does not bind against `schema`.`table` with these columns (the columns'
     SQL types), or None when it does; nothing is read (an empty in-memory table)."""
     con = duckdb.connect()
@@ -258,16 +259,16 @@ class MigDatabase:
 
     def adopt(self, path: str, rows: Sequence[tuple[str, str]] = (),
               slices: Sequence[tuple[str, str]] = ()) -> dict[str, int]:
-        """Take window state from another DB-op's database file, attached as `_carried`
-        (moving state at a migration, federation/runtime/carry.py). `rows`: (this input
-        table, a SELECT of `_ts` and its columns over `_carried`): the rows arrive here as if
+        """Take window state from another DB-op's database file, attached as `_moved`
+        (a move at a migration, federation/runtime/move.py). `rows`: (this input
+        table, a SELECT of `_ts` and its columns over `_moved`): the rows arrive here as if
         from Spark, kept and folded into this DB-op's slices. `slices`: (its slice table,
         this slice table) of the same meaning: copied, with their sealed coarse slices.
         Returns the rows taken per table of this database."""
         taken: dict[str, int] = {}
-        self._exec(f"ATTACH {render(exp.Literal.string(str(path)))} AS {CARRIED} (READ_ONLY)")
+        self._exec(f"ATTACH {render(exp.Literal.string(str(path)))} AS {MOVED} (READ_ONLY)")
         try:
-            their = json.loads(self._exec(f"SELECT state FROM {CARRIED}._fedq_state")[0][0])
+            their = json.loads(self._exec(f"SELECT state FROM {MOVED}._fedq_state")[0][0])
             for new, select in rows:
                 t = self.con.sql(select).to_arrow_table()
                 self.insert(new, t)
@@ -276,14 +277,14 @@ class MigDatabase:
                 tab = next(s for s in self.slices if s.name == new)
                 pairs = [(old, new)] + ([(f"{old}c", tab.coarse)] if tab.coarse_us else [])
                 for o, n in pairs:
-                    src = exp.select(exp.Star()).from_(carried_table(o))
+                    src = exp.select(exp.Star()).from_(moved_table(o))
                     self._exec(render(exp.insert(src, quoted_table(n))))
                     taken[n] = self._exec(render(exp.select(exp.Count(this=exp.Star()))
                                                  .from_(quoted_table(n))))[0][0]
                 if tab.coarse_us:
                     self.sealed[new] = their.get("sealed", {}).get(old, 0)
         finally:
-            self._exec(f"DETACH {CARRIED}")
+            self._exec(f"DETACH {MOVED}")
         return taken
 
     def row_counts(self) -> dict[str, int]:

@@ -71,9 +71,9 @@ def test_the_plan_follows_the_rate_both_ways(surge):
         "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db",  # the selections move to Spark
         "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db",  # and back
     ], segs
-    assert [s.start for s in segs] == [None, T0 + dt.timedelta(seconds=40),
+    assert [s.start_at for s in segs] == [None, T0 + dt.timedelta(seconds=40),
                                        T0 + dt.timedelta(seconds=70)]
-    assert [s.end for s in segs] == [s.start for s in segs[1:]] + [None]
+    assert [s.stop_at for s in segs] == [s.start_at for s in segs[1:]] + [None]
     m = re.fullmatch(r"rate 40,000/s: C_b [\d.]+ -> [\d.]+, C_u ([\d.]+) -> ([\d.]+)",
                      segs[1].reason)
     assert m and float(m[2]) < float(m[1]), segs[1].reason
@@ -85,14 +85,14 @@ def test_hysteresis_keeps_a_plan_that_is_only_a_little_worse(surge):
     assert len(segs) == 1
     # a bad start is left at once: pure Spark is far costlier than DuckDB at 2,000/s
     segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, start_placement="spe")
-    assert segs[0].placement.count("spe") == 6 and segs[1].start == T0 + dt.timedelta(
+    assert segs[0].placement.count("spe") == 6 and segs[1].start_at == T0 + dt.timedelta(
         seconds=10)
 
 
 def test_at_most_one_migration_per_interval(surge):
     segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
                          min_interval_s=60)
-    assert len(segs) == 2  # the move back at 70 s is within 60 s of the move at 40 s
+    assert len(segs) == 2  # the migration back at 70 s is within 60 s of the one at 40 s
 
 
 def test_explain_sweep_with_a_margin_shows_where_an_adaptive_run_migrates(capsys):
@@ -176,11 +176,11 @@ def test_a_run_that_decides_while_it_runs_equals_the_reference(spark, tmp_path):
         plan_for(q, p)[0].placement_string for p in ("db", "spe", "db")]
     # at the first micro-batch boundary from which a whole 5-s window at the new rate (or
     # mostly: a replayed segment's batches start at its warm-up) is measured
-    at = [(s.segment.start - T0).total_seconds() for s in r.segments[1:]]
+    at = [(s.segment.start_at - T0).total_seconds() for s in r.segments[1:]]
     assert at[0] == 25 and 40 < at[1] <= 45, at
-    moved = [d for s in r.segments for d in s.decisions if d.migrate]
-    assert round(moved[0].rate) == 600 and moved[1].rate < 300
-    assert all(d.selectivities["property = 1"] == pytest.approx(0.5, abs=0.1) for d in moved)
+    migrations = [d for s in r.segments for d in s.decisions if d.migrate]
+    assert round(migrations[0].rate) == 600 and migrations[1].rate < 300
+    assert all(d.selectivities["property = 1"] == pytest.approx(0.5, abs=0.1) for d in migrations)
     assert any(d.rho is not None and d.rho > 0 for s in r.segments for d in s.decisions)
     assert all(g is not None and g > 0 for g in r.gaps_s)
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
@@ -193,15 +193,15 @@ def test_a_run_that_decides_while_it_runs_equals_the_reference(spark, tmp_path):
     for s in r.segments:
         taus = r.rows.column("tau").slice(off, s.result_rows).to_pylist()
         off += s.result_rows
-        assert taus and all((s.segment.start is None or t >= s.segment.start)
-                            and (s.segment.end is None or t < s.segment.end) for t in taus)
+        assert taus and all((s.segment.start_at is None or t >= s.segment.start_at)
+                            and (s.segment.stop_at is None or t < s.segment.stop_at) for t in taus)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("strategy", ["move", "replay"])
-def test_moving_state_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
+def test_move_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
     """CQ3 in DuckDB, then its join and projection in Spark over the two aggregates' results
-    (DB -> SPE for op5, op6), then all in DuckDB again (SPE -> DB): moving state carries the
+    (DB -> SPE for op5, op6), then all in DuckDB again (SPE -> DB): a move takes the
     aggregates' slices over both migrations (no replayed second), replay fills them again;
     both give the reference's rows at every instant, each instant once, and count a bad
     row once though a replay validates its second twice."""
@@ -216,16 +216,16 @@ def test_moving_state_and_replay_both_equal_the_reference(spark, tmp_path, strat
     q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
     at = [T0 + dt.timedelta(seconds=s) for s in (15, 27)]
     hybrid = "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe"
-    segs = [Segment(start=None, end=at[0], placement="db", rate=150, reason="test"),
-            Segment(start=at[0], end=at[1], placement=hybrid, rate=600, reason="test"),
-            Segment(start=at[1], end=None, placement="db", rate=150, reason="test")]
+    segs = [Segment(start_at=None, stop_at=at[0], placement="db", rate=150, reason="test"),
+            Segment(start_at=at[0], stop_at=at[1], placement=hybrid, rate=600, reason="test"),
+            Segment(start_at=at[1], stop_at=None, placement="db", rate=150, reason="test")]
     r = run_adaptive(q, data, segs, seconds_per_batch=5, spark=spark, work_dir=tmp_path / "w",
                      strategy=strategy)
     assert [s.strategy for s in r.segments] == ["start", strategy, strategy]
     if strategy == "move":
         assert [s.warmup_seconds for s in r.segments] == [0, 0, 0]
-        assert r.segments[1].carried.keys() == {"db1", "db2"}  # one DB-op's slices into two
-        assert r.segments[2].carried.keys() == {"db1"}
+        assert r.segments[1].moved.keys() == {"db1", "db2"}  # one DB-op's slices into two
+        assert r.segments[2].moved.keys() == {"db1"}
     else:
         assert [s.warmup_seconds for s in r.segments] == [0, 15, 16]  # extent 15 s + 1
     assert r.dead_lettered == 1 and list(r.dead_by_reason.values()) == [1]
@@ -250,8 +250,8 @@ def test_a_measured_rho_below_one_overrides_a_feasible_prediction():
     def alternatives(_):
         return [db, other]
 
-    _, _, cost, moved = _decide(plan_for, q, db, 0.1, rho=2.0, alternatives=alternatives)
-    assert not moved and cost.vector.is_feasible
-    best, _, cost, moved = _decide(plan_for, q, db, 0.1, rho=0.5, alternatives=alternatives)
-    assert moved and best.placement_string == other
+    _, _, cost, migrates = _decide(plan_for, q, db, 0.1, rho=2.0, alternatives=alternatives)
+    assert not migrates and cost.vector.is_feasible
+    best, _, cost, migrates = _decide(plan_for, q, db, 0.1, rho=0.5, alternatives=alternatives)
+    assert migrates and best.placement_string == other
     assert cost.vector.C_b == pytest.approx(2.0)  # 1 / rho

@@ -5,7 +5,7 @@
   window as the last n rows (per partition) before `$tau`, ties in event time broken by
   the other columns.
 - Window rows through selections and projections, keeping their event time (`row_chain`:
-  what a slice table folds, or what moving state copies).
+  what a slice table folds, or what a move copies).
 - One operator (selection, projection, join, aggregation) over the CTEs of its children
   (`operator_sql`), with the aggregates' result types the engines agree on
   (`aggregate_expression`).

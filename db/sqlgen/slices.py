@@ -55,7 +55,7 @@ class SliceTable:
     #: what its rows are, whatever engine filtered the window rows: the rows' whole chain
     #: (stream, slide, selections and projections), the keys, the partial aggregates in
     #: column order and the widths; two slice tables of one meaning hold the same rows
-    #: (moving state, runtime/carry.py)
+    #: (a move, runtime/move.py)
     meaning: tuple = ()
 
     @property

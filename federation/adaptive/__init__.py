@@ -11,12 +11,13 @@ A run is a chain of **segments** of event time, each under one placement
   that plan beats the running placement, priced at the same statistics, by a margin
   (Definition 1 with hysteresis), or when the running placement falls behind (rho below
   1) and the optimizer kept a plan it calls feasible; at most once per `min_interval_s`.
-* **Migrate** at instant T_m: the running placement stops there (its DB-ops keep their
-  state as it is at T_m; Spark finishes its results before T_m), and the new one takes
-  over: its DB-ops take the window state over from DuckDB where it is there (moving state,
-  federation/runtime/carry.py), else it replays the last extent of input before T_m
-  (parallel track). Segment k owns the instants [T_k, T_k+1): each instant is produced
-  exactly once.
+* **Migrate** at the migration instant (`Segment.stop_at` of the running segment,
+  `start_at` of the next): the running placement stops there (its DB-ops keep their state
+  as it is there; Spark finishes its results before it), and the new one takes over: its
+  DB-ops take the window state over from DuckDB where it is there (move,
+  federation/runtime/move.py), else it replays the last extent of input before it
+  (parallel track). Each segment owns the instants [start_at, stop_at): each instant is
+  produced exactly once.
 
 `run_adaptive` with given segments replays a decision (tests, benchmarks); without, it
 decides while it runs (`decide_and_run`). `plan_segments` and `migrations_over` decide from

@@ -45,12 +45,13 @@ def with_rate(query: Rstream, rate: float, stream: str | None = None,
 
 
 class Segment(BaseModel):
-    """One placement over the instants [start, end) (end None: to the end of the input)."""
+    """One placement over the instants [start_at, stop_at) (None: from the first instant, to
+    the end of the input); `start_at` and `stop_at` are migration instants."""
 
     model_config = ConfigDict(extra="forbid")
 
-    start: dt.datetime | None  # None: from the first instant
-    end: dt.datetime | None
+    start_at: dt.datetime | None  # None: from the first instant
+    stop_at: dt.datetime | None  # None: to the end of the input
     placement: str
     rate: float  # the measured rate that chose it
     reason: str
@@ -83,7 +84,7 @@ def _decide(planner: Callable, q: Rstream, cur: str, margin: float,
     best, best_cost = planner(q, "auto")
     try:
         _, cur_cost = planner(q, cur)
-    except FedqError:  # the current ids do not exist in this plan: move
+    except FedqError:  # the current ids do not exist in this plan: migrate
         return best, best_cost, None, True
     if rho is not None and 0 < rho < 1:
         v = cur_cost.vector
@@ -127,16 +128,16 @@ def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[floa
             cur = planner(q, "auto")[0].placement_string
             out.append({"rate": rate, "running": cur, "migrates": False, "reason": "start"})
             continue
-        best, best_cost, cur_cost, moved = _decide(planner, q, cur, margin)
+        best, best_cost, cur_cost, migrates = _decide(planner, q, cur, margin)
         reason = ""
-        if moved:
+        if migrates:
             reason = ("the running plan is gone" if cur_cost is None else
                       f"C_u {cur_cost.vector.C_u:.4f} -> {best_cost.vector.C_u:.4f}")
             cur = best.placement_string
         elif best.placement_string != cur:
             reason = (f"kept: the optimum is cheaper by less than the margin (C_u "
                       f"{cur_cost.vector.C_u:.4f} vs {best_cost.vector.C_u:.4f})")
-        out.append({"rate": rate, "running": cur, "migrates": moved, "reason": reason})
+        out.append({"rate": rate, "running": cur, "migrates": migrates, "reason": reason})
     return out
 
 
@@ -168,7 +169,7 @@ def _start(query: Rstream, files: Sequence[PartFile], window_s: float, start_pla
     head = min(window_s, (last - first).total_seconds())
     r0 = sum(f.rows for f in files if f.start < first + dt.timedelta(seconds=head)) / head
     pp, cost = planner(with_rate(query, r0), start_placement)
-    return Segment(start=None, end=None, placement=pp.placement_string, rate=r0,
+    return Segment(start_at=None, stop_at=None, placement=pp.placement_string, rate=r0,
                    C_b=cost.vector.C_b, C_u=cost.vector.C_u,
                    reason=f"start: {start_placement} at the first {head:g} s' rate")
 
@@ -193,20 +194,21 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
         t += dt.timedelta(seconds=every_s)
     segs = [_start(query, files, window_s, start_placement, planner)]
     cur = segs[0].placement
-    last_move = None
+    last_migration = None
     for t, r in zip(points, measured_rates(files, points, window_s)):
-        if last_move is not None and (t - last_move).total_seconds() < min_interval_s:
+        if last_migration is not None and \
+                (t - last_migration).total_seconds() < min_interval_s:
             continue
-        best, best_cost, cur_cost, moved = _decide(planner, with_rate(query, r), cur, margin)
-        if not moved:
+        best, best_cost, cur_cost, migrates = _decide(planner, with_rate(query, r), cur, margin)
+        if not migrates:
             continue
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
                                        _cost_change(cur_cost, best_cost, 4)))
-        segs[-1] = segs[-1].model_copy(update={"end": t})
+        segs[-1] = segs[-1].model_copy(update={"stop_at": t})
         cur = best.placement_string
-        segs.append(Segment(start=t, end=None, placement=cur, rate=r, reason=why,
+        segs.append(Segment(start_at=t, stop_at=None, placement=cur, rate=r, reason=why,
                             C_b=best_cost.vector.C_b, C_u=best_cost.vector.C_u))
-        last_move = t
+        last_migration = t
     return segs
 
 

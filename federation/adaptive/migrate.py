@@ -1,5 +1,5 @@
 """Migrate: run the chain of segments, each under its placement over the instants it owns,
-the next taking the window state over (moving state) or replaying the last extent."""
+the next taking the window state over (move) or replaying the last extent."""
 
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from federation.adaptive.watch import Decision, Watch
 from federation.errors import OptionError
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute, work_directory
-from federation.runtime.carry import NotMovable, plan_carry
 from federation.runtime.execute import end_flush_s
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input, sub_spool
+from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 
@@ -44,11 +44,11 @@ class SegmentRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     segment: Segment
-    #: how it started: "start" (the first), "replay" (parallel track, and why moving
-    #: state did not apply when it was asked for) or "move"
+    #: how it started: "start" (the first), "replay" (parallel track, and why a move did
+    #: not apply when it was asked for) or "move"
     strategy: str = "start"
     #: rows (or slice rows) its DB-ops took from the previous segment's, per DB-op and table
-    carried: dict[str, dict[str, int]] = {}
+    moved: dict[str, dict[str, int]] = {}
     input_seconds: int  # event seconds read, warm-up included
     warmup_seconds: int
     result_rows: int
@@ -90,10 +90,10 @@ class AdaptiveResult(BaseModel):
 def _owned(rows: pa.Table, seg: Segment) -> pa.Table:
     tau = rows.column("tau")
     keep = None
-    if seg.start is not None:
-        keep = pc.greater_equal(tau, pa.scalar(seg.start, tau.type))
-    if seg.end is not None:
-        lt = pc.less(tau, pa.scalar(seg.end, tau.type))
+    if seg.start_at is not None:
+        keep = pc.greater_equal(tau, pa.scalar(seg.start_at, tau.type))
+    if seg.stop_at is not None:
+        lt = pc.less(tau, pa.scalar(seg.stop_at, tau.type))
         keep = lt if keep is None else pc.and_(keep, lt)
     return rows if keep is None else rows.filter(keep)
 
@@ -140,27 +140,27 @@ class _Chain:
         self.position = {n: i for i, n in enumerate(self.whole.file_names)}
 
     def takeover(self, seg: Segment, pp, prev) -> tuple[dict | None, str]:
-        """How a segment starts: (carried state, "start" | "move" | "replay (why)")."""
-        if seg.start is None:
+        """How a segment starts: (moved state, "start" | "move" | "replay (why)")."""
+        if seg.start_at is None:
             return None, "start"
         if self.strategy == "move":
             try:
-                return plan_carry(prev[0], prev[1], pp, self.slide_s), "move"
+                return plan_move(prev[0], prev[1], pp, self.slide_s), "move"
             except NotMovable as e:
-                return None, f"replay (moving state does not apply: {e})"
+                return None, f"replay (move does not apply: {e})"
         return None, "replay"
 
-    def spool(self, seg: Segment, carry, k: int):
+    def spool(self, seg: Segment, moved, k: int):
         """The segment's input: its part files (a replay's warm-up included), the spool
         that links them, and how many of them are warm-up."""
-        lo = seg.start if carry is not None else (
-            None if seg.start is None else seg.start - dt.timedelta(seconds=self.warm_s))
+        lo = seg.start_at if moved is not None else (
+            None if seg.start_at is None else seg.start_at - dt.timedelta(seconds=self.warm_s))
         mine = [f for f in self.files if (lo is None or f.start >= lo)
-                and (seg.end is None or f.start < seg.end)]
+                and (seg.stop_at is None or f.start < seg.stop_at)]
         span = [self.position[f.path.name] for f in mine]
         names = self.whole.file_names[span[0]:span[-1] + 1]
-        warm = 0 if seg.start is None else next(
-            (self.position[f.path.name] - span[0] for f in mine if f.start >= seg.start),
+        warm = 0 if seg.start_at is None else next(
+            (self.position[f.path.name] - span[0] for f in mine if f.start >= seg.start_at),
             len(names))
         ff = warm if (warm and self.opt.seconds_per_batch == 1) else None
         sub = sub_spool(self.whole, names, self.work / f"segment{k}" / "spool", self.stream,
@@ -171,16 +171,16 @@ class _Chain:
         """Run one segment; (its SegmentRun, the rows it owns, its gap, what the next
         segment takes over: its plan, its DB-ops' state, its last result's wall time)."""
         pp, _ = self.planner(with_rate(self.query, seg.rate), seg.placement)
-        carry, how = self.takeover(seg, pp, prev)
+        moved, how = self.takeover(seg, pp, prev)
         t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
-        mine, names, warm, ff, sub = self.spool(seg, carry, k)
+        mine, names, warm, ff, sub = self.spool(seg, moved, k)
         self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
                         total=len(names), unit="event seconds")
         first_at, last_out, stop_t = [None], [None], [None]
 
         def on_batch(m) -> None:
-            if m.result_rows and (seg.start is None or (m.clock is not None
-                                                       and m.clock >= seg.start)):
+            if m.result_rows and (seg.start_at is None or (m.clock is not None
+                                                          and m.clock >= seg.start_at)):
                 if first_at[0] is None:
                     first_at[0] = time.perf_counter() - t0
                 last_out[0] = time.perf_counter()
@@ -194,17 +194,17 @@ class _Chain:
         r: RunResult = execute(
             pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
-            handoff=Handoff(start_at=seg.start if carry is not None else None,
-                            stop_at=seg.end, carry=carry or {}, watch=watch, prepared=sub))
+            handoff=Handoff(start_at=seg.start_at if moved is not None else None,
+                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=sub))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
-            seg = seg.model_copy(update={"end": r.summary.stopped_at})
+            seg = seg.model_copy(update={"stop_at": r.summary.stopped_at})
         rows = _owned(r.rows, seg)
         gap = None if prev is None or first_at[0] is None or prev[2] is None \
             else t0 + first_at[0] - prev[2]
-        owned_s = sum(1 for f in mine if (seg.start is None or f.start >= seg.start)
-                      and (seg.end is None or f.start < seg.end))
-        run = SegmentRun(segment=seg, strategy=how, carried=r.summary.carried,
+        owned_s = sum(1 for f in mine if (seg.start_at is None or f.start >= seg.start_at)
+                      and (seg.stop_at is None or f.start < seg.stop_at))
+        run = SegmentRun(segment=seg, strategy=how, moved=r.summary.moved,
                          input_seconds=len(mine), warmup_seconds=warm,
                          result_rows=rows.num_rows, wall_s=t_end - t0,
                          rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
@@ -230,8 +230,8 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     decision migrates.
 
     `strategy`: "replay" starts every new placement from a replay of the last extent of
-    input (parallel track); "move" carries the window state in DuckDB over where that
-    applies (federation/runtime/carry.py) and replays elsewhere.
+    input (parallel track); "move" moves the window state in DuckDB over where that
+    applies (federation/runtime/move.py) and replays elsewhere.
 
     `options` (RunOptions, or their fields as keywords): as a plain run's; `work_dir` holds
     every segment's, `output` is not written here (the rows are returned)."""
@@ -275,7 +275,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     while seg is not None:
         k = len(runs)
         watch = None if fixed else Watch(
-            query, files, seg.placement, seg.start, seg.start, every_s=dec.every_s,
+            query, files, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
             window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
             slide_s=chain.slide_s, planner=planner, alternatives=alternatives, progress=prog,
             seconds_per_batch=opt.seconds_per_batch)
@@ -299,9 +299,9 @@ def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,
     """The given next segment, or the one the watch decided at the end of `seg`."""
     if segments is not None:
         return segments[k] if k < len(segments) else None
-    if watch is not None and watch.chosen is not None and seg.end is not None:
+    if watch is not None and watch.chosen is not None and seg.stop_at is not None:
         d, cost = watch.chosen
-        return Segment(start=seg.end, end=None, placement=d.best, rate=d.rate,
+        return Segment(start_at=seg.stop_at, stop_at=None, placement=d.best, rate=d.rate,
                        reason=d.reason, C_b=cost.vector.C_b,
                        C_u=cost.vector.C_u)
     return None

@@ -60,18 +60,18 @@ class Watch:
     plan's rho), decides, and returns the migration instant when the run should move."""
 
     def __init__(self, query: Rstream, files: Sequence[PartFile], running: str,
-                 seg_start: dt.datetime | None, last_move: dt.datetime | None, *,
+                 start_at: dt.datetime | None, last_migration: dt.datetime | None, *,
                  every_s: float, window_s: float, margin: float, min_interval_s: float,
                  slide_s: float, planner: Callable, alternatives: Callable | None,
                  progress: RunProgress, seconds_per_batch: int = 1) -> None:
         self.query, self.files, self.running = query, files, running
-        self.seg_start, self.last_move = seg_start, last_move
+        self.start_at, self.last_migration = start_at, last_migration
         self.every_s, self.window_s, self.margin = every_s, window_s, margin
         self.min_interval_s, self.slide_s = min_interval_s, slide_s
         self.seconds_per_batch = seconds_per_batch
         self.planner, self.alternatives, self.prog = planner, alternatives, progress
         self.first = files[0].start
-        self.next_at = grid_floor(seg_start or self.first, every_s) + dt.timedelta(
+        self.next_at = grid_floor(start_at or self.first, every_s) + dt.timedelta(
             seconds=every_s)
         self.batches: list[tuple[dt.datetime, float]] = []
         self.predicates = row_predicates(query)
@@ -86,7 +86,7 @@ class Watch:
     def _rho(self, clock: dt.datetime) -> float | None:
         # asked before the current batch is recorded: its pace is the batches before it
         lo = clock - dt.timedelta(seconds=self.window_s + self.seconds_per_batch)
-        start = self.seg_start or self.first
+        start = self.start_at or self.first
         idx = [i for i, (c, _) in enumerate(self.batches) if lo < c <= clock and c > start]
         if not idx or idx[0] < 2 or self.batches[idx[0] - 1][0] < start:
             return None  # its warm-up or Spark's first batches are not its pace
@@ -95,18 +95,19 @@ class Watch:
         return event / wall if wall > 0 else None
 
     def __call__(self, clock: dt.datetime) -> dt.datetime | None:
-        t_m = clock.replace(microsecond=0) + dt.timedelta(seconds=1)  # the next file's second
-        if t_m < self.next_at or grid_floor(t_m, self.slide_s) != t_m or \
-                t_m > self.files[-1].start:  # the end-of-input flush: nothing left to move
+        # the decision instant, the next file's second: the migration instant if it migrates
+        at = clock.replace(microsecond=0) + dt.timedelta(seconds=1)
+        if at < self.next_at or grid_floor(at, self.slide_s) != at or \
+                at > self.files[-1].start:  # the end-of-input flush: nothing left to move
             return None
-        self.next_at = grid_floor(t_m, self.every_s) + dt.timedelta(seconds=self.every_s)
-        if (t_m - self.first).total_seconds() < self.window_s:
+        self.next_at = grid_floor(at, self.every_s) + dt.timedelta(seconds=self.every_s)
+        if (at - self.first).total_seconds() < self.window_s:
             return None  # not a whole window measured yet
-        if self.last_move is not None and \
-                (t_m - self.last_move).total_seconds() < self.min_interval_s:
+        if self.last_migration is not None and \
+                (at - self.last_migration).total_seconds() < self.min_interval_s:
             return None
-        lo = t_m - dt.timedelta(seconds=self.window_s)
-        mine = [f for f in self.files if lo <= f.start < t_m]
+        lo = at - dt.timedelta(seconds=self.window_s)
+        mine = [f for f in self.files if lo <= f.start < at]
         rate = sum(f.rows for f in mine) / self.window_s
         sels = {}
         if self.predicates and mine:
@@ -116,11 +117,11 @@ class Watch:
             sels = {p: f for p, f in zip(self.predicates, fr) if n and not math.isnan(f)}
         rho = self._rho(clock)
         q = with_rate(self.query, rate, selectivities=sels)
-        best, best_cost, cur_cost, moved = _decide(self.planner, q, self.running, self.margin,
-                                                   rho, self.alternatives)
+        best, best_cost, cur_cost, migrates = _decide(self.planner, q, self.running,
+                                                      self.margin, rho, self.alternatives)
         pred = None if cur_cost is None else cur_cost.vector.C_b
         seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "")
-        if moved:
+        if migrates:
             why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
                                  _cost_change(cur_cost, best_cost, 3))
         elif best.placement_string == self.running:
@@ -128,12 +129,12 @@ class Watch:
         else:
             why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
                    f"margin (C_u {cur_cost.vector.C_u:.3f} vs {best_cost.vector.C_u:.3f})")
-        d = Decision(at=t_m, running=self.running, rate=rate, selectivities=sels, rho=rho,
-                     C_b=pred, best=best.placement_string, migrate=moved, reason=why)
+        d = Decision(at=at, running=self.running, rate=rate, selectivities=sels, rho=rho,
+                     C_b=pred, best=best.placement_string, migrate=migrates, reason=why)
         self.decisions.append(d)
-        self.prog.phase(f"decision at {t_m:%H:%M:%S}: "
-                        + (f"migrate to {d.best} ({why})" if moved else why))
-        if moved:
+        self.prog.phase(f"decision at {at:%H:%M:%S}: "
+                        + (f"migrate to {d.best} ({why})" if migrates else why))
+        if migrates:
             self.chosen = (d, best_cost)
-            return t_m
+            return at
         return None

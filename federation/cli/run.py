@@ -118,7 +118,7 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
     for k, sr in enumerate(r.segments):
         gap = r.gaps_s[k - 1] if k else None
         how = sr.strategy.split(" ")[0]
-        start = "start" if sr.segment.start is None else str(sr.segment.start)
+        start = "start" if sr.segment.start_at is None else str(sr.segment.start_at)
         print(f"{k + 1:<8} {start:<20} {sr.segment.placement:<50} {how:<10} "
               f"{sr.result_rows:>8} {sr.warmup_seconds:>9} {sr.wall_s:>7.1f} {sr.rho:>6.2f} "
               f"{'-' if gap is None else f'{gap:.1f}':>6}")

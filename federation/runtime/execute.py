@@ -178,7 +178,7 @@ class _Run:
         migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads,
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
-                                 carry=h.carry.get(c.id), stop_at=h.stop_at)
+                                 moved=h.moved.get(c.id), stop_at=h.stop_at)
                 for c in plan.db_ops}
         ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
@@ -273,7 +273,7 @@ def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
     of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
     batches' event time (Spark moves its watermark a batch after the data), and the range
     of every join of window rows below (Spark holds the watermark back by it)."""
-    from federation.runtime.carry import spark_window_state
+    from federation.runtime.move import spark_window_state
 
     if not spark_window_state(plan):
         return 0.0

@@ -9,29 +9,31 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from federation.runtime.carry import Carry
     from federation.runtime.ingest import IngestResult
+    from federation.runtime.move import MovedState
 
 
 @dataclass(frozen=True)
 class Handoff:
     """A segment of an adaptive run (all fields optional; `Handoff()` is a whole run).
 
-    `start_at` / `stop_at` (slide instants, the migration instants T_m): the DB-ops compute
-    the instants from `start_at` (instead of the first the input has) and before `stop_at`
-    only, and keep the state that the instants from `stop_at` on need.
-    `carry` (DB-op id -> Carry, federation/runtime/carry.py): the window state the DB-ops
-    start with (moving state).
-    `watch(clock)` is asked at every stage-0 micro-batch; when it returns an instant T_m the
-    run stops there: the DB-ops compute the instants before T_m and keep their state as it
-    is at T_m, Spark's stage 0 goes on until its own results before T_m are out, and the
-    rest of the input is left to the next placement (`summary.stopped_at`).
+    `start_at` / `stop_at` (slide instants: the migration instants the run starts and stops
+    at): the DB-ops compute the instants from `start_at` (instead of the first the input
+    has) and before `stop_at` only, and keep the state that the instants from `stop_at` on
+    need.
+    `moved` (DB-op id -> MovedState, federation/runtime/move.py): the window state the
+    DB-ops start with (move).
+    `watch(clock)` is asked at every stage-0 micro-batch; when it returns an instant (the
+    migration instant) the run stops there: the DB-ops compute the instants before it and
+    keep their state as it is there, Spark's stage 0 goes on until its own results before
+    it are out, and the rest of the input is left to the next placement
+    (`summary.stopped_at`).
     `prepared`: input already validated into a spool (`ingest.sub_spool`); the run's data
     directory is then only named in its identity.
     """
 
     start_at: dt.datetime | None = None
     stop_at: dt.datetime | None = None
-    carry: Mapping[str, Carry] = field(default_factory=dict)
+    moved: Mapping[str, MovedState] = field(default_factory=dict)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     prepared: IngestResult | None = None

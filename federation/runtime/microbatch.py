@@ -88,25 +88,27 @@ class Execution:
 
     stage_logs: dict[int, StageLog] = field(default_factory=dict)
     #: asked at every stage-0 batch with the stage's clock, before its slides run: an
-    #: instant T_m stops the run there (a migration, federation/adaptive/)
+    #: instant it returns (the migration instant, `stop_at`) stops the run there (a
+    #: migration, federation/adaptive/)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     stop_at: dt.datetime | None = None
-    #: Spark's own results of the instants before T_m need its watermark past them: stage 0
-    #: goes on to this clock (its MIGs take no window row from T_m on), then stops
+    #: Spark's own results of the instants before `stop_at` need its watermark past them:
+    #: stage 0 goes on to this clock (its MIGs take no window row from `stop_at` on), then
+    #: stops
     tail_s: float = 0.0
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def consider_stop(self, clock: dt.datetime | None) -> None:
         if self.watch is None or self.stop_at is not None or clock is None:
             return
-        t = self.watch(clock)
-        if t is not None:
-            self.stop_at = t
+        stop_at = self.watch(clock)
+        if stop_at is not None:
+            self.stop_at = stop_at
             for m in self.migs.values():
-                m.stop_before(t)
+                m.stop_before(stop_at)
 
     def stop_due(self, st: Stage, clock: dt.datetime | None) -> None:
-        """Stop stage 0 once its clock is `tail_s` past T_m (from another thread: a query
+        """Stop stage 0 once its clock is `tail_s` past `stop_at` (from another thread: a query
         cannot be stopped from its own batch)."""
         if self.stop_at is None or self.stopping.is_set() or clock is None or \
                 clock < self.stop_at + dt.timedelta(seconds=self.tail_s):

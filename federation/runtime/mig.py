@@ -82,16 +82,16 @@ class MigRuntime:
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime] | None = None,
-                 state_path: str | None = None, carry=None,
+                 state_path: str | None = None, moved=None,
                  stop_at: dt.datetime | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included. Without it, from the first row it receives to the last row's window.
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
         MIG continues after the last micro-batch it committed (`applied`).
-        `carry`: window state taken from an old placement's DB-op at a migration
-        (federation/runtime/carry.py), committed before the first micro-batch.
-        `stop_at`: a migration's instant T_m (`stop_before`)."""
+        `moved`: window state taken from an old placement's DB-op at a migration (move,
+        federation/runtime/move.py), committed before the first micro-batch.
+        `stop_at`: the migration instant (`stop_before`)."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
@@ -107,26 +107,26 @@ class MigRuntime:
         self.rows_out = 0
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
-        self.carried: dict[str, int] = {}
+        self.moved: dict[str, int] = {}
         self.stop_at: dt.datetime | None = None
         if stop_at is not None:
             self.stop_before(stop_at)
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
-        elif carry is not None:  # once: a resumed run has it in its committed state
+        elif moved is not None:  # once: a resumed run has it in its committed state
             self.db.begin()
-            for part in carry:
+            for part in moved:
                 for t, n in self.db.adopt(str(part.path), part.rows, part.slices).items():
-                    self.carried[t] = self.carried.get(t, 0) + n
+                    self.moved[t] = self.moved.get(t, 0) + n
             self.commit(-1)
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
     _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")
 
-    def stop_before(self, t_m: dt.datetime) -> None:
-        """A migration at instant T_m: the MIG computes the instants before it only, and
-        keeps no window row from it on (they belong to the next placement; carry.py)."""
-        self.stop_at = t_m if self.stop_at is None else min(self.stop_at, t_m)
+    def stop_before(self, stop_at: dt.datetime) -> None:
+        """A migration at instant `stop_at`: the MIG computes the instants before it only,
+        and keeps no window row from it on (they belong to the next placement; move.py)."""
+        self.stop_at = stop_at if self.stop_at is None else min(self.stop_at, stop_at)
 
     def _restore(self, d: dict) -> None:
         for k in self._TIMES:

@@ -76,7 +76,7 @@ class RunSummary(BaseModel):
     #: the migration instant a `watch` stopped the run at (the rest of the input was left)
     stopped_at: dt.datetime | None = None
     #: rows (or slice rows) each DB-op took from an old placement at a migration, per table
-    carried: dict[str, dict[str, int]] = {}
+    moved: dict[str, dict[str, int]] = {}
     output: str | None = None
 
 

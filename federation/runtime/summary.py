@@ -1,5 +1,5 @@
 """A run's summary from its micro-batches: rho over the whole run, at steady state and with
-the windows full, and what was dead-lettered, carried and predicted."""
+the windows full, and what was dead-lettered, moved and predicted."""
 
 from __future__ import annotations
 
@@ -73,5 +73,5 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
             C_b=predicted.C_b, C_u=predicted.C_u,
             feasible=predicted.is_feasible),
         db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
-        carried={op_id: m.carried for op_id, m in ex.migs.items() if m.carried},
+        moved={op_id: m.moved for op_id, m in ex.migs.items() if m.moved},
     )

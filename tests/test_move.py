@@ -1,6 +1,6 @@
-"""Moving state at a migration (federation/runtime/carry.py): which migrations can carry
-DuckDB window state over and why others cannot (no JVM), and that a DB-op started from
-carried state continues exactly where an uninterrupted one would be (real DuckDB)."""
+"""Move at a migration (federation/runtime/move.py): which migrations can move DuckDB
+window state over and why others cannot (no JVM), and that a DB-op started from moved
+state continues exactly where an uninterrupted one would be (real DuckDB)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from federation.logical import NumberedPlan, Window
 from federation.logical.plan import is_row_level
 from federation.physical import build_physical_plan, placement_string
 from federation.results import diff_results
-from federation.runtime.carry import NotMovable, plan_carry, spark_window_state
 from federation.runtime.mig import MigRuntime
+from federation.runtime.move import NotMovable, plan_move, spark_window_state
 from federation.smartplug.queries import QUERIES
 from tests.test_db_store import T0, second_of_rows
 
@@ -54,32 +54,32 @@ def test_spark_window_state_names_the_operators_spark_keeps_rows_for():
                              'slide 1 s] without a column the new DB-op needs (Referenced '
                              'column "id" not found')),
 ])
-def test_moving_state_refused_names_the_reason(old, new, why):
+def test_move_refused_names_the_reason(old, new, why):
     _, po, pn = plans("CQ1", old, new)
     with pytest.raises(NotMovable, match=re.escape(why)):
-        plan_carry(po, "state", pn, 1.0)
+        plan_move(po, "state", pn, 1.0)
 
 
-def test_what_is_carried():
+def test_what_is_moved():
     _, po, pn = plans("CQ1", CQ1_TOP_IN_SPARK, "db")  # rows: the old DB-op kept every column
-    ((c,),) = plan_carry(po, "st", pn, 1.0).values()
+    ((c,),) = plan_move(po, "st", pn, 1.0).values()
     assert str(c.path) == "st/db1.duckdb" and c.rows[0][0] == "in0" and not c.slices
-    assert '_carried."in0"' in c.rows[0][1]
+    assert '_moved."in0"' in c.rows[0][1]
     _, po, pn = plans("CQ3", CQ3_HYBRID, "db")  # slices: of equal folds, kept long enough
-    ((c,),) = plan_carry(po, "st", pn, 1.0).values()
+    ((c,),) = plan_move(po, "st", pn, 1.0).values()
     assert c.slices == (("s0", "s0"),) and not c.rows
     _, po, pn = plans("CQ3", "db", "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db")
-    ((c,),) = plan_carry(po, "st", pn, 1.0).values()  # the selections moved to Spark:
+    ((c,),) = plan_move(po, "st", pn, 1.0).values()  # the selections moved to Spark:
     assert c.slices == (("s0", "s0"),)  # the same slices, whichever engine filtered
     _, po, pn = plans("CQ1", "db", "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db")
-    ((c,),) = plan_carry(po, "st", pn, 1.0).values()  # rows: filtered in DuckDB as carried
+    ((c,),) = plan_move(po, "st", pn, 1.0).values()  # rows: filtered in DuckDB as moved
     assert "WHERE" in c.rows[0][1] and "property" in c.rows[0][1]
 
 
 def _spark_side(t: pa.Table, node) -> pa.Table:
     """The window rows `t` through the selections and projections Spark runs below a MIG
     input (`node`), each as the reference evaluator (db/reference.py) does, on DuckDB
-    relations: not through `row_chain`, which moving state uses on the carried rows."""
+    relations: not through `row_chain`, which a move uses on the moved rows."""
     chain = []
     while not isinstance(node, Window):
         chain.append(node)
@@ -114,35 +114,35 @@ def _feed(mig: MigRuntime, batch: int, t: pa.Table, upto: dt.datetime) -> pa.Tab
     ("CQ1", "db", "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db", 0.05),  # rows filtered
     ("CQ6", "db", "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=spe,op7=db,op8=db", 0.05),
 ])
-def test_a_db_op_started_from_carried_state_continues_exactly(name, old, new, scale, tmp_path):
-    """The old placement's DB-ops run to the migration instant T_m (`stop_at`), the new
-    one's start there from their state; from T_m on they return what DB-ops that saw the
-    whole input return."""
+def test_a_db_op_started_from_moved_state_continues_exactly(name, old, new, scale, tmp_path):
+    """The old placement's DB-ops run to the migration instant (`stop_at`), the new one's
+    start there from their state; from it on they return what DB-ops that saw the whole
+    input return."""
     _, po, pn = plans(name, old, new, scale)
     windows = [n for n in po.logical.nodes.values() if isinstance(n, Window)]
     rng = np.random.default_rng(5)
     seconds = [second_of_rows(s, 200, 20, rng) for s in range(3 * int(extent_of(windows)))]
-    tm = T0 + dt.timedelta(seconds=len(seconds) // 2)
-    runs = _continuation(po, pn, seconds, tm, 1.0, extent_of(windows), tmp_path)
-    for c, (got, want, carried) in runs.items():
-        assert carried and all(carried.values()), c
-        assert got.num_rows > 0 and min(got.column("_tau").to_pylist()) == tm
+    stop_at = T0 + dt.timedelta(seconds=len(seconds) // 2)
+    runs = _continuation(po, pn, seconds, stop_at, 1.0, extent_of(windows), tmp_path)
+    for c, (got, want, moved) in runs.items():
+        assert moved and all(moved.values()), c
+        assert got.num_rows > 0 and min(got.column("_tau").to_pylist()) == stop_at
         problem = diff_results(got, want)
         assert problem is None, f"{c}: {problem}"
 
 
-def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: float,
+def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s: float,
                   extent_s: float, where) -> dict[str, tuple[pa.Table, pa.Table, dict]]:
-    """Run `po`'s DB-ops to T_m (stopped there as a migration stops them), `pn`'s from
-    their carried state on, and `pn`'s over the whole input; per new DB-op: its output from
-    T_m on, the uninterrupted one's, and what it took from `po`'s."""
+    """Run `po`'s DB-ops to `stop_at` (stopped there as a migration stops them), `pn`'s
+    from their moved state on, and `pn`'s over the whole input; per new DB-op: its output
+    from `stop_at` on, the uninterrupted one's, and what it took from `po`'s."""
     first = first_instant(T0, slide_s)
     last = last_instant(T0 + dt.timedelta(seconds=len(seconds)), extent_s, slide_s)
     olds = [MigRuntime(c, slide_s, life=(first, last), plan_nodes=po.logical.nodes,
                        state_path=str(where / f"{c.id}.duckdb")) for c in po.db_ops]
     for m in olds:
-        m.stop_before(tm)
-    carry = plan_carry(po, where, pn, slide_s)
+        m.stop_before(stop_at)
+    moved = plan_move(po, where, pn, slide_s)
     wholes = {c.id: MigRuntime(c, slide_s, life=(first, last), plan_nodes=pn.logical.nodes)
               for c in pn.db_ops}
     got = {c: [] for c in wholes}
@@ -154,15 +154,15 @@ def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: flo
             out = _feed(m, s, t, clock)
             if out is not None:
                 want[c].append(out.filter(pa.compute.greater_equal(
-                    out.column("_tau"), pa.scalar(tm, pa.timestamp("us")))))
-        if clock <= tm:
+                    out.column("_tau"), pa.scalar(stop_at, pa.timestamp("us")))))
+        if clock <= stop_at:
             for m in olds:
                 _feed(m, s, t, clock)
-            if clock == tm:
+            if clock == stop_at:
                 for m in olds:
                     m.close()
-                news = {c.id: MigRuntime(c, slide_s, life=(tm, last),
-                                         plan_nodes=pn.logical.nodes, carry=carry[c.id])
+                news = {c.id: MigRuntime(c, slide_s, life=(stop_at, last),
+                                         plan_nodes=pn.logical.nodes, moved=moved[c.id])
                         for c in pn.db_ops}
             continue
         for c, m in news.items():
@@ -171,18 +171,18 @@ def _continuation(po, pn, seconds: list[pa.Table], tm: dt.datetime, slide_s: flo
                 got[c].append(out)
     for m in [*wholes.values(), *news.values()]:
         m.close()
-    return {c: (pa.concat_tables(got[c]), pa.concat_tables(want[c]), news[c].carried)
+    return {c: (pa.concat_tables(got[c]), pa.concat_tables(want[c]), news[c].moved)
             for c in wholes}
 
 
 @settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(queries(), st.data())
-def test_moving_state_continues_exactly_for_generated_queries(g, data):
+def test_move_continues_exactly_for_generated_queries(g, data):
     """The fuzzer's random queries: between every pair of their placements (all in DuckDB,
     the selections and projections over window rows in Spark, the generated ones) where
-    moving state applies and every DB-op reads window rows only, the new DB-ops started from
-    the carried state return from T_m on exactly what uninterrupted ones return. A query
+    a move applies and every DB-op reads window rows only, the new DB-ops started from the
+    moved state return from the migration instant on exactly what uninterrupted ones return. A query
     without such a pair (or with a tuple window) is drawn again (`assume`), so every example
     migrates; `--hypothesis-show-statistics` shows how often rows or slices moved."""
     from benchmarks.fuzz_queries import PLUGS, RATE, _logical
@@ -203,21 +203,21 @@ def test_moving_state_continues_exactly_for_generated_queries(g, data):
                                for ci in c.inputs):
                 continue
             try:
-                plan_carry(po, "x", pn, slide_s)
+                plan_move(po, "x", pn, slide_s)
             except NotMovable:
                 continue
             pairs.append((po, pn))
     assume(pairs)  # Hypothesis draws another query in its place
     po, pn = data.draw(st.sampled_from(pairs))
-    event("moved " + ("rows" if any(p.rows for c in plan_carry(po, "x", pn, slide_s).values()
+    event("moved " + ("rows" if any(p.rows for c in plan_move(po, "x", pn, slide_s).values()
                                     for p in c) else "slices"))
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
     n = max(12, 3 * math.ceil(extent_s))
     seconds = [second_of_rows(s, RATE, PLUGS, rng) for s in range(n)]
-    tm = T0 + dt.timedelta(seconds=2 * (n // 4))  # on every slide's grid (0.5, 1, 2 s)
+    stop_at = T0 + dt.timedelta(seconds=2 * (n // 4))  # on every slide's grid (0.5, 1, 2 s)
     with tempfile.TemporaryDirectory() as where:
-        runs = _continuation(po, pn, seconds, tm, slide_s, extent_s, Path(where))
-    event("rows from T_m on: " + ("some" if any(got.num_rows for got, _, _ in runs.values())
+        runs = _continuation(po, pn, seconds, stop_at, slide_s, extent_s, Path(where))
+    event("rows from stop_at on: " + ("some" if any(got.num_rows for got, _, _ in runs.values())
                                   else "none"))
     diffs = {c: diff_results(got, want) for c, (got, want, _) in runs.items()}
     bad = {c: d for c, d in diffs.items() if d is not None}

@@ -1,14 +1,15 @@
-"""Moving state at a migration: carry DuckDB window state from one placement to the next.
+"""Move: at a migration the new placement takes the DuckDB window state over from the old.
 
-A migration at slide instant T_m (federation/adaptive/) can start the new placement in two
-ways. *Parallel track* replays the last extent of input before T_m so that every operator of
-the new placement fills its windows. *Moving state* applies when all window state the new
-placement needs is already in the old placement's DuckDB databases, as it is at T_m: the new
-placement then reads only the input from T_m on, and each of its DB-ops starts with
+A migration at a slide instant, the migration instant (federation/adaptive/), can start the
+new placement in two ways. *Parallel track* replays the last extent of input before it so
+that every operator of the new placement fills its windows. A *move* applies when all window
+state the new placement needs is already in the old placement's DuckDB databases, as it is
+at the migration instant: the new placement then reads only the input from that instant on,
+and each of its DB-ops starts with
 
 * the **rows** of an old DB-op input of the same window rows, or of rows below them (the
   window before selections or projections that now run in Spark: they are applied to the
-  carried rows in DuckDB), when that input kept its rows long enough (its range is at least
+  moved rows in DuckDB), when that input kept its rows long enough (its range is at least
   the longest range the new DB-op reads them with) with every column the selections and the
   new DB-op need: they are inserted as if they came from Spark, so they are folded into the
   new DB-op's own slices; or
@@ -19,12 +20,13 @@ placement then reads only the input from T_m on, and each of its DB-ops starts w
 It does not apply when the new placement keeps window state in Spark (a Spark aggregation,
 join or result over window rows: Spark's state starts empty and only a replay fills it), or
 when some window state of a new DB-op is in no old DB-op (it was in Spark, or the old
-DB-op kept other columns, a shorter range or other partial aggregates). `plan_carry` says
+DB-op kept other columns, a shorter range or other partial aggregates). `plan_move` says
 which, and why not.
 
-The old placement keeps its state as it is at T_m when it runs with `Handoff(stop_at=T_m)`
-(its MIGs compute the instants before T_m only and expire nothing an instant from T_m on
-needs); the new placement runs with `Handoff(start_at=T_m, carry=...)`.
+The old placement keeps its state as it is at the migration instant when it runs with
+`Handoff(stop_at=...)` (its MIGs compute the instants before `stop_at` only and expire
+nothing an instant from `stop_at` on needs); the new placement runs with
+`Handoff(start_at=..., moved=...)` at the same instant.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from db.sqlgen import row_chain
-from db.store import InputSpec, binding_error, carried_table
+from db.store import InputSpec, binding_error, moved_table
 from federation.conventions import TS
 from federation.logical import Node, Project, Rstream, Select, Window
 from federation.logical.plan import input_key, is_row_level, leaf_window
@@ -44,16 +46,16 @@ from federation.runtime.mig import input_specs
 
 
 @dataclasses.dataclass(frozen=True)
-class CarryPart:
+class MovedPart:
     """What one new DB-op takes from one old DB-op's database file."""
 
     path: Path
-    rows: tuple[tuple[str, str], ...] = ()  # (new table, SELECT over _carried."<old table>")
+    rows: tuple[tuple[str, str], ...] = ()  # (new table, SELECT over _moved."<old table>")
     slices: tuple[tuple[str, str], ...] = ()  # (old slice table, new slice table)
 
 
 #: per new DB-op, what it takes from each old DB-op
-Carry = tuple[CarryPart, ...]
+MovedState = tuple[MovedPart, ...]
 
 
 def spark_window_state(plan: PhysicalPlan) -> list[str]:
@@ -74,13 +76,13 @@ def spark_window_state(plan: PhysicalPlan) -> list[str]:
 
 
 class NotMovable(Exception):
-    """Moving state does not apply to this migration (the message says why)."""
+    """A move does not apply to this migration (the message says why)."""
 
 
-def plan_carry(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slide_s: float
-               ) -> dict[str, Carry]:
+def plan_move(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slide_s: float
+               ) -> dict[str, MovedState]:
     """Per DB-op of `new`, the state it takes from the databases of `old`'s DB-ops in the
-    directory `old_state` (`<id>.duckdb`); NotMovable when moving state does not apply."""
+    directory `old_state` (`<id>.duckdb`); NotMovable when a move does not apply."""
     if any(isinstance(n, Window) and not n.is_time_based for n in new.logical.nodes.values()):
         raise NotMovable("a tuple window's state is its last n rows, not bounded by event time")
     spark = spark_window_state(new)
@@ -93,7 +95,7 @@ def plan_carry(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slid
         specs, _ = input_specs(od, slide_s, old.logical.nodes)
         olds += [(od, ci, spec) for ci, spec in zip(od.inputs, specs) if ci.row_level]
     old_slices = [(od, st) for od in old.db_ops for st in od.slices]
-    out: dict[str, dict[Path, CarryPart]] = {}
+    out: dict[str, dict[Path, MovedPart]] = {}
     for nd in new.db_ops:
         parts = out.setdefault(nd.id, {})
         specs, _ = input_specs(nd, slide_s, lg.nodes)
@@ -125,9 +127,9 @@ def plan_carry(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slid
     return {k: tuple(v.values()) for k, v in out.items()}
 
 
-def _add(parts: dict[Path, CarryPart], path: Path, rows=(), slices=()) -> None:
-    p = parts.get(path, CarryPart(path))
-    parts[path] = CarryPart(path, p.rows + tuple(rows), p.slices + tuple(slices))
+def _add(parts: dict[Path, MovedPart], path: Path, rows=(), slices=()) -> None:
+    p = parts.get(path, MovedPart(path))
+    parts[path] = MovedPart(path, p.rows + tuple(rows), p.slices + tuple(slices))
 
 
 def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s: float
@@ -145,7 +147,7 @@ def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s:
     if (spec.range_s or 0.0) < need_s:
         return None, f"{have.label()} for {spec.range_s:g} s, not {need_s:g} s"
     src = exp.select(*[exp.column(c, quoted=True) for c in [TS, *spec.columns]]).from_(
-        carried_table(spec.table))
+        moved_table(spec.table))
     q = row_chain(src, chain[::-1], every_column=True)
     q = exp.select(*[exp.column(c, quoted=True) for c in [TS, *cols]]).from_(q.subquery())
     sql = q.sql(dialect="duckdb")
