@@ -13,6 +13,7 @@ window closes. The lateness rule is the watermark's: a row is late when its ts i
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -23,10 +24,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, REJECTED_CSV, SPOOL_MTIME, TICK
+from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
 from federation.parts import arrow_schema, list_parts, write_part
-from federation.runtime.validate import validate_table
+from federation.runtime.validate import count_csv_rejects, quarantine, read_part, validate_table
 from federation.streams import StreamDecl
+
+#: Parquet metadata of every spool file: the ingest's state after it, and its input files
+STATE_KEY, INPUTS_KEY = b"fedq.ingest", b"fedq.inputs"
 
 
 class IngestResult(BaseModel):
@@ -45,6 +49,7 @@ class IngestResult(BaseModel):
     spool_files: int = 0  # data files of the spool (< files when fast-forwarded)
     warmup_files: int = 0  # of which merged warm-up files
     quarantined: list[dict[str, str]] = Field(default_factory=list)  # unreadable files
+    tick_hi: datetime | None = None  # the last grid tick written
     #: per input file, in order: its name, good rows and first event time (a spool without
     #: fast-forward has one spool file per input file, in the same order: `sub_spool`)
     file_names: list[str] = Field(default_factory=list)
@@ -85,42 +90,16 @@ def prepare_input(
     work_dir: Path | str,
     stream: StreamDecl,
     *,
-    allowed_lateness_s: float = 0.0,
     flush_after_s: float | None = 600.0,
     max_files: int | None = None,
-    domains: Mapping[str, set] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    fast_forward_s: int = 0,
-    fast_forward_batch: int = 1,
-    tick_s: float | None = None,
-    horizon_s: float = 3600.0,
-    run_id: str | None = None,
+    **ingest_options,
 ) -> IngestResult:
-    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc).
+    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc
+    and `Ingestor` for the options).
 
-    `fast_forward_s` > 0 merges the first that many event seconds into spool files of
-    `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
-    windows in fewer batches); every later event second is a spool file of its own.
-    Validation and dead letters are per input file either way, so the rows are the same.
     `flush_after_s=None` writes no flush file (the windows open at the end stay open).
-    `tick_s` writes a tick row (id TICK) at every instant of that slide's grid from the
-    first reading on, and one at each file's largest event time (`federation.instants`).
-    `horizon_s`: the event-time horizon of `validate_table`. A file that cannot be read, or
-    lacks a column of the stream, is quarantined (copied to the dead-letter directory with
-    its reason) and the run goes on. Dead letters go to `work_dir/deadletter/<run_id>`, so
-    a reused work directory keeps the letters of earlier runs.
-    """
-    from federation.instants import grid_floor, grid_points
-
-    if fast_forward_batch < 1:
-        raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
-    work = Path(work_dir)
-    run_id = run_id or datetime.now().strftime("run-%Y%m%d-%H%M%S-%f")
-    spool, dead_dir = work / "spool", work / "deadletter" / run_id
-    spool.mkdir(parents=True, exist_ok=True)
-    for old in spool.glob("*.parquet"):
-        old.unlink()
-    dead_dir.mkdir(parents=True, exist_ok=True)
+    `max_files`: only the first that many files."""
     data = Path(data_dir)
     if not data.is_dir():
         raise FileNotFoundError(f"data directory {data} does not exist")
@@ -129,21 +108,100 @@ def prepare_input(
         raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
     if max_files is not None:
         parts = parts[:max_files]
-    res = IngestResult(spool_dir=spool, deadletter_dir=dead_dir)
-    _count_csv_rejects(data, dead_dir, res)
-    max_ts = None
-    tick_hi = None
-    lateness = timedelta(seconds=allowed_lateness_s)
-    ts_col = stream.ts_column
-    pending: list[pa.Table] = []
-    pending_files = 0
+    ing = Ingestor(work_dir, stream, **ingest_options)
+    ing.count_csv_rejects(data)
     for k, path in enumerate(parts):
-        raw, why = _read_part(path, stream)
+        ing.add(path, last=k == len(parts) - 1)
+        if progress:
+            progress(k + 1, len(parts))
+    return ing.finish(flush_after_s)
+
+
+class Ingestor:
+    """Validates input files one at a time into the spool (module doc): a directory read
+    once (`prepare_input`) or followed while it grows (federation/runtime/follow.py).
+
+    `fast_forward_s` > 0 merges the first that many event seconds into spool files of
+    `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
+    windows in fewer batches); every later event second is a spool file of its own.
+    Validation and dead letters are per input file either way, so the rows are the same.
+    `tick_s` writes a tick row (id TICK) at every instant of that slide's grid from the
+    first reading on, and one at each file's largest event time (`federation.instants`).
+    `horizon_s`: the event-time horizon of `validate_table`. A file that cannot be read, or
+    lacks a column of the stream, is quarantined (copied to the dead-letter directory with
+    its reason) and the run goes on. Dead letters go to `work_dir/deadletter/<run_id>`, so
+    a reused work directory keeps the letters of earlier runs. `resume`: the state of a
+    spool written before (its ingest.json): the spool is kept and goes on."""
+
+    def __init__(self, work_dir: Path | str, stream: StreamDecl, *,
+                 allowed_lateness_s: float = 0.0, domains: Mapping[str, set] | None = None,
+                 fast_forward_s: int = 0, fast_forward_batch: int = 1,
+                 tick_s: float | None = None, horizon_s: float = 3600.0,
+                 run_id: str | None = None, resume: IngestResult | None = None) -> None:
+        if fast_forward_batch < 1:
+            raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
+        self.work = Path(work_dir)
+        self.stream, self.domains, self.tick_s, self.horizon_s = stream, domains, tick_s, horizon_s
+        self.lateness = timedelta(seconds=allowed_lateness_s)
+        self.allowed_lateness_s = allowed_lateness_s
+        self.ff_s, self.ff_batch = fast_forward_s, fast_forward_batch
+        self.spool = self.work / "spool"
+        self.spool.mkdir(parents=True, exist_ok=True)
+        if resume is not None:
+            self.res = resume
+            self.dead_dir = resume.deadletter_dir
+        else:
+            for old in self.spool.glob("*.parquet"):
+                old.unlink()
+            run_id = run_id or datetime.now().strftime("run-%Y%m%d-%H%M%S-%f")
+            self.dead_dir = self.work / "deadletter" / run_id
+            self.res = IngestResult(spool_dir=self.spool, deadletter_dir=self.dead_dir)
+        self.dead_dir.mkdir(parents=True, exist_ok=True)
+        self.pending: list[pa.Table] = []
+        self.pending_files = 0
+        self.pending_inputs: list[list] = []  # [name, good rows, first ts] since the write
+
+    @classmethod
+    def resumed(cls, work_dir: Path | str, stream: StreamDecl, **options) -> Ingestor:
+        """An ingestor that goes on with the spool in `work_dir` (a followed run after a
+        crash): its state is the one the last spool file carries (written with it in one
+        atomic rename, so the state and the spool agree whatever the moment of the crash)."""
+        spool = Path(work_dir) / "spool"
+        parts = sorted(spool.glob("part-*.parquet"))
+        state, inputs = None, []
+        for p in parts:
+            meta = pq.read_schema(p).metadata or {}
+            if STATE_KEY in meta:
+                state = json.loads(meta[STATE_KEY])
+                inputs.extend(json.loads(meta[INPUTS_KEY]))
+        if state is None:
+            return cls(work_dir, stream, **options)
+        res = IngestResult.model_validate({
+            **state, "file_names": [i[0] for i in inputs], "file_rows": [i[1] for i in inputs],
+            "file_lo": [i[2] for i in inputs], "spool_files": len(parts)})
+        return cls(work_dir, stream, resume=res, **options)
+
+    @property
+    def clock(self) -> datetime | None:
+        """The stream's clock: the largest event time accepted (or idled to) so far."""
+        return self.res.last_ts
+
+    def count_csv_rejects(self, data: Path) -> None:
+        count_csv_rejects(data, self.dead_dir, self.res)
+
+    def add(self, path: Path, last: bool = True) -> None:
+        """Validate one input file into the spool (`last`: no later file is known yet, so
+        a fast-forward group ends here)."""
+        res, stream, ts_col = self.res, self.stream, self.stream.ts_column
+        k = res.files
+        raw, why = read_part(path, stream)
         if why is not None:
-            _quarantine(path, dead_dir, why, res)
+            quarantine(path, self.dead_dir, why, res)
             raw = arrow_schema(stream.columns).empty_table()
-        wm = None if max_ts is None else max_ts - lateness
-        good, bad = validate_table(raw, stream, wm, domains, clock=max_ts, horizon_s=horizon_s)
+        max_ts = res.last_ts
+        wm = None if max_ts is None else max_ts - self.lateness
+        good, bad = validate_table(raw, stream, wm, self.domains, clock=max_ts,
+                                   horizon_s=self.horizon_s)
         res.rows_in += raw.num_rows
         res.rows_ok += good.num_rows
         if bad:
@@ -155,51 +213,90 @@ def prepare_input(
                 "reason": [r for _, r in bad],
                 "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
             })
-            pq.write_table(dl, dead_dir / f"dead-{k:08d}.parquet")
+            pq.write_table(dl, self.dead_dir / f"dead-{k:08d}.parquet")
             res.count_dead(reason_kind(r) for _, r in bad)
-        ticks: list = []
         res.file_names.append(path.name)
         res.file_rows.append(good.num_rows)
         res.file_lo.append(None)
+        ticks: list = []
         if good.num_rows:
             hi = pc.max(good.column(ts_col)).as_py()
             lo = pc.min(good.column(ts_col)).as_py()
             res.file_lo[-1] = lo
-            max_ts = hi if max_ts is None else max(max_ts, hi)
+            res.last_ts = hi if max_ts is None else max(max_ts, hi)
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
-            if tick_s:
-                start = grid_floor(lo, tick_s)
-                if tick_hi is not None and start <= tick_hi:
-                    start = tick_hi + timedelta(microseconds=1)
-                ticks = grid_points(start, max_ts, tick_s)
-                tick_hi = ticks[-1] if ticks else tick_hi
-                ticks.append(max_ts)
-        pending.append(_as_data(good))
-        pending_files += 1
+            ticks = self._ticks(lo, res.last_ts)
+        self.pending.append(_as_data(good))
+        self.pending_files += 1
+        self.pending_inputs.append([path.name, good.num_rows,
+                                    None if res.file_lo[-1] is None else str(res.file_lo[-1])])
         if ticks:
-            pending.append(punctuation(stream, ticks, TICK))
+            self.pending.append(punctuation(stream, ticks, TICK))
         res.files += 1
-        in_warmup = k < fast_forward_s
-        if (not in_warmup or pending_files >= fast_forward_batch or k == fast_forward_s - 1
-                or k == len(parts) - 1):
-            out = pa.concat_tables(pending)
-            if max_ts is not None:
-                out = pa.concat_tables([out, punctuation(stream, max_ts)])
-            write_part(spool / f"part-{res.spool_files:08d}.parquet", out,
-                       SPOOL_MTIME + res.spool_files)
-            res.spool_files += 1
-            res.warmup_files += 1 if in_warmup else 0
-            pending, pending_files = [], 0
-        if progress:
-            progress(k + 1, len(parts))
-    res.last_ts = max_ts
-    if max_ts is not None and flush_after_s is not None:
-        flush = max_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
-        write_part(spool / f"part-{res.spool_files:08d}.parquet", punctuation(stream, flush),
-                   SPOOL_MTIME + res.spool_files)
-    (dead_dir / "ingest.json").write_text(res.model_dump_json(indent=2))
-    (work / "ingest.json").write_text(res.model_dump_json(indent=2))
-    return res
+        in_warmup = k < self.ff_s
+        if (not in_warmup or self.pending_files >= self.ff_batch or k == self.ff_s - 1
+                or last):
+            self._write(pa.concat_tables(self.pending), in_warmup)
+
+    def _ticks(self, lo: datetime, hi: datetime) -> list:
+        if not self.tick_s:
+            return []
+        from federation.instants import grid_floor, grid_points
+
+        start = grid_floor(lo, self.tick_s)
+        if self.res.tick_hi is not None and start <= self.res.tick_hi:
+            start = self.res.tick_hi + timedelta(microseconds=1)
+        ticks = grid_points(start, hi, self.tick_s)
+        self.res.tick_hi = ticks[-1] if ticks else self.res.tick_hi
+        return [*ticks, hi]
+
+    def _write(self, out: pa.Table, in_warmup: bool = False) -> None:
+        res = self.res
+        if res.last_ts is not None:
+            out = pa.concat_tables([out, punctuation(self.stream, res.last_ts)])
+        res.spool_files += 1
+        res.warmup_files += 1 if in_warmup else 0
+        state = res.model_dump(mode="json", exclude={"file_names", "file_rows", "file_lo"})
+        out = out.replace_schema_metadata({
+            **(out.schema.metadata or {}), STATE_KEY: json.dumps(state).encode(),
+            INPUTS_KEY: json.dumps(self.pending_inputs).encode()})
+        write_part(self.spool / f"part-{res.spool_files - 1:08d}.parquet", out,
+                   SPOOL_MTIME + res.spool_files - 1)
+        self.pending, self.pending_files, self.pending_inputs = [], 0, []
+
+    def idle_to(self, ts: datetime) -> None:
+        """No input for a while: the clock moves to `ts` (ticks and a punctuation, no rows),
+        so windows close; a later reading below it minus the lateness is late."""
+        res = self.res
+        if res.last_ts is None or ts <= res.last_ts:
+            return
+        ticks = self._ticks(res.last_ts, ts)
+        res.last_ts = ts
+        self._write(punctuation(self.stream, ticks, TICK) if ticks
+                    else punctuation(self.stream, ts).slice(0, 0))
+
+    def save(self) -> None:
+        """The spool's state so far (ingest.json): what a resumed run goes on from."""
+        text = self.res.model_dump_json(indent=2)
+        atomic_write_text(self.dead_dir / "ingest.json", text)
+        atomic_write_text(self.work / "ingest.json", text)
+
+    def finish(self, flush_after_s: float | None) -> IngestResult:
+        """The end of input: a flush punctuation far enough ahead that every window closes
+        (None: none, the windows open at the end stay open), and ingest.json."""
+        res = self.res
+        if res.last_ts is not None and flush_after_s is not None:
+            flush = res.last_ts + timedelta(seconds=flush_after_s + self.allowed_lateness_s)
+            write_part(self.spool / f"part-{res.spool_files:08d}.parquet",
+                       punctuation(self.stream, flush), SPOOL_MTIME + res.spool_files)
+        self.save()
+        return res
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def reason_kind(reason: str) -> str:
@@ -207,104 +304,8 @@ def reason_kind(reason: str) -> str:
     return re.sub(r" -?[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9:.]+", "", reason)
 
 
-def _read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | None]:
-    """A part file's table, or the reason it cannot be used (unreadable, wrong schema)."""
-    try:
-        if path.stat().st_size == 0:
-            return None, "empty file (0 bytes)"
-        t = pq.read_table(path)
-    except (OSError, pa.ArrowException) as e:
-        return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
-    missing = [c for c in stream.columns if c not in t.column_names]
-    if missing:
-        return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
-                      f"(has {', '.join(t.column_names)})")
-    return t, None
-
-
-def _quarantine(path: Path, dead_dir: Path, why: str, res: IngestResult) -> None:
-    qdir = dead_dir / "quarantine"
-    qdir.mkdir(exist_ok=True)
-    import shutil
-
-    shutil.copy2(path, qdir / path.name)
-    (qdir / (path.name + ".reason.txt")).write_text(why + "\n")
-    res.quarantined.append({"file": path.name, "reason": why})
-
-
-def _count_csv_rejects(data: Path, dead_dir: Path, res: IngestResult) -> None:
-    """Rows the CSV loader rejected (its `_rejected.csv`: line, raw, reason) count as dead
-    letters of this run, with their line numbers."""
-    path = data / REJECTED_CSV
-    if not path.exists():
-        return
-    import csv
-
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    import shutil
-
-    shutil.copy2(path, dead_dir / REJECTED_CSV)
-    res.rows_in += len(rows)
-    res.count_dead("csv: " + r.get("reason", "?") for r in rows)
-
-
 def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     """Every clean row of a spool (punctuation removed): what the engines see."""
     tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
     t = pa.concat_tables(tables)
     return t.filter(pc.equal(t.column(KIND), DATA)).drop_columns([KIND])
-
-
-def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
-              warmup: int = 0, warmup_batch: int = 10,
-              flush_after_s: float | None = None) -> IngestResult:
-    """A spool over consecutive input files of an input ingested without fast-forward, for
-    a run over part of it (an adaptive run's segment): no row is validated again. Their
-    spool files are hard-linked (same content and mtime, the order Spark reads them in);
-    the first `warmup` are merged into files of `warmup_batch` event seconds (a fast warm-up,
-    as `prepare_input` does); a flush file follows the last one (the input's own when the
-    last is the input's last). Dead letters stay counted in `whole`."""
-    import os
-
-    at = {n: i for i, n in enumerate(whole.file_names)}
-    idx = [at[n] for n in names]
-    if idx != list(range(idx[0], idx[0] + len(idx))):
-        raise ValueError("sub_spool: the files are not consecutive input files")
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.parquet"):
-        old.unlink()
-
-    def spool(i: int) -> Path:
-        return whole.spool_dir / f"part-{i:08d}.parquet"
-
-    n = 0
-    warm = idx[:warmup]
-    for g in range(0, len(warm), warmup_batch):
-        group = warm[g:g + warmup_batch]
-        write_part(out / f"part-{n:08d}.parquet",
-                   pa.concat_tables(pq.read_table(spool(i)) for i in group),
-                   SPOOL_MTIME + group[0])
-        n += 1
-    for i in idx[warmup:]:
-        os.link(spool(i), out / f"part-{n:08d}.parquet")
-        n += 1
-    last = idx[-1]
-    kinds = pq.read_table(spool(last), columns=[stream.ts_column, KIND])
-    punct = kinds.filter(pc.equal(kinds.column(KIND), PUNCTUATION))
-    hi = pc.max(punct.column(0)).as_py() if punct.num_rows else None
-    if isinstance(hi, datetime) and hi.tzinfo is not None:
-        hi = hi.replace(tzinfo=None)
-    if last == len(whole.file_names) - 1 and spool(whole.spool_files).exists():
-        os.link(spool(whole.spool_files), out / f"part-{n:08d}.parquet")
-    elif hi is not None and flush_after_s is not None:
-        write_part(out / f"part-{n:08d}.parquet",
-                   punctuation(stream, hi + timedelta(seconds=flush_after_s)),
-                   SPOOL_MTIME + last + 0.5)
-    los = [whole.file_lo[i] for i in idx if whole.file_lo[i] is not None]
-    rows = sum(whole.file_rows[i] for i in idx)
-    return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=len(idx),
-                        rows_in=rows, rows_ok=rows, first_ts=min(los) if los else None,
-                        last_ts=hi, spool_files=n, warmup_files=-(-len(warm) // warmup_batch),
-                        file_names=list(names), file_rows=[whole.file_rows[i] for i in idx],
-                        file_lo=[whole.file_lo[i] for i in idx])

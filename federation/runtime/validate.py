@@ -1,17 +1,23 @@
-"""Validation of one input table: types, nulls, NaN and infinite readings, domains, and
+"""Reading one input file (or quarantining it) and validating its table: types, nulls, NaN and infinite readings, domains, and
 event time (pre-epoch, late, or beyond the horizon of the stream's clock). Each bad row
 gets a reason; the caller dead-letters it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from federation.conventions import EPOCH, ts_us, us
+from federation.conventions import EPOCH, REJECTED_CSV, ts_us, us
 from federation.parts import arrow_schema
 from federation.streams import StreamDecl
+
+if TYPE_CHECKING:
+    from federation.runtime.ingest import IngestResult
 
 
 def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
@@ -134,3 +140,45 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
 def _true_indices(mask: pa.Array) -> list[int]:
     """Row indices where a boolean mask is true (nulls count as false); vectorized."""
     return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
+
+
+def read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | None]:
+    """A part file's table, or the reason it cannot be used (unreadable, wrong schema)."""
+    try:
+        if path.stat().st_size == 0:
+            return None, "empty file (0 bytes)"
+        t = pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
+    missing = [c for c in stream.columns if c not in t.column_names]
+    if missing:
+        return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
+                      f"(has {', '.join(t.column_names)})")
+    return t, None
+
+
+def quarantine(path: Path, dead_dir: Path, why: str, res: IngestResult) -> None:
+    qdir = dead_dir / "quarantine"
+    qdir.mkdir(exist_ok=True)
+    import shutil
+
+    shutil.copy2(path, qdir / path.name)
+    (qdir / (path.name + ".reason.txt")).write_text(why + "\n")
+    res.quarantined.append({"file": path.name, "reason": why})
+
+
+def count_csv_rejects(data: Path, dead_dir: Path, res: IngestResult) -> None:
+    """Rows the CSV loader rejected (its `_rejected.csv`: line, raw, reason) count as dead
+    letters of this run, with their line numbers."""
+    path = data / REJECTED_CSV
+    if not path.exists():
+        return
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    import shutil
+
+    shutil.copy2(path, dead_dir / REJECTED_CSV)
+    res.rows_in += len(rows)
+    res.count_dead("csv: " + r.get("reason", "?") for r in rows)

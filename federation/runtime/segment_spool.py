@@ -1,0 +1,69 @@
+"""The spool of one segment of an adaptive run: consecutive input files of an input
+ingested once, linked, not validated again (federation/adaptive/migrate.py)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from federation.conventions import KIND, PUNCTUATION, SPOOL_MTIME
+from federation.parts import write_part
+from federation.runtime.ingest import IngestResult, punctuation
+from federation.streams import StreamDecl
+
+
+def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
+              warmup: int = 0, warmup_batch: int = 10,
+              flush_after_s: float | None = None) -> IngestResult:
+    """A spool over consecutive input files of an input ingested without fast-forward, for
+    a run over part of it (an adaptive run's segment): no row is validated again. Their
+    spool files are hard-linked (same content and mtime, the order Spark reads them in);
+    the first `warmup` are merged into files of `warmup_batch` event seconds (a fast warm-up,
+    as `prepare_input` does); a flush file follows the last one (the input's own when the
+    last is the input's last). Dead letters stay counted in `whole`."""
+    at = {n: i for i, n in enumerate(whole.file_names)}
+    idx = [at[n] for n in names]
+    if idx != list(range(idx[0], idx[0] + len(idx))):
+        raise ValueError("sub_spool: the files are not consecutive input files")
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.parquet"):
+        old.unlink()
+
+    def spool(i: int) -> Path:
+        return whole.spool_dir / f"part-{i:08d}.parquet"
+
+    n = 0
+    warm = idx[:warmup]
+    for g in range(0, len(warm), warmup_batch):
+        group = warm[g:g + warmup_batch]
+        write_part(out / f"part-{n:08d}.parquet",
+                   pa.concat_tables(pq.read_table(spool(i)) for i in group),
+                   SPOOL_MTIME + group[0])
+        n += 1
+    for i in idx[warmup:]:
+        os.link(spool(i), out / f"part-{n:08d}.parquet")
+        n += 1
+    last = idx[-1]
+    kinds = pq.read_table(spool(last), columns=[stream.ts_column, KIND])
+    punct = kinds.filter(pc.equal(kinds.column(KIND), PUNCTUATION))
+    hi = pc.max(punct.column(0)).as_py() if punct.num_rows else None
+    if isinstance(hi, datetime) and hi.tzinfo is not None:
+        hi = hi.replace(tzinfo=None)
+    if last == len(whole.file_names) - 1 and spool(whole.spool_files).exists():
+        os.link(spool(whole.spool_files), out / f"part-{n:08d}.parquet")
+    elif hi is not None and flush_after_s is not None:
+        write_part(out / f"part-{n:08d}.parquet",
+                   punctuation(stream, hi + timedelta(seconds=flush_after_s)),
+                   SPOOL_MTIME + last + 0.5)
+    los = [whole.file_lo[i] for i in idx if whole.file_lo[i] is not None]
+    rows = sum(whole.file_rows[i] for i in idx)
+    return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=len(idx),
+                        rows_in=rows, rows_ok=rows, first_ts=min(los) if los else None,
+                        last_ts=hi, spool_files=n, warmup_files=-(-len(warm) // warmup_batch),
+                        file_names=list(names), file_rows=[whole.file_rows[i] for i in idx],
+                        file_lo=[whole.file_lo[i] for i in idx])

@@ -1,0 +1,134 @@
+"""Where result rows go as they are computed: each micro-batch's rows are handed to the
+run's sinks right after they are on disk in the work directory (recovery.py), keyed by
+(stage, micro-batch id). A replayed batch (after a crash) hands the same key again: the
+Parquet directory and the DuckDB table keep each key once (exactly once); the console and
+an iterator of a run in this process see what this process computed.
+
+Every sink receives the rows as the user sees them: `tau` (the slide instant) first, then
+the query's columns, sorted by `tau`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from db.sink import DuckDBTableSink
+from federation.runtime.recovery import atomic_write_parquet
+
+MANIFEST = "_manifest.jsonl"
+__all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink"]
+
+
+class Sink(Protocol):
+    def put(self, key: tuple[int, int], rows: pa.Table) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ParquetDirectorySink:
+    """A directory of Parquet parts, one per micro-batch with rows (`part-<stage>-<batch>`,
+    written atomically: a reader never sees half a part), and `_manifest.jsonl`, one line per
+    part in the order they were written (file, rows, first and last instant). A replayed
+    batch rewrites its part with the same rows and its manifest line is not repeated."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.manifest = self.dir / MANIFEST
+        self.listed = {e["file"] for e in read_manifest(self.dir)}
+
+    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        name = f"part-{key[0]}-{key[1]:09d}.parquet"
+        atomic_write_parquet(self.dir / name, rows)
+        if name in self.listed:
+            return
+        taus = rows.column("tau")
+        line = json.dumps({"file": name, "rows": rows.num_rows, "first_tau": str(taus[0]),
+                           "last_tau": str(taus[-1])})
+        with open(self.manifest, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.listed.add(name)
+
+    def close(self) -> None:
+        pass
+
+
+def read_manifest(directory: Path) -> list[dict]:
+    """The parts of a Parquet directory sink, in the order they were written (a line torn
+    by a crash is ignored: its part is listed again when its batch is replayed)."""
+    path = Path(directory) / MANIFEST
+    if not path.exists():
+        return []
+    out, seen = [], set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e["file"] not in seen:
+            seen.add(e["file"])
+            out.append(e)
+    return out
+
+
+def read_parquet_sink(directory: Path) -> pa.Table:
+    """Every row of a Parquet directory sink, sorted by `tau`."""
+    parts = [pq.read_table(Path(directory) / e["file"]) for e in read_manifest(directory)]
+    return pa.concat_tables(parts).sort_by("tau") if parts else pa.table({})
+
+
+class ConsoleSink:
+    """Prints each instant's rows as it is computed (`fedq run --console`)."""
+
+    def __init__(self, out=None) -> None:
+        self.out = out
+
+    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+        out = self.out or sys.stdout
+        for tau, part in group_by_instant(rows):
+            print(f"-- {tau} ({part.num_rows} row{'s' if part.num_rows != 1 else ''})",
+                  file=out)
+            print(part.drop_columns(["tau"]).to_pandas().to_string(index=False), file=out)
+        out.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class QueueSink:
+    """Hands each instant's rows to a queue (`RunHandle.results()`); None marks the end."""
+
+    def __init__(self, maxsize: int = 1000) -> None:
+        self.q: queue.Queue = queue.Queue(maxsize)
+
+    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+        for item in group_by_instant(rows):
+            self.q.put(item)
+
+    def close(self) -> None:
+        self.q.put(None)
+
+
+def group_by_instant(rows: pa.Table) -> list[tuple[object, pa.Table]]:
+    """(instant, its rows) in instant order."""
+    if not rows.num_rows:
+        return []
+    taus = rows.column("tau").to_pylist()
+    out, start = [], 0
+    for i in range(1, len(taus) + 1):
+        if i == len(taus) or taus[i] != taus[start]:
+            out.append((taus[start], rows.slice(start, i - start)))
+            start = i
+    return out
