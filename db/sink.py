@@ -22,11 +22,12 @@ class DuckDBTableSink:
     def put(self, key: tuple[int, int], rows: pa.Table) -> None:
         if not rows.num_rows:
             return
-        con, q = self.con, '"' + self.table.replace('"', '""') + '"'
+        con, q = self.con, self._quoted()
         con.execute("BEGIN")
         try:
-            done = con.execute("SELECT count(*) FROM fedq_batches WHERE tbl = ? AND stage = ? "
-                               "AND batch = ?", [self.table, key[0], key[1]]).fetchall()[0][0]
+            done = con.execute("SELECT count(*) FROM fedq_batches WHERE tbl = ? AND run = ? "
+                               "AND stage = ? AND batch = ?",
+                               [self.table, self.run, key[0], key[1]]).fetchall()[0][0]
             if done:
                 con.execute("ROLLBACK")
                 return
@@ -34,8 +35,8 @@ class DuckDBTableSink:
             con.execute(f"CREATE TABLE IF NOT EXISTS {q} AS SELECT * FROM fedq_rows LIMIT 0")
             con.execute(f"INSERT INTO {q} BY NAME SELECT * FROM fedq_rows")
             con.unregister("fedq_rows")
-            con.execute("INSERT INTO fedq_batches VALUES (?, ?, ?, ?)",
-                        [self.table, key[0], key[1], rows.num_rows])
+            con.execute("INSERT INTO fedq_batches VALUES (?, ?, ?, ?, ?)",
+                        [self.table, self.run, key[0], key[1], rows.num_rows])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

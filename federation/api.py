@@ -30,6 +30,7 @@ def run(
     feasibility_check: bool = True,
     spark=None,
     progress=None,
+    halt=None,
     **option_values,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a directory of
@@ -37,7 +38,8 @@ def run(
     `generate` says (GenerateOptions: rate, seconds, plugs, seed; the smart-plug stream
     only). `options` (RunOptions) or their fields as keywords, and the generation options
     as keywords too (`rate=...`), are checked before any work; a bad one raises OptionError
-    naming it."""
+    naming it. `halt` (a threading.Event): set, the run stops after the micro-batch in
+    progress (a following run, `follow=True`, ends only so or at `until`)."""
     gen_values = {k: option_values.pop(k) for k in list(option_values)
                   if k in GenerateOptions.model_fields}
     gen = GenerateOptions.of(generate, **gen_values)
@@ -48,7 +50,8 @@ def run(
     if data is None:
         prog.phase("generating data", total=gen.seconds, unit="event seconds")
         data = _generated(query, opt.work_dir, gen, prog.advance)
-    return execute(plan, data, opt, spark=spark, progress=prog, predicted=cost.vector)
+    return execute(plan, data, opt, spark=spark, progress=prog, predicted=cost.vector,
+                   halt=halt)
 
 
 def _generated(query: Rstream, work: Path | None, gen: GenerateOptions, progress=None) -> Path:
@@ -63,3 +66,98 @@ def _generated(query: Rstream, work: Path | None, gen: GenerateOptions, progress
     generate(data, rate=gen.rate, seconds=gen.seconds, plugs=gen.plugs, seed=gen.seed,
              progress=progress)
     return data
+
+
+class RunHandle:
+    """A run started in the background (`start`): its results as they are computed, its
+    status, and a way to stop it (a following run never ends by itself)."""
+
+    def __init__(self, queue_sink, halt) -> None:
+        import threading
+
+        self._sink = queue_sink
+        self._halt = halt
+        self._done = threading.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._last = None
+        self._batches = 0
+
+    def results(self, timeout: float | None = None):
+        """(instant, its rows) in instant order as each is computed, until the run ends;
+        `timeout` seconds without a new instant raise queue.Empty. The run waits when 1,000
+        instants are unread (nothing is dropped)."""
+        if self._sink is None:
+            raise ValueError("results(): the run was started with iterate=False")
+        while True:
+            item = self._sink.q.get(timeout=timeout)
+            if item is None:
+                self._sink.q.put(None)  # a second iterator ends too
+                return
+            yield item
+
+    def status(self) -> dict:
+        """Whether it runs, the micro-batches so far, and the last one's clock and backlog."""
+        m = self._last
+        return {"running": not self._done.is_set(), "batches": self._batches,
+                "clock": None if m is None else m.clock,
+                "event_seconds_done": None if m is None else m.event_seconds_done,
+                "backlog_s": None if m is None else m.backlog_s,
+                "error": None if self._error is None else repr(self._error)}
+
+    def stop(self, timeout: float | None = None) -> RunResult | None:
+        """Stop after the micro-batch in progress (committed; the same work directory
+        resumes from there) and return the run's result."""
+        self._halt.set()
+        return self.wait(timeout)
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        """The run's result once it ended (None when `timeout` passed first); its error
+        is raised here."""
+        if not self._done.wait(timeout):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _batch(self, m) -> None:
+        if m.stage == 0:
+            self._last = m
+        self._batches += 1
+
+
+def start(query: Rstream, placement: str | Mapping[str, str] = "auto",
+          data: str | Path | None = None, options: RunOptions | None = None, *,
+          iterate: bool = True, profile: CostProfile | None = None, spark=None,
+          **option_values) -> RunHandle:
+    """`run` in a background thread (same arguments; `follow=True` to follow a landing
+    directory); the handle yields the results as they are computed (`iterate=False`:
+    only the other sinks get them)."""
+    import threading
+
+    from federation.runtime.progress import RunProgress
+    from federation.runtime.sinks import QueueSink
+
+    opt = RunOptions.of(options, **option_values)
+    halt = threading.Event()
+    sink = QueueSink() if iterate else None
+    handle = RunHandle(sink, halt)
+
+    class _Status(RunProgress):
+        def batch(self, m) -> None:
+            handle._batch(m)
+
+    def main() -> None:
+        try:
+            handle._result = run(query, placement, data, opt.model_copy(update={
+                "sinks": (*opt.sinks, *([sink] if sink else []))}), profile=profile,
+                spark=spark, progress=_Status(), halt=halt)
+        except BaseException as e:  # noqa: BLE001 - raised again by wait()
+            handle._error = e
+            if sink is not None:
+                sink.close()
+        finally:
+            handle._done.set()
+
+    threading.Thread(target=main, name="fedq-run", daemon=True).start()
+    return handle

@@ -96,10 +96,11 @@ def test_every_command_has_examples_and_every_option_says_what_it_does(command, 
     assert "example" in text, text
     import argparse
 
-    from federation.cli import data, explain, run
+    from federation.cli import data, explain, generate, run
 
     sub = argparse.ArgumentParser().add_subparsers()
     explain.add_parser(sub)
+    generate.add_parser(sub)
     run.add_parsers(sub)
     data.add_parsers(sub)
     mute = [a.option_strings or a.dest for a in sub.choices[command]._actions if not a.help]

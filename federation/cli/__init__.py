@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from federation.cli import data, explain, run
+from federation.cli import data, explain, generate, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
                "each command's options: fedq COMMAND --help")
     sub = p.add_subparsers(dest="cmd", required=True)
     explain.add_parser(sub)
+    generate.add_parser(sub)
     run.add_parsers(sub)
     data.add_parsers(sub)
     a = p.parse_args(argv)

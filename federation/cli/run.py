@@ -1,4 +1,4 @@
-"""`fedq run` and `fedq generate`: the commands that start engines or write data.
+"""`fedq run`: the command that starts the engines.
 
 Calibration measures the machine with the benchmarks: `python -m benchmarks.calibrate`."""
 
@@ -18,41 +18,9 @@ from federation.cli.args import (
     non_negative,
     positive,
     query_source,
-    rate_profile,
 )
-from federation.conventions import REJECTED_CSV
 from federation.errors import OptionError
 from federation.runtime.options import RunOptions, work_directory
-
-
-def cmd_generate(a: argparse.Namespace) -> int:
-    from federation.cli.progress import ConsoleProgress
-    from federation.smartplug.datagen import generate
-
-    if a.csv is not None:
-        from federation.smartplug.csvload import load_csv
-
-        if not a.csv.is_file():
-            print(f"fedq generate: --csv: {a.csv} is not a file", file=sys.stderr)
-            return 2
-        with ConsoleProgress() as progress:
-            progress.phase(f"converting {a.csv}", unit="files")
-            s = load_csv(a.csv, a.out, progress=progress.advance)
-        print(f"converted {a.csv}: {s.rows} rows in {s.files} files, {s.rejected} rejected "
-              f"(see {a.out / REJECTED_CSV})" if s.rejected else
-              f"converted {a.csv}: {s.rows} rows in {s.files} files")
-        return 0
-    seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds
-    with ConsoleProgress() as progress:
-        progress.phase(f"generating {a.out}", total=seconds, unit="event seconds")
-        s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
-                     seed=a.seed, progress=progress.advance, start=a.start,
-                     rate_profile=a.rate_profile)
-    print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
-          + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
-             if a.rate_profile else ""))
-    return 0
-
 
 #: the flag of each option an OptionError names (its `option`, as the Python API spells it)
 FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--allowed-lateness",
@@ -60,7 +28,8 @@ FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--al
          "plugs": "--plugs", "data": "--data", "output": "--output", "every_s": "--decide-every",
          "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy",
          "placement": "--placement", "adaptive": "--adaptive", "decide": "--adaptive",
-         "options": "fedq run"}
+         "options": "fedq run", "follow": "--follow", "until": "--until",
+         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -95,7 +64,9 @@ def _options(a: argparse.Namespace, work_dir: Path):
     return RunOptions.of(seconds_per_batch=a.seconds_per_batch, output=a.output,
                          overwrite=a.overwrite, allowed_lateness_s=a.allowed_lateness,
                          event_horizon_s=a.event_horizon, work_dir=work_dir, fresh=a.fresh,
-                         realtime=a.realtime)
+                         realtime=a.realtime, follow=a.follow, until=a.until,
+                         idle_timeout_s=a.idle_timeout, output_table=a.output_table,
+                         console=a.console)
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
@@ -153,7 +124,9 @@ def _data_and_query(a: argparse.Namespace):
     make = query_source(a)
     if a.data is not None and not a.data.is_dir():
         raise OptionError("data", f"{a.data} is not a directory")
-    if a.data is not None and not any(a.data.glob("part-*.parquet")):
+    if a.follow and a.data is None:
+        raise OptionError("follow", "needs --data (the landing directory to follow)")
+    if a.data is not None and not a.follow and not any(a.data.glob("part-*.parquet")):
         raise OptionError("data", f"no part-*.parquet files in {a.data}")
     plugs, rate = a.plugs, a.rate
     if a.data is not None:
@@ -170,6 +143,7 @@ def _data_and_query(a: argparse.Namespace):
 
 def cmd_run(a: argparse.Namespace) -> int:
     from federation.errors import FedqError
+    from federation.runtime.live import RunHalted
 
     own_work = a.work_dir is None  # a temporary work directory, tidied after the run
     work_dir = None
@@ -186,6 +160,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         r = _run(a, q, data, gen, work_dir, load_profile(a.profile))
     except OptionError as e:
         return _fail(FLAGS.get(e.option, f"--{e.option.replace('_', '-')}"), e.message)
+    except RunHalted as e:
+        print(f"fedq run: {e}", file=sys.stderr)
+        return 0
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2
@@ -210,19 +187,38 @@ def _check_placement(q, a: argparse.Namespace) -> None:
 
 
 def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
+    import signal
+    import threading
+
     from federation.api import run
     from federation.cli.progress import ConsoleProgress
     from federation.runtime.progress import RunProgress
 
-    with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
-        spark = None
-        if a.master:
-            from spe.session import SparkSettings, get_spark
+    halt = threading.Event()
+    saved = {}
 
-            progress.phase(f"connecting to Spark at {a.master}")
-            spark = get_spark(SparkSettings(master=a.master))
-        return run(q, a.placement, data, _options(a, work_dir), generate=gen, profile=profile,
-                   spark=spark, progress=progress)
+    def on_signal(signum, frame) -> None:
+        print(f"\nfedq run: {signal.Signals(signum).name}: stopping after the micro-batch in "
+              "progress (the same command resumes)", file=sys.stderr)
+        halt.set()
+
+    try:
+        with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
+            spark = None
+            if a.master or a.follow:
+                from spe.session import SparkSettings, get_spark
+
+                progress.phase(f"connecting to Spark at {a.master}" if a.master else
+                               "starting Spark")
+                spark = get_spark(SparkSettings(master=a.master) if a.master else None)
+            if a.follow:  # after Spark, whose context installs its own SIGINT handler
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    saved[sig] = signal.signal(sig, on_signal)
+            return run(q, a.placement, data, _options(a, work_dir), generate=gen,
+                       profile=profile, spark=spark, progress=progress, halt=halt)
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
 
 
 def _print_summary(a: argparse.Namespace, r) -> None:
@@ -230,9 +226,7 @@ def _print_summary(a: argparse.Namespace, r) -> None:
     if a.json:
         print(s.model_dump_json(indent=2))
         return
-    if a.console:  # the console sink: every result row
-        print(r.rows.to_pandas().to_string(index=False))
-    else:
+    if r.rows is not None and not a.console:  # the console sink printed them as they came
         print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
               "(no result rows)")
     print(f"query {s.query}  placement {s.placement}  DB-ops {s.db_ops or 'none'}")
@@ -250,32 +244,6 @@ def _print_summary(a: argparse.Namespace, r) -> None:
 
 
 def add_parsers(sub) -> None:
-
-    g = sub.add_parser(
-        "generate", help="write smart-plug data, one Parquet file per second",
-        description="Write a synthetic DEBS 2014 smart-plug stream (load and work readings "
-                    "of every plug), one Parquet file per event second, or convert the real "
-                    "DEBS 2014 CSV file (--csv).",
-        epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
-               "  fedq generate --csv sorted.csv --out data/    # the real data set",
-        formatter_class=Help)
-    g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
-    g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
-    g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",
-                   help="a rate that changes over event time, e.g. 2000:120,40000:120,2000:60 "
-                        "(replaces --rate and --seconds)")
-    g.add_argument("--plugs", type=count, default=None,
-                   help="plugs (groups); default: what --houses draws (1-6 households of "
-                        "2-10 plugs per house)")
-    g.add_argument("--houses", type=count, default=40, help="houses the plugs belong to")
-    g.add_argument("--seed", type=int, default=0, help="random seed (same seed, same data)")
-    g.add_argument("--out", type=Path, required=True, help="the data directory to write")
-    g.add_argument("--start", type=datetime.fromisoformat, default=datetime(2013, 9, 1),
-                   help="event time of the first second (ISO date)")
-    g.add_argument("--csv", type=Path, default=None,
-                   help="convert this DEBS 2014 CSV file instead of generating (rows that "
-                        "do not parse go to OUT/_rejected.csv); other streams: fedq import")
-    g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser(
         "run", help="run a query across Spark and DuckDB",
@@ -303,7 +271,12 @@ def add_parsers(sub) -> None:
     r.add_argument("--event-horizon", type=positive, default=3600.0,
                    help="seconds: a reading further than this ahead of the stream's clock "
                         "(or from the first file's other readings) is dead-lettered")
-    r.add_argument("--output", type=Path, default=None, help="results .parquet or directory")
+    r.add_argument("--output", type=Path, default=None,
+                   help="results: a .parquet file, a directory (a following run: one part per "
+                        "micro-batch and _manifest.jsonl, as they are computed) or a .duckdb "
+                        "file (table --output-table, rows as they are computed)")
+    r.add_argument("--output-table", default="results",
+                   help="the table of a .duckdb --output (appended; --overwrite replaces it)")
     r.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     r.add_argument("--work-dir", type=Path, default=None,
                    help="keeps the run's state: the same command on it resumes after a crash "
@@ -314,9 +287,23 @@ def add_parsers(sub) -> None:
     r.add_argument("--realtime", action="store_true",
                    help="one micro-batch per batch interval of wall time instead of max speed")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
+    lv = r.add_argument_group(
+        "live input (--follow)",
+        "read --data's files as they land (write each under another name, then rename it to "
+        "part-*.parquet) and run until SIGINT/SIGTERM (the micro-batch in progress finishes; "
+        "the same command with the same --work-dir resumes) or --until")
+    lv.add_argument("--follow", action="store_true",
+                    help="follow --data: read files as they land, never end by itself")
+    lv.add_argument("--until", type=datetime.fromisoformat, default=None,
+                    help="event time (ISO) at which a followed input ends: every window "
+                         "over the readings so far is then computed and the run ends")
+    lv.add_argument("--idle-timeout", type=positive, default=5.0,
+                    help="seconds of wall time without a file after which the stream's "
+                         "clock moves on with wall time (quiet windows close)")
     r.add_argument("--profile", type=Path, default=None, help="cost profile JSON (default: the calibrated one, else the shipped one)")
     r.add_argument("--master", default=None, help="Spark master, e.g. spark://host:7077 (default: local[2])")
-    r.add_argument("--console", action="store_true", help="print every result row")
+    r.add_argument("--console", action="store_true",
+                   help="print each instant's result rows as it is computed")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     ad = r.add_argument_group(
         "re-optimization while running (--adaptive)",

@@ -56,3 +56,33 @@ def drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress)
             if st.query is not None:
                 st.query.stop()
     return truncated.is_set()
+
+
+def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunProgress,
+                    end_life) -> bool:
+    """A following run: the stages work on the spool as the follower grows it, until
+    `halt` (then the micro-batch in progress finishes and commits, and no other starts: a
+    resumed run goes on from there) or until the input ends (`until`: then as a run over a
+    directory, every window is finished). Returns False (no budget)."""
+    stages = ex.staged.stages
+    while not halt.wait(0.25):
+        if follower.error is not None:
+            raise follower.error
+        for st in stages:
+            exc = None if st.query is None else st.query.exception()
+            if exc is not None:
+                raise RuntimeError(f"stage {st.index} failed: {exc}")
+        if follower.ended.is_set():
+            end_life(ex)
+            return drive(ex, None, True, prog)
+    follower.stop()
+    ex.halt.set()
+    with ex.lock:  # the micro-batch in progress has committed
+        pass
+    for st in stages:
+        if st.query is not None:
+            try:
+                st.query.stop()
+            except Exception as e:  # noqa: BLE001 - a halted batch fails its query
+                print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
+    return False

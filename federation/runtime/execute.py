@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import shutil
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +24,16 @@ import pyarrow.parquet as pq
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
-from federation.runtime.drive import drive
+from federation.runtime.drive import drive, drive_following
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
+from federation.runtime.live import (
+    RunHalted,
+    open_sinks,
+    run_id,
+    start_following,
+    wait_for_first,
+)
 from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import RunOptions, output_path, work_directory
@@ -41,7 +50,8 @@ class _ResumeFailed(Exception):
 
 def execute(plan: PhysicalPlan, data: str | Path, options: RunOptions | None = None, *,
             spark=None, progress: RunProgress | Callable[[BatchMetrics], None] | None = None,
-            predicted=None, handoff: Handoff | None = None, **option_values) -> RunResult:
+            predicted=None, handoff: Handoff | None = None,
+            halt: threading.Event | None = None, **option_values) -> RunResult:
     """Run `plan` over the part files of `data`.
 
     `options` (RunOptions, federation/runtime/options.py; or its fields as keywords) are
@@ -51,13 +61,15 @@ def execute(plan: PhysicalPlan, data: str | Path, options: RunOptions | None = N
     phase and micro-batch (federation/runtime/progress.py), or a callable receiving the
     micro-batches. `predicted`: the plan's cost vector, recorded in the summary beside rho.
     `handoff`: one segment of an adaptive run (start and stop instants, moved state, watch,
-    prepared spool: federation/runtime/handoff.py).
+    prepared spool: federation/runtime/handoff.py). `halt`: set, the run stops after the
+    micro-batch in progress (how a following run ends, federation/runtime/live.py).
 
     A resumed run whose Spark queries fail (a checkpoint Spark cannot use after a kill)
     starts over from the spool instead, saying so on stderr and keeping Spark's error in
     `<work-dir>/resume-failure.txt`: a fresh run is always right, only slower."""
     opt = RunOptions.of(options, **option_values)
-    run = _Run(plan, data, opt, spark, as_progress(progress), predicted, handoff or Handoff())
+    run = _Run(plan, data, opt, spark, as_progress(progress), predicted, handoff or Handoff(),
+               halt or threading.Event())
     try:
         return run.execute()
     except _ResumeFailed as e:
@@ -81,6 +93,7 @@ class _Run:
     prog: RunProgress
     predicted: object
     h: Handoff
+    halt: threading.Event
 
     def __post_init__(self) -> None:
         self.lg = self.plan.logical
@@ -94,27 +107,56 @@ class _Run:
         opt = self.opt
         self.work = work_directory(opt.work_dir)
         resuming = self._claim()
-        ingest = self._read_input(resuming)
-        ex = self._set_up(ingest, resuming)
-        self._start_stages(ex, ingest)
+        self.follower = None
+        sinks = open_sinks(opt, self.work, run_id(self.work, resuming), resuming)
         try:
-            truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
-        except Exception as e:
-            if not resuming:
-                raise
-            for m in ex.migs.values():
-                m.close()
-            (self.work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
-            raise _ResumeFailed() from e
+            ingest = self._read_input(resuming)
+            if ingest is None:  # halted while waiting for the first reading
+                return self._halted_early(sinks)
+            ex = self._set_up(ingest, resuming, sinks)
+            self._start_stages(ex, ingest)
+            try:
+                if self.follower is None:
+                    truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
+                else:
+                    truncated = drive_following(ex, self.follower, self.halt, self.prog,
+                                                self._end_life)
+            except Exception as e:
+                if not resuming:
+                    raise
+                for m in ex.migs.values():
+                    m.close()
+                (self.work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
+                raise _ResumeFailed() from e
+        finally:
+            if self.follower is not None:
+                self.follower.stop()
+            for s in sinks:
+                s.close()
         wall = time.perf_counter() - ex.t_start
-        rows = ex.collector.table()
-        summary = run_summary(ex, self.plan, rows.num_rows, wall, truncated,
-                              opt.warmup_batch_s, opt.drain, opt.seconds_per_batch,
-                              self.max_range, self.slide_s, self.predicted)
+        # a following run keeps no whole result in memory: its rows are in the sinks
+        rows = ex.collector.table() if self.follower is None else None
+        summary = run_summary(ex, self.plan, ex.collector.rows if rows is None else
+                              rows.num_rows, wall, truncated, opt.warmup_batch_s, opt.drain,
+                              opt.seconds_per_batch, self.max_range, self.slide_s,
+                              self.predicted)
         for m in ex.migs.values():
             m.close()
-        _write_results(self.work, rows, summary, opt.output, self.prog)
+        if rows is not None and not (opt.output and opt.output.suffix == ".duckdb"):
+            _write_results(self.work, rows, summary, opt.output, self.prog)
+        else:
+            summary.output = None if opt.output is None else str(opt.output)
+            (self.work / "summary.json").write_text(summary.model_dump_json(indent=2))
         return RunResult(rows, ex.metrics, summary, self.plan, ingest)
+
+    def _end_life(self, ex: Execution) -> None:
+        """A followed input ended (`until`): its last instant is known to every DB-op."""
+        last = last_instant(ex.ingest.last_ts, self.extent_s, self.slide_s)
+        for m in ex.migs.values():
+            m.end_life(last)
+
+    def _halted_early(self, sinks) -> RunResult:
+        raise RunHalted("halted before the first reading landed")
 
     def _claim(self) -> bool:
         """Claim the work directory; True when this resumes an interrupted run of the same
@@ -123,13 +165,18 @@ class _Run:
         identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
                                 opt.warmup_batch_s, opt.drain)
         identity.update({"data": str(Path(self.data).resolve()), "max_files": opt.max_files,
-                         "start_at": str(h.start_at), "stop_at": str(h.stop_at)})
+                         "start_at": str(h.start_at), "stop_at": str(h.stop_at),
+                         "follow": opt.follow, "until": str(opt.until)})
         return _claim_work(self.work, identity, opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a
         handoff, or the data directory validated into a new spool (ingest.py)."""
         opt, work = self.opt, self.work
+        if opt.follow:
+            self.follower = start_following(self, resuming, end_flush_s(self.lg.nodes.values()))
+            return self.follower.ing.res if wait_for_first(self.follower, self.halt,
+                                                           self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
             return IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
         if self.h.prepared is not None:
@@ -152,12 +199,12 @@ class _Run:
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
 
-    def _set_up(self, ingest: IngestResult, resuming: bool) -> Execution:
+    def _set_up(self, ingest: IngestResult, resuming: bool, sinks) -> Execution:
         """The DB-ops' runtimes (MIGs), the stages, and the state of an interrupted run."""
         opt, work, h, plan = self.opt, self.work, self.h, self.plan
         life = None if ingest.first_ts is None else (
             first_instant(ingest.first_ts, self.slide_s),
-            last_instant(ingest.last_ts, self.extent_s, self.slide_s))
+            None if opt.follow else last_instant(ingest.last_ts, self.extent_s, self.slide_s))
         if life is not None and h.start_at is not None:
             life = (h.start_at, life[1])
         ff_batches, ff_seconds = ingest.warmup_files, min(self._fast_forward_s(), ingest.files)
@@ -180,10 +227,12 @@ class _Run:
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
                                  moved=h.moved.get(c.id), stop_at=h.stop_at)
                 for c in plan.db_ops}
-        ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns),
+        ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns, sinks),
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        event_seconds_done, self.prog.batch, watch=h.watch,
-                       tail_s=_spark_tail_s(plan, spb))
+                       tail_s=_spark_tail_s(plan, spb), halt=self.halt)
+        if opt.follow:  # bounded: the last hour of micro-batches at one a second
+            ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
         resumed_at = None
         for st in staged.stages:
             log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")

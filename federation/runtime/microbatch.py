@@ -32,6 +32,11 @@ from federation.runtime.recovery import ResultParts, StageLog, atomic_write_parq
 from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 
+
+class Halted(RuntimeError):
+    """A micro-batch that arrived after the run was halted (left to a resumed run)."""
+
+
 END_OF_INPUT_BATCH = 10**8
   # the key of the parts written when the input is drained
 
@@ -97,6 +102,9 @@ class Execution:
     #: stops
     tail_s: float = 0.0
     stopping: threading.Event = field(default_factory=threading.Event)
+    #: set, no new micro-batch is handled: the handler raises, so Spark does not commit
+    #: it and a resumed run does it (a following run stopped by a signal, live.py)
+    halt: threading.Event = field(default_factory=threading.Event)
 
     def consider_stop(self, clock: dt.datetime | None) -> None:
         if self.watch is None or self.stop_at is not None or clock is None:
@@ -151,6 +159,8 @@ class BatchHandler:
                 return  # idempotent by micro-batch id (a replay after a crash)
             if st.index == 0 and ex.stopping.is_set():
                 return  # stopped at a migration: this input is the next placement's
+            if ex.halt.is_set():
+                raise Halted(f"stage {st.index} batch {batch_id}: halted, not handled")
             fault_point("batch_start")
             t0 = time.perf_counter()
             tbl = batch_df.toArrow()

@@ -81,12 +81,14 @@ class MigRuntime:
     def __init__(self, db_op: DbOp, slide_s: float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
-                 life: tuple[dt.datetime, dt.datetime] | None = None,
+                 life: tuple[dt.datetime, dt.datetime | None] | None = None,
                  state_path: str | None = None, moved=None,
                  stop_at: dt.datetime | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
-        included. Without it, from the first row it receives to the last row's window.
+        included; a followed input has no last one (None: every instant up to the clock,
+        until `end_life`). Without it, from the first row it receives to the last row's
+        window.
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
         MIG continues after the last micro-batch it committed (`applied`).
         `moved`: window state taken from an old placement's DB-op at a migration (move,
@@ -122,6 +124,11 @@ class MigRuntime:
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
     _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")
+
+    def end_life(self, last: dt.datetime) -> None:
+        """A followed input ended: its last slide instant is now known."""
+        if self.life is not None:
+            self.life = (self.life[0], last)
 
     def stop_before(self, stop_at: dt.datetime) -> None:
         """A migration at instant `stop_at`: the MIG computes the instants before it only,
@@ -186,8 +193,8 @@ class MigRuntime:
         # beyond the last instant whose windows or relations can hold a row, every input is
         # empty and so is the result: never enumerate slides up to a far-future flush
         bounds = []
-        if self.life is not None:
-            bounds.append(self.life[1])
+        if self.life is not None:  # a followed input: every instant up to the clock
+            bounds.append(watermark if self.life[1] is None else self.life[1])
         elif self.max_data_ts is not None:
             bounds.append(self.max_data_ts + dt.timedelta(seconds=self.horizon_s))
         if self.max_rel_tau is not None and self.life is None:

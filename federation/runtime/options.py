@@ -4,6 +4,7 @@ its flag, federation/cli/run.py). Also the one place that makes work directories
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import tempfile
@@ -76,6 +77,16 @@ class RunOptions(CheckedOptions):
     (needs seconds_per_batch=1); results are the same. `drain=False` (throughput only):
     the windows that close after the last event second are not computed. `domains`: column
     -> allowed values (default: the stream's declared domains).
+
+    `follow`: read the data directory's files as they land and never end by itself (a
+    halt, SIGINT or SIGTERM stops it after the micro-batch in progress; the same work
+    directory resumes and follows on); `until` (an event time) ends the input when the
+    stream's clock reaches it; `idle_timeout_s`: after that much wall time without a file
+    the clock moves on with wall time (federation/runtime/follow.py). Results go to the
+    sinks as they are computed: `output` a directory (followed: one Parquet part per
+    micro-batch and a manifest) or a `.duckdb` file (table `output_table`), `console`
+    prints each instant, `sinks` more objects with put(key, rows) and close()
+    (federation/runtime/sinks.py).
     """
 
     seconds_per_batch: int = 1
@@ -91,16 +102,29 @@ class RunOptions(CheckedOptions):
     warmup_batch_s: int | None = None
     drain: bool = True
     domains: dict[str, set] | None = None
+    follow: bool = False
+    idle_timeout_s: float = 5.0
+    until: dt.datetime | None = None
+    output_table: str = "results"
+    console: bool = False
+    sinks: tuple = ()
 
     @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
     @classmethod
     def _counts(cls, v, info):
         return None if v is None and info.field_name != "seconds_per_batch" else _whole(v)
 
-    @field_validator("event_horizon_s", "budget_s", mode="before")
+    @field_validator("event_horizon_s", "budget_s", "idle_timeout_s", mode="before")
     @classmethod
     def _positive(cls, v, info):
         return None if v is None and info.field_name == "budget_s" else _finite(v)
+
+    @field_validator("output_table", mode="before")
+    @classmethod
+    def _table(cls, v):
+        if not isinstance(v, str) or not v.replace("_", "a").isalnum() or v[0].isdigit():
+            raise ValueError(f"must be a table name (letters, digits, _), got {v!r}")
+        return v
 
     @field_validator("allowed_lateness_s", mode="before")
     @classmethod
@@ -109,10 +133,15 @@ class RunOptions(CheckedOptions):
 
     @model_validator(mode="after")
     def _together(self):
+        if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
+            raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
+        if self.until is not None and not self.follow:
+            raise OptionError("until", "needs follow=True (a directory read once ends at "
+                              "its last file)")
         if self.warmup_batch_s is not None and self.seconds_per_batch != 1:
             raise OptionError("warmup_batch_s", "needs seconds_per_batch=1, got "
                               f"seconds_per_batch={self.seconds_per_batch}")
-        why = check_output(self.output, self.overwrite)
+        why = check_output(self.output, self.overwrite, self.follow)
         if why:
             raise OutputError(why)
         return self
@@ -138,17 +167,23 @@ class GenerateOptions(CheckedOptions):
 
 
 def output_path(output: Path) -> Path:
-    """Where `output` is written: the file itself (.parquet) or results.parquet inside."""
-    return output if output.suffix == ".parquet" else output / "results.parquet"
+    """Where `output` is written at the end of a run: the file itself (.parquet or a
+    .duckdb sink) or results.parquet inside."""
+    return output if output.suffix in (".parquet", ".duckdb") else output / "results.parquet"
 
 
-def check_output(output: Path | str | None, overwrite: bool = False) -> str | None:
-    """Why the results cannot be written to `output`, or None; checked before any work."""
+def check_output(output: Path | str | None, overwrite: bool = False,
+                 follow: bool = False) -> str | None:
+    """Why the results cannot be written to `output`, or None; checked before any work.
+    A .duckdb file may exist (its table gets the rows); a followed run's directory too
+    (it holds the parts of this run, or another's: checked when the run starts)."""
     if output is None:
         return None
     output = Path(output)
+    if follow and output.suffix == ".parquet":
+        return "a following run writes a directory of parts or a .duckdb file, not one file"
     path = output_path(output)
-    if path.exists() and not overwrite:
+    if path.exists() and not overwrite and output.suffix != ".duckdb" and not follow:
         return f"{path} exists; pass --overwrite to replace it"
     parent = path.parent
     if output.suffix == ".parquet" and not parent.is_dir():

@@ -126,15 +126,23 @@ class StageLog:
 
 
 class ResultParts:
-    """The query's result rows as parts on disk, keyed by (stage, batch id)."""
+    """The query's result rows as parts on disk, keyed by (stage, batch id), then handed
+    to the run's sinks (federation/runtime/sinks.py) as the user sees them."""
 
-    def __init__(self, directory: Path, columns: list[str]) -> None:
+    def __init__(self, directory: Path, columns: list[str], sinks=()) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.columns = columns
+        self.sinks = list(sinks)
+        self.rows = 0  # handed on by this process (a replayed batch counts again)
 
     def put(self, key: tuple, t: pa.Table) -> None:
         atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
+        self.rows += t.num_rows
+        if self.sinks and t.num_rows:
+            rows = results_table([t], self.columns)
+            for s in self.sinks:
+                s.put(key, rows)
 
     def table(self) -> pa.Table:
         return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],

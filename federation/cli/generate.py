@@ -1,0 +1,68 @@
+"""`fedq generate`: smart-plug data, one Parquet file per event second."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from federation.cli.args import Help, count, positive, rate_profile
+from federation.conventions import REJECTED_CSV
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from federation.cli.progress import ConsoleProgress
+    from federation.smartplug.datagen import generate
+
+    if a.csv is not None:
+        from federation.smartplug.csvload import load_csv
+
+        if not a.csv.is_file():
+            print(f"fedq generate: --csv: {a.csv} is not a file", file=sys.stderr)
+            return 2
+        with ConsoleProgress() as progress:
+            progress.phase(f"converting {a.csv}", unit="files")
+            s = load_csv(a.csv, a.out, progress=progress.advance)
+        print(f"converted {a.csv}: {s.rows} rows in {s.files} files, {s.rejected} rejected "
+              f"(see {a.out / REJECTED_CSV})" if s.rejected else
+              f"converted {a.csv}: {s.rows} rows in {s.files} files")
+        return 0
+    seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds
+    with ConsoleProgress() as progress:
+        progress.phase(f"generating {a.out}", total=seconds, unit="event seconds")
+        s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
+                     seed=a.seed, progress=progress.advance, start=a.start,
+                     rate_profile=a.rate_profile)
+    print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
+          + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
+             if a.rate_profile else ""))
+    return 0
+
+
+def add_parser(sub) -> None:
+    g = sub.add_parser(
+        "generate", help="write smart-plug data, one Parquet file per second",
+        description="Write a synthetic DEBS 2014 smart-plug stream (load and work readings "
+                    "of every plug), one Parquet file per event second, or convert the real "
+                    "DEBS 2014 CSV file (--csv).",
+        epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
+               "  fedq generate --csv sorted.csv --out data/    # the real data set",
+        formatter_class=Help)
+    g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
+    g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
+    g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",
+                   help="a rate that changes over event time, e.g. 2000:120,40000:120,2000:60 "
+                        "(replaces --rate and --seconds)")
+    g.add_argument("--plugs", type=count, default=None,
+                   help="plugs (groups); default: what --houses draws (1-6 households of "
+                        "2-10 plugs per house)")
+    g.add_argument("--houses", type=count, default=40, help="houses the plugs belong to")
+    g.add_argument("--seed", type=int, default=0, help="random seed (same seed, same data)")
+    g.add_argument("--out", type=Path, required=True, help="the data directory to write")
+    g.add_argument("--start", type=datetime.fromisoformat, default=datetime(2013, 9, 1),
+                   help="event time of the first second (ISO date)")
+    g.add_argument("--csv", type=Path, default=None,
+                   help="convert this DEBS 2014 CSV file instead of generating (rows that "
+                        "do not parse go to OUT/_rejected.csv); other streams: fedq import")
+    g.set_defaults(func=cmd_generate)

@@ -1,0 +1,100 @@
+"""What a following run adds to `execute` (docs/architecture.md, "Live streams"): the
+follower that grows the spool as files land, the wait for the first reading, and the
+sinks that get each micro-batch's rows as they are computed."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+from federation.errors import FedqError, OptionError
+from federation.runtime.follow import Follower
+from federation.runtime.ingest import Ingestor
+from federation.runtime.options import RunOptions
+from federation.runtime.progress import RunProgress
+
+RUN_ID_FILE = "run-id"
+
+
+class RunHalted(FedqError):
+    """A run was halted before it had anything to compute."""
+
+
+def run_id(work: Path, resuming: bool) -> str:
+    """This run's id: new for a new run, the interrupted run's when it resumes (the sinks
+    know their rows by it)."""
+    path = work / RUN_ID_FILE
+    if resuming and path.exists():
+        return path.read_text().strip()
+    rid = uuid.uuid4().hex[:16]
+    path.write_text(rid + "\n")
+    return rid
+
+
+def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool) -> list:
+    """The run's sinks (federation/runtime/sinks.py): the output when it is a .duckdb file
+    or a following run's directory, the console, and the given ones."""
+    from federation.runtime.sinks import ConsoleSink, DuckDBTableSink, ParquetDirectorySink
+
+    sinks = []
+    out = opt.output
+    if out is not None and out.suffix == ".duckdb":
+        sinks.append(DuckDBTableSink(out, opt.output_table, rid,
+                                     replace=opt.overwrite and not resuming))
+    elif out is not None and opt.follow:
+        _claim_directory(out, rid, opt.overwrite and not resuming)
+        sinks.append(ParquetDirectorySink(out))
+    if opt.console:
+        sinks.append(ConsoleSink())
+    return sinks + list(opt.sinks)
+
+
+def _claim_directory(out: Path, rid: str, replace: bool) -> None:
+    owner = out / "_run"
+    if owner.exists() and owner.read_text().strip() != rid:
+        if not replace:
+            raise OptionError("output", f"{out} holds the results of another run; pass "
+                              "--overwrite to replace them, or name another directory")
+        shutil.rmtree(out)
+    elif out.exists() and not owner.exists() and any(out.iterdir()) and not replace:
+        raise OptionError("output", f"{out} is not empty; pass --overwrite to replace it")
+    elif out.exists() and not owner.exists() and replace:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    owner.write_text(rid + "\n")
+
+
+def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
+    """The follower of a run (execute._Run) over its data directory, going on from the
+    spool of an interrupted run; `flush_after_s`: how far the flush at `until` goes."""
+    opt = run.opt
+    domains = opt.domains
+    if domains is None:
+        domains = {c: set(v) for c, v in run.stream.domains.items()}
+    kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": domains,
+          "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s}
+    input_dir = run.work / "input"
+    ing = Ingestor.resumed(input_dir, run.stream, **kw) if resuming else \
+        Ingestor(input_dir, run.stream, **kw)
+    data = Path(run.data)
+    if not data.is_dir():
+        raise OptionError("data", f"{data} is not a directory")
+    if not resuming:
+        ing.count_csv_rejects(data)
+    return Follower(data, ing, idle_timeout_s=opt.idle_timeout_s, until=opt.until,
+                    flush_after_s=flush_after_s).start()
+
+
+def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress) -> bool:
+    """Wait until the spool holds a reading (the query's first instant is then known);
+    False when halted first."""
+    if not follower.started.is_set():
+        prog.phase(f"waiting for the first file in {follower.data}")
+    while not follower.started.wait(0.2):
+        if halt.is_set():
+            return False
+    if follower.error is not None:
+        raise follower.error
+    return True
