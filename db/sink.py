@@ -10,14 +10,22 @@ import pyarrow as pa
 
 class DuckDBTableSink:
     """A table of a DuckDB database file: each micro-batch's rows and its key (table
-    `fedq_batches`: table, stage, batch) are inserted in one transaction, and a key already
-    there is skipped, so every row is in the table exactly once across crashes."""
+    `fedq_batches`: table, run, stage, batch) are inserted in one transaction, and a key
+    already there is skipped, so every row is in the table exactly once across crashes. A
+    new run appends to the table (`replace`: drops it first)."""
 
-    def __init__(self, path: Path, table: str) -> None:
+    def __init__(self, path: Path, table: str, run: str, replace: bool = False) -> None:
         self.con = duckdb.connect(str(path))
-        self.table = table
-        self.con.execute("CREATE TABLE IF NOT EXISTS fedq_batches (tbl VARCHAR, stage INTEGER, "
-                         "batch BIGINT, rows BIGINT, PRIMARY KEY (tbl, stage, batch))")
+        self.table, self.run = table, run
+        self.con.execute("CREATE TABLE IF NOT EXISTS fedq_batches (tbl VARCHAR, run VARCHAR, "
+                         "stage INTEGER, batch BIGINT, rows BIGINT, "
+                         "PRIMARY KEY (tbl, run, stage, batch))")
+        if replace:
+            self.con.execute(f"DROP TABLE IF EXISTS {self._quoted()}")
+            self.con.execute("DELETE FROM fedq_batches WHERE tbl = ?", [table])
+
+    def _quoted(self) -> str:
+        return '"' + self.table.replace('"', '""') + '"'
 
     def put(self, key: tuple[int, int], rows: pa.Table) -> None:
         if not rows.num_rows:
