@@ -28,12 +28,17 @@ def cmd_generate(a: argparse.Namespace) -> int:
               f"(see {a.out / REJECTED_CSV})" if s.rejected else
               f"converted {a.csv}: {s.rows} rows in {s.files} files")
         return 0
+    if a.start is None:
+        a.start = (datetime.now().replace(microsecond=0) if a.realtime
+                   else datetime(2013, 9, 1))
     seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds
+    speed = a.speed if a.realtime else None
     with ConsoleProgress() as progress:
-        progress.phase(f"generating {a.out}", total=seconds, unit="event seconds")
+        progress.phase(f"generating {a.out}" + (" in real time" if speed else ""),
+                       total=seconds, unit="event seconds")
         s = generate(a.out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
                      seed=a.seed, progress=progress.advance, start=a.start,
-                     rate_profile=a.rate_profile)
+                     rate_profile=a.rate_profile, realtime=speed)
     print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
           + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
              if a.rate_profile else ""))
@@ -47,10 +52,16 @@ def add_parser(sub) -> None:
                     "of every plug), one Parquet file per event second, or convert the real "
                     "DEBS 2014 CSV file (--csv).",
         epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
+               "  fedq generate --realtime --seconds 3600 --out landing/   # a live producer\n"
                "  fedq generate --csv sorted.csv --out data/    # the real data set",
         formatter_class=Help)
     g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
     g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
+    g.add_argument("--realtime", action="store_true",
+                   help="write one event second per wall second (a live producer for "
+                        "fedq run --follow); the event time starts now unless --start")
+    g.add_argument("--speed", type=positive, default=1.0,
+                   help="with --realtime: event seconds per wall second")
     g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",
                    help="a rate that changes over event time, e.g. 2000:120,40000:120,2000:60 "
                         "(replaces --rate and --seconds)")
@@ -60,8 +71,9 @@ def add_parser(sub) -> None:
     g.add_argument("--houses", type=count, default=40, help="houses the plugs belong to")
     g.add_argument("--seed", type=int, default=0, help="random seed (same seed, same data)")
     g.add_argument("--out", type=Path, required=True, help="the data directory to write")
-    g.add_argument("--start", type=datetime.fromisoformat, default=datetime(2013, 9, 1),
-                   help="event time of the first second (ISO date)")
+    g.add_argument("--start", type=datetime.fromisoformat, default=None,
+                   help="event time of the first second (ISO date; default 2013-09-01, "
+                        "with --realtime the current second)")
     g.add_argument("--csv", type=Path, default=None,
                    help="convert this DEBS 2014 CSV file instead of generating (rows that "
                         "do not parse go to OUT/_rejected.csv); other streams: fedq import")

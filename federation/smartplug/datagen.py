@@ -138,6 +138,7 @@ def generate(
     start: datetime = datetime(2013, 9, 1),
     progress: ProgressFn | None = None,
     rate_profile: list[tuple[float, int]] | None = None,
+    realtime: float | None = None,
 ) -> GenerateSummary:
     """Write a synthetic DEBS 2014 smart-plug stream as one Parquet file per event second.
 
@@ -150,6 +151,9 @@ def generate(
     ``progress(done, seconds)`` is called about every 5 %. ``rate_profile`` (phases of
     (tuples/s, event seconds), e.g. ``[(2000, 120), (40000, 120)]``) replaces ``rate`` and
     ``seconds``: the rate changes over event time, the plugs stay the same.
+    ``realtime`` (a speed, 1.0 = real time): second ``s`` is written when ``s / realtime``
+    wall seconds have passed since the start (a live producer for ``fedq run --follow``;
+    each file appears at once under its final name, as the follower expects).
     """
     if rate_profile is not None:
         rate_profile = [(float(r), int(n)) for r, n in rate_profile]
@@ -178,8 +182,10 @@ def generate(
     base = _mtime_base(seconds)
     step = _progress_step(seconds)
     for s in range(seconds):
-        _write_part(out, s, model.second(s, None if per_second is None else per_second[s]),
-                    base + s)
+        table = model.second(s, None if per_second is None else per_second[s])
+        if realtime:
+            time.sleep(max(0.0, t0 + (s + 1) / realtime - time.perf_counter()))
+        _write_part(out, s, table, base + s)
         if progress is not None and ((s + 1) % step == 0 or s + 1 == seconds):
             progress(s + 1, seconds)
 
