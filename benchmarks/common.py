@@ -23,6 +23,7 @@ def environment() -> dict:
             versions[pkg] = None
     return {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "commit": commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
             "platform": platform.platform(),
@@ -32,6 +33,21 @@ def environment() -> dict:
         },
         "versions": versions,
     }
+
+
+def commit() -> str | None:
+    """The commit the measurement ran on (with "+dirty" when the tree had changes)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty.strip() else "")
 
 
 def write_result(name: str | Path, payload: dict, out_dir: Path | None = None) -> Path:

@@ -129,10 +129,10 @@ class RunHandle:
 def start(query: Rstream, placement: str | Mapping[str, str] = "auto",
           data: str | Path | None = None, options: RunOptions | None = None, *,
           iterate: bool = True, profile: CostProfile | None = None, spark=None,
-          **option_values) -> RunHandle:
+          progress=None, **option_values) -> RunHandle:
     """`run` in a background thread (same arguments; `follow=True` to follow a landing
     directory); the handle yields the results as they are computed (`iterate=False`:
-    only the other sinks get them)."""
+    only the other sinks get them); `progress` is told what `run` tells it."""
     import threading
 
     from federation.runtime.progress import RunProgress
@@ -143,9 +143,18 @@ def start(query: Rstream, placement: str | Mapping[str, str] = "auto",
     sink = QueueSink() if iterate else None
     handle = RunHandle(sink, halt)
 
+    told = as_progress(progress)
+
     class _Status(RunProgress):
+        def phase(self, name, total=None, unit="") -> None:
+            told.phase(name, total, unit)
+
+        def advance(self, done, total=None) -> None:
+            told.advance(done, total)
+
         def batch(self, m) -> None:
             handle._batch(m)
+            told.batch(m)
 
     def main() -> None:
         try:

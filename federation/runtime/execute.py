@@ -34,7 +34,7 @@ from federation.runtime.live import (
     start_following,
     wait_for_first,
 )
-from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
+from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool, watermark
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import RunOptions, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
@@ -233,6 +233,7 @@ class _Run:
                        tail_s=_spark_tail_s(plan, spb), halt=self.halt)
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
+            ex.event_seconds_done = _seconds_by_clock(staged, ingest)
         resumed_at = None
         for st in staged.stages:
             log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
@@ -258,8 +259,12 @@ class _Run:
             self.prog.phase("starting Spark")
             self.spark = get_spark()
         chk_root = self.work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
+        # a following run takes whatever has landed, up to a minute of event time per
+        # micro-batch (the same results: batches are free to be any size), so that a
+        # backlog is caught up in a few batches instead of one file per batch
+        files_per_batch = max(opt.seconds_per_batch, 60) if opt.follow else opt.seconds_per_batch
         builder = StageBuilder(self.spark, staged, self.stream, ingest.spool_dir,
-                               self.reentry_dirs, opt.seconds_per_batch,
+                               self.reentry_dirs, files_per_batch,
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s)
         for st in staged.stages:
             builder.build(st)
@@ -271,6 +276,20 @@ class _Run:
                     st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                     f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
                     opt.seconds_per_batch if opt.realtime else None)
+
+
+def _seconds_by_clock(staged: StagedPlan, ingest: IngestResult) -> Callable[[int], int]:
+    """Event seconds done by a following run (batches of any size): its clock's distance
+    from the first reading, at most what has landed."""
+    st = staged.stages[0]
+
+    def done(_batches: int) -> int:
+        c = watermark(st.clock, st.clock_sources, 0.0)
+        if c is None or ingest.first_ts is None:
+            return 0
+        return min(ingest.files, max(0, int((c - ingest.first_ts).total_seconds()) + 1))
+
+    return done
 
 
 def _claim_work(work: Path, identity: dict, fresh: bool) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -50,6 +51,7 @@ class IngestResult(BaseModel):
     warmup_files: int = 0  # of which merged warm-up files
     quarantined: list[dict[str, str]] = Field(default_factory=list)  # unreadable files
     tick_hi: datetime | None = None  # the last grid tick written
+    cpu_s: float = 0.0  # CPU time of validating and spooling (the ingest's thread)
     #: per input file, in order: its name, good rows and first event time (a spool without
     #: fast-forward has one spool file per input file, in the same order: `sub_spool`)
     file_names: list[str] = Field(default_factory=list)
@@ -192,6 +194,13 @@ class Ingestor:
     def add(self, path: Path, last: bool = True) -> None:
         """Validate one input file into the spool (`last`: no later file is known yet, so
         a fast-forward group ends here)."""
+        cpu0 = time.thread_time()
+        try:
+            self._add(path, last)
+        finally:
+            self.res.cpu_s += time.thread_time() - cpu0
+
+    def _add(self, path: Path, last: bool) -> None:
         res, stream, ts_col = self.res, self.stream, self.stream.ts_column
         k = res.files
         raw, why = read_part(path, stream)

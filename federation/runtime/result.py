@@ -57,6 +57,10 @@ class RunSummary(BaseModel):
     result_rows: int
     event_seconds: int
     input_rows: int
+    #: CPU seconds of the ingest (validation and spool; outside rho for a directory read
+    #: before Spark starts, inside it while following) and its rows per CPU second
+    ingest_cpu_s: float | None = None
+    ingest_rows_per_cpu_s: float | None = None
     wall_s: float
     rho: float
     rho_steady: float

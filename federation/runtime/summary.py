@@ -53,6 +53,8 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
         result_rows=result_rows,
         event_seconds=ingest.files,
         input_rows=ingest.rows_in,
+        ingest_cpu_s=ingest.cpu_s,
+        ingest_rows_per_cpu_s=ingest.rows_in / ingest.cpu_s if ingest.cpu_s else None,
         wall_s=wall,
         rho=ingest.files / wall if wall else nan,
         rho_steady=secs_per_batch / per_batch if per_batch and not math.isnan(per_batch)

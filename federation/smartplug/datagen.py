@@ -139,6 +139,7 @@ def generate(
     progress: ProgressFn | None = None,
     rate_profile: list[tuple[float, int]] | None = None,
     realtime: float | None = None,
+    burst_s: int = 0,
 ) -> GenerateSummary:
     """Write a synthetic DEBS 2014 smart-plug stream as one Parquet file per event second.
 
@@ -153,7 +154,8 @@ def generate(
     ``seconds``: the rate changes over event time, the plugs stay the same.
     ``realtime`` (a speed, 1.0 = real time): second ``s`` is written when ``s / realtime``
     wall seconds have passed since the start (a live producer for ``fedq run --follow``;
-    each file appears at once under its final name, as the follower expects).
+    each file appears at once under its final name, as the follower expects); the first
+    ``burst_s`` seconds are written at once (a backlog that fills the windows).
     """
     if rate_profile is not None:
         rate_profile = [(float(r), int(n)) for r, n in rate_profile]
@@ -183,8 +185,8 @@ def generate(
     step = _progress_step(seconds)
     for s in range(seconds):
         table = model.second(s, None if per_second is None else per_second[s])
-        if realtime:
-            time.sleep(max(0.0, t0 + (s + 1) / realtime - time.perf_counter()))
+        if realtime and s >= burst_s:
+            time.sleep(max(0.0, t0 + (s + 1 - burst_s) / realtime - time.perf_counter()))
         _write_part(out, s, table, base + s)
         if progress is not None and ((s + 1) % step == 0 or s + 1 == seconds):
             progress(s + 1, seconds)

@@ -1,0 +1,369 @@
+"""MQTT as a source: a subscriber that turns the messages of a topic into landing files,
+which a following run reads as any landing directory (federation/runtime/follow.py).
+
+Why files: the follower, the ingest's validation, its dead letters and the resumption from
+the spool stay the same whatever the source; the subscriber only has to make each message
+durable once before it acknowledges it.
+
+A message is a JSON object (one reading), a JSON array of objects, or CSV lines (values
+in the stream's column order, no header). Readings are buffered and written every
+`flush_s` of wall time (or every `MAX_READINGS` readings) as ONE landing file
+`part-<seq:012d>.parquet` with the stream's columns: written under a hidden name, fsync'd,
+renamed into place, the directory fsync'd, and only then are its messages acknowledged
+(PUBACK). Types are the ingest's business: a column whose values mix Python types is
+written as strings and the ingest casts them, dead-lettering what does not cast; a reading
+without a column has a null there (dead-lettered too). TIMESTAMP values may be ISO strings
+(with or without a zone: zoned ones are converted to UTC) or epoch seconds.
+
+Exactly once across a crash, with a broker that redelivers unacknowledged QoS-1 messages
+to a persistent session (client id stable across restarts): a message written to a
+landing file but not acknowledged before the crash comes again, and is dropped. The rule:
+the SHA-256 of every payload written is kept in its landing file's Parquet metadata
+(`HASHES_KEY`), the hashes of the last `DEDUP_FILES` files are loaded on start, and a
+payload whose hash is there is skipped, so two byte-identical messages within that
+horizon are one. A message that cannot be parsed goes to `_rejected.jsonl` (topic, text,
+reason) and is acknowledged: it never blocks the stream. Every message is acknowledged
+within about `flush_s` of its receipt (amqtt forgets a message not acknowledged in 5 s).
+
+The broker must let enough messages be in flight to one client: the subscriber acknowledges
+a whole file at a time (mosquitto's `max_inflight_messages`, default 20, caps it).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from federation.parts import arrow_type
+from federation.streams import StreamDecl
+
+HASHES_KEY = b"fedq.mqtt.hashes"
+REJECTED = "_rejected.jsonl"
+MAX_READINGS = 50_000  # a landing file holds at most about that many readings
+DEDUP_FILES = 100  # the hashes of that many last landing files are remembered
+_LANDING = re.compile(r"^part-(\d{12})\.parquet$")
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int, str]:
+    """(host, port, topic) of `mqtt://host[:port]/topic` (port 1883 by default; the topic
+    may hold `/` and the wildcards `+` and `#`).
+
+    >>> parse_mqtt_url("mqtt://broker:1884/plugs/+/readings")
+    ('broker', 1884, 'plugs/+/readings')
+    """
+    try:
+        u = urlsplit(url, allow_fragments=False)  # "#" is the MQTT wildcard
+        port = u.port or 1883
+    except ValueError as e:
+        raise ValueError(f"bad MQTT URL {url!r}: {e}") from None
+    topic = unquote(u.path[1:]) if u.path.startswith("/") else ""
+    if u.scheme != "mqtt" or not u.hostname or not topic or u.query:
+        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://HOST[:PORT]/TOPIC")
+    return u.hostname, port, topic
+
+
+class MqttLanding:
+    """Subscribes to the topic of `url` (QoS 1, persistent session `client_id`) and writes
+    its messages into `landing_dir` as landing files (module doc). `start()`, `stop()`;
+    `.error` is an exception of its threads or of the connection, else None. Counters:
+    `messages` received, `readings` and `files` written, `acked` messages, `duplicates`
+    dropped, `rejected` messages."""
+
+    def __init__(self, url: str, landing_dir: Path, stream: StreamDecl, client_id: str,
+                 flush_s: float = 1.0) -> None:
+        if not flush_s > 0:
+            raise ValueError(f"flush_s must be > 0, got {flush_s!r}")
+        self.url = url
+        self.host, self.port, self.topic = parse_mqtt_url(url)
+        self.dir = Path(landing_dir)
+        self.stream = stream
+        self.client_id = client_id
+        self.flush_s = flush_s
+        self.error: BaseException | None = None
+        self.messages = self.readings = self.files = self.acked = 0
+        self.duplicates = self.rejected = 0
+        self.connected = False
+        self._lock = threading.Lock()  # the buffer
+        self._flushing = threading.Lock()  # one flush at a time, in sequence order
+        self._rows: list[dict | list] = []  # parsed readings (dicts, or CSV value lists)
+        self._hashes: set[str] = set()  # of the payloads in _rows
+        self._acks: list[tuple[int, int]] = []  # (mid, qos) to acknowledge after the write
+        self._rejects: list[str] = []  # lines for _rejected.jsonl
+        self._first_at: float | None = None  # wall time of the oldest message not acked
+        self._seen: set[str] = set()
+        self._recent: list[list[str]] = []  # hashes per landing file, oldest first
+        self._ready = threading.Event()
+        self._halt = threading.Event()
+        self._closing = False
+        self._thread = threading.Thread(target=self._main, name="fedq-mqtt", daemon=True)
+        self._client = None
+
+    # -- life --------------------------------------------------------------------------
+
+    def start(self, timeout_s: float = 20.0) -> MqttLanding:
+        """Connect and subscribe (or find the session's subscription); a failure is left in
+        `.error`. Returns once subscribed, so nothing published afterwards is missed."""
+        import paho.mqtt.client as mqtt
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._seq = self._recover()
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                        clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
+        c.username_pw_set("fedq")  # amqtt keeps sessions of named clients only
+        c.on_connect, c.on_subscribe = self._on_connect, self._on_subscribe
+        c.on_message, c.on_disconnect = self._on_message, self._on_disconnect
+        self._client = c
+        try:
+            c.connect(self.host, self.port, keepalive=30)
+        except OSError as e:
+            self.error = ConnectionError(f"cannot connect to the MQTT broker of {self.url}: {e}")
+            return self
+        c.loop_start()
+        self._thread.start()
+        if not self._ready.wait(timeout_s) and self.error is None:
+            self.error = TimeoutError(f"no subscription to {self.url} within {timeout_s:g} s")
+        return self
+
+    def stop(self) -> None:
+        """Write and acknowledge what is buffered, then disconnect (a message arriving
+        meanwhile is not acknowledged: the broker keeps it for the session)."""
+        self._closing = True
+        self._halt.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._client is None:
+            return
+        try:
+            if self.error is None:
+                self._flush()
+        except Exception as e:  # noqa: BLE001 - reported like a thread's failure
+            self.error = e
+        finally:
+            self._client.disconnect()
+            self._client.loop_stop()
+
+    def _main(self) -> None:
+        while not self._halt.wait(0.05):
+            first = self._first_at
+            if first is not None and time.monotonic() - first >= self.flush_s:
+                try:
+                    self._flush()
+                except Exception as e:  # noqa: BLE001 - handed to the caller via .error
+                    self._fail(e)
+                    return
+
+    def _fail(self, e: BaseException) -> None:
+        self.error = e
+        self._closing = True  # buffer no more: nothing will be acknowledged
+        if self._client is not None:
+            self._client.disconnect()
+
+    # -- paho callbacks (its network thread) -------------------------------------------
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            self.error = ConnectionError(f"MQTT broker of {self.url} refused the "
+                                         f"connection: {reason_code}")
+            self._ready.set()
+            return
+        self.connected = True
+        if flags.session_present:
+            self._ready.set()
+        else:
+            client.subscribe(self.topic, qos=1)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        if any(rc.is_failure for rc in reason_codes):
+            self.error = ConnectionError(f"MQTT broker refused the subscription {self.url}")
+        self._ready.set()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self.connected = False  # paho reconnects by itself unless we disconnected
+
+    def _on_message(self, client, userdata, msg) -> None:
+        if self._closing:
+            return
+        try:
+            self._receive(msg.topic, msg.payload, (msg.mid, msg.qos))
+            if len(self._rows) >= MAX_READINGS:
+                self._flush()  # blocks the network thread: memory stays bounded
+        except Exception as e:  # noqa: BLE001 - paho would swallow or die
+            self._fail(e)
+
+    # -- messages ----------------------------------------------------------------------
+
+    def _receive(self, topic: str, payload: bytes, ack: tuple[int, int]) -> None:
+        digest = hashlib.sha256(payload).hexdigest()
+        with self._lock:
+            self.messages += 1
+            if self._first_at is None:
+                self._first_at = time.monotonic()
+            self._acks.append(ack)
+            if digest in self._seen or digest in self._hashes:
+                self.duplicates += 1
+                return
+            rows, why = parse_payload(payload, len(self.stream.columns))
+            if why is not None:
+                self.rejected += 1
+                text = payload.decode("utf-8", "replace")[:2000]
+                self._rejects.append(json.dumps({"topic": topic, "payload": text,
+                                                 "reason": why}) + "\n")
+                return
+            self._rows.extend(rows)
+            self._hashes.add(digest)
+
+    def _flush(self) -> None:
+        """Write the buffer as one landing file (if it holds readings) and the rejected
+        messages, durably, then acknowledge every message of it."""
+        with self._flushing:
+            with self._lock:
+                rows, hashes, acks, rejects = self._rows, self._hashes, self._acks, self._rejects
+                self._rows, self._hashes, self._acks, self._rejects = [], set(), [], []
+                self._first_at = None
+            if rejects:
+                with open(self.dir / REJECTED, "a", encoding="utf-8") as f:
+                    f.writelines(rejects)
+                    f.flush()
+                    os.fsync(f.fileno())
+            if rows:
+                self._write(self.table(rows), sorted(hashes))
+                self.readings += len(rows)
+            self._acknowledge(acks)
+
+    def _acknowledge(self, acks: list[tuple[int, int]]) -> None:
+        for mid, qos in acks:
+            self._client.ack(mid, qos)
+        self.acked += len(acks)
+
+    def table(self, rows: list) -> pa.Table:
+        """The landing table of parsed readings: the stream's columns (module doc)."""
+        cols = {}
+        for k, (name, typ) in enumerate(self.stream.columns.items()):
+            values = [r.get(name) if isinstance(r, dict) else r[k] for r in rows]
+            cols[name] = column(values, typ)
+        return pa.table(cols)
+
+    def _write(self, table: pa.Table, hashes: list[str]) -> None:
+        table = table.replace_schema_metadata({HASHES_KEY: json.dumps(hashes)})
+        path = self.dir / f"part-{self._seq:012d}.parquet"
+        tmp = path.with_name("." + path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self.dir)
+        self._seq += 1
+        self.files += 1
+        self._remember(hashes)
+
+    def _remember(self, hashes: list[str]) -> None:
+        self._recent.append(hashes)
+        self._seen.update(hashes)
+        while len(self._recent) > DEDUP_FILES:
+            self._seen.difference_update(self._recent.pop(0))
+
+    def _recover(self) -> int:
+        """The next sequence number; loads the hashes of the last landing files and removes
+        temporary files of a crashed writer (their messages were not acknowledged)."""
+        for p in self.dir.glob(".part-*.parquet.tmp"):
+            p.unlink()
+        seqs = sorted(int(m.group(1)) for p in self.dir.iterdir()
+                      if (m := _LANDING.match(p.name)))
+        for s in seqs[-DEDUP_FILES:]:
+            meta = pq.read_schema(self.dir / f"part-{s:012d}.parquet").metadata or {}
+            self._remember(json.loads(meta[HASHES_KEY]) if HASHES_KEY in meta else [])
+        return seqs[-1] + 1 if seqs else 0
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def parse_payload(payload: bytes, ncols: int) -> tuple[list, str | None]:
+    """The readings of a message (dicts from JSON, value lists from CSV), or the reason it
+    cannot be read."""
+    try:
+        text = payload.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return [], "not UTF-8 text"
+    if not text:
+        return [], "empty message"
+    if text[0] in "[{":
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            return [], f"not JSON: {e}"
+        rows = doc if isinstance(doc, list) else [doc]
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict):
+                return [], f"JSON array element {i} is not an object"
+        return rows, None
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text)) if r]
+    except csv.Error as e:
+        return [], f"not CSV: {e}"
+    for i, r in enumerate(rows):
+        if len(r) != ncols:
+            return [], (f"CSV line {i + 1} has {len(r)} values, the stream has {ncols} "
+                        "columns")
+    return [[v if v != "" else None for v in r] for r in rows], None
+
+
+def column(values: list, sql_type: str) -> pa.Array:
+    """A landing column from parsed values: Arrow's inferred type, or strings when the
+    values mix types (the ingest casts them to `sql_type`)."""
+    if sql_type == "TIMESTAMP":
+        values = [_timestamp(v) for v in values]
+    values = [json.dumps(v) if isinstance(v, (dict, list)) else v for v in values]
+    if all(v is None for v in values):
+        return pa.nulls(len(values), arrow_type(sql_type))
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return pa.array([None if v is None else _text(v) for v in values], pa.string())
+
+
+def _text(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, datetime):
+        return v.isoformat(sep=" ")
+    return json.dumps(v)
+
+
+def _timestamp(v):
+    """An ISO string or epoch seconds as a naive UTC datetime; anything else as it is."""
+    if isinstance(v, str):
+        try:
+            v = datetime.fromisoformat(v.strip())
+        except ValueError:
+            try:
+                v = float(v)
+            except ValueError:
+                return v
+    if isinstance(v, datetime):
+        return v if v.tzinfo is None else v.astimezone(timezone.utc).replace(tzinfo=None)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        try:
+            return datetime.fromtimestamp(v, timezone.utc).replace(tzinfo=None)
+        except (OverflowError, OSError, ValueError):
+            return v
+    return v
