@@ -105,3 +105,23 @@ def test_every_command_has_examples_and_every_option_says_what_it_does(command, 
     data.add_parsers(sub)
     mute = [a.option_strings or a.dest for a in sub.choices[command]._actions if not a.help]
     assert not mute, f"fedq {command}: options without help: {mute}"
+
+
+@pytest.mark.parametrize("extra,option,words", [
+    (["--follow"], "--follow", "needs --data"),
+    (["--until", "2013-09-01T00:10:00", "--data", "{data}"], "--until", "needs follow"),
+    (["--follow", "--data", "{data}", "--output", "{tmp}/x.parquet"], "--output",
+     "a following run writes a directory of parts or a .duckdb file"),
+    (["--follow", "--adaptive", "--data", "{data}"], "--follow", "cannot follow one yet"),
+    (["--follow", "--data", "{data}", "--output", "{tmp}/o.duckdb", "--output-table", "1x"],
+     "--output-table", "must be a table name"),
+])
+def test_live_options_are_refused_before_any_work(extra, option, words, tmp_path, capsys):
+    from federation.smartplug.datagen import generate
+
+    data = tmp_path / "data"
+    generate(data, rate=10, seconds=2, plugs=2)
+    argv = [x.format(data=data, tmp=tmp_path) for x in extra]
+    err = run_err(["run", "CQ1", *argv], capsys)
+    assert err.startswith(f"fedq run: {option}: ") and words in err, err
+    assert not (tmp_path / "o.duckdb").exists()

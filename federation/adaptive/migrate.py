@@ -239,6 +239,9 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     from federation.optimizer import plan_for
 
     opt = RunOptions.of(options, **option_values)
+    if opt.follow:
+        raise AdaptiveError("follow", "an adaptive run reads its data directory once (it "
+                            "measures the rates from it); it cannot follow one yet")
     if opt.warmup_batch_s is not None or opt.max_files is not None or not opt.drain:
         raise AdaptiveError("options", "warmup_batch_s, max_files and drain=False are not "
                             "options of an adaptive run")

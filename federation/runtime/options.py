@@ -136,7 +136,7 @@ class RunOptions(CheckedOptions):
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
         if self.until is not None and not self.follow:
-            raise OptionError("until", "needs follow=True (a directory read once ends at "
+            raise OptionError("until", "needs follow=True, --follow (a directory read once ends at "
                               "its last file)")
         if self.warmup_batch_s is not None and self.seconds_per_batch != 1:
             raise OptionError("warmup_batch_s", "needs seconds_per_batch=1, got "
