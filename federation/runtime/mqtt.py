@@ -25,8 +25,8 @@ horizon are one. A message that cannot be parsed goes to `_rejected.jsonl` (topi
 reason) and is acknowledged: it never blocks the stream. Every message is acknowledged
 within about `flush_s` of its receipt (amqtt forgets a message not acknowledged in 5 s).
 
-The broker must let enough messages be in flight to one client: the subscriber acknowledges
-a whole file at a time (mosquitto's `max_inflight_messages`, default 20, caps it).
+The broker must let a file's messages be in flight to one client at once (mosquitto's
+`max_inflight_messages`, default 20, would cap a file at 20 messages).
 """
 
 from __future__ import annotations
@@ -86,15 +86,12 @@ class MqttLanding:
                  flush_s: float = 1.0) -> None:
         if not flush_s > 0:
             raise ValueError(f"flush_s must be > 0, got {flush_s!r}")
-        self.url = url
-        self.host, self.port, self.topic = parse_mqtt_url(url)
-        self.dir = Path(landing_dir)
-        self.stream = stream
-        self.client_id = client_id
-        self.flush_s = flush_s
+        self.url, (self.host, self.port, self.topic) = url, parse_mqtt_url(url)
+        self.dir, self.stream = Path(landing_dir), stream
+        self.client_id, self.flush_s = client_id, flush_s
         self.error: BaseException | None = None
-        self.messages = self.readings = self.files = self.acked = 0
-        self.duplicates = self.rejected = 0
+        self.messages = self.readings = self.files = self.acked = self.duplicates = 0
+        self.rejected = 0
         self.connected = False
         self._lock = threading.Lock()  # the buffer
         self._flushing = threading.Lock()  # one flush at a time, in sequence order
@@ -105,13 +102,10 @@ class MqttLanding:
         self._first_at: float | None = None  # wall time of the oldest message not acked
         self._seen: set[str] = set()
         self._recent: list[list[str]] = []  # hashes per landing file, oldest first
-        self._ready = threading.Event()
-        self._halt = threading.Event()
+        self._ready, self._halt = threading.Event(), threading.Event()
         self._closing = False
         self._thread = threading.Thread(target=self._main, name="fedq-mqtt", daemon=True)
         self._client = None
-
-    # -- life --------------------------------------------------------------------------
 
     def start(self, timeout_s: float = 20.0) -> MqttLanding:
         """Connect and subscribe (or find the session's subscription); a failure is left in
@@ -171,8 +165,6 @@ class MqttLanding:
         if self._client is not None:
             self._client.disconnect()
 
-    # -- paho callbacks (its network thread) -------------------------------------------
-
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
             self.error = ConnectionError(f"MQTT broker of {self.url} refused the "
@@ -203,10 +195,9 @@ class MqttLanding:
         except Exception as e:  # noqa: BLE001 - paho would swallow or die
             self._fail(e)
 
-    # -- messages ----------------------------------------------------------------------
-
     def _receive(self, topic: str, payload: bytes, ack: tuple[int, int]) -> None:
         digest = hashlib.sha256(payload).hexdigest()
+        rows, why = parse_payload(payload, len(self.stream.columns))
         with self._lock:
             self.messages += 1
             if self._first_at is None:
@@ -214,16 +205,14 @@ class MqttLanding:
             self._acks.append(ack)
             if digest in self._seen or digest in self._hashes:
                 self.duplicates += 1
-                return
-            rows, why = parse_payload(payload, len(self.stream.columns))
-            if why is not None:
+            elif why is not None:
                 self.rejected += 1
                 text = payload.decode("utf-8", "replace")[:2000]
                 self._rejects.append(json.dumps({"topic": topic, "payload": text,
                                                  "reason": why}) + "\n")
-                return
-            self._rows.extend(rows)
-            self._hashes.add(digest)
+            else:
+                self._rows.extend(rows)
+                self._hashes.add(digest)
 
     def _flush(self) -> None:
         """Write the buffer as one landing file (if it holds readings) and the rejected
@@ -265,7 +254,11 @@ class MqttLanding:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self.dir)
+        fd = os.open(self.dir, os.O_RDONLY)  # the rename is durable too
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self._seq += 1
         self.files += 1
         self._remember(hashes)
@@ -287,14 +280,6 @@ class MqttLanding:
             meta = pq.read_schema(self.dir / f"part-{s:012d}.parquet").metadata or {}
             self._remember(json.loads(meta[HASHES_KEY]) if HASHES_KEY in meta else [])
         return seqs[-1] + 1 if seqs else 0
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse_payload(payload: bytes, ncols: int) -> tuple[list, str | None]:
@@ -322,14 +307,12 @@ def parse_payload(payload: bytes, ncols: int) -> tuple[list, str | None]:
         return [], f"not CSV: {e}"
     for i, r in enumerate(rows):
         if len(r) != ncols:
-            return [], (f"CSV line {i + 1} has {len(r)} values, the stream has {ncols} "
-                        "columns")
+            return [], f"CSV line {i + 1} has {len(r)} values, the stream has {ncols} columns"
     return [[v if v != "" else None for v in r] for r in rows], None
 
 
 def column(values: list, sql_type: str) -> pa.Array:
-    """A landing column from parsed values: Arrow's inferred type, or strings when the
-    values mix types (the ingest casts them to `sql_type`)."""
+    """A landing column: Arrow's type of the values, or strings when they mix types."""
     if sql_type == "TIMESTAMP":
         values = [_timestamp(v) for v in values]
     values = [json.dumps(v) if isinstance(v, (dict, list)) else v for v in values]
@@ -342,11 +325,8 @@ def column(values: list, sql_type: str) -> pa.Array:
 
 
 def _text(v) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, datetime):
-        return v.isoformat(sep=" ")
-    return json.dumps(v)
+    return v if isinstance(v, str) else (
+        v.isoformat(sep=" ") if isinstance(v, datetime) else json.dumps(v))
 
 
 def _timestamp(v):

@@ -1,0 +1,243 @@
+"""MQTT as a source (no JVM): the subscriber's landing files validate into the same rows
+as the published directory; an unreadable message is rejected, not blocking; a subscriber
+killed with -9 and restarted with its client id leaves each reading once (mosquitto
+redelivers what it had not acknowledged; amqtt 0.12.1 drops it, amqtt#401, so only the
+messages in flight at the kill may be missing there)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from federation.runtime.broker import start_broker, start_mosquitto
+from federation.runtime.ingest import prepare_input, read_clean_rows
+from federation.runtime.mqtt import REJECTED, MqttLanding, parse_mqtt_url
+from federation.smartplug import smartplug_stream
+from federation.smartplug.datagen import generate
+from federation.smartplug.publish import endpoint, publish
+
+ROOT = Path(__file__).resolve().parents[1]
+AMQTT_401 = ("amqtt 0.12.1 drops delivered-but-unacked QoS-1 messages when the subscriber "
+             "dies (amqtt#401)")
+
+
+@pytest.fixture(scope="module")
+def amqtt_broker(request):
+    b = start_broker()
+    request.addfinalizer(b.stop)
+    return b
+
+
+@pytest.fixture(scope="module")
+def mosquitto_broker(request):
+    if shutil.which("mosquitto") is None:
+        pytest.skip(f"mosquitto is not installed; {AMQTT_401}, so exactly-once across "
+                    "kill -9 needs a redelivering broker")
+    b = start_mosquitto()
+    request.addfinalizer(b.stop)
+    return b
+
+
+def test_mqtt_urls():
+    assert parse_mqtt_url("mqtt://localhost/plugs") == ("localhost", 1883, "plugs")
+    assert parse_mqtt_url("mqtt://10.0.0.1:1884/a/+/b") == ("10.0.0.1", 1884, "a/+/b")
+    assert parse_mqtt_url("mqtt://h:2000/plugs/#") == ("h", 2000, "plugs/#")
+    for url in ("mqtt://localhost/plugs", "mqtt://10.0.0.1:1884/a/b/c"):
+        assert endpoint(url) == parse_mqtt_url(url)  # the publisher reads URLs alike
+    for bad in ("http://h/t", "mqtt://h", "mqtt://h/", "mqtt://h:port/t", "mqtt:///t",
+                "mqtt://h/t?x=1"):
+        with pytest.raises(ValueError, match="bad MQTT URL"):
+            parse_mqtt_url(bad)
+    with pytest.raises(ValueError, match="wildcards"):
+        endpoint("mqtt://h/plugs/#")
+
+
+def _source(d: Path) -> pa.Table:
+    return pa.concat_tables(pq.read_table(p) for p in sorted(d.glob("part-*.parquet")))
+
+
+def _wait(cond, timeout_s: float, what: str) -> None:
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_landing_files_validate_into_the_published_rows(amqtt_broker, tmp_path):
+    import paho.mqtt.client as mqtt
+
+    src, landing = tmp_path / "src", tmp_path / "landing"
+    generate(src, rate=50, seconds=6, plugs=10, seed=1)
+    sub = MqttLanding(amqtt_broker.url_for("plugs/#"), landing, smartplug_stream(), "t-land",
+                      flush_s=0.3).start()
+    try:
+        assert sub.error is None
+        summary = publish(src, amqtt_broker.url_for("plugs/json"), realtime=False,
+                          per_message=7)
+        assert (summary.files, summary.readings, summary.messages) == (6, 300, 48)
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="t-extra",
+                        protocol=mqtt.MQTTv311)
+        c.username_pw_set("fedq")
+        c.connect(amqtt_broker.host, amqtt_broker.port)
+        c.loop_start()
+        extra = [  # after the directory's last second, so none is late
+            b"10000,2013-09-01T00:00:06Z,1.5,1,0,0,0\n10001,1377993606.5,2.5,0,1,0,0",
+            b"10002,2013-09-01 00:00:07.25,3.5,1,2,0,0",
+            json.dumps([{"id": 10003, "ts": "2013-09-01T00:00:08", "value": "12.5",
+                         "property": 1, "plug_id": 0, "household_id": 0, "house_id": 0},
+                        {"id": 10004, "ts": "2013-09-01T00:00:08", "property": 1,
+                         "plug_id": 0, "household_id": 0, "house_id": 0}]).encode(),
+            b"this is not a reading",
+        ]
+        for payload in extra:
+            c.publish("plugs/other", payload, qos=1).wait_for_publish(10)
+        c.disconnect()
+        c.loop_stop()
+        _wait(lambda: sub.messages == 52 and sub.acked == 52, 15, "52 acknowledged messages")
+    finally:
+        sub.stop()
+    assert sub.error is None and sub.rejected == 1 and sub.readings == 305
+    res = prepare_input(landing, tmp_path / "work", smartplug_stream())
+    assert res.rows_ok == 304 and res.dead == {"null in column 'value'": 1}
+    clean = read_clean_rows(res.spool_dir).sort_by("id")
+    source = _source(src).sort_by("id")
+    mine = clean.filter(pa.compute.less(clean["id"], 10000)).select(source.column_names)
+    assert mine.equals(source.cast(mine.schema))
+    more = clean.filter(pa.compute.greater_equal(clean["id"], 10000)).to_pylist()
+    assert [(r["id"], r["ts"].isoformat(), r["value"]) for r in more] == [
+        (10000, "2013-09-01T00:00:06", 1.5), (10001, "2013-09-01T00:00:06.500000", 2.5),
+        (10002, "2013-09-01T00:00:07.250000", 3.5), (10003, "2013-09-01T00:00:08", 12.5)]
+    rejected = [json.loads(x) for x in (landing / REJECTED).read_text().splitlines()]
+    assert [(r["topic"], r["payload"]) for r in rejected] == [
+        ("plugs/other", "this is not a reading")]
+    assert "1 values, the stream has 7 columns" in rejected[0]["reason"]
+
+
+CHILD = r"""
+import os, signal, sys, threading, time
+from pathlib import Path
+from federation.runtime.mqtt import MqttLanding
+from federation.smartplug import smartplug_stream
+
+url, landing, cid, die_at = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+
+class Landing(MqttLanding):
+    def _acknowledge(self, acks):
+        if die_at and self.files >= die_at:  # a landing file is durable, not acknowledged
+            time.sleep(0.15)  # and messages come meanwhile: buffered, not written
+            print(f"dying {self.messages} {self.acked} {len(acks)}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._acknowledge(acks)
+
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+sub = Landing(url, landing, smartplug_stream(), cid, flush_s=0.2).start()
+print("ready" if sub.error is None else f"error {sub.error}", flush=True)
+while not stop.wait(0.05) and sub.error is None:
+    pass
+sub.stop()
+print(f"stopped {sub.messages} {sub.duplicates} {sub.error}", flush=True)
+"""
+
+
+def _spawn(url: str, landing: Path, die_at: int) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", CHILD, url, str(landing), "t-kill9",
+                          str(die_at)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    line = p.stdout.readline().strip()
+    assert line == "ready", line
+    return p
+
+
+def _landing_ids(landing: Path) -> list[list[int]]:
+    """The ids of each landing file, in order."""
+    return [[int(i) for i in pq.read_table(p, columns=["id"]).column("id").to_pylist()]
+            for p in sorted(landing.glob("part-*.parquet"))]
+
+
+def _kill9_and_resume(broker, tmp_path) -> tuple[list[list[int]], list[int], dict]:
+    """Publish 300 messages of 10 readings (one burst of 10 per event second) in about 2 s; the subscriber kills itself with
+    -9 once its third landing file is durable but not acknowledged (and more messages are
+    buffered, not written); a new one with the
+    same client id takes over. The ids of each landing file, the source ids, and what the
+    children said."""
+    src, landing = tmp_path / "src", tmp_path / "landing"
+    generate(src, rate=100, seconds=30, plugs=10, seed=2)
+    first = _spawn(broker.url_for("plugs/#"), landing, die_at=3)
+    pub = threading.Thread(target=publish, args=(src, broker.url_for("plugs/p")),
+                           kwargs={"speed": 15, "per_message": 10})
+    pub.start()
+    try:
+        assert first.wait(20) == -signal.SIGKILL
+        _, received, acked, unacked = first.stdout.read().split()
+        second = _spawn(broker.url_for("plugs/#"), landing, die_at=0)
+    finally:
+        pub.join()
+    try:
+        last = [-1, time.monotonic()]
+
+        def settled() -> bool:  # every reading, or no new one for 1.5 s
+            n = sum(map(len, _landing_ids(landing)))
+            if n != last[0]:
+                last[:] = [n, time.monotonic()]
+            return n == 3000 or time.monotonic() - last[1] > 1.5
+        _wait(settled, 20, "the landing files")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        out = second.communicate(timeout=20)[0].split()
+    assert out[0] == "stopped" and out[3] == "None", out
+    said = {"received": int(received), "acked": int(acked), "written_unacked": int(unacked),
+            "buffered": int(received) - int(acked) - int(unacked),
+            "duplicates_dropped": int(out[2])}
+    return _landing_ids(landing), _source(src).column("id").to_pylist(), said
+
+
+def test_kill9_exactly_once_with_a_redelivering_broker(mosquitto_broker, tmp_path):
+    files, source, said = _kill9_and_resume(mosquitto_broker, tmp_path)
+    ids = [i for f in files for i in f]
+    assert sorted(ids) == sorted(source), said
+    # the third file's messages came again and were dropped by their hashes
+    assert said["duplicates_dropped"] == said["written_unacked"] > 0, said
+    print(f"mosquitto kill -9: nothing lost; at the kill {said}")
+
+
+def test_kill9_with_amqtt_loses_at_most_the_messages_in_flight(amqtt_broker, tmp_path):
+    files, source, said = _kill9_and_resume(amqtt_broker, tmp_path)
+    ids = [i for f in files for i in f]
+    assert len(ids) == len(set(ids)), "a reading landed twice"
+    missing = sorted(set(source) - set(ids))
+    messages = {i // 10 for i in missing}  # messages are numbered in publishing order
+    assert len(missing) == 10 * len(messages)  # whole messages
+    # lost: only messages the first subscriber had received and not written (buffered at
+    # the kill) or that were on the wire to it; what was published while it was down came
+    # to the second one (whose first file starts after the lost messages)
+    written = said["acked"] + said["written_unacked"]
+    assert sum(map(len, files[:3])) == 10 * written
+    resumed = min(files[3]) // 10
+    assert all(written <= m < resumed for m in messages), (messages, said)
+    # and they are few: about the buffered ones, not the ~100 published while it was down
+    assert len(messages) <= said["buffered"] + 30, (len(messages), said)
+    print(f"amqtt kill -9: {len(messages)} messages lost; at the kill {said}")
+
+
+def test_failures_are_clear(amqtt_broker, tmp_path):
+    from federation.runtime.broker import free_port
+
+    sub = MqttLanding(f"mqtt://127.0.0.1:{free_port()}/t", tmp_path, smartplug_stream(), "x")
+    sub.start()
+    sub.stop()
+    assert isinstance(sub.error, ConnectionError) and "cannot connect" in str(sub.error)
+    with pytest.raises(RuntimeError, match="exited with code") as e:
+        start_broker(amqtt_broker.port)  # the port is taken
+    assert "its output" in str(e.value)
