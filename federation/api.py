@@ -47,7 +47,7 @@ def run(
     prog = as_progress(progress)
     prog.phase("planning")
     plan, cost = plan_for(query, placement, profile, feasibility_check)
-    if data is None:
+    if data is None and opt.source is None:
         prog.phase("generating data", total=gen.seconds, unit="event seconds")
         data = _generated(query, opt.work_dir, gen, prog.advance)
     return execute(plan, data, opt, spark=spark, progress=prog, predicted=cost.vector,

@@ -132,3 +132,29 @@ def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_o
     assert diff_results(in_db.filter(pc.less_equal(in_db["tau"], hi)), got) is None
     n = con.sql("SELECT count(*), sum(rows) FROM fedq_batches").fetchall()[0]
     assert n[0] >= 1 and n[1] == in_db.num_rows
+
+
+def test_a_broker_topic_gives_the_rows_of_the_directory(tmp_path, source, spark):
+    """The same readings published to a real broker process (the embedded amqtt one) and
+    followed with `source=mqtt://...` give the reference result over the source files."""
+    from federation.api import start
+    from federation.runtime.broker import start_broker
+    from federation.smartplug.publish import publish
+
+    broker = start_broker()
+    try:
+        url = broker.url_for("plugs/readings")
+        q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+        out, work = tmp_path / "out", tmp_path / "work"
+        h = start(q, "auto", None, follow=True, source=url, until="2013-09-01T00:00:39",
+                  work_dir=work, output=out, iterate=False, spark=spark)
+        deadline = time.monotonic() + 120
+        while not (work / "input").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)  # subscribed: the spool is made once the topic is subscribed
+        publish(source[0].parent, url, realtime=False, per_message=25, fmt="csv")
+        r = h.wait(timeout=300)
+        assert r is not None, h.status()
+        problem = diff_results(read_parquet_sink(out), reference(source, work))
+        assert problem is None, problem
+    finally:
+        broker.stop()

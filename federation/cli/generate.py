@@ -18,6 +18,10 @@ def cmd_generate(a: argparse.Namespace) -> int:
     if a.csv is not None:
         from federation.smartplug.csvload import load_csv
 
+        if a.out is None:
+            print("fedq generate: --out: the data directory to write is needed",
+                  file=sys.stderr)
+            return 2
         if not a.csv.is_file():
             print(f"fedq generate: --csv: {a.csv} is not a file", file=sys.stderr)
             return 2
@@ -32,6 +36,12 @@ def cmd_generate(a: argparse.Namespace) -> int:
         a.start = (datetime.now().replace(microsecond=0) if a.realtime
                    else datetime(2013, 9, 1))
     seconds = sum(n for _, n in a.rate_profile) if a.rate_profile else a.seconds
+    if a.publish:
+        return _publish(a, seconds)
+    if a.out is None:
+        print("fedq generate: --out: the data directory to write is needed (or --publish)",
+              file=sys.stderr)
+        return 2
     speed = a.speed if a.realtime else None
     with ConsoleProgress() as progress:
         progress.phase(f"generating {a.out}" + (" in real time" if speed else ""),
@@ -42,6 +52,37 @@ def cmd_generate(a: argparse.Namespace) -> int:
     print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
           + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
              if a.rate_profile else ""))
+    return 0
+
+
+def _publish(a: argparse.Namespace, seconds: int) -> int:
+    """Generate, then publish every reading to a broker's topic (paced when --realtime)."""
+    import tempfile
+
+    from federation.cli.progress import ConsoleProgress
+    from federation.smartplug.datagen import generate
+    from federation.smartplug.publish import endpoint, publish
+
+    try:
+        endpoint(a.publish)
+    except ValueError as e:
+        print(f"fedq generate: --publish: {e}", file=sys.stderr)
+        return 2
+    out = a.out or Path(tempfile.mkdtemp(prefix="fedq-publish-"))
+    with ConsoleProgress() as progress:
+        progress.phase(f"generating {out}", total=seconds, unit="event seconds")
+        generate(out, rate=a.rate, seconds=a.seconds, plugs=a.plugs, houses=a.houses,
+                 seed=a.seed, progress=progress.advance, start=a.start,
+                 rate_profile=a.rate_profile)
+        progress.phase(f"publishing to {a.publish}" + (" in real time" if a.realtime else ""),
+                       total=seconds, unit="event seconds")
+        try:
+            s = publish(out, a.publish, realtime=a.realtime, speed=a.speed,
+                        progress=progress.advance)
+        except (OSError, TimeoutError, RuntimeError) as e:
+            print(f"fedq generate: --publish: {e}", file=sys.stderr)
+            return 1
+    print(f"published {s.readings} readings in {s.messages} messages to {a.publish}")
     return 0
 
 
@@ -60,6 +101,9 @@ def add_parser(sub) -> None:
     g.add_argument("--realtime", action="store_true",
                    help="write one event second per wall second (a live producer for "
                         "fedq run --follow); the event time starts now unless --start")
+    g.add_argument("--publish", default=None, metavar="mqtt://HOST:PORT/TOPIC",
+                   help="publish the readings to an MQTT broker's topic (JSON, 100 per "
+                        "message, QoS 1) instead of only writing files")
     g.add_argument("--speed", type=positive, default=1.0,
                    help="with --realtime: event seconds per wall second")
     g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",
@@ -70,7 +114,9 @@ def add_parser(sub) -> None:
                         "2-10 plugs per house)")
     g.add_argument("--houses", type=count, default=40, help="houses the plugs belong to")
     g.add_argument("--seed", type=int, default=0, help="random seed (same seed, same data)")
-    g.add_argument("--out", type=Path, required=True, help="the data directory to write")
+    g.add_argument("--out", type=Path, default=None,
+                   help="the data directory to write (with --publish: kept there, else a "
+                        "temporary one)")
     g.add_argument("--start", type=datetime.fromisoformat, default=None,
                    help="event time of the first second (ISO date; default 2013-09-01, "
                         "with --realtime the current second)")

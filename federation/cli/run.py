@@ -29,7 +29,8 @@ FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--al
          "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy",
          "placement": "--placement", "adaptive": "--adaptive", "decide": "--adaptive",
          "options": "fedq run", "follow": "--follow", "until": "--until",
-         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table"}
+         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table",
+         "source": "--source"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -64,7 +65,8 @@ def _options(a: argparse.Namespace, work_dir: Path):
     return RunOptions.of(seconds_per_batch=a.seconds_per_batch, output=a.output,
                          overwrite=a.overwrite, allowed_lateness_s=a.allowed_lateness,
                          event_horizon_s=a.event_horizon, work_dir=work_dir, fresh=a.fresh,
-                         realtime=a.realtime, follow=a.follow, until=a.until,
+                         realtime=a.realtime, follow=a.follow,
+                         source=a.source, until=a.until,
                          idle_timeout_s=a.idle_timeout, output_table=a.output_table,
                          console=a.console)
 
@@ -124,8 +126,11 @@ def _data_and_query(a: argparse.Namespace):
     make = query_source(a)
     if a.data is not None and not a.data.is_dir():
         raise OptionError("data", f"{a.data} is not a directory")
-    if a.follow and a.data is None:
-        raise OptionError("follow", "needs --data (the landing directory to follow)")
+    a.follow = a.follow or a.source is not None
+    if a.source is not None and a.data is not None:
+        raise OptionError("source", "reads a broker's topic: give --source or --data, not both")
+    if a.follow and a.data is None and a.source is None:
+        raise OptionError("follow", "needs --data (the landing directory to follow) or --source")
     if a.data is not None and not a.follow and not any(a.data.glob("part-*.parquet")):
         raise OptionError("data", f"no part-*.parquet files in {a.data}")
     plugs, rate = a.plugs, a.rate
@@ -294,6 +299,10 @@ def add_parsers(sub) -> None:
         "the same command with the same --work-dir resumes) or --until")
     lv.add_argument("--follow", action="store_true",
                     help="follow --data: read files as they land, never end by itself")
+    lv.add_argument("--source", default=None, metavar="mqtt://HOST:PORT/TOPIC",
+                    help="follow an MQTT broker's topic instead of a directory (messages: "
+                         "a JSON reading, a JSON array of readings, or CSV lines in the "
+                         "stream's column order; QoS 1, acknowledged once durable)")
     lv.add_argument("--until", type=datetime.fromisoformat, default=None,
                     help="event time (ISO) at which a followed input ends: every window "
                          "over the readings so far is then computed and the run ends")

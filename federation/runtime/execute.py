@@ -31,10 +31,11 @@ from federation.runtime.live import (
     RunHalted,
     open_sinks,
     run_id,
+    seconds_by_clock,
     start_following,
     wait_for_first,
 )
-from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool, watermark
+from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import RunOptions, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
@@ -108,7 +109,8 @@ class _Run:
         self.work = work_directory(opt.work_dir)
         resuming = self._claim()
         self.follower = None
-        sinks = open_sinks(opt, self.work, run_id(self.work, resuming), resuming)
+        self.run_id = run_id(self.work, resuming)
+        sinks = open_sinks(opt, self.work, self.run_id, resuming)
         try:
             ingest = self._read_input(resuming)
             if ingest is None:  # halted while waiting for the first reading
@@ -164,7 +166,8 @@ class _Run:
         opt, h = self.opt, self.h
         identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
                                 opt.warmup_batch_s, opt.drain)
-        identity.update({"data": str(Path(self.data).resolve()), "max_files": opt.max_files,
+        data = opt.source or str(Path(self.data).resolve())
+        identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
                          "follow": opt.follow, "until": str(opt.until)})
         return _claim_work(self.work, identity, opt.fresh)
@@ -233,7 +236,7 @@ class _Run:
                        tail_s=_spark_tail_s(plan, spb), halt=self.halt)
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
-            ex.event_seconds_done = _seconds_by_clock(staged, ingest)
+            ex.event_seconds_done = seconds_by_clock(staged, ingest)
         resumed_at = None
         for st in staged.stages:
             log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
@@ -276,20 +279,6 @@ class _Run:
                     st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                     f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
                     opt.seconds_per_batch if opt.realtime else None)
-
-
-def _seconds_by_clock(staged: StagedPlan, ingest: IngestResult) -> Callable[[int], int]:
-    """Event seconds done by a following run (batches of any size): its clock's distance
-    from the first reading, at most what has landed."""
-    st = staged.stages[0]
-
-    def done(_batches: int) -> int:
-        c = watermark(st.clock, st.clock_sources, 0.0)
-        if c is None or ingest.first_ts is None:
-            return 0
-        return min(ingest.files, max(0, int((c - ingest.first_ts).total_seconds()) + 1))
-
-    return done
 
 
 def _claim_work(work: Path, identity: dict, fresh: bool) -> bool:

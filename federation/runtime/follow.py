@@ -45,6 +45,9 @@ class Follower:
         self.ended = threading.Event()  # the input ended (`until`) or the thread failed
         self.started = threading.Event()  # the spool holds a reading: the life is known
         self.error: BaseException | None = None
+        #: what fills the landing directory in this process (an MQTT subscriber), if any:
+        #: its failure is the follower's, and it stops first
+        self.feeder = None
         self._thread = threading.Thread(target=self._main, name="fedq-follow", daemon=True)
 
     def start(self) -> Follower:
@@ -55,6 +58,8 @@ class Follower:
 
     def stop(self) -> None:
         """Read no more files (the one being validated is finished first)."""
+        if self.feeder is not None:
+            self.feeder.stop()
         self.halt.set()
         self._thread.join()
 
@@ -73,6 +78,8 @@ class Follower:
         base = ing.clock  # the clock when the last file landed
         idled = landed
         while not self.halt.is_set():
+            if self.feeder is not None and self.feeder.error is not None:
+                raise self.feeder.error
             fresh = [p for p in list_parts(self.data) if p.name not in seen]
             for p in fresh:
                 if self.halt.is_set():

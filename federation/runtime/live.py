@@ -7,11 +7,13 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from federation.errors import FedqError, OptionError
 from federation.runtime.follow import Follower
 from federation.runtime.ingest import Ingestor
+from federation.runtime.microbatch import watermark
 from federation.runtime.options import RunOptions
 from federation.runtime.progress import RunProgress
 
@@ -75,16 +77,28 @@ def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
         domains = {c: set(v) for c, v in run.stream.domains.items()}
     kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": domains,
           "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s}
-    input_dir = run.work / "input"
+    feeder = None
+    if opt.source is not None:  # a broker's topic, written into landing files here
+        from federation.runtime.mqtt import MqttLanding
+
+        data = run.work / "landing"
+        feeder = MqttLanding(opt.source, data, run.stream, client_id=f"fedq-{run.run_id}")
+        if feeder.start().error is not None:
+            feeder.stop()
+            raise OptionError("source", str(feeder.error))
+    else:
+        data = Path(run.data)
+        if not data.is_dir():
+            raise OptionError("data", f"{data} is not a directory")
+    input_dir = run.work / "input"  # made once subscribed: nothing published since is lost
     ing = Ingestor.resumed(input_dir, run.stream, **kw) if resuming else \
         Ingestor(input_dir, run.stream, **kw)
-    data = Path(run.data)
-    if not data.is_dir():
-        raise OptionError("data", f"{data} is not a directory")
     if not resuming:
         ing.count_csv_rejects(data)
-    return Follower(data, ing, idle_timeout_s=opt.idle_timeout_s, until=opt.until,
-                    flush_after_s=flush_after_s).start()
+    f = Follower(data, ing, idle_timeout_s=opt.idle_timeout_s, until=opt.until,
+                 flush_after_s=flush_after_s)
+    f.feeder = feeder
+    return f.start()
 
 
 def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress) -> bool:
@@ -98,3 +112,17 @@ def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress)
     if follower.error is not None:
         raise follower.error
     return True
+
+
+def seconds_by_clock(staged, ingest) -> Callable[[int], int]:
+    """Event seconds done by a following run (batches of any size): its clock's distance
+    from the first reading, at most what has landed."""
+    st = staged.stages[0]
+
+    def done(_batches: int) -> int:
+        c = watermark(st.clock, st.clock_sources, 0.0)
+        if c is None or ingest.first_ts is None:
+            return 0
+        return min(ingest.files, max(0, int((c - ingest.first_ts).total_seconds()) + 1))
+
+    return done

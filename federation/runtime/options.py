@@ -86,7 +86,8 @@ class RunOptions(CheckedOptions):
     sinks as they are computed: `output` a directory (followed: one Parquet part per
     micro-batch and a manifest) or a `.duckdb` file (table `output_table`), `console`
     prints each instant, `sinks` more objects with put(key, rows) and close()
-    (federation/runtime/sinks.py).
+    (federation/runtime/sinks.py). `source` (`mqtt://HOST:PORT/TOPIC`): follow a broker's
+    topic instead of a directory (federation/runtime/mqtt.py; implies `follow`).
     """
 
     seconds_per_batch: int = 1
@@ -103,6 +104,7 @@ class RunOptions(CheckedOptions):
     drain: bool = True
     domains: dict[str, set] | None = None
     follow: bool = False
+    source: str | None = None
     idle_timeout_s: float = 5.0
     until: dt.datetime | None = None
     output_table: str = "results"
@@ -133,6 +135,16 @@ class RunOptions(CheckedOptions):
 
     @model_validator(mode="after")
     def _together(self):
+        if self.source is not None:
+            from federation.runtime.mqtt import parse_mqtt_url
+
+            try:
+                parse_mqtt_url(self.source)
+            except ValueError as e:
+                raise OptionError("source", str(e)) from None
+            if not self.follow:
+                raise OptionError("source", "needs follow=True, --follow (a broker's topic "
+                                  "never ends by itself)")
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
         if self.until is not None and not self.follow:
