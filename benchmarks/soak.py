@@ -2,6 +2,10 @@
 time are sampled every 10 s and must stay flat.
 
 Run: python -m benchmarks.soak --query CQ1 --rate 240000 --minutes 30
+     python -m benchmarks.soak --query CQ1 --rate 100000 --minutes 30 --follow --out soak_follow_CQ1.json
+
+With --follow the input is live: a producer process writes one file per wall second (the
+first window range at once) and the run follows the landing directory (ingest included).
 
 The windows (5 minutes) are filled first in batches of 10 event seconds, then the plan
 runs one event second per micro-batch, triggered every wall second (real time, as a
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--plugs", type=int, default=2125)
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--follow", action="store_true",
+                    help="live: a producer process writes the files in real time (the first "
+                         "window range at once) and the run follows them (benchmarks.live)")
     ap.add_argument("--out", default=None,
                     help="result file (default benchmarks/results/soak_<query>.json; a bare "
                          "name goes there too); the plot goes beside it as .png")
@@ -90,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     seconds = warm + math.ceil(a.minutes * 60) + 30
     data = (a.data_dir or Path(tempfile.gettempdir()) / "fedq-soak-data"
             ) / f"r{int(a.rate)}_s{seconds}_p{a.plugs}"
-    if not (data / "_manifest.json").exists():
+    if a.follow:
+        data = Path(tempfile.mkdtemp(prefix="fedq-soak-landing-"))
+    elif not (data / "_manifest.json").exists():
         say(f"generating {seconds} s at {a.rate:.0f}/s ({a.plugs} plugs) -> {data}")
         generate(data, rate=a.rate, seconds=seconds, plugs=a.plugs, seed=3)
     q = QUERIES[a.query](rate=a.rate, plugs=a.plugs)
@@ -98,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     last = {"t": 0.0, "db": None}
     me = os.getpid()
+    others: set[int] = set()  # the producer: not the JVM
 
     def sample(m) -> None:
         if m.db_memory_bytes is not None:
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         if m.stage != 0 or now - last["t"] < 10.0:
             return
         last["t"] = now
-        jvm = sum(_rss(p) for p in _tree(me) if p != me)
+        jvm = sum(_rss(p) for p in _tree(me) if p != me and p not in others)
         samples.append({"t_s": round(now, 1), "event_s": m.event_seconds_done,
                         "backlog_s": m.backlog_s, "batch_wall_s": round(m.wall_s, 3),
                         "python_rss": _rss(me), "jvm_rss": jvm, "duckdb_bytes": last["db"]})
@@ -117,11 +127,27 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="fedq-soak-"))
     try:
-        r = run(q, "auto", data, work_dir=work, seconds_per_batch=1, realtime=True,
-                warmup_batch_s=10, drain=False, progress=sample,
-                budget_s=a.minutes * 60 + 600)
+        if a.follow:
+            import datetime as dt
+
+            from benchmarks.live import producer
+            from federation.api import start
+
+            start_at = dt.datetime(2013, 9, 1)
+            prod = producer(data, a.rate, seconds, a.plugs, start_at, warm)
+            others.update(_tree(prod.pid))
+            h = start(q, "auto", data, follow=True, work_dir=work, iterate=False,
+                      until=start_at + dt.timedelta(seconds=seconds - 1), progress=sample)
+            r = h.wait()
+            prod.wait()
+        else:
+            r = run(q, "auto", data, work_dir=work, seconds_per_batch=1, realtime=True,
+                    warmup_batch_s=10, drain=False, progress=sample,
+                    budget_s=a.minutes * 60 + 600)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if a.follow:
+            shutil.rmtree(data, ignore_errors=True)
     full = [s for s in samples if s["event_s"] is not None and s["event_s"] > warm]
     tail_from = (full[-1]["t_s"] - 20 * 60) if full else 0
     tail = [s for s in full if s["t_s"] >= tail_from]
@@ -129,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                                   [s[k] for s in tail if s[k] is not None])
               for k in ("python_rss", "jvm_rss", "duckdb_bytes")}
     doc = {"query": a.query, "rate": a.rate, "minutes": a.minutes, "plugs": a.plugs,
+           "mode": "follow (live producer)" if a.follow else "replay in real time",
            "placement": r.summary.placement, "samples": samples,
            "slope_mb_per_min_last_20_min": slopes,
            "batches": r.summary.data_batches, "truncated": r.summary.truncated}
