@@ -2,21 +2,40 @@
 
 Run: python -m benchmarks.throughput --scale 0.1 --rates 2000,20000 --queries CQ1,CQ3
 
-For each rate lambda the data are replayed as fast as the plan can go: the warm-up (the
-largest window range) in micro-batches of --warmup-batch event seconds (pure-SPE: one event
-second each throughout), then one event second per micro-batch, and no end-of-input drain;
-rho = event seconds processed per wall second after the windows are full, the achieved
-throughput is lambda * min(1, rho) and the processed throughput
-lambda * rho (tuples per wall second the plan handled, unthrottled). The maximum throughput
-of a plan is found by search over the measured rates: the largest rate it sustains (MST)
-and the largest processed throughput (peak). Plans: the optimizer's choice (`auto`),
-pure-SPE, pure-DB, the optimizer's choice with the feasibility check off (`nofeas`) and the
-other plans Phase-Two keeps (`kept`, at most --max-kept of them). Each point has a wall-time
-budget; a point that cannot finish within it is measured on what ran and marked
-`steady: false`. Labels whose placement equals one already measured at the same query and
-rate are recorded as `same_as` that point instead of running it twice. Results accumulate
-in benchmarks/results/<out>.json; a rerun skips the points already there (resumable). Plots
-go next to it.
+Protocol v2 (PROTOCOL, recorded in every point with the commit it ran on): for each rate
+lambda the data are replayed as fast as the plan can go. Every plan, pure-SPE included,
+fast-forwards the warm-up (the largest window range) in micro-batches of --warmup-batch
+event seconds (10; 1: no fast-forward), then runs one event second per micro-batch for
+--measure-seconds event seconds (at least 60: one-second batches after the windows are
+full; fewer only with --quick, whose points are marked `protocol: "quick"`), with no
+end-of-input drain. rho = event seconds processed per wall second after the windows are
+full (rho_windows_full of the run's summary), the achieved throughput is
+lambda * min(1, rho) and the processed throughput lambda * rho (tuples per wall second the
+plan handled, unthrottled). The maximum throughput of a plan is found by search over the
+measured rates: the largest rate it sustains (MST) and the largest processed throughput
+(peak). Plans: the optimizer's choice (`auto`), pure-SPE, pure-DB, the optimizer's choice
+with the feasibility check off (`nofeas`) and the other plans Phase-Two keeps (`kept`, at
+most --max-kept of them). Each point has a wall-time budget (--budget; pure-SPE
+--spe-budget, 0: --budget); a point that cannot finish within it is measured on what ran
+and marked `steady: false` (pure Spark at full window size and more than about 1,000/s
+did not fill its windows within the default 30 s in the runs before issue 22).
+
+rho excludes the ingest: the input is validated and spooled before Spark starts (and
+before the wall clock of rho starts), so its cost is recorded beside rho in every point,
+`ingest_cpu_s` (CPU seconds of the ingest's thread) and `ingest_rows_per_cpu_s`. On this
+project's machine it costs about 0.3-0.5 CPU seconds per million rows at 20,000-100,000/s
+(2-3 million rows per CPU second) and about 1.3 at 2,000/s, where the cost per file (one
+per event second) dominates (benchmarks/results/README.md, "Measurement protocols"): at
+100,000/s about 0.03-0.05 CPU s per event second, which a deployment ingesting live pays on
+top of the plan's work (a following run counts it inside rho).
+
+Labels whose placement equals one already measured at the same query and rate are
+recorded as `same_as` that point instead of running it twice. Results accumulate in
+benchmarks/results/<out>.json (or at --out when it is a path ending in .json); a rerun
+skips the points already there, whatever their protocol (resumable: to re-measure points
+of an older protocol, write into another file). Plots go next to it. Points measured
+before issue 22 carry `protocol: "v1: ..."` (12 or 20 one-second batches; pure Spark
+fast-forwarded only where the point's `warmup_batch_s` says so) and no commit.
 """
 
 from __future__ import annotations
@@ -32,7 +51,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from benchmarks.common import RESULTS, environment, say
+from benchmarks.common import RESULTS, commit, environment, say
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import load_profile
 from federation.logical import NumberedPlan
@@ -43,8 +62,21 @@ from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
 ALL_RATES = "1000,2000,5000,10000,15000,20000,25000,30000,40000"
+#: the protocol of the points this module measures now (issue 22)
+PROTOCOL = ("v2: 60+ one-second batches after the windows are full, warm-up fast-forwarded "
+            "for every plan")
+#: the protocol of a `--quick` run's points (fewer than 60 measured batches allowed)
+QUICK = "quick"
+#: the least event seconds measured at one per micro-batch, unless --quick
+MIN_MEASURE_SECONDS = 60
 
 
+def result_path(out: str | None, scale: float) -> Path:
+    """Where a result goes: benchmarks/results/<out>.json, or `out` itself when it is a
+    path ending in .json (a smoke run outside the committed results)."""
+    if out and out.endswith(".json"):
+        return Path(out)
+    return RESULTS / f"{out or f'throughput_scale{scale:g}'}.json"
 
 
 def point_plan(doc: dict, pt: dict, profile) -> NumberedPlan:
@@ -108,20 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-kept", type=int, default=2)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--plugs", type=int, default=2125)
-    ap.add_argument("--measure-seconds", type=int, default=12,
-                    help="event seconds measured after the windows are full")
+    ap.add_argument("--measure-seconds", type=int, default=MIN_MEASURE_SECONDS,
+                    help="event seconds measured after the windows are full, one per "
+                    f"micro-batch (at least {MIN_MEASURE_SECONDS} unless --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"allow fewer than {MIN_MEASURE_SECONDS} measured event seconds; "
+                    f"every point of the run is marked protocol {QUICK!r}")
     ap.add_argument("--budget", type=float, default=300.0, help="wall seconds per point")
     ap.add_argument("--spe-budget", type=float, default=30.0,
                     help="wall seconds per pure-SPE point (measured on what ran)")
     ap.add_argument("--warmup-batch", type=int, default=10,
                     help="event seconds per micro-batch during the warm-up (1: no fast-forward)")
-    ap.add_argument("--out", default=None, help="result name (default from scale)")
+    ap.add_argument("--out", default=None,
+                    help="result name under benchmarks/results/ (default from scale), or a "
+                    "path ending in .json")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--summarize-only", action="store_true",
                     help="recompute the maximum throughput and the plots of a result, no runs")
     a = ap.parse_args(argv)
-    out_name = a.out or f"throughput_scale{a.scale:g}"
-    path = RESULTS / f"{out_name}.json"
+    if a.measure_seconds < MIN_MEASURE_SECONDS and not a.quick and not a.summarize_only:
+        ap.error(f"--measure-seconds {a.measure_seconds}: the protocol measures at least "
+                 f"{MIN_MEASURE_SECONDS} one-second batches; pass --quick for a shorter run "
+                 f"(its points are marked protocol {QUICK!r})")
+    protocol = QUICK if a.quick else PROTOCOL
+    path = result_path(a.out, a.scale)
     doc = json.loads(path.read_text()) if path.exists() else {"points": []}
     try:  # a result of another shape is refused here, not half-way
         load_points(doc)
@@ -192,9 +234,15 @@ def main(argv: list[str] | None = None) -> int:
                     predicted_C_b=pc.C_b, predicted_C_u=pc.C_u,
                     predicted_feasible=pc.is_feasible, wall_s=time.time() - t0,
                     data_batches=s.data_batches, result_rows=s.result_rows,
+                    protocol=protocol, measure_seconds=a.measure_seconds, commit=commit(),
+                    ingest_cpu_s=s.ingest_cpu_s,
+                    ingest_rows_per_cpu_s=s.ingest_rows_per_cpu_s,
                 ).record()
+                ing = (f"  ingest {s.ingest_cpu_s:.1f} CPU s "
+                       f"({1e6 / s.ingest_rows_per_cpu_s:.2f} per million rows, outside rho)"
+                       if s.ingest_cpu_s and s.ingest_rows_per_cpu_s else "")
                 say(f"    rho {rho:.2f}{'' if steady else ' (not at steady state)'}  "
-                    f"predicted C_b {pc.C_b:.2f}")
+                    f"predicted C_b {pc.C_b:.2f}{ing}")
                 doc["points"].append(point)
                 doc.update(environment())
                 doc.update({"scale": a.scale, "plugs": a.plugs, "profile": profile.name,
@@ -261,6 +309,15 @@ class ThroughputPoint(BaseModel):
     same_as: str | None = None
     #: how a point differs from what its label runs today (e.g. an older Spark form)
     note: str | None = None
+    #: how it was measured (PROTOCOL, QUICK, or "v1: ..." for the points before issue 22)
+    protocol: str | None = None
+    #: event seconds measured at one per micro-batch after the windows were full
+    measure_seconds: int | None = None
+    #: the commit it ran on (benchmarks.common.commit(); None before issue 22)
+    commit: str | None = None
+    #: CPU seconds of the ingest (validation and spool, before Spark starts: outside rho)
+    ingest_cpu_s: float | None = None
+    ingest_rows_per_cpu_s: float | None = None
 
     def record(self) -> dict:
         return self.model_dump(exclude_none=True) | {"budget_s": self.budget_s,

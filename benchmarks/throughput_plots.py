@@ -34,9 +34,10 @@ def plot(doc: dict, path: Path) -> None:
     pts = doc["points"]
     queries = sorted({p["query"] for p in pts})
     lim = max(p["rate"] for p in pts)
+    protos = "+".join(sorted({(p.get("protocol") or "?").split(":")[0] for p in pts}))
     title = (f"window scale {doc.get('scale')}, {doc.get('plugs')} plugs, "
-             f"{doc.get('date', '')[:10]}; hollow: not at steady state; triangle: upper "
-             "bound (no event second within the budget)")
+             f"{doc.get('date', '')[:10]}, protocol {protos}; hollow: not at steady state; "
+             "triangle: upper bound (no event second within the budget)")
     fig, axes = plt.subplots(2, len(queries), figsize=(3.6 * len(queries), 7), squeeze=False)
     for i, q in enumerate(queries):
         ax = axes[0][i]
