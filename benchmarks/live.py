@@ -15,7 +15,9 @@ records when each instant's rows were handed over. What each figure includes:
   at which the file holding its last reading (event second tau - 1) was renamed into place
   (the file's ctime). It includes the producer's write, the follower's poll (0.2 s), ingest,
   Spark's micro-batch and trigger, DuckDB and the sink. Instants of the burst and of the
-  final drain are left out; p50/p95/p99 over the rest.
+  final drain are left out; p50/p95/p99 over the rest (which includes catching up the
+  burst), and `steady_latency_*` over the instants written in the second half of the
+  measured minutes (the `per_instant` list: event second, written at, latency).
 - **keeps up**: the backlog (event seconds landed but not yet processed) over the second
   half of the measured minutes has a median of at most 3 s and no upward trend (least
   squares slope < 0.05 s per s).
@@ -134,13 +136,16 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
     cpu = {"python": cpu_s(os.getpid()) - cpu0["python"], "jvm": cpu_s(jvm) - cpu0["jvm"],
            "producer": (children.ru_utime + children.ru_stime
                         - children0.ru_utime - children0.ru_stime)}
-    lat = []
-    for tau, at in sink.at.items():
+    lat, steady_lat, per_instant = [], [], []
+    measured_from = t0 + (minutes * 60) / 2
+    for tau, at in sorted(sink.at.items()):
         k = round((tau - t_start).total_seconds()) - 1  # its last reading's event second
         if burst <= k < seconds:
             written = (landing / f"part-{k:08d}.parquet").stat().st_ctime
             lat.append(at - written)
-    measured_from = t0 + (minutes * 60) / 2
+            per_instant.append((k, round(written - t0, 3), round(at - written, 3)))
+            if written >= measured_from:  # after the burst is caught up: steady state
+                steady_lat.append(at - written)
     half = [(t, b) for t, b in backlog if t >= measured_from]
     med = statistics.median(b for _, b in half) if half else None
     trend = slope([t for t, _ in half], [b for _, b in half])
@@ -152,6 +157,11 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
             "instants": len(lat), "latency_p50_s": percentile(lat, 50),
             "latency_p95_s": percentile(lat, 95), "latency_p99_s": percentile(lat, 99),
             "latency_max_s": max(lat) if lat else None,
+            "steady_instants": len(steady_lat),
+            "steady_latency_p50_s": percentile(steady_lat, 50),
+            "steady_latency_p95_s": percentile(steady_lat, 95),
+            "steady_latency_p99_s": percentile(steady_lat, 99),
+            "per_instant": per_instant,
             "backlog_median_s": med, "backlog_slope": trend, "keeps_up": keeps_up,
             "cpu_s": {"ingest": s.ingest_cpu_s, "duckdb": db_s, **cpu},
             "ingest_rows_per_cpu_s": s.ingest_rows_per_cpu_s,
