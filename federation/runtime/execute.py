@@ -261,6 +261,7 @@ class _Run:
         if self.spark is None:
             self.prog.phase("starting Spark")
             self.spark = get_spark()
+        self.prog.phase("setting up the stages")
         chk_root = self.work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
         # a following run takes whatever has landed, up to a minute of event time per
         # micro-batch (the same results: batches are free to be any size), so that a
@@ -271,7 +272,10 @@ class _Run:
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s)
         for st in staged.stages:
             builder.build(st)
-        self.prog.phase("micro-batches", total=ingest.files, unit="event seconds")
+        if opt.follow:  # no end known: no total, no time left
+            self.prog.phase("micro-batches (following)", unit="event seconds")
+        else:
+            self.prog.phase("micro-batches", total=ingest.files, unit="event seconds")
         ex.t_start = time.perf_counter()
         for st in staged.stages:
             if st.outputs:

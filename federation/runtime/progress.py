@@ -14,8 +14,9 @@ from federation.runtime.result import BatchMetrics
 class RunProgress:
     """A run's observer; every method is optional to override (the default does nothing).
 
-    Phases of `execute`, in order: "reading input" (files), "starting Spark",
-    "micro-batches" (event seconds), "finishing windows", "writing output"."""
+    Phases of `execute`, in order: "reading input" (files; a following run: "waiting for
+    the first file"), "starting Spark", "setting up the stages", "micro-batches" (event
+    seconds; following: no total), "finishing windows", "writing output"."""
 
     def phase(self, name: str, total: int | None = None, unit: str = "") -> None:
         """A new phase starts; `total` steps of `unit` when known."""
