@@ -13,6 +13,7 @@ checks that none of these values is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import unquote, urlsplit
 
 # -- reserved columns (a user's column may not start with an underscore) ---------------
 #: a row's event time inside the engines (a copy of the stream's time column)
@@ -91,3 +92,25 @@ def at_us(micros: int) -> dt.datetime:
 # -- file names --------------------------------------------------------------------------
 #: rows a loader or `fedq import` could not read (line, raw, reason), beside the parts
 REJECTED_CSV = "_rejected.csv"
+
+
+#: the MQTT broker port when a URL names none
+MQTT_PORT = 1883
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int, str]:
+    """(host, port, topic) of `mqtt://host[:port]/topic` (port 1883 by default; the topic
+    may hold `/` and the wildcards `+` and `#`).
+
+    >>> parse_mqtt_url("mqtt://broker:1884/plugs/+/readings")
+    ('broker', 1884, 'plugs/+/readings')
+    """
+    try:
+        u = urlsplit(url, allow_fragments=False)  # "#" is the MQTT wildcard
+        port = u.port or MQTT_PORT
+    except ValueError as e:
+        raise ValueError(f"bad MQTT URL {url!r}: {e}") from None
+    topic = unquote(u.path[1:]) if u.path.startswith("/") else ""
+    if u.scheme != "mqtt" or not u.hostname or not topic or u.query:
+        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://HOST[:PORT]/TOPIC")
+    return u.hostname, port, topic

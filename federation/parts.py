@@ -32,6 +32,23 @@ def list_parts(data_dir: Path) -> list[Path]:
     return sorted(p for p in Path(data_dir).iterdir() if _PART.match(p.name))
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write a file atomically and durably: a hidden temporary name, fsync, a rename."""
+    tmp = path.with_name("." + path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+    """Write a Parquet file atomically (a hidden temporary name, then a rename)."""
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
 def write_part(path: Path, table: pa.Table, mtime: float) -> None:
     """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
     the given mtime (Spark's file source orders by it), then a rename."""

@@ -20,9 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from federation.conventions import parse_mqtt_url
 from federation.runtime.broker import start_broker, start_mosquitto
 from federation.runtime.ingest import prepare_input, read_clean_rows
-from federation.runtime.mqtt import REJECTED, MqttLanding, parse_mqtt_url
+from federation.runtime.mqtt import REJECTED, MqttLanding
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.smartplug.publish import endpoint, publish

@@ -267,7 +267,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     whole = prepare_input(data, work / "input", stream, progress=prog.advance,
                           allowed_lateness_s=opt.allowed_lateness_s,
                           flush_after_s=end_flush_s(NumberedPlan.of(query).nodes.values()),
-                          domains=opt.domains or {c: set(v) for c, v in stream.domains.items()},
+                          domains=opt.domains_of(stream),
                           tick_s=windows[0].slide_s,
                           horizon_s=opt.event_horizon_s)
     chain = _Chain(query, data, files, whole, work, strategy, planner, prog,

@@ -18,12 +18,7 @@ def drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress)
     if budget_s is not None:
         def stop_all() -> None:
             truncated.set()
-            for st in stages:
-                if st.query is not None:
-                    try:
-                        st.query.stop()
-                    except Exception as e:  # noqa: BLE001 - stopping is best effort
-                        print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
+            stop_queries(stages)
 
         timer = threading.Timer(budget_s, stop_all)
         timer.daemon = True
@@ -79,10 +74,15 @@ def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunPro
     ex.halt.set()
     with ex.lock:  # the micro-batch in progress has committed
         pass
+    stop_queries(stages)  # a batch started after the halt fails its query: reported only
+    return False
+
+
+def stop_queries(stages) -> None:
+    """Stop every stage's query, best effort (an error is reported, not raised)."""
     for st in stages:
         if st.query is not None:
             try:
                 st.query.stop()
-            except Exception as e:  # noqa: BLE001 - a halted batch fails its query
+            except Exception as e:  # noqa: BLE001 - stopping is best effort
                 print(f"fedq: stopping stage {st.index}: {e}", file=sys.stderr)
-    return False

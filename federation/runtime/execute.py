@@ -114,7 +114,7 @@ class _Run:
         try:
             ingest = self._read_input(resuming)
             if ingest is None:  # halted while waiting for the first reading
-                return self._halted_early(sinks)
+                raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, sinks)
             self._start_stages(ex, ingest)
             try:
@@ -157,9 +157,6 @@ class _Run:
         for m in ex.migs.values():
             m.end_life(last)
 
-    def _halted_early(self, sinks) -> RunResult:
-        raise RunHalted("halted before the first reading landed")
-
     def _claim(self) -> bool:
         """Claim the work directory; True when this resumes an interrupted run of the same
         identity (recovery.py), else everything of an earlier run is removed."""
@@ -187,14 +184,11 @@ class _Run:
             (work / "input" / "ingest.json").write_text(self.h.prepared.model_dump_json(indent=2))
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
-        domains = opt.domains
-        if domains is None:
-            domains = {c: set(v) for c, v in self.stream.domains.items()}
         flush_s = end_flush_s(self.lg.nodes.values())
         return prepare_input(self.data, work / "input", self.stream, progress=self.prog.advance,
                              allowed_lateness_s=opt.allowed_lateness_s,
                              flush_after_s=flush_s if opt.drain else None,
-                             max_files=opt.max_files, domains=domains,
+                             max_files=opt.max_files, domains=opt.domains_of(self.stream),
                              fast_forward_s=self._fast_forward_s(),
                              fast_forward_batch=opt.warmup_batch_s or 1, tick_s=self.slide_s,
                              horizon_s=opt.event_horizon_s)

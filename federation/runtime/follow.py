@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from federation.parts import list_parts
@@ -33,14 +32,13 @@ class Follower:
 
     def __init__(self, data_dir: Path, ingestor: Ingestor, *, idle_timeout_s: float = 5.0,
                  until: dt.datetime | None = None, flush_after_s: float = 600.0,
-                 poll_s: float = 0.2, progress: Callable[[int], None] | None = None) -> None:
+                 poll_s: float = 0.2) -> None:
         self.data = Path(data_dir)
         self.ing = ingestor
         self.idle_timeout_s = idle_timeout_s
         self.until = until
         self.flush_after_s = flush_after_s
         self.poll_s = poll_s
-        self.progress = progress
         self.halt = threading.Event()
         self.ended = threading.Event()  # the input ended (`until`) or the thread failed
         self.started = threading.Event()  # the spool holds a reading: the life is known
@@ -89,8 +87,6 @@ class Follower:
                 seen.add(p.name)
                 landed = idled = time.monotonic()
                 base = ing.clock
-                if self.progress:
-                    self.progress(ing.res.files)
                 if ing.clock is not None:
                     self.started.set()
                 if self.until is not None and ing.clock is not None and ing.clock >= self.until:

@@ -13,7 +13,6 @@ window closes. The lateness rule is the watermark's: a row is late when its ts i
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
-from federation.parts import arrow_schema, list_parts, write_part
+from federation.parts import arrow_schema, atomic_write_bytes, list_parts, write_part
 from federation.runtime.validate import count_csv_rejects, quarantine, read_part, validate_table
 from federation.streams import StreamDecl
 
@@ -286,9 +285,9 @@ class Ingestor:
 
     def save(self) -> None:
         """The spool's state so far (ingest.json): what a resumed run goes on from."""
-        text = self.res.model_dump_json(indent=2)
-        atomic_write_text(self.dead_dir / "ingest.json", text)
-        atomic_write_text(self.work / "ingest.json", text)
+        text = self.res.model_dump_json(indent=2).encode()
+        atomic_write_bytes(self.dead_dir / "ingest.json", text)
+        atomic_write_bytes(self.work / "ingest.json", text)
 
     def finish(self, flush_after_s: float | None) -> IngestResult:
         """The end of input: a flush punctuation far enough ahead that every window closes
@@ -300,12 +299,6 @@ class Ingestor:
                        punctuation(self.stream, flush), SPOOL_MTIME + res.spool_files)
         self.save()
         return res
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def reason_kind(reason: str) -> str:

@@ -72,10 +72,7 @@ def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
     """The follower of a run (execute._Run) over its data directory, going on from the
     spool of an interrupted run; `flush_after_s`: how far the flush at `until` goes."""
     opt = run.opt
-    domains = opt.domains
-    if domains is None:
-        domains = {c: set(v) for c, v in run.stream.domains.items()}
-    kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": domains,
+    kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": opt.domains_of(run.stream),
           "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s}
     feeder = None
     if opt.source is not None:  # a broker's topic, written into landing files here

@@ -24,11 +24,11 @@ import pyarrow.compute as pc
 
 from db.store import naive_timestamps
 from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
-from federation.parts import arrow_type
+from federation.parts import arrow_type, atomic_write_parquet
 from federation.physical import DbOp
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
-from federation.runtime.recovery import ResultParts, StageLog, atomic_write_parquet, fault_point
+from federation.runtime.recovery import ResultParts, StageLog, fault_point
 from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 

@@ -42,11 +42,11 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from federation.conventions import parse_mqtt_url
 from federation.parts import arrow_type
 from federation.streams import StreamDecl
 
@@ -55,24 +55,6 @@ REJECTED = "_rejected.jsonl"
 MAX_READINGS = 50_000  # a landing file holds at most about that many readings
 DEDUP_FILES = 100  # the hashes of that many last landing files are remembered
 _LANDING = re.compile(r"^part-(\d{12})\.parquet$")
-
-
-def parse_mqtt_url(url: str) -> tuple[str, int, str]:
-    """(host, port, topic) of `mqtt://host[:port]/topic` (port 1883 by default; the topic
-    may hold `/` and the wildcards `+` and `#`).
-
-    >>> parse_mqtt_url("mqtt://broker:1884/plugs/+/readings")
-    ('broker', 1884, 'plugs/+/readings')
-    """
-    try:
-        u = urlsplit(url, allow_fragments=False)  # "#" is the MQTT wildcard
-        port = u.port or 1883
-    except ValueError as e:
-        raise ValueError(f"bad MQTT URL {url!r}: {e}") from None
-    topic = unquote(u.path[1:]) if u.path.startswith("/") else ""
-    if u.scheme != "mqtt" or not u.hostname or not topic or u.query:
-        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://HOST[:PORT]/TOPIC")
-    return u.hostname, port, topic
 
 
 class MqttLanding:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from federation.conventions import parse_mqtt_url
 from federation.errors import OptionError, OutputError
 
 
@@ -136,8 +137,6 @@ class RunOptions(CheckedOptions):
     @model_validator(mode="after")
     def _together(self):
         if self.source is not None:
-            from federation.runtime.mqtt import parse_mqtt_url
-
             try:
                 parse_mqtt_url(self.source)
             except ValueError as e:
@@ -157,6 +156,12 @@ class RunOptions(CheckedOptions):
         if why:
             raise OutputError(why)
         return self
+
+    def domains_of(self, stream) -> dict[str, set]:
+        """The allowed values per column: `domains`, else the stream's declared ones."""
+        if self.domains is not None:
+            return self.domains
+        return {c: set(v) for c, v in stream.domains.items()}
 
 
 class GenerateOptions(CheckedOptions):

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from federation.errors import FedqError
+from federation.parts import atomic_write_bytes, atomic_write_parquet
 from federation.runtime.result import results_table
 
 RUN_FILE = "run.json"
@@ -56,21 +57,6 @@ def fault_point(name: str) -> None:
 
 class ResumeError(FedqError, ValueError):
     """The work directory holds another run."""
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name("." + path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_parquet(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
 
 
 def run_identity(plan, seconds_per_batch: int, allowed_lateness_s: float,

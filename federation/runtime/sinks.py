@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from db.sink import DuckDBTableSink
-from federation.runtime.recovery import atomic_write_parquet
+from federation.parts import atomic_write_parquet
 
 MANIFEST = "_manifest.jsonl"
 __all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink"]

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
 
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
+from federation.conventions import parse_mqtt_url
 from federation.parts import list_parts
 
 MAX_UNACKED = 5000  # messages published but not yet acknowledged by the broker, at most
@@ -45,20 +45,12 @@ class PublishSummary(BaseModel):
 
 
 def endpoint(url: str) -> tuple[str, int, str]:
-    """(host, port, topic) of `mqtt://host[:port]/topic`, a topic without wildcards. The
-    runtime's `parse_mqtt_url` reads the same URLs (tests/test_mqtt.py checks they agree);
-    this layer may not import the runtime."""
-    try:
-        u = urlsplit(url, allow_fragments=False)  # "#" is the MQTT wildcard
-        port = u.port or 1883
-    except ValueError as e:
-        raise ValueError(f"bad MQTT URL {url!r}: {e}") from None
-    topic = unquote(u.path[1:]) if u.path.startswith("/") else ""
-    if u.scheme != "mqtt" or not u.hostname or not topic or u.query:
-        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://HOST[:PORT]/TOPIC")
+    """(host, port, topic) of `mqtt://host[:port]/topic` (`parse_mqtt_url`), a topic
+    without wildcards."""
+    host, port, topic = parse_mqtt_url(url)
     if "+" in topic or "#" in topic:
         raise ValueError(f"cannot publish to a topic with wildcards: {url!r}")
-    return u.hostname, port, topic
+    return host, port, topic
 
 
 def _iso(v: Any) -> Any:
