@@ -233,11 +233,16 @@ def test_kill9_with_amqtt_loses_at_most_the_messages_in_flight(amqtt_broker, tmp
 
 
 def test_failures_are_clear(amqtt_broker, tmp_path):
-    from federation.runtime.broker import free_port
+    import socket
 
-    sub = MqttLanding(f"mqtt://127.0.0.1:{free_port()}/t", tmp_path, smartplug_stream(), "x")
-    sub.start()
-    sub.stop()
+    # a port held bound but not listening: nothing else can take it and a connection is
+    # refused (a merely free port in the ephemeral range can connect to itself)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        sub = MqttLanding(f"mqtt://127.0.0.1:{port}/t", tmp_path, smartplug_stream(), "x")
+        sub.start(timeout_s=5)
+        sub.stop()
     assert isinstance(sub.error, ConnectionError) and "cannot connect" in str(sub.error)
     with pytest.raises(RuntimeError, match="exited with code") as e:
         start_broker(amqtt_broker.port)  # the port is taken

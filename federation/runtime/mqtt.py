@@ -110,7 +110,10 @@ class MqttLanding:
         c.loop_start()
         self._thread.start()
         if not self._ready.wait(timeout_s) and self.error is None:
-            self.error = TimeoutError(f"no subscription to {self.url} within {timeout_s:g} s")
+            self.error = TimeoutError(
+                f"no subscription to {self.url} within {timeout_s:g} s" if self.connected else
+                f"{self.host}:{self.port} took the connection but gave no MQTT answer within "
+                f"{timeout_s:g} s: is an MQTT broker listening there?")
         return self
 
     def stop(self) -> None:
