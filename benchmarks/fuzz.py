@@ -14,7 +14,10 @@ runs under `spe`, `db`, `auto`, the explicit placement that alternates engines b
 the plan (every parent and child in different engines), its complement and one random
 explicit placement, each with a random number of event seconds per micro-batch. A
 placement that an engine cannot run must be refused with a PlacementError naming the
-operator (it is never run); anything else must equal the reference. On a mismatch or a
+operator (it is never run); anything else must equal the reference. Then a query whose
+result has rows runs once more following a landing directory that a writer fills in bursts
+while it runs (benchmarks/fuzz_follow.py: ended by `until` or, every other live run, by the
+idle clock), its instants taken from the API's iterator (`--no-follow` skips it). On a mismatch or a
 crash Hypothesis shrinks the query to a minimal one, which the report shows. The report
 counts the queries per shape (`fuzz_queries.SHAPES`; every record names its query's).
 
@@ -59,7 +62,8 @@ from federation.errors import PlacementError
 class Runner:
     """Runs generated queries over one data set in one Spark session and records outcomes."""
 
-    def __init__(self, work: Path, spark, seconds: int = SECONDS) -> None:
+    def __init__(self, work: Path, spark, seconds: int = SECONDS,
+                 follow: bool | int = True) -> None:
         from federation.smartplug.datagen import generate
 
         self.work = work
@@ -68,6 +72,8 @@ class Runner:
         if not self.data.exists():
             generate(self.data, rate=RATE, seconds=seconds, plugs=PLUGS, houses=HOUSES, seed=11)
         self.seconds = seconds
+        # a live run per query with rows (benchmarks/fuzz_follow.py); an int: for the first n
+        self.follow, self.followed = follow, 0
         self.records: list[dict] = []
         self.k = 0
 
@@ -118,6 +124,16 @@ class Runner:
                            trace=traceback.format_exc()[-3000:])
             rec["wall_s"] = round(time.perf_counter() - t0, 2)
             outcomes.append(rec)
+        ran = [o["placement"] for o in outcomes if o["outcome"] == "match"]
+        if ran and want.num_rows and (self.follow is True or self.followed < self.follow):
+            from benchmarks.fuzz_follow import check_following
+
+            # live input under the placement that cuts every engine boundary when it ran
+            self.followed += 1
+            pl = next((p for p in g.placements[3:4] if p in ran), ran[0])
+            outcomes.append(check_following(
+                g, pl, self.data, self.work / f"q{self.k}" / "follow", self.spark, want,
+                "until" if self.followed % 2 else "idle"))
         self.records.extend(outcomes)
         bad = [o for o in outcomes if o["outcome"] in ("mismatch", "crash")]
         if bad:
@@ -152,11 +168,13 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
-         placements: int | None = None, seconds: int = SECONDS):
+         placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
-    `placements`: run only that many of each query's placements (`some_placements`)."""
-    runner = Runner(work, spark, seconds)
+    `placements`: run only that many of each query's placements (`some_placements`);
+    `follow`: a live run of every query whose result has rows (True), of none (False)
+    or of the first n such queries."""
+    runner = Runner(work, spark, seconds, follow)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
 
@@ -199,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="report path without suffix (.json and .md are written)")
     ap.add_argument("--work", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--no-follow", action="store_true",
+                    help="no live run per query (benchmarks/fuzz_follow.py)")
     ap.add_argument("--event-seconds", type=int, default=SECONDS, metavar="N",
                     help=f"event seconds of generated data (default {SECONDS})")
     ap.add_argument("--placements", type=int, default=None, metavar="K",
@@ -242,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.event_seconds < 1:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
-                            a.placements, a.event_seconds)
+                            a.placements, a.event_seconds, not a.no_follow)
     report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1

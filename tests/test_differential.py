@@ -45,10 +45,11 @@ def reference(name, data_dir, tmp_path_factory, spool):
     return _cache[name]
 
 
-def run_and_check(spark, name, placement, data_dir, tmp_path_factory, per_batch=10,
+def run_and_check(spark, name, placement, data_dir, tmp_path_factory, per_batch=20,
                   declared_rate=RATE):
     # declared_rate: the stream statistics the plan is optimized for (Phase-One's join
-    # order, and so the operator ids of a placement, can depend on it); the data stay
+    # order, and so the operator ids of a placement, can depend on it); the data stay.
+    # per_batch: three data batches (batch sizes vary in the fuzzer and below)
     key = (name, str(placement), per_batch, declared_rate)
     if key not in _cache:
         work = tmp_path_factory.mktemp(f"{name}_run")

@@ -28,9 +28,9 @@ RATE, PLUGS, SECONDS, SCALE = 60, 30, 60, 1 / 6
 CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def fedq_run(query: str, placement: str, data, work, out) -> list[str]:
+def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 2) -> list[str]:
     return [sys.executable, "-c", CLI, "run", query, "--placement", placement,
-            "--data", str(data), "--scale", repr(SCALE), "--seconds-per-batch", "2",
+            "--data", str(data), "--scale", repr(SCALE), "--seconds-per-batch", str(per_batch),
             "--work-dir", str(work), "--output", str(out), "--quiet", "--overwrite"]
 
 
@@ -86,8 +86,9 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    hit, ingested, err = run_killed_then_resumed(fedq_run(query, placement, data, work, out),
-                                                 kill, work)
+    # pure Spark pays about 2 s per micro-batch: 5 event seconds each (12 batches)
+    cmd = fedq_run(query, placement, data, work, out, 5 if placement == "spe" else 2)
+    hit, ingested, err = run_killed_then_resumed(cmd, kill, work)
     assert hit, f"the kill ({kill}) never hit the running process"
     got = pq.read_table(out)
     q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
@@ -107,7 +108,7 @@ def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    cmd = fedq_run("CQ5", "spe", data, work, out)
+    cmd = fedq_run("CQ5", "spe", data, work, out, per_batch=5)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:6")
     p = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False,
                        start_new_session=True)  # the fault kills its own process group
