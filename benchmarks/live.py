@@ -169,11 +169,11 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
 
 
 def replay_point(query: str, rate: float, plugs: int, scale: float, spark, data: Path,
-                 work: Path) -> dict:
+                 work: Path, placement: str = "auto") -> dict:
     from federation.api import run
 
     q = QUERIES[query](rate=rate, scale=scale, plugs=plugs)
-    r = run(q, "auto", data, work_dir=work, spark=spark, warmup_batch_s=10, drain=False)
+    r = run(q, placement, data, work_dir=work, spark=spark, warmup_batch_s=10, drain=False)
     s = r.summary
     return {"rho_steady": s.rho_steady, "rho_windows_full": s.rho_windows_full,
             "placement": s.placement, "ingest_cpu_s": s.ingest_cpu_s,

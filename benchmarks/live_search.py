@@ -1,0 +1,256 @@
+"""The highest live rate of each query, searched with a rising load (issue 22).
+
+Run: python -m benchmarks.live_search --queries CQ1,CQ2,CQ3,CQ4,CQ5,CQ6
+
+Per query, one following run (`federation.api.start(..., follow=True)`, the optimizer's
+plan for the query at `--plan-rate`, 2,125 plugs, 5-minute windows) over one
+producer process (`datagen.generate(rate_profile=..., realtime=1)`) whose rate rises in
+steps: the first window range at once at the first rate (a backlog that fills the
+windows), that rate for `--first-s` more event seconds (the backlog is caught up), then
+`--step-s` event seconds at each rate of the ladder (`--start` times `--factor`^i), one
+event second per wall second. A step **keeps up** when, over the second half of its wall
+time, the backlog (event seconds landed but not processed) has a median of at most 3 s and
+ends at most 5 s. The run stops at the first step that does not keep up (or at the top
+of the ladder); the query's **live maximum** is the last step that kept up (sustained for
+`--step-s` wall seconds, not 5 minutes: the `--confirm` run does that), and the step that
+failed bounds it from above.
+
+Per step: the latency of its instants written in the step's second half (result handed to
+the sink minus the ctime of the file holding the instant's last reading, as in
+benchmarks/live.py) with p50/p95/p99, and the backlog. Then, same process, same machine:
+
+- `--confirm`: a 5-minute live point at the live maximum (benchmarks.live.live_point);
+- the **replay** of the same rate and placement (`federation.api.run` over a generated directory of the
+  first window range plus 120 event seconds, warm-up fast-forwarded): rate x rho_steady
+  is the replay's maximum, and live / replay the ratio of the two maxima. Ingest runs
+  before Spark starts in the replay and is outside its rho; live pays it inside.
+
+Writes benchmarks/results/live_search.json (`--out`) and a plot. Nothing else may run on
+the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import say, write_result
+from benchmarks.live import LatencySink, cpu_s, live_point, percentile, replay_point
+from federation.smartplug.queries import QUERIES
+
+T_START = dt.datetime(2013, 9, 1)
+
+
+def ladder(start: float, factor: float, top: float) -> list[float]:
+    out = [start]
+    while out[-1] * factor <= top * 1.0001:
+        out.append(round(out[-1] * factor, -2))
+    return out
+
+
+def ramp_producer(out: Path, profile: list[tuple[float, int]], plugs: int, burst: int):
+    import subprocess
+
+    code = ("import datetime as dt; from federation.smartplug.datagen import generate; "
+            f"generate({str(out)!r}, rate_profile={profile!r}, plugs={plugs}, seed=1, "
+            f"start=dt.datetime.fromisoformat({T_START.isoformat()!r}), realtime=1.0, "
+            f"burst_s={burst})")
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def judge(step: dict, backlog: list[tuple[float, float]]) -> bool | None:
+    """Whether `step` kept up, from the backlog samples of its second half (None: no
+    sample yet)."""
+    half = [b for t, b in backlog if step["half_from"] <= t < step["wall_to"]]
+    if not half:
+        return None
+    step["backlog_median_s"] = statistics.median(half)
+    step["backlog_end_s"] = half[-1]
+    return step["backlog_median_s"] <= 3 and half[-1] <= 5
+
+
+def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
+         scale: float, spark, work: Path, plan_rate: float) -> dict:
+    """One following run over a rising load; the steps, each judged and with its latency."""
+    from federation.api import start
+
+    burst = round(300 * scale) + 1
+    profile = [(rates[0], burst + first_s)] + [(r, step_s) for r in rates[1:]]
+    steps, k = [], burst + first_s
+    for r in rates[1:]:
+        steps.append({"rate": r, "from_s": k, "to_s": k + step_s})
+        k += step_s
+    seconds = k
+    q = QUERIES[query](rate=plan_rate, scale=scale, plugs=plugs)
+    landing = work / "landing"
+    landing.mkdir(parents=True)
+    sink = LatencySink()
+    backlog: list[tuple[float, float]] = []
+    jvm = spark.sparkContext._gateway.proc.pid
+    cpu0 = {"python": cpu_s(os.getpid()), "jvm": cpu_s(jvm)}
+
+    def watch(m) -> None:
+        if m.stage == 0 and m.backlog_s is not None:
+            backlog.append((time.time(), m.backlog_s))
+
+    prod = ramp_producer(landing, profile, plugs, burst)
+    t0 = time.time()
+    for st in steps:  # event second s is written at wall t0 + s + 1 - burst
+        st["wall_from"] = t0 + st["from_s"] + 1 - burst
+        st["wall_to"] = t0 + st["to_s"] + 1 - burst
+        st["half_from"] = (st["wall_from"] + st["wall_to"]) / 2
+    h = start(q, "auto", landing, follow=True,
+              until=T_START + dt.timedelta(seconds=seconds - 1), work_dir=work / "live",
+              iterate=False, sinks=(sink,), spark=spark, seconds_per_batch=1, progress=watch)
+    failed = None
+    while h.wait(timeout=2.0) is None:
+        now = time.time()
+        for st in steps:
+            if "keeps_up" not in st and now >= st["wall_to"] + 1:
+                st["keeps_up"] = judge(st, backlog)
+                say(f"  {query} {st['rate']:,.0f}/s: keeps up {st['keeps_up']} (backlog "
+                    f"median {st.get('backlog_median_s')}, end {st.get('backlog_end_s')})")
+                if not st["keeps_up"]:
+                    failed = st
+        if failed is not None:
+            prod.kill()
+            h.stop()
+            break
+    r = h.wait()
+    for st in steps:  # the steps that ended with the run
+        if "keeps_up" not in st and time.time() >= st["wall_to"]:
+            st["keeps_up"] = judge(st, backlog)
+    prod.kill()
+    prod.wait()
+    wall = time.time() - t0
+    for st in steps:
+        lat = []
+        for tau, at in sink.at.items():
+            s = round((tau - T_START).total_seconds()) - 1
+            f = landing / f"part-{s:08d}.parquet"
+            if st["from_s"] <= s < st["to_s"] and f.exists() and f.stat().st_ctime >= st[
+                    "half_from"]:
+                lat.append(at - f.stat().st_ctime)
+        st.update(instants=len(lat), latency_p50_s=percentile(lat, 50),
+                  latency_p95_s=percentile(lat, 95), latency_p99_s=percentile(lat, 99))
+        for key in ("wall_from", "wall_to", "half_from"):
+            st[key] = round(st[key] - t0, 1)
+    kept = [st for st in steps if st.get("keeps_up")]
+    ran = [st for st in steps if "keeps_up" in st]
+    top = None  # the steps kept up in a row from the first
+    for st in ran:
+        if not st["keeps_up"]:
+            break
+        top = st
+    return {"query": query, "placement": r.summary.placement, "planned_at_rate": plan_rate,
+            "first_rate": rates[0], "first_s": first_s, "step_s": step_s, "burst_s": burst,
+            "steps": ran, "live_max_rate": top["rate"] if top else None,
+            "failed_at_rate": failed["rate"] if failed else None,
+            "steps_kept_up": len(kept), "wall_s": round(wall, 1),
+            "cpu_s": {"python": cpu_s(os.getpid()) - cpu0["python"],
+                      "jvm": cpu_s(jvm) - cpu0["jvm"], "ingest": r.summary.ingest_cpu_s},
+            "dead_lettered": r.summary.dead_lettered}
+
+
+def replay_at(query: str, rate: float, plugs: int, scale: float, spark, work: Path,
+              placement: str) -> dict:
+    from federation.smartplug.datagen import generate
+
+    data = work / "replay-data"
+    generate(data, rate=rate, seconds=round(300 * scale) + 1 + 120, plugs=plugs, seed=1,
+             start=T_START)
+    return replay_point(query, rate, plugs, scale, spark, data, work / "replay", placement)
+
+
+def plot(points: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    qs = [p["query"] for p in points]
+    live = [p["live_max_rate"] or 0 for p in points]
+    replay = [(p.get("replay") or {}).get("max_rate_estimate") or 0 for p in points]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    x = range(len(qs))
+    ax.bar([i - 0.2 for i in x], live, 0.4, label="live (followed, ingest inside)")
+    ax.bar([i + 0.2 for i in x], replay, 0.4, label="replay (rate x rho, ingest outside)")
+    for i, p in enumerate(points):
+        if p.get("failed_at_rate"):
+            ax.plot([i - 0.4, i], [p["failed_at_rate"]] * 2, "k:", lw=1)
+    ax.set_xticks(list(x), qs)
+    ax.set_ylabel("tuples/s")
+    ax.set_title("Highest live rate kept up vs replay maximum (dotted: first rate failed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spe.session import get_spark
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queries", default="CQ1,CQ2,CQ3,CQ4,CQ5,CQ6")
+    ap.add_argument("--start", type=float, default=50000, help="first rate (tuples/s)")
+    ap.add_argument("--factor", type=float, default=1.25, help="rate ratio between steps")
+    ap.add_argument("--top", type=float, default=500000, help="highest rate of the ladder")
+    ap.add_argument("--plan-rate", type=float, default=150000,
+                    help="the rate the optimizer plans for (the ramp and the replay run "
+                         "that plan)")
+    ap.add_argument("--first-s", type=int, default=90)
+    ap.add_argument("--step-s", type=int, default=60)
+    ap.add_argument("--plugs", type=int, default=2125)
+    ap.add_argument("--scale", type=float, default=1.0, help="window range scale")
+    ap.add_argument("--confirm", action="store_true",
+                    help="a 5-minute live point at each query's live maximum")
+    ap.add_argument("--no-replay", action="store_true")
+    ap.add_argument("--out", default="live_search.json")
+    a = ap.parse_args(argv)
+    for name, v in (("--start", a.start), ("--factor", a.factor - 1), ("--step-s", a.step_s)):
+        if v <= 0:
+            ap.error(f"{name}: must be > {1 if name == '--factor' else 0}")
+    spark = get_spark()
+    rates = ladder(a.start, a.factor, a.top)
+    points = []
+    for query in a.queries.split(","):
+        if query not in QUERIES:
+            ap.error(f"--queries: unknown query {query!r} (known: {', '.join(QUERIES)})")
+    for query in a.queries.split(","):
+        work = Path(tempfile.mkdtemp(prefix="fedq-live-search-"))
+        try:
+            say(f"{query}: rising load {', '.join(f'{r:,.0f}' for r in rates)} /s")
+            p = ramp(query, rates, a.first_s, a.step_s, a.plugs, a.scale, spark, work,
+                     a.plan_rate)
+            say(f"{query}: live maximum {p['live_max_rate']} (failed at {p['failed_at_rate']})")
+            best = p["live_max_rate"]
+            if best and a.confirm:
+                say(f"{query}: 5 minutes at {best:,.0f}/s")
+                c, _ = live_point(query, best, 5, a.plugs, a.scale, spark, work / "confirm")
+                c.pop("per_instant", None)
+                p["confirm"] = c
+            if best and not a.no_replay:
+                say(f"{query}: replay at {best:,.0f}/s")
+                p["replay"] = replay_at(query, best, a.plugs, a.scale, spark, work,
+                                        p["placement"])
+                est = p["replay"]["max_rate_estimate"]
+                p["live_over_replay"] = best / est if est else None
+            points.append(p)
+            write_result(a.out, {"points": points, "ladder": rates, "protocol": __doc__})
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    path = write_result(a.out, {"points": points, "ladder": rates, "protocol": __doc__})
+    if points:
+        plot(points, path.with_suffix(".png"))
+    say(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
