@@ -10,8 +10,10 @@ windows), that rate for `--first-s` more event seconds (the backlog is caught up
 `--step-s` event seconds at each rate of the ladder (`--start` times `--factor`^i), one
 event second per wall second. A step **keeps up** when, over the second half of its wall
 time, the backlog (event seconds landed but not processed) has a median of at most 3 s and
-ends at most 5 s. The run stops at the first step that does not keep up (or at the top
-of the ladder); the query's **live maximum** is the last step that kept up (sustained for
+ends at most 5 s; a step's wall interval is read from the ctimes of its files, and a
+step counts only when the producer landed at least 95% of its nominal rate (on two cores
+it competes with fedq: where it falls behind, the search stops there and says so). The run
+stops at the first step that does not keep up (or at the top of the ladder); the query's **live maximum** is the last step that kept up (sustained for
 `--step-s` wall seconds, not 5 minutes: the `--confirm` run does that), and the step that
 failed bounds it from above.
 
@@ -102,35 +104,51 @@ def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
 
     prod = ramp_producer(landing, profile, plugs, burst)
     t0 = time.time()
-    for st in steps:  # event second s is written at wall t0 + s + 1 - burst
-        st["wall_from"] = t0 + st["from_s"] + 1 - burst
-        st["wall_to"] = t0 + st["to_s"] + 1 - burst
-        st["half_from"] = (st["wall_from"] + st["wall_to"]) / 2
     h = start(q, "auto", landing, follow=True,
               until=T_START + dt.timedelta(seconds=seconds - 1), work_dir=work / "live",
               iterate=False, sinks=(sink,), spark=spark, seconds_per_batch=1, progress=watch)
     failed = None
+
+    def landed(k: int) -> float | None:  # when event second k's file was renamed into place
+        f = landing / f"part-{k:08d}.parquet"
+        return f.stat().st_ctime if f.exists() else None
+
+    def settle(st: dict) -> bool:
+        """Judge a step once its last file landed: its wall interval from the files' ctimes
+        (the producer may fall behind its schedule at high rates: then the rate that
+        landed, not the nominal one, is what fedq was offered)."""
+        a, b = landed(st["from_s"] - 1), landed(st["to_s"] - 1)
+        if a is None or b is None or time.time() < b + 1:
+            return False
+        st["wall_from"], st["wall_to"], st["half_from"] = a, b, (a + b) / 2
+        st["landed_rate"] = st["rate"] * (st["to_s"] - st["from_s"]) / max(b - a, 1e-9)
+        st["producer_on_pace"] = st["landed_rate"] >= 0.95 * st["rate"]
+        st["keeps_up"] = judge(st, backlog)
+        say(f"  {query} {st['rate']:,.0f}/s (landed {st['landed_rate']:,.0f}/s): keeps up "
+            f"{st['keeps_up']} (backlog median {st.get('backlog_median_s')}, end "
+            f"{st.get('backlog_end_s')})")
+        return True
+
     while h.wait(timeout=2.0) is None:
-        now = time.time()
         for st in steps:
-            if "keeps_up" not in st and now >= st["wall_to"] + 1:
-                st["keeps_up"] = judge(st, backlog)
-                say(f"  {query} {st['rate']:,.0f}/s: keeps up {st['keeps_up']} (backlog "
-                    f"median {st.get('backlog_median_s')}, end {st.get('backlog_end_s')})")
-                if not st["keeps_up"]:
-                    failed = st
+            if "keeps_up" not in st and settle(st) and not (
+                    st["keeps_up"] and st["producer_on_pace"]):
+                failed = st  # fedq fell behind, or the producer did: no higher step
+                break
         if failed is not None:
             prod.kill()
             h.stop()
             break
     r = h.wait()
+    time.sleep(1.0)
     for st in steps:  # the steps that ended with the run
-        if "keeps_up" not in st and time.time() >= st["wall_to"]:
-            st["keeps_up"] = judge(st, backlog)
+        if "keeps_up" not in st and failed is None:
+            settle(st)
     prod.kill()
     prod.wait()
     wall = time.time() - t0
-    for st in steps:
+    ran = [st for st in steps if "keeps_up" in st]
+    for st in ran:
         lat = []
         for tau, at in sink.at.items():
             s = round((tau - T_START).total_seconds()) - 1
@@ -143,16 +161,17 @@ def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
         for key in ("wall_from", "wall_to", "half_from"):
             st[key] = round(st[key] - t0, 1)
     kept = [st for st in steps if st.get("keeps_up")]
-    ran = [st for st in steps if "keeps_up" in st]
-    top = None  # the steps kept up in a row from the first
+    top = None  # the steps kept up in a row from the first, the producer on pace
     for st in ran:
-        if not st["keeps_up"]:
+        if not st["keeps_up"] or not st["producer_on_pace"]:
             break
         top = st
     return {"query": query, "placement": r.summary.placement, "planned_at_rate": plan_rate,
             "first_rate": rates[0], "first_s": first_s, "step_s": step_s, "burst_s": burst,
             "steps": ran, "live_max_rate": top["rate"] if top else None,
-            "failed_at_rate": failed["rate"] if failed else None,
+            "failed_at_rate": failed["rate"] if failed and not failed["keeps_up"] else None,
+            "producer_behind_at_rate": failed["rate"] if failed and failed["keeps_up"]
+            and not failed["producer_on_pace"] else None,
             "steps_kept_up": len(kept), "wall_s": round(wall, 1),
             "cpu_s": {"python": cpu_s(os.getpid()) - cpu0["python"],
                       "jvm": cpu_s(jvm) - cpu0["jvm"], "ingest": r.summary.ingest_cpu_s},
@@ -185,9 +204,12 @@ def plot(points: list[dict], path: Path) -> None:
     for i, p in enumerate(points):
         if p.get("failed_at_rate"):
             ax.plot([i - 0.4, i], [p["failed_at_rate"]] * 2, "k:", lw=1)
+        if p.get("producer_behind_at_rate"):
+            ax.plot([i - 0.4, i], [p["producer_behind_at_rate"]] * 2, "r--", lw=1)
     ax.set_xticks(list(x), qs)
     ax.set_ylabel("tuples/s")
-    ax.set_title("Highest live rate kept up vs replay maximum (dotted: first rate failed)")
+    ax.set_title("Highest live rate kept up vs replay maximum\n(dotted: the rate fedq "
+                 "missed; dashed red: the producer could not write it)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
