@@ -9,7 +9,8 @@ steps: the first window range at once at the first rate (a backlog that fills th
 windows), that rate for `--first-s` more event seconds (the backlog is caught up), then
 `--step-s` event seconds at each rate of the ladder (`--start` times `--factor`^i), one
 event second per wall second. A step **keeps up** when, over the second half of its wall
-time, the backlog (event seconds landed but not processed) has a median of at most 3 s and
+time, the backlog (event seconds whose files landed, counted in the landing directory,
+minus those processed: an ingest falling behind counts) has a median of at most 3 s and
 ends at most 5 s; a step's wall interval is read from the ctimes of its files, and a
 step counts only when the producer landed at least 95% of its nominal rate (on two cores
 it competes with fedq: where it falls behind, the search stops there and says so). The run
@@ -22,9 +23,10 @@ the sink minus the ctime of the file holding the instant's last reading, as in
 benchmarks/live.py) with p50/p95/p99, and the backlog. Then, same process, same machine:
 
 - `--confirm`: a 5-minute live point at the live maximum (benchmarks.live.live_point);
-- the **replay** of the same rate and placement (`federation.api.run` over a generated directory of the
-  first window range plus 120 event seconds, warm-up fast-forwarded): rate x rho_steady
-  is the replay's maximum, and live / replay the ratio of the two maxima. Ingest runs
+- the **replay** with the same placement at `--replay-rate` (`federation.api.run` over a
+  generated directory of the first window range plus 120 event seconds, warm-up
+  fast-forwarded, one event second per micro-batch): rate x rho_steady is the replay's
+  maximum, and live / replay the ratio of the two maxima. Ingest runs
   before Spark starts in the replay and is outside its rho; live pays it inside.
 
 Writes benchmarks/results/live_search.json (`--out`) and a plot. Nothing else may run on
@@ -98,9 +100,15 @@ def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
     jvm = spark.sparkContext._gateway.proc.pid
     cpu0 = {"python": cpu_s(os.getpid()), "jvm": cpu_s(jvm)}
 
+    landed_n = [0]  # files landed so far (the producer writes part-k in order)
+
     def watch(m) -> None:
-        if m.stage == 0 and m.backlog_s is not None:
-            backlog.append((time.time(), m.backlog_s))
+        # the backlog from the landing directory, not the follower's count: event seconds
+        # landed but not yet processed, so that an ingest falling behind shows too
+        while (landing / f"part-{landed_n[0]:08d}.parquet").exists():
+            landed_n[0] += 1
+        if m.stage == 0 and m.event_seconds_done is not None:
+            backlog.append((time.time(), max(0, landed_n[0] - m.event_seconds_done)))
 
     prod = ramp_producer(landing, profile, plugs, burst)
     t0 = time.time()
@@ -233,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--confirm", action="store_true",
                     help="a 5-minute live point at each query's live maximum")
     ap.add_argument("--no-replay", action="store_true")
+    ap.add_argument("--replay-rate", type=float, default=100000,
+                    help="the replay's rate (its maximum is rate x rho_steady)")
     ap.add_argument("--out", default="live_search.json")
     a = ap.parse_args(argv)
     for name, v in (("--start", a.start), ("--factor", a.factor - 1), ("--step-s", a.step_s)):
@@ -257,13 +267,14 @@ def main(argv: list[str] | None = None) -> int:
                 c, _ = live_point(query, best, 5, a.plugs, a.scale, spark, work / "confirm")
                 c.pop("per_instant", None)
                 p["confirm"] = c
+            points.append(p)
+            write_result(a.out, {"points": points, "ladder": rates, "protocol": __doc__})
             if best and not a.no_replay:
-                say(f"{query}: replay at {best:,.0f}/s")
-                p["replay"] = replay_at(query, best, a.plugs, a.scale, spark, work,
+                say(f"{query}: replay at {a.replay_rate:,.0f}/s")
+                p["replay"] = replay_at(query, a.replay_rate, a.plugs, a.scale, spark, work,
                                         p["placement"])
                 est = p["replay"]["max_rate_estimate"]
                 p["live_over_replay"] = best / est if est else None
-            points.append(p)
             write_result(a.out, {"points": points, "ladder": rates, "protocol": __doc__})
         finally:
             shutil.rmtree(work, ignore_errors=True)
