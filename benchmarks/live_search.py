@@ -52,6 +52,7 @@ from benchmarks.live import LatencySink, cpu_s, live_point, percentile, replay_p
 from federation.smartplug.queries import QUERIES
 
 T_START = dt.datetime(2013, 9, 1)
+TAIL_S = 10
 
 
 def ladder(start: float, factor: float, top: float) -> list[float]:
@@ -97,7 +98,11 @@ def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
     for r in rates[1:]:
         steps.append({"rate": r, "from_s": k, "to_s": k + step_s})
         k += step_s
-    seconds = k
+    # a tail at the last rate, judged with nothing: the end of input drains every open
+    # window (one instant per slide of the largest range) and would delay the last step's
+    # instants
+    profile.append((rates[-1], TAIL_S))
+    seconds = k + TAIL_S
     q = QUERIES[query](rate=plan_rate, scale=scale, plugs=plugs)
     landing = work / "landing"
     landing.mkdir(parents=True)

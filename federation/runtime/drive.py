@@ -32,11 +32,11 @@ def drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress)
             try:
                 st.query.processAllAvailable()
             except Exception:
-                if truncated.is_set():
-                    break
+                if truncated.is_set() or ex.halt.is_set():
+                    break  # a budget, or a halt while a following run drains its end
                 if not (st.index == 0 and ex.stopping.is_set()):
                     raise
-            if truncated.is_set():
+            if truncated.is_set() or ex.halt.is_set():
                 break
             exc = st.query.exception()
             if exc is not None and not (st.index == 0 and ex.stopping.is_set()):
