@@ -169,10 +169,12 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
 
 
 def replay_point(query: str, rate: float, plugs: int, scale: float, spark, data: Path,
-                 work: Path, placement: str = "auto") -> dict:
+                 work: Path, placement: str = "auto", plan_rate: float | None = None) -> dict:
+    """`plan_rate`: the rate the query is declared at (an explicit placement names the
+    operators of the plan optimized for it: Phase-One's join order depends on the rate)."""
     from federation.api import run
 
-    q = QUERIES[query](rate=rate, scale=scale, plugs=plugs)
+    q = QUERIES[query](rate=plan_rate or rate, scale=scale, plugs=plugs)
     r = run(q, placement, data, work_dir=work, spark=spark, warmup_batch_s=10, drain=False)
     s = r.summary
     return {"rho_steady": s.rho_steady, "rho_windows_full": s.rho_windows_full,

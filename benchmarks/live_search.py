@@ -202,13 +202,14 @@ def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
 
 
 def replay_at(query: str, rate: float, plugs: int, scale: float, spark, work: Path,
-              placement: str) -> dict:
+              placement: str, plan_rate: float) -> dict:
     from federation.smartplug.datagen import generate
 
     data = work / "replay-data"
     generate(data, rate=rate, seconds=round(300 * scale) + 1 + 60, plugs=plugs, seed=1,
              start=T_START)
-    return replay_point(query, rate, plugs, scale, spark, data, work / "replay", placement)
+    return replay_point(query, rate, plugs, scale, spark, data, work / "replay", placement,
+                        plan_rate)
 
 
 def plot(points: list[dict], path: Path) -> None:
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             if best and not a.no_replay:
                 say(f"{query}: replay at {a.replay_rate:,.0f}/s")
                 p["replay"] = replay_at(query, a.replay_rate, a.plugs, a.scale, spark, work,
-                                        p["placement"])
+                                        p["placement"], a.plan_rate)
                 est = p["replay"]["max_rate_estimate"]
                 p["live_over_replay"] = best / est if est else None
             write_result(a.out, {"points": points, "ladder": rates, "protocol": __doc__})
