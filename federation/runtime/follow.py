@@ -71,7 +71,9 @@ class Follower:
 
     def _follow(self) -> None:
         ing = self.ing
-        seen = set(ing.res.file_names)
+        seen = set(ing.res.file_names)  # a resumed spool's inputs (from its metadata)
+        if not ing.file_list:  # kept in `seen` only: the result does not list them
+            ing.res.file_names, ing.res.file_rows, ing.res.file_lo = [], [], []
         landed = time.monotonic()  # wall time of the last file (or of the start)
         base = ing.clock  # the clock when the last file landed
         idled = landed

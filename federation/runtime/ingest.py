@@ -132,13 +132,17 @@ class Ingestor:
     lacks a column of the stream, is quarantined (copied to the dead-letter directory with
     its reason) and the run goes on. Dead letters go to `work_dir/deadletter/<run_id>`, so
     a reused work directory keeps the letters of earlier runs. `resume`: the state of a
-    spool written before (its ingest.json): the spool is kept and goes on."""
+    spool written before (its ingest.json): the spool is kept and goes on. `file_list=False`
+    (a following run, which never ends): the input files are not listed in the result
+    (`file_names`, ... are for adaptive runs), so that neither memory nor ingest.json
+    grows with every file; each spool file's metadata still names its inputs."""
 
     def __init__(self, work_dir: Path | str, stream: StreamDecl, *,
                  allowed_lateness_s: float = 0.0, domains: Mapping[str, set] | None = None,
                  fast_forward_s: int = 0, fast_forward_batch: int = 1,
                  tick_s: float | None = None, horizon_s: float = 3600.0,
-                 run_id: str | None = None, resume: IngestResult | None = None) -> None:
+                 run_id: str | None = None, resume: IngestResult | None = None,
+                 file_list: bool = True) -> None:
         if fast_forward_batch < 1:
             raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
         self.work = Path(work_dir)
@@ -146,6 +150,7 @@ class Ingestor:
         self.lateness = timedelta(seconds=allowed_lateness_s)
         self.allowed_lateness_s = allowed_lateness_s
         self.ff_s, self.ff_batch = fast_forward_s, fast_forward_batch
+        self.file_list = file_list
         self.spool = self.work / "spool"
         self.spool.mkdir(parents=True, exist_ok=True)
         if resume is not None:
@@ -223,21 +228,21 @@ class Ingestor:
             })
             pq.write_table(dl, self.dead_dir / f"dead-{k:08d}.parquet")
             res.count_dead(reason_kind(r) for _, r in bad)
-        res.file_names.append(path.name)
-        res.file_rows.append(good.num_rows)
-        res.file_lo.append(None)
         ticks: list = []
+        lo = None
         if good.num_rows:
             hi = pc.max(good.column(ts_col)).as_py()
             lo = pc.min(good.column(ts_col)).as_py()
-            res.file_lo[-1] = lo
             res.last_ts = hi if max_ts is None else max(max_ts, hi)
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
             ticks = self._ticks(lo, res.last_ts)
         self.pending.append(_as_data(good))
         self.pending_files += 1
-        self.pending_inputs.append([path.name, good.num_rows,
-                                    None if res.file_lo[-1] is None else str(res.file_lo[-1])])
+        if self.file_list:
+            res.file_names.append(path.name)
+            res.file_rows.append(good.num_rows)
+            res.file_lo.append(lo)
+        self.pending_inputs.append([path.name, good.num_rows, None if lo is None else str(lo)])
         if ticks:
             self.pending.append(punctuation(stream, ticks, TICK))
         res.files += 1

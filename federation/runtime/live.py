@@ -73,7 +73,7 @@ def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
     spool of an interrupted run; `flush_after_s`: how far the flush at `until` goes."""
     opt = run.opt
     kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": opt.domains_of(run.stream),
-          "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s}
+          "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s, "file_list": False}
     feeder = None
     if opt.source is not None:  # a broker's topic, written into landing files here
         from federation.runtime.mqtt import MqttLanding
