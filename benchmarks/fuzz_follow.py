@@ -15,10 +15,8 @@ Two endings, alternating between queries:
 
 from __future__ import annotations
 
-import os
 import queue
 import random
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -26,6 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from federation.parts import land_files
 
 #: wall seconds without a new instant before a live run counts as stuck
 STUCK_S = 120.0
@@ -37,10 +37,7 @@ def land_in_bursts(files: list[Path], landing: Path, rng: random.Random) -> None
     i = 0
     while i < len(files):
         n = rng.randint(1, 6)
-        for p in files[i:i + n]:
-            tmp = landing / ("." + p.name + ".tmp")
-            shutil.copy(p, tmp)
-            os.replace(tmp, landing / p.name)
+        land_files(files[i:i + n], landing)
         i += n
         time.sleep(rng.uniform(0.0, 0.4))
 

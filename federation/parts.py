@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,6 +41,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def land_files(files: Iterable[Path], landing: Path) -> None:
+    """Land part files in a followed directory the way a writer should: each copied under
+    a hidden temporary name, then renamed into place (a follower never reads half a file)."""
+    landing.mkdir(parents=True, exist_ok=True)
+    for p in files:
+        tmp = landing / ("." + p.name + ".tmp")
+        shutil.copy(p, tmp)
+        os.replace(tmp, landing / p.name)
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:

@@ -5,7 +5,6 @@ in its sinks), closes the windows of a quiet stream, and ends at --until."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from db.reference import reference_result
+from federation.parts import land_files
 from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.runtime.sinks import read_manifest, read_parquet_sink
@@ -33,12 +33,8 @@ CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))
 
 
 def land(files: list[Path], landing: Path, delay: float = 0.0) -> None:
-    """The writer's convention: write under a hidden name, then rename into place."""
-    landing.mkdir(parents=True, exist_ok=True)
     for p in files:
-        tmp = landing / ("." + p.name + ".tmp")
-        shutil.copy(p, tmp)
-        os.replace(tmp, landing / p.name)
+        land_files([p], landing)
         time.sleep(delay)
 
 

@@ -203,3 +203,32 @@ def test_a_reused_work_directory_keeps_earlier_dead_letters(tmp_path):
     b = prepare_input(data, tmp_path / "w", smartplug_stream(), run_id="b")
     assert a.deadletter_dir != b.deadletter_dir
     assert list(a.deadletter_dir.glob("dead-*.parquet"))
+
+
+def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
+    """A following run killed after its input reached --until ends when resumed (it used to
+    wait for a file that never comes), and writes the end-of-input flush exactly once."""
+    from federation.parts import land_files
+    from federation.runtime.follow import Follower
+    from federation.runtime.ingest import Ingestor
+    from federation.smartplug.datagen import generate
+
+    src = tmp_path / "src"
+    generate(src, rate=20, seconds=6, plugs=4, houses=2, seed=3)
+    land_files(sorted(src.glob("part-*.parquet")), tmp_path / "landing")
+    stream, until = smartplug_stream(rate=20, plugs=4, houses=2), T0 + dt.timedelta(seconds=4)
+
+    def follow(ing):
+        f = Follower(tmp_path / "landing", ing, until=until, poll_s=0.05).start()
+        assert f.ended.wait(20), "the follower did not end at --until"
+        f.stop()
+        assert f.error is None, f.error
+        return sorted((tmp_path / "in" / "spool").glob("part-*.parquet"))
+
+    first = follow(Ingestor(tmp_path / "in", stream, file_list=False))
+    assert follow(Ingestor.resumed(tmp_path / "in", stream, file_list=False)) == first
+    first[-1].unlink()  # killed before the flush was written: the resumed run writes it
+    again = follow(Ingestor.resumed(tmp_path / "in", stream, file_list=False))
+    assert [p.name for p in again] == [p.name for p in first]
+    flush = pq.read_table(again[-1])
+    assert flush.column(KIND).to_pylist() == [PUNCTUATION]

@@ -69,11 +69,22 @@ class Follower:
             self.ended.set()
             self.started.set()
 
+    def _reached_until(self) -> bool:
+        """True when the clock reached `until`: the input ends (the flush written once)."""
+        ing = self.ing
+        if self.until is None or ing.clock is None or ing.clock < self.until:
+            return False
+        if not ing.finished:
+            ing.finish(self.flush_after_s)
+        self.started.set()
+        self.ended.set()
+        return True
+
     def _follow(self) -> None:
         ing = self.ing
-        seen = set(ing.res.file_names)  # a resumed spool's inputs (from its metadata)
-        if not ing.file_list:  # kept in `seen` only: the result does not list them
-            ing.res.file_names, ing.res.file_rows, ing.res.file_lo = [], [], []
+        seen = set(ing.inputs_read)  # a resumed spool's inputs (from its metadata)
+        if self._reached_until():  # a resumed run whose input had ended already
+            return
         landed = time.monotonic()  # wall time of the last file (or of the start)
         base = ing.clock  # the clock when the last file landed
         idled = landed
@@ -91,9 +102,7 @@ class Follower:
                 base = ing.clock
                 if ing.clock is not None:
                     self.started.set()
-                if self.until is not None and ing.clock is not None and ing.clock >= self.until:
-                    ing.finish(self.flush_after_s)
-                    self.ended.set()
+                if self._reached_until():
                     return
             now = time.monotonic()
             if (not fresh and base is not None and now - landed >= self.idle_timeout_s

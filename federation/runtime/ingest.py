@@ -151,6 +151,8 @@ class Ingestor:
         self.allowed_lateness_s = allowed_lateness_s
         self.ff_s, self.ff_batch = fast_forward_s, fast_forward_batch
         self.file_list = file_list
+        self.inputs_read: set[str] = set()  # input files a resumed spool holds (by name)
+        self.finished = False  # the spool ends with the flush of finish()
         self.spool = self.work / "spool"
         self.spool.mkdir(parents=True, exist_ok=True)
         if resume is not None:
@@ -174,7 +176,7 @@ class Ingestor:
         atomic rename, so the state and the spool agree whatever the moment of the crash)."""
         spool = Path(work_dir) / "spool"
         parts = sorted(spool.glob("part-*.parquet"))
-        state, inputs = None, []
+        state, inputs, meta = None, [], {}
         for p in parts:
             meta = pq.read_schema(p).metadata or {}
             if STATE_KEY in meta:
@@ -182,10 +184,15 @@ class Ingestor:
                 inputs.extend(json.loads(meta[INPUTS_KEY]))
         if state is None:
             return cls(work_dir, stream, **options)
+        listed = options.get("file_list", True)
         res = IngestResult.model_validate({
-            **state, "file_names": [i[0] for i in inputs], "file_rows": [i[1] for i in inputs],
-            "file_lo": [i[2] for i in inputs], "spool_files": len(parts)})
-        return cls(work_dir, stream, resume=res, **options)
+            **state, "spool_files": len(parts), **({
+                "file_names": [i[0] for i in inputs], "file_rows": [i[1] for i in inputs],
+                "file_lo": [i[2] for i in inputs]} if listed else {})})
+        ing = cls(work_dir, stream, resume=res, **options)
+        ing.inputs_read = {i[0] for i in inputs}
+        ing.finished = STATE_KEY not in meta  # the last spool file is finish()'s flush
+        return ing
 
     @property
     def clock(self) -> datetime | None:
@@ -302,6 +309,7 @@ class Ingestor:
             flush = res.last_ts + timedelta(seconds=flush_after_s + self.allowed_lateness_s)
             write_part(self.spool / f"part-{res.spool_files:08d}.parquet",
                        punctuation(self.stream, flush), SPOOL_MTIME + res.spool_files)
+            self.finished = True
         self.save()
         return res
 
