@@ -22,20 +22,25 @@ def _q(name: str) -> str:
 
 
 class ReferenceEvaluator:
-    """Evaluate a query over the rows of a finite stream, slide instant by slide instant."""
+    """Evaluate a query over the rows of finite streams, slide instant by slide instant:
+    `rows` maps each stream's name to its rows."""
 
-    def __init__(self, rows: pa.Table) -> None:
+    def __init__(self, rows: dict[str, pa.Table]) -> None:
         self.con = duckdb.connect()
-        self.con.register("stream_rows", rows)
+        self.tables = {}
+        for i, (name, t) in enumerate(sorted(rows.items())):
+            self.tables[name] = f"stream_rows_{i}"
+            self.con.register(self.tables[name], t)
 
     def window(self, w: Window, tau: dt.datetime):
         cols = ", ".join(_q(c) for c in w.schema)
         ts = _q(w.stream.ts_column)
         t = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
+        src = self.tables[w.stream.name]
         if w.is_time_based:
             lo = tau - dt.timedelta(seconds=w.range_s)
             return self.con.sql(
-                f"SELECT {cols} FROM stream_rows WHERE {ts} >= TIMESTAMP "
+                f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
                 f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
         # ties in event time are broken by the other columns (as db.sqlgen does)
         desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
@@ -43,7 +48,7 @@ class ReferenceEvaluator:
             else ""
         return self.con.sql(
             f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, {desc}) AS rn "
-            f"FROM stream_rows WHERE {ts} < {t}) WHERE rn <= {w.rows}")
+            f"FROM {src} WHERE {ts} < {t}) WHERE rn <= {w.rows}")
 
     def eval(self, node: Node, tau: dt.datetime):
         if node.kind == "window":
@@ -112,13 +117,26 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     return [epoch + dt.timedelta(microseconds=u) for u in range(lo, hi + 1, slide)]
 
 
-def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:
-    """The reference result of a query over finite rows (punctuation already removed)."""
-    ts = next(n for n in query.walk() if n.kind == "window").stream.ts_column
-    if rows.num_rows == 0:
-        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-    col = rows.column(ts)
+def reference_result(query: Rstream, rows: pa.Table | dict[str, pa.Table]) -> pa.Table:
+    """The reference result of a query over finite rows (punctuation already removed): one
+    table for a query over one stream, else each stream's rows by its name. The instants
+    run from the first reading of any stream to the last of any (plus the extent)."""
     import pyarrow.compute as pc
 
-    taus = slide_instants(pc.min(col).as_py(), pc.max(col).as_py(), query)
-    return ReferenceEvaluator(rows).evaluate(query, taus)
+    streams = {n.stream.name: n.stream for n in query.walk() if n.kind == "window"}
+    if isinstance(rows, pa.Table):
+        if len(streams) != 1:
+            raise ValueError(f"the query reads streams {', '.join(sorted(streams))}: give "
+                             "the rows of each by its name")
+        rows = {next(iter(streams)): rows}
+    if set(rows) != set(streams):
+        raise ValueError(f"rows of streams {sorted(rows)}, the query reads {sorted(streams)}")
+    lo = hi = None
+    for name, t in rows.items():
+        if t.num_rows:
+            col = t.column(streams[name].ts_column)
+            a, b = pc.min(col).as_py(), pc.max(col).as_py()
+            lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    if lo is None:
+        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+    return ReferenceEvaluator(rows).evaluate(query, slide_instants(lo, hi, query))

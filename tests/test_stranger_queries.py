@@ -184,30 +184,30 @@ def test_names_differing_only_in_case_are_refused():
                                               maxload=max_("value"))
 
 
-def test_a_query_over_two_streams_is_refused_naming_them():
+def test_a_query_over_two_streams_names_each_and_one_directory_is_refused(tmp_path, capsys):
+    """Both front ends build a query over two streams (tests/test_many_streams.py runs
+    them); the CLI refuses to read both from one directory, naming --data NAME=DIR, and
+    explains the query without data."""
     from federation import sql
+    from federation.cli import main
+    from federation.smartplug.datagen import generate
 
     other = smartplug_stream(rate=40000, plugs=28, houses=4, name="other")
     a = window(S, range=4, slide=1).aggregate(by=["plug_id"], n=count())
     b = window(other, range=4, slide=1).aggregate(by=["plug_id"], m=count())
-    with pytest.raises(QueryValidationError, match="'other', 'smartplug'"):
-        a.join(b, on=["plug_id"])
+    q = a.join(b, on=["plug_id"]).rstream("q")
     text = """SELECT a.plug_id, a.n, b.m FROM
       (SELECT plug_id, COUNT(*) AS n FROM HOP(TABLE smartplug, DESCRIPTOR(ts),
          INTERVAL '1' SECOND, INTERVAL '4' SECOND) GROUP BY window_end, plug_id) a
       JOIN (SELECT plug_id, COUNT(*) AS m FROM HOP(TABLE other, DESCRIPTOR(ts),
          INTERVAL '1' SECOND, INTERVAL '4' SECOND) GROUP BY window_end, plug_id) b
       ON a.plug_id = b.plug_id"""
-    with pytest.raises(Exception, match="'other', 'smartplug'"):
-        sql(text, streams={"smartplug": S, "other": other})
-
-
-def test_the_cli_refuses_a_query_over_two_streams_in_one_line(tmp_path, capsys):
-    from federation.cli import main
-    from federation.smartplug.datagen import generate
+    streams = {w.stream.name for w in sql(text, streams={"smartplug": S, "other": other})
+               .walk() if w.kind == "window"}
+    assert streams == {w.stream.name for w in q.walk() if w.kind == "window"} == {
+        "other", "smartplug"}
 
     generate(tmp_path / "data", rate=10, seconds=2, plugs=4, seed=1)
-
     f = tmp_path / "two.py"
     f.write_text(
         "from federation import window, count\n"
@@ -217,14 +217,12 @@ def test_the_cli_refuses_a_query_over_two_streams_in_one_line(tmp_path, capsys):
         "    a = window(s, range=4, slide=1).aggregate(by=['plug_id'], n=count())\n"
         "    b = window(o, range=4, slide=1).aggregate(by=['plug_id'], m=count())\n"
         "    return a.join(b, on=['plug_id']).rstream('q')\n")
-    for cmd in (["explain"], ["run", "--data", str(tmp_path / "data")]):
-        try:
-            rc = main([*cmd, "--query", f"{f}:q"])
-        except SystemExit as e:
-            rc, err = 1, str(e.code)
-        else:
-            err = capsys.readouterr().err
-        assert rc and "2 streams ('other', 'smartplug')" in err and "Traceback" not in err
+    assert main(["explain", "--query", f"{f}:q"]) == 0
+    assert "C_b" in capsys.readouterr().out
+    rc = main(["run", "--data", str(tmp_path / "data"), "--query", f"{f}:q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--data: the query reads 2 streams (other, smartplug)" in err, err
+    assert "NAME=DIR" in err and "Traceback" not in err
 
 
 @pytest.fixture(scope="module")

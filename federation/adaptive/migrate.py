@@ -239,6 +239,10 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     from federation.optimizer import plan_for
 
     opt = RunOptions.of(options, **option_values)
+    streams = sorted({w.stream.name for w in query.walk() if w.kind == "window"})
+    if len(streams) > 1 or not isinstance(data, (str, Path)):
+        raise AdaptiveError("data", f"an adaptive run reads one stream for now; the query "
+                            f"reads {', '.join(streams)}")
     if opt.follow:
         raise AdaptiveError("follow", "an adaptive run reads its data directory once (it "
                             "measures the rates from it); it cannot follow one yet")

@@ -15,12 +15,13 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from federation.errors import OptionError
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
@@ -41,6 +42,13 @@ from federation.runtime.options import RunOptions, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import RUN_FILE, ResultParts, StageLog, claim, run_identity
 from federation.runtime.result import BatchMetrics, RunResult, RunSummary
+from federation.runtime.sources import (
+    bind_sources,
+    load_inputs,
+    prepare_inputs,
+    query_streams,
+    spool_dirs,
+)
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import run_summary
 
@@ -49,11 +57,13 @@ class _ResumeFailed(Exception):
     """Spark failed on a resumed run (its checkpoint could not be used)."""
 
 
-def execute(plan: PhysicalPlan, data: str | Path, options: RunOptions | None = None, *,
+def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
+            options: RunOptions | None = None, *,
             spark=None, progress: RunProgress | Callable[[BatchMetrics], None] | None = None,
             predicted=None, handoff: Handoff | None = None,
             halt: threading.Event | None = None, **option_values) -> RunResult:
-    """Run `plan` over the part files of `data`.
+    """Run `plan` over the part files of `data`: a directory, or for a query over several
+    streams a mapping {stream name: directory} (federation/runtime/sources.py).
 
     `options` (RunOptions, federation/runtime/options.py; or its fields as keywords) are
     checked before any work. A `work_dir` that holds an interrupted run of the same plan is
@@ -88,7 +98,7 @@ class _Run:
     set up the DB-ops and stages, drive the micro-batches, write the results."""
 
     plan: PhysicalPlan
-    data: str | Path
+    data: str | Path | Mapping[str, str | Path]
     opt: RunOptions
     spark: object
     prog: RunProgress
@@ -100,6 +110,17 @@ class _Run:
         self.lg = self.plan.logical
         windows = [n for n in self.lg.nodes.values() if isinstance(n, Window)]
         self.stream = windows[0].stream
+        self.streams = query_streams(windows)  # by name: a query may read several
+        if len(self.streams) > 1:
+            for option in ("follow", "source"):
+                if getattr(self.opt, option):
+                    raise OptionError(option, "reads one stream for now; the query reads "
+                                      f"{', '.join(self.streams)}")
+        # each stream's data directory (checked here: a query over several names them)
+        self.sources = None if self.h.prepared is not None else (
+            bind_sources(self.streams, self.data) if self.data is not None else None)
+        if self.sources and len(self.sources) == 1:  # {name: dir} for one stream: the dir
+            self.data = next(iter(self.sources.values()))
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
         self.max_range = max((w.range_s or 0.0) for w in windows)
         self.extent_s = extent_of(windows)
@@ -163,7 +184,8 @@ class _Run:
         opt, h = self.opt, self.h
         identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
                                 opt.warmup_batch_s, opt.drain)
-        data = opt.source or str(Path(self.data).resolve())
+        data = opt.source or (str(Path(self.data).resolve()) if len(self.streams) == 1 else {
+            n: str(p.resolve()) for n, p in (self.sources or {}).items()})
         identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
                          "follow": opt.follow, "until": str(opt.until)})
@@ -178,20 +200,29 @@ class _Run:
             return self.follower.ing.res if wait_for_first(self.follower, self.halt,
                                                            self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
+            if len(self.streams) > 1:
+                return load_inputs(work / "input")
             return IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
         if self.h.prepared is not None:
             (work / "input").mkdir(parents=True, exist_ok=True)
             (work / "input" / "ingest.json").write_text(self.h.prepared.model_dump_json(indent=2))
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
-        flush_s = end_flush_s(self.lg.nodes.values())
-        return prepare_input(self.data, work / "input", self.stream, progress=self.prog.advance,
-                             allowed_lateness_s=opt.allowed_lateness_s,
-                             flush_after_s=flush_s if opt.drain else None,
-                             max_files=opt.max_files, domains=opt.domains_of(self.stream),
-                             fast_forward_s=self._fast_forward_s(),
-                             fast_forward_batch=opt.warmup_batch_s or 1, tick_s=self.slide_s,
-                             horizon_s=opt.event_horizon_s)
+        flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
+
+        def prepare(data, input_dir, stream, flush_after_s=None):
+            return prepare_input(data, input_dir, stream, progress=self.prog.advance,
+                                 allowed_lateness_s=opt.allowed_lateness_s,
+                                 flush_after_s=flush_after_s, max_files=opt.max_files,
+                                 domains=opt.domains_of(stream),
+                                 fast_forward_s=self._fast_forward_s(),
+                                 fast_forward_batch=opt.warmup_batch_s or 1,
+                                 tick_s=self.slide_s, horizon_s=opt.event_horizon_s)
+
+        if len(self.streams) > 1:  # a spool per stream, one flush after them all
+            return prepare_inputs(self.sources, self.streams, work / "input", prepare,
+                                  flush_s, opt.allowed_lateness_s)
+        return prepare(self.data, work / "input", self.stream, flush_s)
 
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
@@ -261,7 +292,9 @@ class _Run:
         # micro-batch (the same results: batches are free to be any size), so that a
         # backlog is caught up in a few batches instead of one file per batch
         files_per_batch = max(opt.seconds_per_batch, 60) if opt.follow else opt.seconds_per_batch
-        builder = StageBuilder(self.spark, staged, self.stream, ingest.spool_dir,
+        spools = spool_dirs(ingest) or {self.stream.name: ingest.spool_dir}
+        builder = StageBuilder(self.spark, staged,
+                               {n: (self.streams[n], d) for n, d in spools.items()},
                                self.reentry_dirs, files_per_batch,
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s)
         for st in staged.stages:

@@ -80,7 +80,9 @@ def claim(work: Path, identity: dict) -> bool:
         except ValueError:
             old = None
         if old == identity:
-            return (work / "input" / "ingest.json").exists()
+            # the spool is complete: one stream's ingest.json, or inputs.json of several
+            return ((work / "input" / "ingest.json").exists()
+                    or (work / "input" / "inputs.json").exists())
         if old is not None:
             diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in identity.items()
                     if old.get(k) != v]

@@ -89,13 +89,12 @@ class StageBuilder:
     """Builds each stage's streaming DataFrame: its sources, the SPE-ops translated into
     Spark operators, and the tagged union of its outputs (one per MIG input, the result)."""
 
-    def __init__(self, spark, staged: StagedPlan, stream, spool_dir: Path,
+    def __init__(self, spark, staged: StagedPlan, spools: dict[str, tuple[object, Path]],
                  reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
                  extent_s: float, slide_s: float) -> None:
         self.spark = spark
         self.staged = staged
-        self.stream = stream
-        self.spool_dir = spool_dir
+        self.spools = spools  # per stream name: (its declaration, its spool directory)
         self.reentry_dirs = reentry_dirs
         self.seconds_per_batch = seconds_per_batch
         self.delay_ms = delay_ms
@@ -109,7 +108,8 @@ class StageBuilder:
 
         self._built: dict = {}
         self._sources: list = []  # clock DataFrames
-        self._base = self._ticks = None
+        self._base: dict[str, object] = {}  # per stream: its rows, then its ticks
+        self._ticks: dict[str, object] = {}
         self._translator = SpeTranslator(self._instants)
         pp = self.staged.plan
         outs = []
@@ -151,21 +151,30 @@ class StageBuilder:
                 below += rows.window.range_s or 0.0
         return below
 
-    def _base_rows(self):
+    def _base_rows(self, name: str):
+        """A stream's validated rows (its spool read once per stage; its punctuation is a
+        clock source of the stage: the stage's clock is the slowest stream's)."""
         from spe.pipeline import spool_source
 
-        if self._base is None:
-            self._base, clock, self._ticks = spool_source(
-                self.spark, self.stream.columns, self.stream.ts_column, str(self.spool_dir),
+        if name not in self._base:
+            stream, spool = self.spools[name]
+            self._base[name], clock, self._ticks[name] = spool_source(
+                self.spark, stream.columns, stream.ts_column, str(spool),
                 self.seconds_per_batch, self.delay_ms)
             self._sources.append(clock)
-        return self._base
+        return self._base[name]
 
     def _instants(self):
+        """The query's instants, from the ticks of every stream (a stream ticks over its
+        own readings; the query's life is their union)."""
         from spe.pipeline import instants_relation
 
-        self._base_rows()
-        return instants_relation(self._ticks, self.extent_s, self.slide_s)
+        ticks = None
+        for name in sorted(self.spools):
+            self._base_rows(name)
+            t = self._ticks[name]
+            ticks = t if ticks is None else ticks.unionByName(t)
+        return instants_relation(ticks, self.extent_s, self.slide_s)
 
     def _reentry(self, db_op: DbOp):
         from spe.pipeline import reentry_source
@@ -185,7 +194,7 @@ class StageBuilder:
         node = pp.logical.nodes[oid]
         db_op = pp.db_op_of(oid)
         if isinstance(node, Window):
-            s = SpeStream(self._base_rows(), True, node)
+            s = SpeStream(self._base_rows(node.stream.name), True, node)
         elif db_op is not None:
             s = self._reentry(db_op)
         else:
