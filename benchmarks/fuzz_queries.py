@@ -72,8 +72,11 @@ SHAPES = (
     "agg_arg_computed", "computed_across_join", "computed_case", "computed_bool",
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
-    "cut_every_boundary",
+    "cut_every_boundary", "two_streams",
 )
+#: the second stream a window may read (`s2` in the sources): the smart-plug schema under
+#: another name, its data from another seed, starting later and ending earlier (fuzz.py)
+OTHER = "other"
 
 
 @dataclass
@@ -185,6 +188,7 @@ class _Builder:
     def __init__(self, draw) -> None:
         self.draw = draw
         self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
+        self.other = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name=OTHER)
         self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
         self.n = 0
         self.used = {c.lower() for c in self.stream.columns}
@@ -297,17 +301,19 @@ class _Builder:
     # -- leaves ----------------------------------------------------------------------------
     def window(self, range_s: float | None = None) -> Rel:
         d = self.draw
+        # a window over the second stream now and then (a query over two streams)
+        stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
         if range_s is None and self.chance(16):
             rows = d(st.sampled_from([5, 20]))
-            w = window(self.stream, rows=rows, slide=self.slide)
-            src = f"window(s, rows={rows}, slide={self.slide:g})"
+            w = window(stream, rows=rows, slide=self.slide)
+            src = f"window({name}, rows={rows}, slide={self.slide:g})"
         else:
             if range_s is None:
                 k = d(st.integers(1, 6))
                 extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
                 range_s = self.slide * (k + extra)
-            w = window(self.stream, range=range_s, slide=self.slide)
-            src = f"window(s, range={range_s:g}, slide={self.slide:g})"
+            w = window(stream, range=range_s, slide=self.slide)
+            src = f"window({name}, range={range_s:g}, slide={self.slide:g})"
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
         return Rel(w, src, hints)
@@ -916,6 +922,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("computed_across_join")
     if placements and _cuts_every_boundary(q, placements):
         out.add("cut_every_boundary")
+    if len({n.stream.name for n in q.walk() if n.kind == "window"}) > 1:
+        out.add("two_streams")
     return frozenset(out)
 
 

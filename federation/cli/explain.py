@@ -21,10 +21,9 @@ from federation.cli.args import (
 
 def cmd_explain(a: argparse.Namespace) -> int:
     from costmodel.profile import load_profile
+    from federation.errors import OptionError
     from federation.explain import explain_json, explain_text, sweep
     from federation.optimizer import optimize
-
-    from federation.errors import OptionError
 
     try:
         a.data = data_dirs(a.data)
