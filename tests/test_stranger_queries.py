@@ -58,28 +58,32 @@ def rows_of(seconds: int, rate: int, plugs: int, houses: int, seed: int = 3) -> 
     })
 
 
-def pure_db(q, rows: pa.Table, per_batch_s: int = 3) -> pa.Table:
-    """The pure-DuckDB placement of `q` over `rows`, fed `per_batch_s` event seconds per
-    micro-batch through the DB-op runtime; the result as `run` returns it."""
+def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3) -> pa.Table:
+    """The pure-DuckDB placement of `q` over `rows` (or each stream's rows by its name),
+    fed `per_batch_s` event seconds per micro-batch through the DB-op runtime; the result
+    as `run` returns it."""
     plan = NumberedPlan.of(phase_one(q, load_profile()))
     (op,) = build_physical_plan(plan, "db").db_ops
     windows = [n for n in plan.nodes.values() if n.kind == "window"]
     slide = windows[0].slide_s
-    ts = rows.column("ts")
-    lo, hi = pc.min(ts).as_py(), pc.max(ts).as_py()
+    if isinstance(rows, pa.Table):
+        rows = {windows[0].stream.name: rows}
+    lo = min(pc.min(t.column("ts")).as_py() for t in rows.values())
+    hi = max(pc.max(t.column("ts")).as_py() for t in rows.values())
     last = last_instant(hi, extent_of(windows), slide)
     mig = MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
-    rows = rows.append_column("_ts", ts)
+    rows = {n: t.append_column("_ts", t.column("ts")) for n, t in rows.items()}
     outs = []
     batches = math.ceil((hi - T0).total_seconds() / per_batch_s) + 1
     for b in range(batches):
         clock = T0 + dt.timedelta(seconds=(b + 1) * per_batch_s)
-        lo_b = T0 + dt.timedelta(seconds=b * per_batch_s)
-        part = rows.filter(pc.and_(pc.greater_equal(ts, pa.scalar(lo_b, pa.timestamp("us"))),
-                                   pc.less(ts, pa.scalar(clock, pa.timestamp("us")))))
+        lo_b = pa.scalar(T0 + dt.timedelta(seconds=b * per_batch_s), pa.timestamp("us"))
         assert mig.begin(b)
         for ci in op.inputs:
-            mig.add(ci.table, part)
+            t = rows[ci.node.stream.name]
+            mig.add(ci.table, t.filter(pc.and_(
+                pc.greater_equal(t.column("ts"), lo_b),
+                pc.less(t.column("ts"), pa.scalar(clock, pa.timestamp("us"))))))
         _, out, _ = mig.advance(clock if b < batches - 1 else last)
         mig.commit(b)
         if out is not None:
@@ -259,7 +263,15 @@ def test_cast_to_int_truncates_toward_zero(plug_rows):
 def test_pure_duckdb_matches_the_reference_for_generated_queries(g):
     """The fuzzer's queries in the placement that should be the safest, without the JVM:
     the DB-op runtime against the reference evaluator, at the query's batch size."""
+    from benchmarks.fuzz_queries import OTHER
+
     rows = rows_of(seconds=12, rate=RATE, plugs=PLUGS, houses=HOUSES, seed=7)
+    streams = {n.stream.name for n in g.query.walk() if n.kind == "window"}
+    if OTHER in streams:  # the second stream: another seed, 2 s later, 5 s shorter
+        other = rows_of(seconds=7, rate=RATE, plugs=PLUGS, houses=HOUSES, seed=8)
+        other = other.set_column(1, "ts", pc.add(other.column("ts"),
+                                                 pa.scalar(dt.timedelta(seconds=2))))
+        rows = {n: other if n == OTHER else rows for n in streams}
     want = reference_result(g.query, rows)
     got = pure_db(g.query, rows, per_batch_s=g.batch_s)
     problem = diff_results(got, want) if want.num_rows else (

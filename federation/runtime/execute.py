@@ -10,7 +10,6 @@ their SQL come with the plan.
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 import threading
 import time
@@ -21,7 +20,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from federation.errors import OptionError
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import Join, Node, Window
 from federation.physical import PhysicalPlan
@@ -40,7 +38,7 @@ from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import RunOptions, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.recovery import RUN_FILE, ResultParts, StageLog, claim, run_identity
+from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
 from federation.runtime.result import BatchMetrics, RunResult, RunSummary
 from federation.runtime.sources import (
     bind_sources,
@@ -111,14 +109,9 @@ class _Run:
         windows = [n for n in self.lg.nodes.values() if isinstance(n, Window)]
         self.stream = windows[0].stream
         self.streams = query_streams(windows)  # by name: a query may read several
-        if len(self.streams) > 1:
-            for option in ("follow", "source"):
-                if getattr(self.opt, option):
-                    raise OptionError(option, "reads one stream for now; the query reads "
-                                      f"{', '.join(self.streams)}")
         # each stream's data directory (checked here: a query over several names them)
-        self.sources = None if self.h.prepared is not None else (
-            bind_sources(self.streams, self.data) if self.data is not None else None)
+        self.sources = None if self.h.prepared is not None else \
+            bind_sources(self.streams, self.data, self.opt)
         if self.sources and len(self.sources) == 1:  # {name: dir} for one stream: the dir
             self.data = next(iter(self.sources.values()))
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
@@ -189,7 +182,7 @@ class _Run:
         identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
                          "follow": opt.follow, "until": str(opt.until)})
-        return _claim_work(self.work, identity, opt.fresh)
+        return claim_work(self.work, identity, opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a
@@ -310,20 +303,6 @@ class _Run:
                     st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                     f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
                     opt.seconds_per_batch if opt.realtime else None)
-
-
-def _claim_work(work: Path, identity: dict, fresh: bool) -> bool:
-    """Claim the work directory for this run; True when it resumes an interrupted run of
-    the same identity (recovery.py), else everything of an earlier run is removed."""
-    if fresh:
-        (work / RUN_FILE).unlink(missing_ok=True)
-    resuming = claim(work, identity)
-    if not resuming:  # a new run: nothing of an earlier one may leak into it
-        for sub in ("input", "checkpoints", "state", "results", "reentry"):
-            shutil.rmtree(work / sub, ignore_errors=True)
-        (work / "summary.json").unlink(missing_ok=True)
-    (work / "state").mkdir(exist_ok=True)
-    return resuming
 
 
 def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgress) -> None:

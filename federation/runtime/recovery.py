@@ -26,6 +26,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -135,3 +136,17 @@ class ResultParts:
     def table(self) -> pa.Table:
         return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
                              self.columns)
+
+
+def claim_work(work: Path, identity: dict, fresh: bool) -> bool:
+    """Claim the work directory for this run; True when it resumes an interrupted run of
+    the same identity (recovery.py), else everything of an earlier run is removed."""
+    if fresh:
+        (work / RUN_FILE).unlink(missing_ok=True)
+    resuming = claim(work, identity)
+    if not resuming:  # a new run: nothing of an earlier one may leak into it
+        for sub in ("input", "checkpoints", "state", "results", "reentry"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+        (work / "summary.json").unlink(missing_ok=True)
+    (work / "state").mkdir(exist_ok=True)
+    return resuming

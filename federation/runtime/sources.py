@@ -37,11 +37,18 @@ def query_streams(nodes) -> dict[str, StreamDecl]:
     return dict(sorted(found.items()))
 
 
-def bind_sources(streams: Mapping[str, StreamDecl], data) -> dict[str, Path]:
+def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str, Path] | None:
     """Each stream's data directory from `data`: one directory (a query over one stream)
-    or a mapping {stream name: directory}. OptionError("data") names what is missing."""
+    or a mapping {stream name: directory}. OptionError("data") names what is missing; a
+    followed directory or a broker (RunOptions.follow, .source) reads one stream for now."""
     names = list(streams)
+    for option in ("follow", "source"):
+        if len(names) > 1 and opt is not None and getattr(opt, option):
+            raise OptionError(option, f"reads one stream for now; the query reads "
+                                      f"{', '.join(names)}")
     if data is None:
+        if opt is not None and opt.source:
+            return None  # a broker, not a directory
         raise OptionError("data", "needs a data directory")
     if not isinstance(data, Mapping):
         if len(names) > 1:
