@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
+from federation.conventions import DUCKDB_TYPES
+
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
 
@@ -25,12 +27,29 @@ class ReferenceEvaluator:
     """Evaluate a query over the rows of finite streams, slide instant by slide instant:
     `rows` maps each stream's name to its rows."""
 
-    def __init__(self, rows: dict[str, pa.Table]) -> None:
+    def __init__(self, rows: dict[str, pa.Table], tables: dict[str, pa.Table] | None = None
+                 ) -> None:
         self.con = duckdb.connect()
         self.tables = {}
         for i, (name, t) in enumerate(sorted(rows.items())):
             self.tables[name] = f"stream_rows_{i}"
             self.con.register(self.tables[name], t)
+        self.db_tables = {}  # a database table's rows (the same at every instant)
+        for i, (name, t) in enumerate(sorted((tables or {}).items())):
+            self.db_tables[name] = f"table_rows_{i}"
+            self.con.register(self.db_tables[name], t)
+
+    def table(self, node):
+        """A database table's rows through its selections and projections (`steps`)."""
+        rel = self.con.sql(f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
+                           f"FROM {self.db_tables[node.name]}")
+        for what, v in node.steps:
+            if what == "where":
+                rel = rel.filter(v.sql(dialect="duckdb", identify=True))
+            else:
+                rel = rel.project(", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+                                            f"{_q(n)}" for n, e in v))
+        return rel
 
     def window(self, w: Window, tau: dt.datetime):
         cols = ", ".join(_q(c) for c in w.schema)
@@ -53,6 +72,8 @@ class ReferenceEvaluator:
     def eval(self, node: Node, tau: dt.datetime):
         if node.kind == "window":
             return self.window(node, tau)
+        if node.kind == "table":
+            return self.table(node)
         if node.kind == "rstream":
             return self.eval(node.child, tau)
         if node.kind == "select":
@@ -117,11 +138,25 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     return [epoch + dt.timedelta(microseconds=u) for u in range(lo, hi + 1, slide)]
 
 
-def reference_result(query: Rstream, rows: pa.Table | dict[str, pa.Table]) -> pa.Table:
+def reference_result(query: Rstream, rows: pa.Table | dict[str, pa.Table],
+                     tables: dict[str, pa.Table] | None = None) -> pa.Table:
     """The reference result of a query over finite rows (punctuation already removed): one
     table for a query over one stream, else each stream's rows by its name. The instants
-    run from the first reading of any stream to the last of any (plus the extent)."""
+    run from the first reading of any stream to the last of any (plus the extent).
+    `tables`: the rows of each database table the query reads, by its name (default: the
+    table as its file holds it now)."""
     import pyarrow.compute as pc
+
+    tables = dict(tables or {})
+    for n in query.walk():
+        if n.kind == "table" and n.name not in tables:
+            con = duckdb.connect(n.db, read_only=True)
+            try:
+                cols = ", ".join(f"CAST({_q(c)} AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
+                                 for c, t in n.columns)
+                tables[n.name] = con.sql(f"SELECT {cols} FROM {_q(n.name)}").to_arrow_table()
+            finally:
+                con.close()
 
     streams = {n.stream.name: n.stream for n in query.walk() if n.kind == "window"}
     if isinstance(rows, pa.Table):
@@ -139,4 +174,4 @@ def reference_result(query: Rstream, rows: pa.Table | dict[str, pa.Table]) -> pa
             lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
     if lo is None:
         return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-    return ReferenceEvaluator(rows).evaluate(query, slide_instants(lo, hi, query))
+    return ReferenceEvaluator(rows, tables).evaluate(query, slide_instants(lo, hi, query))

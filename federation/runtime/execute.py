@@ -14,14 +14,14 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from federation.instants import extent_of, first_instant, last_instant
-from federation.logical import Join, Node, Window
+from federation.instants import end_flush_s, extent_of, first_instant, holdback, last_instant
+from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.drive import drive, drive_following
 from federation.runtime.handoff import Handoff
@@ -49,6 +49,7 @@ from federation.runtime.sources import (
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import run_summary
+from federation.runtime.tables import snapshot_tables
 
 
 class _ResumeFailed(Exception):
@@ -242,11 +243,14 @@ class _Run:
             if c is not staged.root_db_op:
                 self.reentry_dirs[c.id] = work / "reentry" / c.id
                 self.reentry_dirs[c.id].mkdir(parents=True, exist_ok=True)
+        self.table_files = table_files = snapshot_tables(  # the version every instant sees
+            self.lg.nodes.values(), work / "input" / "tables", resuming)
         threads, memory = mig_resources(len(plan.db_ops))
         migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads,
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
-                                 moved=h.moved.get(c.id), stop_at=h.stop_at)
+                                 moved=h.moved.get(c.id), stop_at=h.stop_at,
+                                 table_files=table_files)
                 for c in plan.db_ops}
         ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns, sinks),
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
@@ -289,7 +293,8 @@ class _Run:
         builder = StageBuilder(self.spark, staged,
                                {n: (self.streams[n], d) for n, d in spools.items()},
                                self.reentry_dirs, files_per_batch,
-                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s)
+                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
+                               self.table_files)
         for st in staged.stages:
             builder.build(st)
         if opt.follow:  # no end known: no total, no time left
@@ -317,24 +322,6 @@ def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgr
         (work / "summary.json").write_text(summary.model_dump_json(indent=2))
 
 
-def _holdback(nodes: Iterable[Node]) -> tuple[float, float, int]:
-    """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
-    back the watermark below a join of window rows (spe.translate._rows_join) by the
-    window's range (a bound: only joins of rows do)."""
-    nodes = list(nodes)
-    windows = [n for n in nodes if isinstance(n, Window)]
-    joins = sum(1 for n in nodes if isinstance(n, Join))
-    return max((w.range_s or 0.0) for w in windows), windows[0].slide_s, joins
-
-
-def end_flush_s(nodes: Iterable[Node]) -> float:
-    """How far after the last reading the end-of-input punctuation goes so that every
-    window closes in every engine: the largest range, once more per join of window rows
-    (Spark's watermark hold-back), and ten slides."""
-    max_range, slide_s, joins = _holdback(nodes)
-    return max_range * (1 + joins) + 10 * slide_s
-
-
 def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
     """How far past a migration's instant stage 0 must go for Spark to emit its own results
     of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
@@ -344,5 +331,5 @@ def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
 
     if not spark_window_state(plan):
         return 0.0
-    max_range, slide_s, joins = _holdback(plan.logical.nodes.values())
+    max_range, slide_s, joins = holdback(plan.logical.nodes.values())
     return max_range * joins + 3 * max(slide_s, seconds_per_batch)

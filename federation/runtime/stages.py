@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from federation.logical import Window
+from federation.logical import Table, Window
 from federation.physical import DbOp, PhysicalPlan
 
 
@@ -24,7 +24,7 @@ def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
     db_op_stage: dict[str, int] = {}
     for oid in lg.post_order():
         node = lg.nodes[oid]
-        if isinstance(node, Window):
+        if isinstance(node, (Window, Table)):
             node_stage[oid] = 0
             continue
         if oid == "root":
@@ -91,8 +91,9 @@ class StageBuilder:
 
     def __init__(self, spark, staged: StagedPlan, spools: dict[str, tuple[object, Path]],
                  reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
-                 extent_s: float, slide_s: float) -> None:
+                 extent_s: float, slide_s: float, table_files: dict | None = None) -> None:
         self.spark = spark
+        self.table_files = table_files or {}  # database tables: the run's copies
         self.staged = staged
         self.spools = spools  # per stream name: (its declaration, its spool directory)
         self.reentry_dirs = reentry_dirs
@@ -116,6 +117,8 @@ class StageBuilder:
         for op_id in self.staged.db_ops_of(st.index):
             c = next(x for x in pp.db_ops if x.id == op_id)
             for ci in c.inputs:
+                if isinstance(ci.node, Table):  # loaded by the MIG from the run's copy
+                    continue
                 s = self._node(ci.op_ids[0])
                 tag = TS if s.row_level else WT
                 cols = [tag, *ci.node.schema]
@@ -140,13 +143,13 @@ class StageBuilder:
         at instant tau is complete only once the clock passed tau plus those ranges."""
         pp = self.staged.plan
         node = pp.logical.nodes[oid]
-        if isinstance(node, Window) or pp.db_op_of(oid) is not None:
+        if isinstance(node, (Window, Table)) or pp.db_op_of(oid) is not None:
             return 0.0  # a source: the stage's spool, or a re-entry with its own punctuation
         kids = pp.logical.children[oid]
         below = max((self._holdback(c) for c in kids), default=0.0)
         if node.kind == "join":
             sides = [self._node(c) for c in kids]
-            if sides[0].row_level != sides[1].row_level:
+            if sides[0].row_level != sides[1].row_level and not any(x.static for x in sides):
                 rows = sides[0] if sides[0].row_level else sides[1]
                 below += rows.window.range_s or 0.0
         return below
@@ -195,6 +198,8 @@ class StageBuilder:
         db_op = pp.db_op_of(oid)
         if isinstance(node, Window):
             s = SpeStream(self._base_rows(node.stream.name), True, node)
+        elif isinstance(node, Table):
+            s = self._translator.static_table(self.spark, node, str(self.table_files[node.name]))
         elif db_op is not None:
             s = self._reentry(db_op)
         else:
