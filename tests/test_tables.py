@@ -150,7 +150,7 @@ def test_a_run_reads_the_table_as_it_was_when_it_started(setup, tmp_path, spark)
         updated.clear()
         r = run(q, pl, setup / "plugs", work_dir=tmp_path / pl, seconds_per_batch=4,
                 spark=spark, progress=update)
-        assert updated and r.summary.batches > 2
+        assert updated and r.summary.data_batches > 2
         rows = read_clean_rows(r.ingest.spool_dir)
         assert diff_results(r.rows, reference_result(q, rows, {"houses": before})) is None
         # the next run reads the new version
