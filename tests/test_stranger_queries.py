@@ -80,6 +80,8 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3) -> pa
         lo_b = pa.scalar(T0 + dt.timedelta(seconds=b * per_batch_s), pa.timestamp("us"))
         assert mig.begin(b)
         for ci in op.inputs:
+            if ci.node.kind == "table":  # loaded by the MIG from its file
+                continue
             t = rows[ci.node.stream.name]
             mig.add(ci.table, t.filter(pc.and_(
                 pc.greater_equal(t.column("ts"), lo_b),
