@@ -8,7 +8,8 @@ every type (CASE, comparisons, literals, integer and double arithmetic, casts be
 BIGINT, DOUBLE, BOOLEAN and VARCHAR, //, % of negatives, ROUND), aggregations with key
 subsets, computed keys and global ones, chained aggregations, joins of window rows over
 windows of different ranges (each side selected and renamed), aggregated by a key or
-globally, joins of window rows with aggregates, joins of aggregates, self-joins; output
+globally, joins of window rows with aggregates, joins of aggregates, self-joins, windows
+over a second stream (`s2`: its own directory, starting later and ending earlier); output
 names in camelCase, UPPER case, 40-60 characters long or equal to SQL keywords. Each query
 runs under `spe`, `db`, `auto`, the explicit placement that alternates engines by depth in
 the plan (every parent and child in different engines), its complement and one random
@@ -71,6 +72,11 @@ class Runner:
         self.data = work / "data"
         if not self.data.exists():
             generate(self.data, rate=RATE, seconds=seconds, plugs=PLUGS, houses=HOUSES, seed=11)
+        # the second stream (`s2`): another seed, from 2 s later to 3 s before the end
+        self.data2 = work / "data_other"
+        if not self.data2.exists():
+            generate(self.data2, rate=RATE, seconds=max(1, seconds - 5), plugs=PLUGS,
+                     houses=HOUSES, seed=12, start=dt.datetime(2013, 9, 1, 0, 0, 2))
         self.seconds = seconds
         # a live run per query with rows (benchmarks/fuzz_follow.py); an int: for the first n
         self.follow, self.followed = follow, 0
@@ -83,7 +89,7 @@ class Runner:
         from federation.api import run
         from federation.physical import build_physical_plan, spe_limits
         from federation.results import diff_results
-        from federation.runtime.ingest import read_clean_rows
+        from federation.runtime.sources import read_clean_inputs
 
         self.k += 1
         outcomes = []
@@ -106,11 +112,11 @@ class Runner:
                         raise AssertionError(f"{pl} was not refused: {limits}")
                 # one work directory per run: a directory holding another placement's
                 # run is refused (it could only be resumed, runtime/recovery.py)
-                r = run(g.query, pl, self.data,
+                r = run(g.query, pl, self.data_of(g.query),
                         work_dir=self.work / f"q{self.k}" / f"p{g.placements.index(pl)}",
                         seconds_per_batch=g.batch_s, spark=self.spark)
                 if want is None:
-                    want = reference_result(g.query, read_clean_rows(r.ingest.spool_dir))
+                    want = reference_result(g.query, read_clean_inputs(r.ingest))
                 problem = diff_results(r.rows, want)
                 rec.update(outcome="match" if problem is None else "mismatch",
                            placement_run=r.summary.placement, rows=r.rows.num_rows,
@@ -125,7 +131,8 @@ class Runner:
             rec["wall_s"] = round(time.perf_counter() - t0, 2)
             outcomes.append(rec)
         ran = [o["placement"] for o in outcomes if o["outcome"] == "match"]
-        if ran and want.num_rows and (self.follow is True or self.followed < self.follow):
+        live = ran and want.num_rows and not isinstance(self.data_of(g.query), dict)
+        if live and (self.follow is True or self.followed < self.follow):
             from benchmarks.fuzz_follow import check_following
 
             # live input under the placement that cuts every engine boundary when it ran
@@ -140,6 +147,16 @@ class Runner:
             raise AssertionError(f"{g!r}: " + "; ".join(
                 f"{o['placement']}: {o.get('problem') or o.get('error')}" for o in bad))
         return outcomes
+
+
+    def data_of(self, q) -> Path | dict[str, Path]:
+        """The data directory, or one per stream for a query over both (`two_streams`)."""
+        from benchmarks.fuzz_queries import OTHER
+
+        if any(n.kind == "window" and n.stream.name == OTHER for n in q.walk()):
+            streams = {n.stream.name for n in q.walk() if n.kind == "window"}
+            return {n: self.data2 if n == OTHER else self.data for n in streams}
+        return self.data
 
 
 def _parse(plan, pl: str) -> dict:

@@ -20,6 +20,7 @@ import keyword
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import strategies as st
 from sqlglot import exp
@@ -34,7 +35,7 @@ from federation.expressions import (
     sum_,
     to_expression,
 )
-from federation.logical import Node, NumberedPlan, Rstream, is_row_level, window
+from federation.logical import Node, NumberedPlan, Rstream, is_row_level, table, window
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 RATE, PLUGS, HOUSES, SECONDS = 30, 6, 2, 20
@@ -72,8 +73,38 @@ SHAPES = (
     "agg_arg_computed", "computed_across_join", "computed_case", "computed_bool",
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
-    "cut_every_boundary",
+    "cut_every_boundary", "two_streams", "table_join",
 )
+#: the second stream a window may read (`s2` in the sources): the smart-plug schema under
+#: another name, its data from another seed, starting later and ending earlier (fuzz.py)
+OTHER = "other"
+#: the database table a join may read (`T` in the sources: its DuckDB file, `table_db()`):
+#: a device per (house, household) of the fuzz data and one house beyond it; some pairs
+#: missing (their rows join nothing) and one twice (its rows join twice)
+TABLE = "devices"
+
+
+def table_db() -> Path:
+    """The DuckDB file holding TABLE, made once per machine (the same rows every time)."""
+    import os
+    import tempfile
+
+    import duckdb
+
+    path = Path(tempfile.gettempdir()) / "fedq-fuzz" / "devices-v1.duckdb"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{os.getpid()}.duckdb")
+        con = duckdb.connect(str(tmp))
+        con.execute(
+            f"CREATE TABLE {TABLE} AS SELECT h::INT AS house_id, hh::INT AS household_id, "
+            "((h * 7 + hh) % 5)::INT AS rank, 0.1 + ((h * 3 + hh) % 7) * 0.05 AS tariff, "
+            "'d' || h || '-' || hh AS label, (h + hh) % 2 = 0 AS active "
+            f"FROM range({HOUSES + 1}) a(h), range(2) b(hh) WHERE (h + 2 * hh) % 3 != 2 "
+            "UNION ALL SELECT 0, 0, 4, 0.5, 'dup', true")
+        con.close()
+        os.replace(tmp, path)
+    return path
 
 
 @dataclass
@@ -185,6 +216,7 @@ class _Builder:
     def __init__(self, draw) -> None:
         self.draw = draw
         self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
+        self.other = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name=OTHER)
         self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
         self.n = 0
         self.used = {c.lower() for c in self.stream.columns}
@@ -297,20 +329,32 @@ class _Builder:
     # -- leaves ----------------------------------------------------------------------------
     def window(self, range_s: float | None = None) -> Rel:
         d = self.draw
+        # a window over the second stream now and then (a query over two streams)
+        stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
         if range_s is None and self.chance(16):
             rows = d(st.sampled_from([5, 20]))
-            w = window(self.stream, rows=rows, slide=self.slide)
-            src = f"window(s, rows={rows}, slide={self.slide:g})"
+            w = window(stream, rows=rows, slide=self.slide)
+            src = f"window({name}, rows={rows}, slide={self.slide:g})"
         else:
             if range_s is None:
                 k = d(st.integers(1, 6))
                 extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
                 range_s = self.slide * (k + extra)
-            w = window(self.stream, range=range_s, slide=self.slide)
-            src = f"window(s, range={range_s:g}, slide={self.slide:g})"
+            w = window(stream, range=range_s, slide=self.slide)
+            src = f"window({name}, range={range_s:g}, slide={self.slide:g})"
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
         return Rel(w, src, hints)
+
+    def table(self) -> Rel:
+        """The database table, often filtered, as the right side of a join."""
+        t = Rel(table(TABLE, db=table_db()), f"table({TABLE!r}, db=T)",
+                {"house_id": "key", "household_id": "key", "rank": "code", "tariff": "value",
+                 "label": "vnum", "active": "bool"})
+        if self.chance(50):
+            t = self.filter(t, self.draw(st.sampled_from(["active", "rank < 3",
+                                                          "tariff > 0.2"]))) or t
+        return t
 
     def leaf(self) -> Rel:
         r = self.window()
@@ -619,7 +663,9 @@ class _Builder:
 
     def join(self, left: Rel, depth: int) -> Rel:
         d = self.draw
-        if self.chance(45):  # self-join: the same subtree on both sides
+        if self.chance(20):  # a database table
+            right = self.table()
+        elif self.chance(45):  # self-join: the same subtree on both sides
             right = left
         else:
             right = self.relation(max(depth, 0), top=False)
@@ -659,7 +705,7 @@ class _Builder:
 
 
 def _ops(node: Node) -> int:
-    return sum(1 for n in node.walk() if n.kind not in ("window", "rstream"))
+    return sum(1 for n in node.walk() if n.kind not in ("window", "table", "rstream"))
 
 
 def _below(node: Node, kind: str) -> bool:
@@ -709,6 +755,9 @@ def _size(node: Node) -> _Size:
         return _Size(rows, {c: float(v) for c, v in DOMAINS.items() if c in node.schema}, ())
     if k == "rstream":
         return _size(node.child)
+    if k == "table":
+        return _Size(float(node.rows), {c: float(v) for c, v in node.distinct
+                                        if c in node.schema}, ())
     if k == "select":  # an equality on a column of a known domain keeps 1/n of the rows
         s = _size(node.child)
         rows, dist = s.rows, dict(s.distinct)
@@ -916,6 +965,10 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("computed_across_join")
     if placements and _cuts_every_boundary(q, placements):
         out.add("cut_every_boundary")
+    if len({n.stream.name for n in q.walk() if n.kind == "window"}) > 1:
+        out.add("two_streams")
+    if any(n.kind == "table" for n in q.walk()):
+        out.add("table_join")
     return frozenset(out)
 
 

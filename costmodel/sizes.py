@@ -42,7 +42,9 @@ class NodeSize:
 
 
 def _stats_below(node: Node) -> list[StreamStats]:
-    return [n.stream.stats for n in node.walk() if n.kind == "window"]
+    """The statistics of the streams (and database tables) a node reads."""
+    return [n.stream.stats if n.kind == "window" else n.stats for n in node.walk()
+            if n.kind in ("window", "table")]
 
 
 def key_groups(node: Node, keys: tuple[str, ...] | list[str], size: float) -> float:
@@ -96,6 +98,10 @@ def estimate_selectivity(select: Select) -> float:
     return f
 
 
+def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    return _conjuncts(e.left) + _conjuncts(e.right) if isinstance(e, exp.And) else [e]
+
+
 def _conjunct_selectivity(e: exp.Expression, stats: list[StreamStats]) -> float:
     text = e.sql(dialect="duckdb")
     for st in stats:
@@ -143,6 +149,14 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
             # a row stays in a tuple window for size/lam seconds, i.e. that many slides
             copies = max(1.0, size / lam / node.slide_s)
         return NodeSize(rate=lam, size=size, l=l, copies=copies, row_level=True)
+    if kind == "table":  # the same rows at every instant: no arrivals (eq. 2's rate 0)
+        f = 1.0
+        for what, pred in node.steps:
+            if what == "where":
+                for part in _conjuncts(pred):
+                    f *= _conjunct_selectivity(part, [node.stats])
+        return NodeSize(rate=0.0, size=max(1.0, node.rows * f), l=0.0, copies=1.0,
+                        row_level=False, selectivity=f)
     if kind == "select":
         (k,) = kids
         f = estimate_selectivity(node)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
+from federation.conventions import DUCKDB_TYPES
+
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
 
@@ -22,20 +24,42 @@ def _q(name: str) -> str:
 
 
 class ReferenceEvaluator:
-    """Evaluate a query over the rows of a finite stream, slide instant by slide instant."""
+    """Evaluate a query over the rows of finite streams, slide instant by slide instant:
+    `rows` maps each stream's name to its rows."""
 
-    def __init__(self, rows: pa.Table) -> None:
+    def __init__(self, rows: dict[str, pa.Table], tables: dict[str, pa.Table] | None = None
+                 ) -> None:
         self.con = duckdb.connect()
-        self.con.register("stream_rows", rows)
+        self.tables = {}
+        for i, (name, t) in enumerate(sorted(rows.items())):
+            self.tables[name] = f"stream_rows_{i}"
+            self.con.register(self.tables[name], t)
+        self.db_tables = {}  # a database table's rows (the same at every instant)
+        for i, (name, t) in enumerate(sorted((tables or {}).items())):
+            self.db_tables[name] = f"table_rows_{i}"
+            self.con.register(self.db_tables[name], t)
+
+    def table(self, node):
+        """A database table's rows through its selections and projections (`steps`)."""
+        rel = self.con.sql(f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
+                           f"FROM {self.db_tables[node.name]}")
+        for what, v in node.steps:
+            if what == "where":
+                rel = rel.filter(v.sql(dialect="duckdb", identify=True))
+            else:
+                rel = rel.project(", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+                                            f"{_q(n)}" for n, e in v))
+        return rel
 
     def window(self, w: Window, tau: dt.datetime):
         cols = ", ".join(_q(c) for c in w.schema)
         ts = _q(w.stream.ts_column)
         t = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
+        src = self.tables[w.stream.name]
         if w.is_time_based:
             lo = tau - dt.timedelta(seconds=w.range_s)
             return self.con.sql(
-                f"SELECT {cols} FROM stream_rows WHERE {ts} >= TIMESTAMP "
+                f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
                 f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
         # ties in event time are broken by the other columns (as db.sqlgen does)
         desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
@@ -43,11 +67,13 @@ class ReferenceEvaluator:
             else ""
         return self.con.sql(
             f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, {desc}) AS rn "
-            f"FROM stream_rows WHERE {ts} < {t}) WHERE rn <= {w.rows}")
+            f"FROM {src} WHERE {ts} < {t}) WHERE rn <= {w.rows}")
 
     def eval(self, node: Node, tau: dt.datetime):
         if node.kind == "window":
             return self.window(node, tau)
+        if node.kind == "table":
+            return self.table(node)
         if node.kind == "rstream":
             return self.eval(node.child, tau)
         if node.kind == "select":
@@ -112,13 +138,40 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     return [epoch + dt.timedelta(microseconds=u) for u in range(lo, hi + 1, slide)]
 
 
-def reference_result(query: Rstream, rows: pa.Table) -> pa.Table:
-    """The reference result of a query over finite rows (punctuation already removed)."""
-    ts = next(n for n in query.walk() if n.kind == "window").stream.ts_column
-    if rows.num_rows == 0:
-        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
-    col = rows.column(ts)
+def reference_result(query: Rstream, rows: pa.Table | dict[str, pa.Table],
+                     tables: dict[str, pa.Table] | None = None) -> pa.Table:
+    """The reference result of a query over finite rows (punctuation already removed): one
+    table for a query over one stream, else each stream's rows by its name. The instants
+    run from the first reading of any stream to the last of any (plus the extent).
+    `tables`: the rows of each database table the query reads, by its name (default: the
+    table as its file holds it now)."""
     import pyarrow.compute as pc
 
-    taus = slide_instants(pc.min(col).as_py(), pc.max(col).as_py(), query)
-    return ReferenceEvaluator(rows).evaluate(query, taus)
+    tables = dict(tables or {})
+    for n in query.walk():
+        if n.kind == "table" and n.name not in tables:
+            con = duckdb.connect(n.db, read_only=True)
+            try:
+                cols = ", ".join(f"CAST({_q(c)} AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
+                                 for c, t in n.columns)
+                tables[n.name] = con.sql(f"SELECT {cols} FROM {_q(n.name)}").to_arrow_table()
+            finally:
+                con.close()
+
+    streams = {n.stream.name: n.stream for n in query.walk() if n.kind == "window"}
+    if isinstance(rows, pa.Table):
+        if len(streams) != 1:
+            raise ValueError(f"the query reads streams {', '.join(sorted(streams))}: give "
+                             "the rows of each by its name")
+        rows = {next(iter(streams)): rows}
+    if set(rows) != set(streams):
+        raise ValueError(f"rows of streams {sorted(rows)}, the query reads {sorted(streams)}")
+    lo = hi = None
+    for name, t in rows.items():
+        if t.num_rows:
+            col = t.column(streams[name].ts_column)
+            a, b = pc.min(col).as_py(), pc.max(col).as_py()
+            lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    if lo is None:
+        return pa.table({"tau": pa.array([], pa.timestamp("us"))})
+    return ReferenceEvaluator(rows, tables).evaluate(query, slide_instants(lo, hi, query))

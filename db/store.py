@@ -50,6 +50,9 @@ class InputSpec:
     rows: int | None = None  # tuple window
     partition_by: tuple[str, ...] = ()
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
+    #: a database table (the same rows at every instant): loaded once from this Parquet
+    #: copy (federation/runtime/tables.py), or (db, table) read in place; never expired
+    table_source: str | tuple[str, str] | None = None
 
 
 #: the schema the database file that moved state comes from is attached as
@@ -119,7 +122,11 @@ class MigDatabase:
             self._exec("INSERT INTO _fedq_state VALUES ('{}')")
         for spec in inputs:
             tcol = TS if spec.row_level else TAU
-            if not reopened:
+            if reopened:
+                continue
+            if spec.table_source is not None:
+                self._load_table(spec)
+            else:
                 self._exec(create_table(spec.table, {tcol: "TIMESTAMP", **spec.columns}))
         self.folds: dict[str, str] = {}
         self.seals: dict[str, str] = {}
@@ -151,6 +158,22 @@ class MigDatabase:
             self.sealed.update(self.saved.get("sealed", {}))
             self.expiries = self.saved.get("expiries", 0)
             self.expire_calls = self.saved.get("expire_calls", 0)
+
+    def _load_table(self, spec: InputSpec) -> None:
+        """A database table's rows, once: from its Parquet copy, or its file read-only."""
+        cols = ", ".join(render(quoted_column(c)) for c in spec.columns)
+        src = spec.table_source
+        if isinstance(src, str):
+            self._exec(f"CREATE TABLE {render(quoted_table(spec.table))} AS SELECT {cols} "
+                       f"FROM read_parquet(?)", [src])
+            return
+        path, name = src
+        self._exec("ATTACH ? AS _fedq_ref (READ_ONLY)", [path])
+        try:
+            self._exec(f"CREATE TABLE {render(quoted_table(spec.table))} AS SELECT {cols} "
+                       f"FROM _fedq_ref.{render(quoted_table(name))}")
+        finally:
+            self._exec("DETACH _fedq_ref")
 
     def begin(self) -> None:
         """Start a micro-batch: what follows commits together in `commit`."""
@@ -236,6 +259,8 @@ class MigDatabase:
             return
         t0 = time.perf_counter()
         for spec in self.inputs.values():
+            if spec.table_source is not None:
+                continue
             if not spec.row_level:
                 self._exec(delete_before(spec.table, TAU), [next_tau])
             elif not spec.keep_rows:

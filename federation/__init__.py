@@ -12,7 +12,7 @@ from federation.errors import (
     UnsupportedOperationError,
 )
 from federation.expressions import avg, col, count, lit, max_, min_, sum_
-from federation.logical import NumberedPlan, Rstream, window
+from federation.logical import NumberedPlan, Rstream, table, window
 from federation.streams import StreamDecl, StreamStats
 
 
@@ -67,5 +67,6 @@ __all__ = [
     "sql",
     "stream",
     "sum_",
+    "table",
     "window",
 ]

@@ -22,7 +22,7 @@ from federation.runtime.progress import as_progress
 def run(
     query: Rstream,
     placement: str | Mapping[str, str] = "auto",
-    data: str | Path | None = None,
+    data: str | Path | Mapping[str, str | Path] | None = None,
     options: RunOptions | None = None,
     *,
     generate: GenerateOptions | None = None,
@@ -34,7 +34,7 @@ def run(
     **option_values,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a directory of
-    event-second Parquet files; with `data=None` over smart-plug data generated as
+    event-second Parquet files (a query over several streams: {stream name: directory}); with `data=None` over smart-plug data generated as
     `generate` says (GenerateOptions: rate, seconds, plugs, seed; the smart-plug stream
     only). `options` (RunOptions) or their fields as keywords, and the generation options
     as keywords too (`rate=...`), are checked before any work; a bad one raises OptionError
@@ -58,6 +58,13 @@ def _generated(query: Rstream, work: Path | None, gen: GenerateOptions, progress
 
     from federation.smartplug.datagen import generate
 
+    streams = {n.stream.name for n in query.walk() if isinstance(n, Window)}
+    if len(streams) > 1:
+        from federation.errors import OptionError
+
+        raise OptionError("data", f"the query reads {len(streams)} streams "
+                          f"({', '.join(sorted(streams))}): give each its directory, "
+                          "data={name: directory} (only one smart-plug stream is generated)")
     stream = next(n for n in query.walk() if isinstance(n, Window)).stream
     if stream.name != "smartplug":
         raise ValueError(f"data: give the directory of stream {stream.name!r} (only smart-plug "

@@ -65,3 +65,21 @@ def grid_points(lo: dt.datetime, hi: dt.datetime, slide_s: float) -> list[dt.dat
 def extent_of(windows: Iterable) -> float:
     """The largest range of the windows (a tuple window counts its slide)."""
     return max(w.range_s if w.range_s is not None else w.slide_s for w in windows)
+
+
+def holdback(nodes: Iterable) -> tuple[float, float, int]:
+    """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
+    back the watermark below a join of window rows (spe.translate._rows_join) by the
+    window's range (a bound: only joins of rows do)."""
+    nodes = list(nodes)
+    windows = [n for n in nodes if n.kind == "window"]
+    joins = sum(1 for n in nodes if n.kind == "join")
+    return max((w.range_s or 0.0) for w in windows), windows[0].slide_s, joins
+
+
+def end_flush_s(nodes: Iterable) -> float:
+    """How far after the last reading the end-of-input punctuation goes so that every
+    window closes in every engine: the largest range, once more per join of window rows
+    (Spark's watermark hold-back), and ten slides."""
+    max_range, slide_s, joins = holdback(nodes)
+    return max_range * (1 + joins) + 10 * slide_s

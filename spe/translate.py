@@ -50,6 +50,7 @@ class SpeStream:
     df: DataFrame
     row_level: bool
     window: Window | None = None
+    static: bool = False  # a database table: a static DataFrame, the same at every instant
 
 
 def _c(name: str) -> Column:
@@ -169,12 +170,44 @@ class SpeTranslator:
         return SpeStream(df.select(F.window_time("window").alias(WT), *[_c(c) for c in cols]),
                          False)
 
+    def static_table(self, spark, node, path: str) -> SpeStream:
+        """A database table from the run's Parquet copy, through its selections and
+        projections: a static DataFrame, broadcast to the joins that read it."""
+        df = spark.read.parquet(path).select(*[_c(c) for c, _ in node.columns])
+        for what, v in node.steps:
+            if what == "where":
+                df = df.filter(spark_expr(v))
+            else:
+                df = df.select(*[spark_expr(e).alias(n) for n, e in v])
+        return SpeStream(F.broadcast(df), False, static=True)
+
+    def _static_join(self, node: Join, left: SpeStream, right: SpeStream, lcols: list[str],
+                     rcols: list[str]) -> SpeStream:
+        """A relation joined with a database table: Spark's stream-static join, which keeps
+        no state (the table is the same at every instant). Window rows are first the
+        per-instant relation, as the plan sees a join's output."""
+        if left.static:
+            right = self.as_relation(right)
+        else:
+            left = self.as_relation(left)
+        ldf, rdf = left.df.alias("l"), right.df.alias("r")
+        cond = None
+        for lk, rk in node.keys:
+            eq = F.col(f"l.`{lk}`") == F.col(f"r.`{rk}`")
+            cond = eq if cond is None else cond & eq
+        side = "r" if left.static else "l"
+        out = [F.col(f"{side}.{WT}").alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
+        out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
+        return SpeStream(ldf.join(rdf, cond, "inner").select(*out), False)
+
     def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
         left, right = inputs
         lkeys = [a for a, _ in node.keys]
         rkeys = [b for _, b in node.keys]
         lcols = list(node.left.schema)
         rcols = [c for c in node.right.schema if c not in set(rkeys)]
+        if left.static or right.static:
+            return self._static_join(node, left, right, lcols, rcols)
         if left.row_level != right.row_level and self.rows_join == "interval":
             return self._rows_join(node, left, right, lkeys, rkeys, lcols, rcols)
         ldf, lpack = self._as_relation(left, lkeys, [c for c in lcols if c not in lkeys], "_lrows")

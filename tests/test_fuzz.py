@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from benchmarks.fuzz import fuzz
-from benchmarks.fuzz_queries import Generated, queries
-from federation.logical import Rstream
+from benchmarks.fuzz_queries import Generated, queries, table_db
+from federation.logical import Rstream, table
 
 
 @pytest.mark.spark
@@ -46,7 +46,9 @@ def _check_generated(g: Generated) -> None:
     for pl in g.placements[3:]:
         assert not spe_limits(plan, parse_placement(plan, pl))
     s = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
-    names = {"s": s, "window": window, "count": count, "sum_": sum_, "avg": avg,
+    s2 = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name="other")
+    names = {"s": s, "s2": s2, "T": table_db(), "table": table, "window": window,
+             "count": count, "sum_": sum_, "avg": avg,
              "min_": min_, "max_": max_}
     rebuilt = eval(g.source, names)  # the generator's own DSL source
     assert [n.label() for n in rebuilt.walk()] == [n.label() for n in g.query.walk()]
@@ -67,7 +69,7 @@ NEW_SHAPES = (
     "computed_case", "computed_bool", "computed_literal", "computed_int_arith",
     "computed_double_arith", "cast", "conversion", "group_by_computed", "agg_arg_computed",
     "computed_across_join", "name_camel", "name_upper", "name_long", "name_keyword",
-    "keyword_in_expression", "cut_every_boundary",
+    "keyword_in_expression", "cut_every_boundary", "two_streams", "table_join",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")

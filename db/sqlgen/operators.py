@@ -52,6 +52,18 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
             .where(exp.LTE(this=col("_rn"), expression=exp.Literal.number(win.rows))))
 
 
+def table_rows(node, table: str) -> exp.Select:
+    """A database table's rows (the same at every instant) through its selections and
+    projections, from the DB-op's copy of it (`table`)."""
+    q = exp.select(*[col(c) for c, _ in node.columns]).from_(exp.to_table(table))
+    for what, v in node.steps:
+        if what == "where":
+            q = exp.select(exp.Star()).from_(q.subquery()).where(quote(v))
+        else:
+            q = exp.select(*[alias(quote(e), n) for n, e in v]).from_(q.subquery())
+    return q
+
+
 def row_chain(q: exp.Select, nodes: Sequence, every_column: bool = False) -> exp.Select:
     """Window rows `q` (with their event time) through selections and projections, bottom
     up: the rows those operators pass on (a selection passes on its schema's columns, or

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from db.sqlgen.combine import combine, combine_shared
-from db.sqlgen.operators import operator_sql, window_rows
+from db.sqlgen.operators import operator_sql, table_rows, window_rows
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
 from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
@@ -116,7 +116,9 @@ def db_op_sql(
             if table is None:
                 raise SqlGenerationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
-            if oid in row_level:
+            if node.kind == "table":
+                q = table_rows(node, table)
+            elif oid in row_level:
                 q = window_rows(node.row_window(), cols, table)
             else:
                 q = (exp.select(*[col(c) for c in cols]).from_(exp.to_table(table))
@@ -142,7 +144,9 @@ def db_op_sql(
         schema[tab.name] = schema[tab.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in tab.keys},
                                                **{p: "DOUBLE" for p in tab.partials}}
     for table, oid in inputs:
-        if oid not in row_level:
+        if plan.nodes[oid].kind == "table":  # the table's own columns, no instant
+            schema[table] = dict(plan.nodes[oid].columns)
+        elif oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
     query = exact_names(pushdown(query, schema, merge=True),
                          [TAU, *plan.nodes[root[0]].schema])

@@ -28,9 +28,9 @@ from federation.adaptive.decide import (
 from federation.adaptive.inputs import PartFile, part_files
 from federation.adaptive.watch import Decision, Watch
 from federation.errors import OptionError
+from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute, work_directory
-from federation.runtime.execute import end_flush_s
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.move import NotMovable, plan_move
@@ -239,6 +239,13 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     from federation.optimizer import plan_for
 
     opt = RunOptions.of(options, **option_values)
+    streams = sorted({w.stream.name for w in query.walk() if w.kind == "window"})
+    if len(streams) > 1 or not isinstance(data, (str, Path)):
+        raise AdaptiveError("data", f"an adaptive run reads one stream for now; the query "
+                            f"reads {', '.join(streams)}")
+    if any(n.kind == "table" for n in query.walk()):
+        raise AdaptiveError("data", "an adaptive run does not read database tables yet (it "
+                            "would copy them at every migration); run the query unadapted")
     if opt.follow:
         raise AdaptiveError("follow", "an adaptive run reads its data directory once (it "
                             "measures the rates from it); it cannot follow one yet")

@@ -86,6 +86,9 @@ def add_query_arguments(p) -> None:
     p.add_argument("--sql", type=Path, default=None, metavar="FILE",
                    help="a streaming SELECT in a file (docs/sql.md), e.g. "
                         "benchmarks/queries_sql/cq1.sql")
+    p.add_argument("--tables", type=Path, default=None, metavar="FILE.duckdb",
+                   help="a DuckDB database file whose tables a --sql query reads by name "
+                        "(joined with windows; read as they are when the run starts)")
     p.add_argument("--query", dest="query_file", default=None, metavar="FILE.py:NAME",
                    help="a DSL query in a Python file: NAME is an Rstream, or a function "
                         "returning one (called with rate=, scale=, plugs= when it takes them)")
@@ -101,13 +104,35 @@ def query_source(a):
     if a.query is not None:
         return query_maker(a.query)
     if a.sql is not None:
-        return sql_maker(a.sql, getattr(a, "data", None))
+        return sql_maker(a.sql, getattr(a, "data", None), a.tables)
     return dsl_maker(a.query_file)
 
 
-def sql_maker(path: Path, data: Path | None = None):
+def data_dirs(values: list[str] | None) -> Path | dict[str, Path] | None:
+    """`--data` given once as a directory, or once per stream as NAME=DIR."""
+    from federation.errors import OptionError
+
+    if not values:
+        return None
+    named = {}
+    for v in values:
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.+)", v)
+        if m is None:
+            if len(values) > 1:
+                raise OptionError("data", f"{v!r}: give NAME=DIR for each stream when "
+                                          "--data is given more than once")
+            return Path(v)
+        if m.group(1) in named:
+            raise OptionError("data", f"stream {m.group(1)!r} given twice")
+        named[m.group(1)] = Path(m.group(2))
+    return named
+
+
+def sql_maker(path: Path, data: Path | dict[str, Path] | None = None,
+              tables: Path | None = None):
     """make(rate, scale, plugs) for a SQL file; the streams are the smart-plug stream and
-    the stream a data directory declares (`_stream.json`, `fedq import`)."""
+    the streams the data directories declare (`_stream.json`, `fedq import`); other names
+    are tables of the DuckDB file `tables` (--tables)."""
     from federation.errors import FedqError
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
@@ -115,18 +140,21 @@ def sql_maker(path: Path, data: Path | None = None):
 
     if not path.is_file():
         raise SystemExit(f"fedq: --sql: {path} is not a file")
+    if tables is not None and not tables.is_file():
+        raise SystemExit(f"fedq: --tables: {tables} is not a file")
     text = path.read_text()
-    declared = load_stream_decl(data) if data is not None else None
+    dirs = {} if data is None else data if isinstance(data, dict) else {None: data}
+    declared = [x for x in map(load_stream_decl, dirs.values()) if x is not None]
 
     def make(rate: float = 2000.0, scale: float = 1.0, plugs: int = 2125):
         if scale != 1.0:
             raise SystemExit("fedq: --scale applies to CQ1..CQ6 only; a SQL query gives its "
                              "own window sizes")
         streams = {"smartplug": smartplug_stream(rate=rate, plugs=plugs)}
-        if declared is not None:
-            streams[declared.name] = declared
+        for d in declared:
+            streams[d.name] = d
         try:
-            q = sql(text, streams)  # named by its INSERT INTO, else by the file
+            q = sql(text, streams, tables=tables)  # named by INSERT INTO, else by the file
             return q if re.search(r"(?i)\binsert\s+into\b", text) else q.child.rstream(path.stem)
         except FedqError as e:
             raise SystemExit(f"fedq: --sql {path}: {e}") from None

@@ -10,6 +10,7 @@ from federation.cli.args import (
     Help,
     add_query_arguments,
     count,
+    data_dirs,
     non_negative,
     positive,
     query_source,
@@ -20,16 +21,21 @@ from federation.cli.args import (
 
 def cmd_explain(a: argparse.Namespace) -> int:
     from costmodel.profile import load_profile
+    from federation.errors import OptionError
     from federation.explain import explain_json, explain_text, sweep
     from federation.optimizer import optimize
 
+    try:
+        a.data = data_dirs(a.data)
+    except OptionError as e:
+        raise SystemExit(f"fedq explain: --data: {e.message}") from None
     make = query_source(a)
     profile = load_profile(a.profile)
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
               "max_subplan_ops": a.max_subplan_ops}
 
     declared = None
-    if a.data is not None:
+    if isinstance(a.data, Path):  # one stream (several: each at its declared rate)
         from federation.streams import load_stream_decl
 
         declared = load_stream_decl(a.data)
@@ -85,9 +91,9 @@ def add_parser(sub) -> None:
                "  fedq explain --query my_queries.py:peaks",
         formatter_class=Help)
     add_query_arguments(e)
-    e.add_argument("--data", type=Path, default=None,
+    e.add_argument("--data", action="append", default=None, metavar="[NAME=]DIR",
                    help="a data directory whose _stream.json declares a stream the SQL reads "
-                        "(fedq import)")
+                        "(fedq import); NAME=DIR once per stream for several")
     e.add_argument("--rate", type=positive, default=None,
                    help="input rate, tuples/s (default: 2000, or the rate a --data "
                         "directory declares)")

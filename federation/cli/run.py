@@ -15,6 +15,7 @@ from federation.cli.args import (
     Help,
     add_query_arguments,
     count,
+    data_dirs,
     non_negative,
     positive,
     query_source,
@@ -123,7 +124,19 @@ def _data_and_query(a: argparse.Namespace):
     generation options when there is no data."""
     from federation.runtime import GenerateOptions
 
+    a.data = data_dirs(a.data)
     make = query_source(a)
+    if isinstance(a.data, dict):  # a directory per stream
+        for name, d in a.data.items():
+            if not d.is_dir():
+                raise OptionError("data", f"{name}={d}: not a directory")
+            if not any(d.glob("part-*.parquet")):
+                raise OptionError("data", f"{name}={d}: no part-*.parquet files")
+        if a.follow or a.source is not None:
+            raise OptionError("follow" if a.follow else "source", "reads one stream for now "
+                              "(a directory per stream is read once)")
+        gen = GenerateOptions.of(rate=a.rate or 2000.0, seconds=a.seconds, plugs=a.plugs or 200)
+        return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
     if a.data is not None and not a.data.is_dir():
         raise OptionError("data", f"{a.data} is not a directory")
     a.follow = a.follow or a.source is not None
@@ -262,8 +275,9 @@ def add_parsers(sub) -> None:
     add_query_arguments(r)
     r.add_argument("--placement", default="auto",
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
-    r.add_argument("--data", type=Path, default=None,
-                   help="directory of part-*.parquet (generated when left out)")
+    r.add_argument("--data", action="append", default=None, metavar="[NAME=]DIR",
+                   help="directory of part-*.parquet (generated when left out); a query "
+                        "over several streams gives each its own: --data NAME=DIR per stream")
     r.add_argument("--rate", type=positive, default=None, help="tuples/s (default: the data's manifest, else 2000)")
     r.add_argument("--seconds", type=count, default=60, help="event seconds to generate")
     r.add_argument("--plugs", type=count, default=None, help="plugs (default: the data's manifest, else 200)")

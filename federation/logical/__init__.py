@@ -25,6 +25,7 @@ from federation.logical.plan import (
     is_row_level,
     leaf_window,
 )
+from federation.logical.table import Table, table
 from federation.logical.window import Window
 
 __all__ = [
@@ -36,11 +37,13 @@ __all__ = [
     "Project",
     "Rstream",
     "Select",
+    "Table",
     "Unary",
     "Window",
     "input_key",
     "is_row_level",
     "leaf_window",
     "parse_duration",
+    "table",
     "window",
 ]

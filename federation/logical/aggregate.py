@@ -33,6 +33,10 @@ class Aggregate(Unary):
 
     def __post_init__(self) -> None:
         _check_child("aggregate", self.child)
+        if not any(n.kind == "window" for n in self.child.walk()):
+            raise QueryValidationError(
+                "aggregate", "input", "reads only database tables: a query aggregates "
+                "window rows; aggregate the table in the database (a view) and read that")
         s = self.child.schema
         for k in self.keys:
             if k not in s:

@@ -31,14 +31,10 @@ class Join(Node):
         _check_child("join", self.right)
         if not self.keys:
             raise QueryValidationError("join", "on", "an equi-join needs at least one key")
-        streams = sorted({w.stream.name for side in (self.left, self.right)
-                          for w in side.walk() if w.kind == "window"})
-        if len(streams) > 1:
+        if not any(n.kind == "window" for side in (self.left, self.right) for n in side.walk()):
             raise QueryValidationError(
-                "join", "streams",
-                f"the query reads {len(streams)} streams ({', '.join(map(repr, streams))}); "
-                "a query reads one stream for now (every window reads the one data "
-                "directory of a run)")
+                "join", "input", "both inputs read only database tables: join them in the "
+                "database (a view) and read that view, or join a table with a window")
         slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
                   if w.kind == "window"}
         if len(slides) > 1:

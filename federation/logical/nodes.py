@@ -265,6 +265,10 @@ class Rstream(Unary):
             raise QueryValidationError(
                 "rstream", "input", "a query needs at least one R2R operator above its window"
             )
+        if not any(n.kind == "window" for n in self.child.walk()):
+            raise QueryValidationError(
+                "rstream", "input", "the query reads no stream: a continuous query reads at "
+                "least one window (a database table is joined with one)")
 
     def label(self) -> str:
         return f"rstream {self.name}"

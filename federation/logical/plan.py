@@ -9,6 +9,7 @@ from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import window  # noqa: F401 - doctests
 from federation.logical.join import Join
 from federation.logical.nodes import Node, Project, Rstream, Select
+from federation.logical.table import Table, fold_tables
 from federation.logical.window import Window
 
 #: the relation-to-relation operators, the ones the optimizer places
@@ -63,8 +64,9 @@ def leaf_window(node: Node) -> Window:
 class NumberedPlan:
     """A logical plan with operator ids by position, in post order.
 
-    Windows are `w1..`, R2R operators `op1..`, the root `root`. Ids are positional: the same
-    node value used twice in a query (CQ1 reads one window twice) gets two ids.
+    Windows are `w1..`, tables `t1..`, R2R operators `op1..`, the root `root`. Ids are
+    positional: the same node value used twice in a query (CQ1 reads one window twice)
+    gets two ids. Selections and projections over a table fold into it (`fold_tables`).
     """
 
     root: Rstream
@@ -74,8 +76,9 @@ class NumberedPlan:
 
     @staticmethod
     def of(root: Rstream) -> NumberedPlan:
+        root = fold_tables(root)  # type: ignore[assignment]
         plan = NumberedPlan(root)
-        counters = {"w": 0, "op": 0}
+        counters = {"w": 0, "t": 0, "op": 0}
 
         def rec(node: Node) -> str:
             child_ids = tuple(rec(c) for c in node.children)
@@ -84,6 +87,9 @@ class NumberedPlan:
             elif isinstance(node, Window):
                 counters["w"] += 1
                 oid = f"w{counters['w']}"
+            elif isinstance(node, Table):
+                counters["t"] += 1
+                oid = f"t{counters['t']}"
             else:
                 counters["op"] += 1
                 oid = f"op{counters['op']}"

@@ -36,7 +36,7 @@ class _SpeCoster:
         cost = ZERO
         for _, c in kids:
             cost = cost.combine(c)
-        if not isinstance(node, (Window, Rstream)):
+        if not isinstance(node, (Window, Rstream)) and node.kind != "table":
             cost = cost.add(spe_op_cost(node, size, [k[0] for k in kids], self.profile))
         self.memo[id(node)] = (node, size, cost)
         return size, cost

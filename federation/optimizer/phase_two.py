@@ -20,7 +20,7 @@ from costmodel.ordering import ZERO, CostVector, better, sort_key
 from costmodel.plan_cost import plan_cost, reentry_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
-from federation.logical import NumberedPlan, Window
+from federation.logical import NumberedPlan, Table, Window
 from federation.optimizer.coster import Partial, PartialCoster
 from federation.physical import build_physical_plan, spe_limits
 
@@ -53,10 +53,10 @@ def phase_two(
     top = plan.children["root"][0]
     for oid in plan.post_order():
         node = plan.nodes[oid]
-        if isinstance(node, Window) or oid == "root":
+        if isinstance(node, (Window, Table)) or oid == "root":  # leaves: not placed
             pending[oid] = 0
             continue
-        kids = [c for c in plan.children[oid] if not isinstance(plan.nodes[c], Window)]
+        kids = [c for c in plan.children[oid] if not isinstance(plan.nodes[c], (Window, Table))]
         count = 1 + sum(pending[c] for c in kids)
         if count > max_subplan_ops:
             # decomposition: the children's subplans are finished; keep their best DB-rooted

@@ -10,19 +10,18 @@ their SQL come with the plan.
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from federation.instants import extent_of, first_instant, last_instant
-from federation.logical import Join, Node, Window
+from federation.instants import end_flush_s, extent_of, first_instant, holdback, last_instant
+from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.drive import drive, drive_following
 from federation.runtime.handoff import Handoff
@@ -39,21 +38,31 @@ from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.options import RunOptions, output_path, work_directory
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.recovery import RUN_FILE, ResultParts, StageLog, claim, run_identity
+from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
 from federation.runtime.result import BatchMetrics, RunResult, RunSummary
+from federation.runtime.sources import (
+    bind_sources,
+    load_inputs,
+    prepare_inputs,
+    query_streams,
+    spool_dirs,
+)
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import run_summary
+from federation.runtime.tables import snapshot_tables
 
 
 class _ResumeFailed(Exception):
     """Spark failed on a resumed run (its checkpoint could not be used)."""
 
 
-def execute(plan: PhysicalPlan, data: str | Path, options: RunOptions | None = None, *,
+def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
+            options: RunOptions | None = None, *,
             spark=None, progress: RunProgress | Callable[[BatchMetrics], None] | None = None,
             predicted=None, handoff: Handoff | None = None,
             halt: threading.Event | None = None, **option_values) -> RunResult:
-    """Run `plan` over the part files of `data`.
+    """Run `plan` over the part files of `data`: a directory, or for a query over several
+    streams a mapping {stream name: directory} (federation/runtime/sources.py).
 
     `options` (RunOptions, federation/runtime/options.py; or its fields as keywords) are
     checked before any work. A `work_dir` that holds an interrupted run of the same plan is
@@ -88,7 +97,7 @@ class _Run:
     set up the DB-ops and stages, drive the micro-batches, write the results."""
 
     plan: PhysicalPlan
-    data: str | Path
+    data: str | Path | Mapping[str, str | Path]
     opt: RunOptions
     spark: object
     prog: RunProgress
@@ -100,6 +109,12 @@ class _Run:
         self.lg = self.plan.logical
         windows = [n for n in self.lg.nodes.values() if isinstance(n, Window)]
         self.stream = windows[0].stream
+        self.streams = query_streams(windows)  # by name: a query may read several
+        # each stream's data directory (checked here: a query over several names them)
+        self.sources = None if self.h.prepared is not None else \
+            bind_sources(self.streams, self.data, self.opt)
+        if self.sources and len(self.sources) == 1:  # {name: dir} for one stream: the dir
+            self.data = next(iter(self.sources.values()))
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
         self.max_range = max((w.range_s or 0.0) for w in windows)
         self.extent_s = extent_of(windows)
@@ -163,11 +178,12 @@ class _Run:
         opt, h = self.opt, self.h
         identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
                                 opt.warmup_batch_s, opt.drain)
-        data = opt.source or str(Path(self.data).resolve())
+        data = opt.source or (str(Path(self.data).resolve()) if len(self.streams) == 1 else {
+            n: str(p.resolve()) for n, p in (self.sources or {}).items()})
         identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
                          "follow": opt.follow, "until": str(opt.until)})
-        return _claim_work(self.work, identity, opt.fresh)
+        return claim_work(self.work, identity, opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a
@@ -178,20 +194,29 @@ class _Run:
             return self.follower.ing.res if wait_for_first(self.follower, self.halt,
                                                            self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
+            if len(self.streams) > 1:
+                return load_inputs(work / "input")
             return IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
         if self.h.prepared is not None:
             (work / "input").mkdir(parents=True, exist_ok=True)
             (work / "input" / "ingest.json").write_text(self.h.prepared.model_dump_json(indent=2))
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
-        flush_s = end_flush_s(self.lg.nodes.values())
-        return prepare_input(self.data, work / "input", self.stream, progress=self.prog.advance,
-                             allowed_lateness_s=opt.allowed_lateness_s,
-                             flush_after_s=flush_s if opt.drain else None,
-                             max_files=opt.max_files, domains=opt.domains_of(self.stream),
-                             fast_forward_s=self._fast_forward_s(),
-                             fast_forward_batch=opt.warmup_batch_s or 1, tick_s=self.slide_s,
-                             horizon_s=opt.event_horizon_s)
+        flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
+
+        def prepare(data, input_dir, stream, flush_after_s=None):
+            return prepare_input(data, input_dir, stream, progress=self.prog.advance,
+                                 allowed_lateness_s=opt.allowed_lateness_s,
+                                 flush_after_s=flush_after_s, max_files=opt.max_files,
+                                 domains=opt.domains_of(stream),
+                                 fast_forward_s=self._fast_forward_s(),
+                                 fast_forward_batch=opt.warmup_batch_s or 1,
+                                 tick_s=self.slide_s, horizon_s=opt.event_horizon_s)
+
+        if len(self.streams) > 1:  # a spool per stream, one flush after them all
+            return prepare_inputs(self.sources, self.streams, work / "input", prepare,
+                                  flush_s, opt.allowed_lateness_s)
+        return prepare(self.data, work / "input", self.stream, flush_s)
 
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
@@ -218,11 +243,14 @@ class _Run:
             if c is not staged.root_db_op:
                 self.reentry_dirs[c.id] = work / "reentry" / c.id
                 self.reentry_dirs[c.id].mkdir(parents=True, exist_ok=True)
+        self.table_files = table_files = snapshot_tables(  # the version every instant sees
+            self.lg.nodes.values(), work / "input" / "tables", resuming)
         threads, memory = mig_resources(len(plan.db_ops))
         migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads,
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
-                                 moved=h.moved.get(c.id), stop_at=h.stop_at)
+                                 moved=h.moved.get(c.id), stop_at=h.stop_at,
+                                 table_files=table_files)
                 for c in plan.db_ops}
         ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns, sinks),
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
@@ -261,9 +289,12 @@ class _Run:
         # micro-batch (the same results: batches are free to be any size), so that a
         # backlog is caught up in a few batches instead of one file per batch
         files_per_batch = max(opt.seconds_per_batch, 60) if opt.follow else opt.seconds_per_batch
-        builder = StageBuilder(self.spark, staged, self.stream, ingest.spool_dir,
+        spools = spool_dirs(ingest) or {self.stream.name: ingest.spool_dir}
+        builder = StageBuilder(self.spark, staged,
+                               {n: (self.streams[n], d) for n, d in spools.items()},
                                self.reentry_dirs, files_per_batch,
-                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s)
+                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
+                               self.table_files)
         for st in staged.stages:
             builder.build(st)
         if opt.follow:  # no end known: no total, no time left
@@ -279,20 +310,6 @@ class _Run:
                     opt.seconds_per_batch if opt.realtime else None)
 
 
-def _claim_work(work: Path, identity: dict, fresh: bool) -> bool:
-    """Claim the work directory for this run; True when it resumes an interrupted run of
-    the same identity (recovery.py), else everything of an earlier run is removed."""
-    if fresh:
-        (work / RUN_FILE).unlink(missing_ok=True)
-    resuming = claim(work, identity)
-    if not resuming:  # a new run: nothing of an earlier one may leak into it
-        for sub in ("input", "checkpoints", "state", "results", "reentry"):
-            shutil.rmtree(work / sub, ignore_errors=True)
-        (work / "summary.json").unlink(missing_ok=True)
-    (work / "state").mkdir(exist_ok=True)
-    return resuming
-
-
 def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgress) -> None:
     """summary.json in the work directory, and the result rows at `output` if asked."""
     (work / "summary.json").write_text(summary.model_dump_json(indent=2))
@@ -305,24 +322,6 @@ def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgr
         (work / "summary.json").write_text(summary.model_dump_json(indent=2))
 
 
-def _holdback(nodes: Iterable[Node]) -> tuple[float, float, int]:
-    """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
-    back the watermark below a join of window rows (spe.translate._rows_join) by the
-    window's range (a bound: only joins of rows do)."""
-    nodes = list(nodes)
-    windows = [n for n in nodes if isinstance(n, Window)]
-    joins = sum(1 for n in nodes if isinstance(n, Join))
-    return max((w.range_s or 0.0) for w in windows), windows[0].slide_s, joins
-
-
-def end_flush_s(nodes: Iterable[Node]) -> float:
-    """How far after the last reading the end-of-input punctuation goes so that every
-    window closes in every engine: the largest range, once more per join of window rows
-    (Spark's watermark hold-back), and ten slides."""
-    max_range, slide_s, joins = _holdback(nodes)
-    return max_range * (1 + joins) + 10 * slide_s
-
-
 def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
     """How far past a migration's instant stage 0 must go for Spark to emit its own results
     of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
@@ -332,5 +331,5 @@ def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
 
     if not spark_window_state(plan):
         return 0.0
-    max_range, slide_s, joins = _holdback(plan.logical.nodes.values())
+    max_range, slide_s, joins = holdback(plan.logical.nodes.values())
     return max_range * joins + 3 * max(slide_s, seconds_per_batch)

@@ -50,13 +50,21 @@ def mig_resources(n_migs: int) -> tuple[int, str]:
     return threads, f"{per // 2**20}MB"
 
 
-def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None
-                ) -> tuple[list[InputSpec], float]:
+def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
+                table_files: dict | None = None) -> tuple[list[InputSpec], float]:
     """How the DB-op's DuckDB keeps each input, and the horizon: how long after its last
-    row a row-level input can still fall in a window (the longest range plus a slide)."""
+    row a row-level input can still fall in a window (the longest range plus a slide).
+    A database table is loaded once from its run's copy (`table_files`, by name), or
+    without one from its file as it is now."""
     specs = []
     horizon_s = 0.0
     for ci in db_op.inputs:
+        if ci.node.kind == "table":
+            n = ci.node
+            src = str(table_files[n.name]) if table_files and n.name in table_files else (
+                n.db, n.name)
+            specs.append(InputSpec(ci.table, dict(n.columns), False, table_source=src))
+            continue
         if not ci.row_level:
             specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
             continue
@@ -83,7 +91,8 @@ class MigRuntime:
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime | None] | None = None,
                  state_path: str | None = None, moved=None,
-                 stop_at: dt.datetime | None = None) -> None:
+                 stop_at: dt.datetime | None = None, table_files: dict | None = None
+                 ) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included; a followed input has no last one (None: every instant up to the clock,
@@ -93,13 +102,15 @@ class MigRuntime:
         MIG continues after the last micro-batch it committed (`applied`).
         `moved`: window state taken from an old placement's DB-op at a migration (move,
         federation/runtime/move.py), committed before the first micro-batch.
-        `stop_at`: the migration instant (`stop_before`)."""
+        `stop_at`: the migration instant (`stop_before`). `table_files`: the run's copy of
+        each database table the DB-op reads (federation/runtime/tables.py)."""
         self.db_op = db_op
         self.life = life
         self.slide = dt.timedelta(seconds=slide_s)
         self.lateness = dt.timedelta(seconds=lateness_s)
-        specs, self.horizon_s = input_specs(db_op, slide_s, plan_nodes)
-        self.rel_inputs = any(not ci.row_level for ci in db_op.inputs)
+        specs, self.horizon_s = input_specs(db_op, slide_s, plan_nodes, table_files)
+        self.rel_inputs = any(not ci.row_level and ci.node.kind != "table"
+                              for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path)
         self.next_tau: dt.datetime | None = life[0] if life else None

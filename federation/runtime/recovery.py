@@ -26,6 +26,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -80,7 +81,9 @@ def claim(work: Path, identity: dict) -> bool:
         except ValueError:
             old = None
         if old == identity:
-            return (work / "input" / "ingest.json").exists()
+            # the spool is complete: one stream's ingest.json, or inputs.json of several
+            return ((work / "input" / "ingest.json").exists()
+                    or (work / "input" / "inputs.json").exists())
         if old is not None:
             diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in identity.items()
                     if old.get(k) != v]
@@ -133,3 +136,17 @@ class ResultParts:
     def table(self) -> pa.Table:
         return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
                              self.columns)
+
+
+def claim_work(work: Path, identity: dict, fresh: bool) -> bool:
+    """Claim the work directory for this run; True when it resumes an interrupted run of
+    the same identity (recovery.py), else everything of an earlier run is removed."""
+    if fresh:
+        (work / RUN_FILE).unlink(missing_ok=True)
+    resuming = claim(work, identity)
+    if not resuming:  # a new run: nothing of an earlier one may leak into it
+        for sub in ("input", "checkpoints", "state", "results", "reentry"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+        (work / "summary.json").unlink(missing_ok=True)
+    (work / "state").mkdir(exist_ok=True)
+    return resuming

@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from federation.logical import Window
+from federation.logical import Table, Window
 from federation.physical import DbOp, PhysicalPlan
 
 
@@ -24,7 +24,7 @@ def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
     db_op_stage: dict[str, int] = {}
     for oid in lg.post_order():
         node = lg.nodes[oid]
-        if isinstance(node, Window):
+        if isinstance(node, (Window, Table)):
             node_stage[oid] = 0
             continue
         if oid == "root":
@@ -89,13 +89,13 @@ class StageBuilder:
     """Builds each stage's streaming DataFrame: its sources, the SPE-ops translated into
     Spark operators, and the tagged union of its outputs (one per MIG input, the result)."""
 
-    def __init__(self, spark, staged: StagedPlan, stream, spool_dir: Path,
+    def __init__(self, spark, staged: StagedPlan, spools: dict[str, tuple[object, Path]],
                  reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
-                 extent_s: float, slide_s: float) -> None:
+                 extent_s: float, slide_s: float, table_files: dict | None = None) -> None:
         self.spark = spark
+        self.table_files = table_files or {}  # database tables: the run's copies
         self.staged = staged
-        self.stream = stream
-        self.spool_dir = spool_dir
+        self.spools = spools  # per stream name: (its declaration, its spool directory)
         self.reentry_dirs = reentry_dirs
         self.seconds_per_batch = seconds_per_batch
         self.delay_ms = delay_ms
@@ -109,13 +109,16 @@ class StageBuilder:
 
         self._built: dict = {}
         self._sources: list = []  # clock DataFrames
-        self._base = self._ticks = None
+        self._base: dict[str, object] = {}  # per stream: its rows, then its ticks
+        self._ticks: dict[str, object] = {}
         self._translator = SpeTranslator(self._instants)
         pp = self.staged.plan
         outs = []
         for op_id in self.staged.db_ops_of(st.index):
             c = next(x for x in pp.db_ops if x.id == op_id)
             for ci in c.inputs:
+                if isinstance(ci.node, Table):  # loaded by the MIG from the run's copy
+                    continue
                 s = self._node(ci.op_ids[0])
                 tag = TS if s.row_level else WT
                 cols = [tag, *ci.node.schema]
@@ -140,32 +143,41 @@ class StageBuilder:
         at instant tau is complete only once the clock passed tau plus those ranges."""
         pp = self.staged.plan
         node = pp.logical.nodes[oid]
-        if isinstance(node, Window) or pp.db_op_of(oid) is not None:
+        if isinstance(node, (Window, Table)) or pp.db_op_of(oid) is not None:
             return 0.0  # a source: the stage's spool, or a re-entry with its own punctuation
         kids = pp.logical.children[oid]
         below = max((self._holdback(c) for c in kids), default=0.0)
         if node.kind == "join":
             sides = [self._node(c) for c in kids]
-            if sides[0].row_level != sides[1].row_level:
+            if sides[0].row_level != sides[1].row_level and not any(x.static for x in sides):
                 rows = sides[0] if sides[0].row_level else sides[1]
                 below += rows.window.range_s or 0.0
         return below
 
-    def _base_rows(self):
+    def _base_rows(self, name: str):
+        """A stream's validated rows (its spool read once per stage; its punctuation is a
+        clock source of the stage: the stage's clock is the slowest stream's)."""
         from spe.pipeline import spool_source
 
-        if self._base is None:
-            self._base, clock, self._ticks = spool_source(
-                self.spark, self.stream.columns, self.stream.ts_column, str(self.spool_dir),
+        if name not in self._base:
+            stream, spool = self.spools[name]
+            self._base[name], clock, self._ticks[name] = spool_source(
+                self.spark, stream.columns, stream.ts_column, str(spool),
                 self.seconds_per_batch, self.delay_ms)
             self._sources.append(clock)
-        return self._base
+        return self._base[name]
 
     def _instants(self):
+        """The query's instants, from the ticks of every stream (a stream ticks over its
+        own readings; the query's life is their union)."""
         from spe.pipeline import instants_relation
 
-        self._base_rows()
-        return instants_relation(self._ticks, self.extent_s, self.slide_s)
+        ticks = None
+        for name in sorted(self.spools):
+            self._base_rows(name)
+            t = self._ticks[name]
+            ticks = t if ticks is None else ticks.unionByName(t)
+        return instants_relation(ticks, self.extent_s, self.slide_s)
 
     def _reentry(self, db_op: DbOp):
         from spe.pipeline import reentry_source
@@ -185,7 +197,9 @@ class StageBuilder:
         node = pp.logical.nodes[oid]
         db_op = pp.db_op_of(oid)
         if isinstance(node, Window):
-            s = SpeStream(self._base_rows(), True, node)
+            s = SpeStream(self._base_rows(node.stream.name), True, node)
+        elif isinstance(node, Table):
+            s = self._translator.static_table(self.spark, node, str(self.table_files[node.name]))
         elif db_op is not None:
             s = self._reentry(db_op)
         else:

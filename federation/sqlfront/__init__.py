@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from federation.logical import Rstream
 from federation.sqlfront.dialect import SqlError
@@ -55,11 +56,12 @@ from federation.streams import StreamDecl
 
 
 def sql(text: str, streams: Mapping[str, StreamDecl] | Sequence[StreamDecl] | None = None,
-        name: str | None = None) -> Rstream:
+        name: str | None = None, tables: str | Path | None = None) -> Rstream:
     """The logical plan of a streaming SELECT (see the package's docstring).
 
     `streams` maps names to stream declarations (default: the smart-plug stream as
-    `smartplug`); `name` names the result (default: the INSERT INTO target, or "result").
+    `smartplug`); `name` names the result (default: the INSERT INTO target, or "result");
+    `tables`: a DuckDB database file whose tables the query reads by their plain names.
     """
     if streams is None:
         from federation.smartplug import smartplug_stream
@@ -67,7 +69,7 @@ def sql(text: str, streams: Mapping[str, StreamDecl] | Sequence[StreamDecl] | No
         streams = {"smartplug": smartplug_stream()}
     elif not isinstance(streams, Mapping):
         streams = {s.name: s for s in streams}
-    return Translator(text, dict(streams)).translate(name)
+    return Translator(text, dict(streams), tables).translate(name)
 
 
 __all__ = ["WINDOW_COLUMNS", "SqlError", "sql"]

@@ -1,7 +1,8 @@
 """The FROM clause: its items and the joins between them, as a `Scope`.
 
-A FROM item is a window table function (windows.py), a CTE or a subquery, named by its
-alias (else by its stream or CTE name); a bare stream is refused (it needs a window).
+A FROM item is a window table function (windows.py), a CTE, a subquery or a table of the
+DuckDB file given as `tables` (a plain name that is no stream or CTE), named by its alias
+(else by its stream, CTE or table name); a bare stream is refused (it needs a window).
 Joins are inner equi-joins at each instant: `JOIN ... USING (k, ...)` or
 `JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or window_start) is
 implied and dropped, and a condition that is no key equality becomes a selection above
@@ -15,8 +16,10 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
+from federation.errors import QueryValidationError
 from federation.expressions import split_conjuncts
 from federation.logical import Node
+from federation.logical.table import table
 from federation.logical.window import Window
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import WINDOW_COLUMNS, Scope
@@ -31,10 +34,11 @@ class FromClause:
     """Builds the scope of a SELECT's FROM clause; `subquery` translates a nested query."""
 
     def __init__(self, text: SqlText, streams: Mapping[str, StreamDecl],
-                 subquery: Subquery) -> None:
+                 subquery: Subquery, tables=None) -> None:
         self.text = text
         self.streams = streams
         self.subquery = subquery
+        self.tables = tables  # a DuckDB database file: other plain names are its tables
 
     def scope(self, q: exp.Select, ctes: dict[str, Node]) -> Scope:
         """The relation `q` reads: its first FROM item joined with the others."""
@@ -68,10 +72,17 @@ class FromClause:
                     f"stream {name!r} needs a window: FROM HOP(TABLE {name}, DESCRIPTOR("
                     f"{self.streams[name].ts_column}), INTERVAL '1' SECOND, INTERVAL '5' "
                     f"MINUTE) or TUMBLE(TABLE {name}, DESCRIPTOR(...), size)", "FROM", src)
+            elif self.tables is not None:  # a table of the database file
+                try:
+                    node = table(name, db=self.tables)
+                except QueryValidationError as e:
+                    raise fail(f"{e.message}; streams: {', '.join(sorted(self.streams))}",
+                               "FROM", src) from None
             else:
                 known = sorted(set(self.streams) | set(ctes))
                 raise fail(f"unknown stream or CTE {name!r} (known: "
-                           f"{', '.join(known) or 'none'})", "FROM", src)
+                           f"{', '.join(known) or 'none'}; a table of a DuckDB file needs "
+                           "--tables FILE)", "FROM", src)
             alias = alias or name
         else:
             what = src.key.upper()

@@ -53,9 +53,9 @@ MODIFIERS = (
 class Translator:
     """The logical plan of one statement of `text` over the declared `streams`."""
 
-    def __init__(self, text: str, streams: Mapping[str, StreamDecl]) -> None:
+    def __init__(self, text: str, streams: Mapping[str, StreamDecl], tables=None) -> None:
         self.text = SqlText(text)
-        self.from_clause = FromClause(self.text, streams, self.query)
+        self.from_clause = FromClause(self.text, streams, self.query, tables)
 
     def translate(self, name: str | None) -> Rstream:
         """The statement's RSTREAM, named `name`, else by INSERT INTO, else "result"."""

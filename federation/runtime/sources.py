@@ -1,0 +1,180 @@
+"""The streams of a query and where each one's readings come from (docs/streams.md).
+
+A query reads one or more declared streams; each has its own data directory, validated
+into its own spool (`ingest.py`) against its own schema. A query over one stream keeps the
+layout it always had (`<work>/input/spool`); a query over several puts each stream's in
+`<work>/input/<stream>/`, and `<work>/input/inputs.json` says the spools are complete.
+
+Time across streams: the query's instants run from the first reading of any stream to the
+last of any (plus the extent); Spark's watermark is the smallest over its sources, and a
+DB-op's clock the smallest over its stage's clock sources, so an instant closes once the
+slowest stream has passed it. Every stream's spool ends with the same flush punctuation
+(after the last reading of all streams), so that a stream that ends early does not hold
+the last windows of the others open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from federation.conventions import SPOOL_MTIME
+from federation.errors import OptionError
+from federation.parts import write_part
+from federation.runtime.ingest import IngestResult, punctuation, read_clean_rows
+from federation.streams import StreamDecl
+
+INPUTS_FILE = "inputs.json"
+
+
+def query_streams(nodes) -> dict[str, StreamDecl]:
+    """The declared streams a plan's windows read, by name (in name order)."""
+    found = {n.stream.name: n.stream for n in nodes if getattr(n, "kind", None) == "window"}
+    return dict(sorted(found.items()))
+
+
+def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str, Path] | None:
+    """Each stream's data directory from `data`: one directory (a query over one stream)
+    or a mapping {stream name: directory}. OptionError("data") names what is missing; a
+    followed directory or a broker (RunOptions.follow, .source) reads one stream for now."""
+    names = list(streams)
+    for option in ("follow", "source"):
+        if len(names) > 1 and opt is not None and getattr(opt, option):
+            raise OptionError(option, f"reads one stream for now; the query reads "
+                                      f"{', '.join(names)}")
+    if data is None:
+        if opt is not None and opt.source:
+            return None  # a broker, not a directory
+        raise OptionError("data", "needs a data directory")
+    if not isinstance(data, Mapping):
+        if len(names) > 1:
+            raise OptionError("data", (
+                f"the query reads {len(names)} streams ({', '.join(names)}): give each its "
+                f"own directory, --data NAME=DIR per stream (in the API a mapping "
+                f"{{'{names[0]}': DIR, ...}}); one directory holds one stream"))
+        return {names[0]: Path(data)}
+    given = {str(k): Path(v) for k, v in data.items()}
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise OptionError("data", f"no stream {unknown[0]!r} in the query (it reads "
+                                  f"{', '.join(names)})")
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise OptionError("data", f"no directory for stream {missing[0]!r}: give --data "
+                                  f"{missing[0]}=DIR")
+    return {n: given[n] for n in names}
+
+
+class InputSet(BaseModel):
+    """The validated inputs of a query over several streams: each stream's IngestResult,
+    read through the attributes a run needs of one (first and last reading over all
+    streams, the most event seconds, counts summed)."""
+
+    inputs: dict[str, IngestResult]
+
+    @property
+    def first_ts(self) -> datetime | None:
+        return min((r.first_ts for r in self.inputs.values() if r.first_ts), default=None)
+
+    @property
+    def last_ts(self) -> datetime | None:
+        return max((r.last_ts for r in self.inputs.values() if r.last_ts), default=None)
+
+    @property
+    def files(self) -> int:
+        return max((r.files for r in self.inputs.values()), default=0)
+
+    @property
+    def spool_files(self) -> int:
+        return max((r.spool_files for r in self.inputs.values()), default=0)
+
+    @property
+    def warmup_files(self) -> int:
+        return max((r.warmup_files for r in self.inputs.values()), default=0)
+
+    def _sum(self, attr: str):
+        return sum(getattr(r, attr) for r in self.inputs.values())
+
+    @property
+    def rows_in(self) -> int:
+        return self._sum("rows_in")
+
+    @property
+    def rows_ok(self) -> int:
+        return self._sum("rows_ok")
+
+    @property
+    def rows_dead(self) -> int:
+        return self._sum("rows_dead")
+
+    @property
+    def cpu_s(self) -> float:
+        return self._sum("cpu_s")
+
+    @property
+    def dead(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, r in self.inputs.items():
+            for why, n in r.dead.items():
+                out[f"{name}: {why}"] = n
+        return out
+
+    @property
+    def quarantined(self) -> list[dict[str, str]]:
+        return [{**q, "stream": name} for name, r in self.inputs.items() for q in r.quarantined]
+
+    @property
+    def deadletter_dir(self) -> Path:
+        # <work>/input/<stream>/deadletter/<run>: the letters of every stream under <work>
+        first = next(iter(self.inputs.values())).deadletter_dir
+        return first.parent.parent.parent
+
+    @property
+    def spool_dirs(self) -> dict[str, Path]:
+        return {n: r.spool_dir for n, r in self.inputs.items()}
+
+    @property
+    def spool_dir(self) -> Path:
+        raise AttributeError("a query over several streams has a spool per stream: spool_dirs")
+
+
+def spool_dirs(ingest) -> dict[str, Path] | None:
+    """Each stream's spool of a run's input (None for a query over one stream)."""
+    return ingest.spool_dirs if isinstance(ingest, InputSet) else None
+
+
+def write_flush(res: IngestResult, stream: StreamDecl, at: datetime) -> None:
+    """The end of a stream's input at `at`: a flush punctuation file after its spool."""
+    write_part(res.spool_dir / f"part-{res.spool_files:08d}.parquet", punctuation(stream, at),
+               SPOOL_MTIME + res.spool_files)
+
+
+def prepare_inputs(sources: Mapping[str, Path], streams: Mapping[str, StreamDecl],
+                   input_dir: Path, prepare, flush_after_s: float | None,
+                   allowed_lateness_s: float) -> InputSet:
+    """Validate every stream's directory into `input_dir/<stream>` (`prepare(data, work,
+    stream)`: `ingest.prepare_input` with the run's options, no flush), then one flush for
+    all after the last reading of any, and inputs.json (the spools are complete)."""
+    results = {n: prepare(sources[n], input_dir / n, streams[n]) for n in streams}
+    inputs = InputSet(inputs=results)
+    if flush_after_s is not None and inputs.last_ts is not None:
+        at = inputs.last_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)
+        for n, r in results.items():
+            write_flush(r, streams[n], at)
+    (input_dir / INPUTS_FILE).write_text(inputs.model_dump_json(indent=2))
+    return inputs
+
+
+def load_inputs(input_dir: Path) -> InputSet:
+    return InputSet.model_validate_json((input_dir / INPUTS_FILE).read_text())
+
+
+def read_clean_inputs(ingest) -> pa.Table | dict[str, pa.Table]:
+    """What the engines saw (markers removed): one table for one stream, else per stream."""
+    if isinstance(ingest, InputSet):
+        return {n: read_clean_rows(d) for n, d in ingest.spool_dirs.items()}
+    return read_clean_rows(ingest.spool_dir)

@@ -1,0 +1,187 @@
+"""Queries over several streams (federation/runtime/sources.py): each stream read from its
+own directory into its own spool, the query's clock the slowest stream's; a join of windows
+over two streams and an aggregate of one joined with the other's rows equal the reference
+under spe, db, auto and a placement that alternates engines at every boundary; one
+directory for two streams is refused, naming the option."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from federation import avg, count, sum_, window
+from federation.errors import OptionError
+from federation.results import diff_results
+from federation.runtime.sources import read_clean_inputs
+from federation.smartplug import smartplug_stream
+from federation.smartplug.datagen import generate
+from federation.streams import StreamDecl, StreamStats
+
+HOUSES, SECONDS = 3, 24
+PLUGS = smartplug_stream(rate=40, plugs=12, houses=HOUSES)
+TARIFF = StreamDecl(name="tariff", schema={"ts": "TIMESTAMP", "house_id": "INT",
+                                           "price": "DOUBLE"},
+                    stats=StreamStats(rate_tps=HOUSES, distinct={"house_id": HOUSES}))
+START = dt.datetime(2013, 9, 1)
+
+
+def write_tariff(d, first: int = 3, last: int = 18) -> None:
+    """One price per house and second, from event second `first` to `last` (the tariff
+    stream starts after the plugs and ends before them), and one row without a price."""
+    d.mkdir(parents=True)
+    for s in range(first, last + 1):
+        rows = {"ts": [START + dt.timedelta(seconds=s, milliseconds=300 * h)
+                       for h in range(HOUSES)],
+                "house_id": list(range(HOUSES)),
+                "price": [0.1 + 0.01 * ((7 * s + h) % 13) for h in range(HOUSES)]}
+        if s == 10:
+            rows["ts"].append(START + dt.timedelta(seconds=s, milliseconds=950))
+            rows["house_id"].append(1)
+            rows["price"].append(None)  # dead-lettered in the tariff's own letters
+        pq.write_table(pa.table(rows, schema=pa.schema([("ts", pa.timestamp("us")),
+                                                        ("house_id", pa.int32()),
+                                                        ("price", pa.float64())])),
+                       d / f"part-{s - first:08d}.parquet")
+    (d / "_stream.json").write_text(TARIFF.model_dump_json(by_alias=True))
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("streams")
+    generate(root / "plugs", rate=40, seconds=SECONDS, plugs=12, houses=HOUSES, seed=5)
+    write_tariff(root / "tariff")
+    return {"smartplug": root / "plugs", "tariff": root / "tariff"}
+
+
+def rows_join():
+    """A join of window rows over the two streams, aggregated per house."""
+    a = (window(PLUGS, range=4, slide=1).filter("property = 1")
+         .project("house_id", "plug_id", w="value"))
+    b = window(TARIFF, range=3, slide=1).project("house_id", "price")
+    return a.join(b, on=["house_id"]).aggregate(
+        by=["house_id"], spend=sum_("w * price"), n=count()).rstream("spend")
+
+
+def aggregate_join():
+    """An aggregate of one stream joined with the other's window rows."""
+    load = window(PLUGS, range=5, slide=1).aggregate(by=["house_id"], load=avg("value"))
+    b = window(TARIFF, range=2, slide=1).project("house_id", "price")
+    return load.join(b, on=["house_id"]).project("house_id", "price",
+                                                 cost="load * price").rstream("cost")
+
+
+def alternating(q) -> str:
+    from benchmarks.fuzz_queries import _logical
+    from federation.physical import placement_string, spe_limits
+
+    plan = _logical(q)
+
+    def depth(o: str) -> int:
+        n = 0
+        while plan.parent.get(o) in plan.r2r_ids:
+            o, n = plan.parent[o], n + 1
+        return n
+
+    pl = {o: ("spe", "db")[depth(o) % 2] for o in plan.r2r_ids}
+    assert not spe_limits(plan, pl)
+    return placement_string(pl)
+
+
+def test_the_reference_reads_each_stream_by_its_name(sources):
+    # no JVM: the instants run over both streams; one table for two streams is refused
+    plugs = pa.concat_tables(pq.read_table(p) for p in sorted(sources["smartplug"].glob(
+        "part-*.parquet")))
+    tariff = pa.concat_tables(pq.read_table(p) for p in sorted(sources["tariff"].glob(
+        "part-*.parquet")))
+    got = reference_result(rows_join(), {"smartplug": plugs, "tariff": tariff})
+    taus = set(got.column("tau").to_pylist())
+    # a tariff row joins plug rows only while both windows hold rows: seconds 3..18+3
+    assert min(taus) == START + dt.timedelta(seconds=4)
+    assert max(taus) == START + dt.timedelta(seconds=18 + 3)
+    with pytest.raises(ValueError, match="give the rows of each"):
+        reference_result(rows_join(), plugs)
+
+
+def test_one_directory_for_two_streams_is_refused(sources, tmp_path, capsys):
+    from federation.api import run
+    from federation.cli import main
+
+    with pytest.raises(OptionError, match=r"2 streams \(smartplug, tariff\).*NAME=DIR"):
+        run(rows_join(), "db", sources["smartplug"], work_dir=tmp_path / "w")
+    with pytest.raises(OptionError, match="no directory for stream 'tariff'"):
+        run(rows_join(), "db", {"smartplug": sources["smartplug"]}, work_dir=tmp_path / "w")
+    with pytest.raises(OptionError, match="no stream 'weather'"):
+        run(rows_join(), "db", {**sources, "weather": sources["tariff"]},
+            work_dir=tmp_path / "w")
+    sql = tmp_path / "q.sql"
+    sql.write_text(
+        "SELECT a.house_id, a.n, b.m FROM (SELECT house_id, COUNT(*) AS n FROM "
+        "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '4' SECOND) "
+        "GROUP BY window_end, house_id) a JOIN (SELECT house_id, COUNT(*) AS m FROM "
+        "HOP(TABLE tariff, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '4' SECOND) "
+        "GROUP BY window_end, house_id) b ON a.house_id = b.house_id")
+    assert main(["run", "--sql", str(sql), "--data", str(sources["smartplug"]),
+                 "--data", f"tariff={sources['tariff']}"]) == 2
+    assert "--data: " in capsys.readouterr().err
+    assert main(["run", "--sql", str(sql), "--data", f"tariff={sources['tariff']}",
+                 "--work-dir", str(tmp_path / "w2")]) == 2
+    err = capsys.readouterr().err
+    assert "--data: no directory for stream 'smartplug'" in err, err
+
+
+def check(q, placement, sources, work, spark, per_batch=4):
+    from federation.api import run
+
+    r = run(q, placement, sources, work_dir=work, seconds_per_batch=per_batch, spark=spark)
+    want = reference_result(q, read_clean_inputs(r.ingest))
+    assert want.num_rows > 20
+    problem = diff_results(r.rows, want)
+    assert problem is None, f"{q.name} under {r.summary.placement}: {problem}"
+    return r
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("make", [rows_join, aggregate_join])
+def test_a_query_over_two_streams_equals_the_reference_in_every_placement(
+        make, sources, tmp_path, spark):
+    q = make()
+    runs = {}
+    for pl in ("spe", "db", "auto", alternating(q)):
+        runs[pl] = check(q, pl, sources, tmp_path / pl.replace(",", "_"), spark)
+    r = runs["db"]
+    # each stream validated on its own: the tariff's row without a price is its dead letter
+    assert r.summary.dead_lettered == 1
+    assert any(k.startswith("tariff: ") for k in r.summary.dead_by_reason), \
+        r.summary.dead_by_reason
+    spools = json.loads((tmp_path / "db" / "input" / "inputs.json").read_text())["inputs"]
+    assert set(spools) == {"smartplug", "tariff"}
+
+
+@pytest.mark.spark
+def test_the_cli_runs_a_query_over_two_streams(sources, tmp_path):
+    import subprocess
+
+    out = tmp_path / "out.parquet"
+    spec = tmp_path / "two.py"
+    spec.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})\n"
+        "from test_many_streams import aggregate_join as q\n")
+    cli = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
+    r = subprocess.run([sys.executable, "-c", cli, "run", "--query", f"{spec}:q",
+                        "--data", f"smartplug={sources['smartplug']}",
+                        "--data", f"tariff={sources['tariff']}", "--placement", "auto",
+                        "--seconds-per-batch", "6", "--output", str(out), "--quiet",
+                        "--work-dir", str(tmp_path / "w")],
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ingest = __import__("federation.runtime.sources", fromlist=["load_inputs"]).load_inputs(
+        tmp_path / "w" / "input")
+    want = reference_result(aggregate_join(), read_clean_inputs(ingest))
+    assert diff_results(pq.read_table(out), want) is None

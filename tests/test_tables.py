@@ -1,0 +1,159 @@
+"""Database tables in a query (federation/logical/table.py, federation/runtime/tables.py): a
+table of a DuckDB file joined with window rows or with an aggregate equals the reference
+under spe, db, auto and a placement that alternates engines; a run reads the table as it
+was when the run started (updated mid-run, the run's results keep that version; the next
+run reads the new one); queries a table cannot serve are refused where they are written."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from federation import avg, count, sum_, table, window
+from federation.errors import QueryValidationError
+from federation.results import diff_results
+from federation.runtime.ingest import read_clean_rows
+from federation.smartplug import smartplug_stream
+from federation.smartplug.datagen import generate
+
+HOUSES, SECONDS = 4, 20
+PLUGS = smartplug_stream(rate=40, plugs=12, houses=HOUSES)
+
+
+def make_db(path) -> None:
+    """Houses 0, 1, 3 and 7 (house 2 has no row: its readings join nothing), a DECIMAL
+    tariff (read as DOUBLE) and a city."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE houses (house_id INTEGER, tariff DECIMAL(6,3), city VARCHAR, "
+                "active BOOLEAN)")
+    con.execute("INSERT INTO houses VALUES (0, 0.120, 'Ulm', true), (1, 0.250, 'Jena', true),"
+                " (3, 0.180, 'Kiel', false), (7, 0.300, 'Gera', true)")
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tables")
+    generate(root / "plugs", rate=40, seconds=SECONDS, plugs=12, houses=HOUSES, seed=5)
+    make_db(root / "ref.duckdb")
+    return root
+
+
+def rows_join(db):
+    """Window rows joined with a table (filtered, projected), aggregated per house."""
+    a = (window(PLUGS, range=4, slide=1).filter("property = 1")
+         .project("house_id", "plug_id", w="value"))
+    t = table("houses", db=db).filter("active").project("house_id", "tariff")
+    return a.join(t, on=["house_id"]).aggregate(
+        by=["house_id"], spend=sum_("w * tariff"), n=count()).rstream("spend")
+
+
+def table_join_aggregate(db):
+    """A table on the left of a join with an aggregate of a window."""
+    load = window(PLUGS, range=5, slide=1).aggregate(by=["house_id"], load=avg("value"))
+    t = table("houses", db=db).project("city", "tariff", house="house_id")
+    return t.join(load, on=[("house", "house_id")]).project(
+        "house", "city", cost="load * tariff").rstream("cost")
+
+
+def test_a_table_is_read_as_declared_and_refused_where_it_cannot_serve(setup):
+    db = setup / "ref.duckdb"
+    t = table("houses", db=db)
+    assert t.schema == {"house_id": "INT", "tariff": "DOUBLE", "city": "VARCHAR",
+                        "active": "BOOLEAN"}
+    assert t.rows == 4 and dict(t.distinct)["house_id"] == 4
+    with pytest.raises(QueryValidationError, match=r"no table 'plugs' in .* \(it has: houses\)"):
+        table("plugs", db=db)
+    with pytest.raises(QueryValidationError, match="no database file"):
+        table("houses", db=setup / "missing.duckdb")
+    with pytest.raises(QueryValidationError, match="unknown column 'price'"):
+        t.filter("price > 1")
+    with pytest.raises(QueryValidationError, match="aggregate: input: reads only database"):
+        t.aggregate(by=["city"], n=count())
+    with pytest.raises(QueryValidationError, match="rstream: input: the query reads no st"):
+        t.rstream()
+    with pytest.raises(QueryValidationError, match="join: input: both inputs read only"):
+        t.join(table("houses", db=db).project(h="house_id"), on=[("house_id", "h")])
+    with pytest.raises(QueryValidationError, match="window: input: .* not a table"):
+        window(t, range=4)
+
+
+def test_the_db_op_reads_the_table_in_place_and_the_optimizer_knows_its_size(setup):
+    from federation.logical import NumberedPlan
+    from federation.optimizer import plan_for
+    from federation.physical import build_physical_plan
+
+    q = rows_join(setup / "ref.duckdb")
+    plan = NumberedPlan.of(q)
+    assert [o for o in plan.nodes if o.startswith("t")] == ["t1"]
+    pp = build_physical_plan(plan, "db")
+    (op,) = pp.db_ops
+    (ti,) = [ci for ci in op.inputs if ci.node.kind == "table"]
+    assert not ti.row_level
+    sql = op.sql_text
+    assert f'"{ti.table}"' in sql and "active" in sql.lower()  # the table's filter in SQL
+    # the cost model: the join's size follows the table's rows (3 active of 4 houses)
+    from costmodel.sizes import SourceDrivenSizes
+    sizes = SourceDrivenSizes.of(plan)
+    assert sizes["t1"].rate == 0 and 1 <= sizes["t1"].size <= 4
+    assert plan_for(q, "auto")[0].placement  # the optimizer places a plan with a table
+
+
+def check(q, placement, data, work, spark, tables=None):
+    from federation.api import run
+
+    r = run(q, placement, data, work_dir=work, seconds_per_batch=4, spark=spark)
+    copy = {"houses": pq.read_table(work / "input" / "tables" / "houses.parquet")}
+    want = reference_result(q, read_clean_rows(r.ingest.spool_dir), tables or copy)
+    assert want.num_rows > 20
+    problem = diff_results(r.rows, want)
+    assert problem is None, f"{q.name} under {r.summary.placement}: {problem}"
+    return r
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("make", [rows_join, table_join_aggregate])
+def test_a_table_join_equals_the_reference_in_every_placement(make, setup, tmp_path, spark):
+    from tests.test_many_streams import alternating
+
+    q = make(setup / "ref.duckdb")
+    for pl in ("spe", "db", "auto", alternating(q)):
+        check(q, pl, setup / "plugs", tmp_path / pl.replace(",", "_"), spark)
+
+
+@pytest.mark.spark
+def test_a_run_reads_the_table_as_it_was_when_it_started(setup, tmp_path, spark):
+    """The table is updated (a tariff changed, a house added) after the run's first
+    micro-batch: every instant of that run sees the old version, the next run the new."""
+    import shutil
+
+    from federation.api import run
+
+    db = tmp_path / "ref.duckdb"
+    shutil.copy(setup / "ref.duckdb", db)
+    q = rows_join(db)
+    before = duckdb.connect(str(db), read_only=True).sql(
+        "SELECT house_id, tariff::DOUBLE AS tariff, city, active FROM houses").to_arrow_table()
+    updated = []
+
+    def update(m):
+        if not updated:
+            con = duckdb.connect(str(db))  # the run does not hold the file: this can write
+            con.execute("UPDATE houses SET tariff = tariff * 10")
+            con.execute("INSERT INTO houses VALUES (2, 0.5, 'Hof', true)")
+            con.close()
+            updated.append(m)
+
+    for pl in ("db", "spe"):
+        updated.clear()
+        r = run(q, pl, setup / "plugs", work_dir=tmp_path / pl, seconds_per_batch=4,
+                spark=spark, progress=update)
+        assert updated and r.summary.data_batches > 2
+        rows = read_clean_rows(r.ingest.spool_dir)
+        assert diff_results(r.rows, reference_result(q, rows, {"houses": before})) is None
+        # the next run reads the new version
+        r2 = check(q, pl, setup / "plugs", tmp_path / f"{pl}-next", spark)
+        assert diff_results(r2.rows, r.rows) is not None
+        shutil.copy(setup / "ref.duckdb", db)
