@@ -13,14 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from federation.conventions import DUCKDB_TYPES
-
-#: DuckDB's column types read as one of the six SQL types (federation.conventions)
-_AS_TYPE = {"BOOLEAN": "BOOLEAN", "TINYINT": "INT", "SMALLINT": "INT", "INTEGER": "INT",
-            "UTINYINT": "INT", "USMALLINT": "INT", "BIGINT": "BIGINT", "UINTEGER": "BIGINT",
-            "FLOAT": "DOUBLE", "DOUBLE": "DOUBLE", "VARCHAR": "VARCHAR",
-            "TIMESTAMP": "TIMESTAMP", "TIMESTAMP_NS": "TIMESTAMP", "TIMESTAMP_MS": "TIMESTAMP",
-            "TIMESTAMP_S": "TIMESTAMP"}
+from federation.conventions import DUCKDB_TYPES, FROM_DUCKDB
 
 
 class CatalogError(ValueError):
@@ -64,12 +57,12 @@ def _columns(con, path: Path, name: str) -> dict[str, str]:
                            f"{', '.join(tables) or 'no tables'})")
     out = {}
     for col, typ in found:
-        base = "DOUBLE" if typ.startswith("DECIMAL") else typ
-        if base not in _AS_TYPE:
+        base = "DECIMAL" if typ.startswith("DECIMAL") else typ
+        if base not in FROM_DUCKDB:
             raise CatalogError(
                 f"column {col!r} of table {name!r} is {typ}, which no engine of fedq reads; "
                 f"cast it in a view (one of {', '.join(DUCKDB_TYPES.values())})")
-        out[col] = _AS_TYPE[base]
+        out[col] = FROM_DUCKDB[base]
     return out
 
 

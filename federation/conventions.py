@@ -63,6 +63,12 @@ SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE":
                "VARCHAR": "string", "TIMESTAMP": "timestamp"}
 ARROW_TYPES = {"BOOLEAN": "bool", "INT": "int32", "BIGINT": "int64", "DOUBLE": "double",
                "VARCHAR": "string", "TIMESTAMP": "timestamp[us]"}
+#: DuckDB column types a database table may have, read as one of the six (db/catalog.py)
+FROM_DUCKDB = {"BOOLEAN": "BOOLEAN", "TINYINT": "INT", "SMALLINT": "INT", "INTEGER": "INT",
+               "UTINYINT": "INT", "USMALLINT": "INT", "BIGINT": "BIGINT", "UINTEGER": "BIGINT",
+               "FLOAT": "DOUBLE", "DOUBLE": "DOUBLE", "DECIMAL": "DOUBLE", "VARCHAR": "VARCHAR",
+               "TIMESTAMP": "TIMESTAMP", "TIMESTAMP_NS": "TIMESTAMP",
+               "TIMESTAMP_MS": "TIMESTAMP", "TIMESTAMP_S": "TIMESTAMP"}
 
 # -- time: whole microseconds since 1970-01-01 (naive UTC) -------------------------------
 EPOCH = dt.datetime(1970, 1, 1)
