@@ -135,7 +135,7 @@ def test_one_directory_for_two_streams_is_refused(sources, tmp_path, capsys):
     assert "--data: no directory for stream 'smartplug'" in err, err
 
 
-def check(q, placement, sources, work, spark, per_batch=4):
+def check(q, placement, sources, work, spark, per_batch=8):
     from federation.api import run
 
     r = run(q, placement, sources, work_dir=work, seconds_per_batch=per_batch, spark=spark)

@@ -104,7 +104,7 @@ def test_the_db_op_reads_the_table_in_place_and_the_optimizer_knows_its_size(set
 def check(q, placement, data, work, spark, tables=None):
     from federation.api import run
 
-    r = run(q, placement, data, work_dir=work, seconds_per_batch=4, spark=spark)
+    r = run(q, placement, data, work_dir=work, seconds_per_batch=8, spark=spark)
     copy = {"houses": pq.read_table(work / "input" / "tables" / "houses.parquet")}
     want = reference_result(q, read_clean_rows(r.ingest.spool_dir), tables or copy)
     assert want.num_rows > 20
@@ -153,7 +153,7 @@ def test_a_run_reads_the_table_as_it_was_when_it_started(setup, tmp_path, spark)
         assert updated and r.summary.data_batches > 2
         rows = read_clean_rows(r.ingest.spool_dir)
         assert diff_results(r.rows, reference_result(q, rows, {"houses": before})) is None
-        # the next run reads the new version
-        r2 = check(q, pl, setup / "plugs", tmp_path / f"{pl}-next", spark)
-        assert diff_results(r2.rows, r.rows) is not None
+        if pl == "db":  # the next run reads the new version
+            r2 = check(q, pl, setup / "plugs", tmp_path / f"{pl}-next", spark)
+            assert diff_results(r2.rows, r.rows) is not None
         shutil.copy(setup / "ref.duckdb", db)
