@@ -148,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
         if a.follow:
             shutil.rmtree(data, ignore_errors=True)
-    full = [s for s in samples if s["event_s"] is not None and s["event_s"] > warm]
+    # steady state: after the first window range, before a following run's input ends
+    # (`until`: the drain that follows stops Spark's queries and the JVM shrinks)
+    end = seconds - 1 if a.follow else math.inf
+    full = [s for s in samples if s["event_s"] is not None and warm < s["event_s"] < end]
     tail_from = (full[-1]["t_s"] - 20 * 60) if full else 0
     tail = [s for s in full if s["t_s"] >= tail_from]
     slopes = {k: slope_mb_per_min([s["t_s"] for s in tail if s[k] is not None],
