@@ -73,6 +73,23 @@ def tag_outputs(outputs: list[DataFrame], clocks: list[DataFrame]) -> DataFrame:
     return union
 
 
+#: Spark's loggers of a streaming query that end with an error (its stack trace at ERROR)
+_QUERY_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                  "org.apache.spark.sql.execution.streaming.MicroBatchExecution")
+
+
+def quiet_query_errors(spark, quiet: bool) -> None:
+    """Silence (or restore) the ERROR and stack trace Spark logs when a streaming query's
+    foreachBatch raises: fedq stops a run on purpose that way (a halt raises in the batch
+    handler, so that Spark does not commit the batch it did not handle)."""
+    jvm = spark.sparkContext._jvm
+    conf = jvm.org.apache.logging.log4j.core.config.Configurator
+    level = (jvm.org.apache.logging.log4j.Level.OFF if quiet else
+             jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
+    for name in _QUERY_LOGGERS:
+        conf.setLevel(name, level)
+
+
 def start_query(df: DataFrame, handler, checkpoint: str, name: str,
                 trigger_seconds: float | None = None):
     """Start the stage's streaming query in append mode with a foreachBatch sink.
@@ -83,6 +100,7 @@ def start_query(df: DataFrame, handler, checkpoint: str, name: str,
     propagation does not see through it: those operators run with watermark 0, never
     evict, and everything above them waits forever (no row at all)."""
     df.sparkSession.conf.set("spark.sql.exchange.reuse", "false")
+    quiet_query_errors(df.sparkSession, False)  # a halted run before may have silenced them
     w = (df.writeStream.outputMode("append").option("checkpointLocation", checkpoint)
          .queryName(name).foreachBatch(handler))
     if trigger_seconds:

@@ -160,6 +160,9 @@ class BatchHandler:
             if st.index == 0 and ex.stopping.is_set():
                 return  # stopped at a migration: this input is the next placement's
             if ex.halt.is_set():
+                from spe.pipeline import quiet_query_errors
+
+                quiet_query_errors(batch_df.sparkSession, True)  # stopped on purpose
                 raise Halted(f"stage {st.index} batch {batch_id}: halted, not handled")
             fault_point("batch_start")
             t0 = time.perf_counter()
