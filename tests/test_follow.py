@@ -92,11 +92,11 @@ def test_a_following_run_killed_and_resumed_delivers_each_instant_once(tmp_path,
 
 
 def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_order(
-        tmp_path, source, spark):
+        tmp_path, source, spark, capfd):
     """No file lands after the first 20: after the idle timeout the clock moves on with
     wall time and the windows over the last readings close; the API's iterator yields
     every instant in order, each equal to the reference, and the DuckDB table sink holds
-    the same rows, each batch once; stop() ends the run."""
+    the same rows, each batch once; stop() ends the run without Spark's error log."""
     from federation.api import start
 
     landing, work = tmp_path / "landing", tmp_path / "work"
@@ -117,6 +117,8 @@ def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_o
             break
     r = h.stop(timeout=120)
     assert r is not None and r.summary.result_rows >= sum(p.num_rows for p in parts)
+    err = capfd.readouterr().err  # a stop on purpose prints no Spark error (fd 2: the JVM's)
+    assert "terminated with error" not in err, err[-3000:]
     assert seen == sorted(seen) and len(set(seen)) == len(seen), "instants out of order"
     want = reference(source[:20], work)
     got = pa.concat_tables(parts)
