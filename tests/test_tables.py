@@ -157,3 +157,21 @@ def test_a_run_reads_the_table_as_it_was_when_it_started(setup, tmp_path, spark)
             r2 = check(q, pl, setup / "plugs", tmp_path / f"{pl}-next", spark)
             assert diff_results(r2.rows, r.rows) is not None
         shutil.copy(setup / "ref.duckdb", db)
+
+
+def test_sql_reads_a_table_by_name_from_the_file_given_with_tables(setup, tmp_path, capsys):
+    from federation.cli import main
+
+    sql = tmp_path / "spend.sql"
+    sql.write_text(
+        "SELECT l.house_id, h.city, l.load * h.tariff AS cost FROM (SELECT house_id, "
+        "AVG(value) AS load FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
+        "INTERVAL '5' SECOND) GROUP BY window_end, house_id) l JOIN houses h "
+        "ON l.house_id = h.house_id WHERE h.active")
+    assert main(["explain", "--sql", str(sql), "--tables", str(setup / "ref.duckdb")]) == 0
+    out = capsys.readouterr().out
+    assert "table houses (ref.duckdb) where active" in out, out  # the filter went with it
+    with pytest.raises(SystemExit, match="needs --tables FILE"):
+        main(["explain", "--sql", str(sql)])
+    with pytest.raises(SystemExit, match="--tables: .* is not a file"):
+        main(["explain", "--sql", str(sql), "--tables", str(tmp_path / "none.duckdb")])
