@@ -136,10 +136,13 @@ def test_one_directory_for_two_streams_is_refused(sources, tmp_path, capsys):
 
 
 def check(q, placement, sources, work, spark, per_batch=8):
+    """Run `q` and compare with the reference over what the run read: its spools and its
+    copy of each database table (federation/runtime/tables.py)."""
     from federation.api import run
 
     r = run(q, placement, sources, work_dir=work, seconds_per_batch=per_batch, spark=spark)
-    want = reference_result(q, read_clean_inputs(r.ingest))
+    copies = {p.stem: pq.read_table(p) for p in (work / "input" / "tables").glob("*.parquet")}
+    want = reference_result(q, read_clean_inputs(r.ingest), copies)
     assert want.num_rows > 20
     problem = diff_results(r.rows, want)
     assert problem is None, f"{q.name} under {r.summary.placement}: {problem}"

@@ -7,7 +7,6 @@ run reads the new one); queries a table cannot serve are refused where they are 
 from __future__ import annotations
 
 import duckdb
-import pyarrow.parquet as pq
 import pytest
 
 from db.reference import reference_result
@@ -101,22 +100,10 @@ def test_the_db_op_reads_the_table_in_place_and_the_optimizer_knows_its_size(set
     assert plan_for(q, "auto")[0].placement  # the optimizer places a plan with a table
 
 
-def check(q, placement, data, work, spark, tables=None):
-    from federation.api import run
-
-    r = run(q, placement, data, work_dir=work, seconds_per_batch=8, spark=spark)
-    copy = {"houses": pq.read_table(work / "input" / "tables" / "houses.parquet")}
-    want = reference_result(q, read_clean_rows(r.ingest.spool_dir), tables or copy)
-    assert want.num_rows > 20
-    problem = diff_results(r.rows, want)
-    assert problem is None, f"{q.name} under {r.summary.placement}: {problem}"
-    return r
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("make", [rows_join, table_join_aggregate])
 def test_a_table_join_equals_the_reference_in_every_placement(make, setup, tmp_path, spark):
-    from tests.test_many_streams import alternating
+    from tests.test_many_streams import alternating, check
 
     q = make(setup / "ref.duckdb")
     for pl in ("spe", "db", "auto", alternating(q)):
@@ -130,6 +117,7 @@ def test_a_run_reads_the_table_as_it_was_when_it_started(setup, tmp_path, spark)
     import shutil
 
     from federation.api import run
+    from tests.test_many_streams import check
 
     db = tmp_path / "ref.duckdb"
     shutil.copy(setup / "ref.duckdb", db)
