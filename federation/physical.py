@@ -58,6 +58,13 @@ class DbOp:
     slices: tuple[SliceTable, ...] = ()  # partial aggregates folded per micro-batch
     raw: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # tables read as rows
     raw_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # ... and kept
+    #: every member whose rows leave the DB-op (several only in a plan of several
+    #: queries: its SQL then yields each root's rows tagged `_out`, db.sqlgen.statement)
+    roots: tuple[str, ...] = ()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self.roots or (self.root,)
 
     @property
     def sql_text(self) -> str:
@@ -96,29 +103,79 @@ def placement_string(placement: Mapping[str, str]) -> str:
 
 
 def db_op_groups(plan: NumberedPlan, placement: Mapping[str, str]) -> list[list[str]]:
-    """Maximal connected groups of DB-placed operators, each in post order."""
-    groups: list[list[str]] = []
-    seen: set[str] = set()
-    for oid in plan.post_order():
-        if placement.get(oid) != "db" or oid in seen:
-            continue
-        # climb to the top of this connected group, then collect its subtree members
-        top = oid
-        while plan.parent.get(top) and placement.get(plan.parent[top]) == "db":  # type: ignore[arg-type]
-            top = plan.parent[top]  # type: ignore[assignment]
-        members = [m for m in plan.subtree(top) if placement.get(m) == "db" and _connected(
-            plan, placement, m, top)]
-        seen.update(members)
-        groups.append(members)
-    return groups
+    """Maximal connected groups of DB-placed operators, each in post order. Of several
+    queries (a DAG), groups at the same stage that read the same input are one DB-op too
+    (one input table and one slice table for all its readers: `shared_groups`)."""
+    index = {o: i for i, o in enumerate(plan.post_order())}
+    group = _Groups([o for o in plan.post_order() if placement.get(o) == "db"])
+    for o in group.items:
+        for c in plan.children[o]:
+            if placement.get(c) == "db":
+                group.union(o, c)
+    if plan.many:
+        shared_groups(plan, placement, group)
+    return sorted((sorted(g, key=index.__getitem__) for g in group.sets()),
+                  key=lambda g: index[g[0]])
 
 
-def _connected(plan: NumberedPlan, placement: Mapping[str, str], m: str, top: str) -> bool:
-    while m != top:
-        if placement.get(m) != "db":
-            return False
-        m = plan.parent[m]  # type: ignore[assignment]
-    return True
+class _Groups:
+    """Union-find over operator ids."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+        self.up = {o: o for o in items}
+
+    def find(self, o: str) -> str:
+        while self.up[o] != o:
+            self.up[o] = self.up[self.up[o]]
+            o = self.up[o]
+        return o
+
+    def union(self, a: str, b: str) -> None:
+        self.up[self.find(a)] = self.find(b)
+
+    def sets(self) -> list[list[str]]:
+        out: dict[str, list[str]] = {}
+        for o in self.items:
+            out.setdefault(self.find(o), []).append(o)
+        return list(out.values())
+
+
+def shared_groups(plan: NumberedPlan, placement: Mapping[str, str], group: _Groups) -> None:
+    """Merge DB groups that read an input with the same `input_key` and run at the same
+    stage (neither depends on the other: a dependency puts the reader a stage later)."""
+    sets = {group.find(o): g for g in group.sets() for o in g}
+    memo: dict[str, int] = {}
+
+    def node_stage(o: str) -> int:
+        if o not in memo:
+            if placement.get(o) == "db":  # a DB-op's output re-enters one stage later
+                g = sets[group.find(o)]
+                memo[o] = 1 + max((node_stage(c) for m in g for c in plan.children[m]
+                                   if c not in g), default=0)
+            else:
+                memo[o] = max((node_stage(c) for c in plan.children[o]), default=0)
+        return memo[o]
+
+    first: dict[tuple, str] = {}
+    for g in group.sets():
+        gs = set(g)
+        for m in g:
+            for c in plan.children[m]:
+                if c in gs:
+                    continue
+                key = (node_stage(m), input_key(plan.nodes[c],
+                                                reads_window_rows(plan, c, placement)))
+                if key in first:
+                    group.union(first[key], m)
+                else:
+                    first[key] = m
+
+
+def roots_of(plan: NumberedPlan, members: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The members whose rows leave the DB-op: read by a non-member or a query's result."""
+    ms = set(members)
+    return tuple(m for m in members if any(p not in ms for p in plan.parents.get(m, ("root",))))
 
 
 def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]) -> bool:
@@ -171,7 +228,8 @@ def db_op_inputs(plan: NumberedPlan, members: list[str],
             if key in keys:
                 i = keys.index(key)
                 ci = out[i]
-                out[i] = DbOpInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
+                if c not in ci.op_ids:  # a shared input read by several members: once
+                    out[i] = DbOpInput(ci.table, ci.op_ids + (c,), ci.node, ci.row_level)
             else:
                 keys.append(key)
                 out.append(DbOpInput(f"in{len(out)}", (c,), node, row_level))
@@ -224,9 +282,9 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
     db_ops = []
     for i, members in enumerate(db_op_groups(plan, pl), start=1):
         inputs = db_op_inputs(plan, members, pl)
-        root = next(m for m in members if plan.parent[m] not in members)
+        roots = roots_of(plan, members)
         prog = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
                          row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
-        db_ops.append(DbOp(f"db{i}", tuple(members), root, tuple(inputs), prog.query,
-                           prog.slices, prog.raw, prog.raw_columns))
+        db_ops.append(DbOp(f"db{i}", tuple(members), roots[0], tuple(inputs), prog.query,
+                           prog.slices, prog.raw, prog.raw_columns, roots))
     return PhysicalPlan(plan, pl, tuple(db_ops))

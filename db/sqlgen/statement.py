@@ -58,8 +58,11 @@ def db_op_sql(
     table_of = {oid: table for table, oid in inputs}
     if row_level is None:
         row_level = {oid for _, oid in inputs if plan.nodes[oid].row_window()}
-    root = [m for m in members if plan.parent.get(m) not in member_set]
-    if len(root) != 1:
+    # the members whose rows leave the DB-op: one, but a DB-op shared by several queries
+    # may have several (their rows are tagged `_out`: `outputs_query`)
+    root = [m for m in members
+            if any(p not in member_set for p in plan.parents.get(m, (None,)))]
+    if not root or (len(root) > 1 and not plan.many):
         raise SqlGenerationError(f"a DB-op must be one connected subtree, got roots {root}")
 
     # which aggregations fold into slices: every reader of their table must, or the rows
@@ -134,9 +137,11 @@ def db_op_sql(
         names[oid] = by_text[text] = name
         return name
 
-    top = source(root[0])
-    out_cols = [alias(tau_param(), TAU)] + [col(c) for c in plan.nodes[root[0]].schema]
-    query = exp.select(*out_cols).from_(top)
+    if len(root) == 1:
+        out_cols = [alias(tau_param(), TAU)] + [col(c) for c in plan.nodes[root[0]].schema]
+        query = exp.select(*out_cols).from_(source(root[0]))
+    else:
+        query = outputs_query(plan, root, [source(r) for r in root])
     for name, q in ctes:
         query = query.with_(name, as_=q)
     schema = {t: {TS: "TIMESTAMP", **dict(plan.nodes[oids[0]].schema)} for t, oids in raw.items()}
@@ -148,9 +153,51 @@ def db_op_sql(
             schema[table] = dict(plan.nodes[oid].columns)
         elif oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
-    query = exact_names(pushdown(query, schema, merge=True),
-                         [TAU, *plan.nodes[root[0]].schema])
+    query = pushdown(query, schema, merge=True)
+    for q, names_of in zip(_selects(query), _output_names(plan, root)):
+        exact_names(q, names_of)
     raw_columns = {t: tuple(c for c in schema[t]
                             if c != TS and c.lower() in read_columns(query, t))
                    for t in raw}
     return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
+
+
+def output_column(k: int, column: str) -> str:
+    """The column of root k's `column` in the rows of a DB-op with several roots."""
+    return f"_r{k}_{column}"
+
+
+def outputs_query(plan: NumberedPlan, roots: list[str], sources: list[str]) -> exp.Expression:
+    """The rows of every root in one statement (its CTEs, the shared operators, run once
+    per instant): UNION ALL of one SELECT per root, tagged `_out` = k, with root k's
+    columns as `_r{k}_{column}` and NULL for the others' (split again by the MIG)."""
+    from federation.conventions import OUT
+
+    selects = []
+    for k, (r, src) in enumerate(zip(roots, sources)):
+        items = [alias(tau_param(), TAU), alias(num(k), OUT)]
+        for j, r2 in enumerate(roots):
+            for c, t in plan.nodes[r2].schema.items():
+                value = col(c) if j == k else exp.cast(exp.null(), t)
+                items.append(alias(value, output_column(j, c)))
+        selects.append(exp.select(*items).from_(src))
+    query = selects[0]
+    for q in selects[1:]:
+        query = exp.union(query, q, distinct=False)
+    return query
+
+
+def _selects(query: exp.Expression) -> list[exp.Select]:
+    if isinstance(query, exp.Union):
+        return [*_selects(query.left), *_selects(query.right)]
+    return [query]
+
+
+def _output_names(plan: NumberedPlan, roots: list[str]) -> list[list[str]]:
+    from federation.conventions import OUT
+
+    if len(roots) == 1:
+        return [[TAU, *plan.nodes[roots[0]].schema]]
+    names = [TAU, OUT] + [output_column(j, c) for j, r in enumerate(roots)
+                          for c in plan.nodes[r].schema]
+    return [names] * len(roots)

@@ -25,6 +25,7 @@ from federation.logical.plan import (
     is_row_level,
     leaf_window,
 )
+from federation.logical.queryset import QuerySet, query_set
 from federation.logical.table import Table, table
 from federation.logical.window import Window
 
@@ -35,6 +36,7 @@ __all__ = [
     "Node",
     "NumberedPlan",
     "Project",
+    "QuerySet",
     "Rstream",
     "Select",
     "Table",
@@ -44,6 +46,7 @@ __all__ = [
     "is_row_level",
     "leaf_window",
     "parse_duration",
+    "query_set",
     "table",
     "window",
 ]

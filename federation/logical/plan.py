@@ -3,7 +3,10 @@ about its inputs (window rows or relations, shared inputs)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+
+from sqlglot import exp
 
 from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import window  # noqa: F401 - doctests
@@ -60,6 +63,25 @@ def leaf_window(node: Node) -> Window:
     return w
 
 
+def _value(node: Node) -> tuple:
+    """A node's own fields (not its inputs) as a hashable value: equal values over the same
+    inputs compute the same rows."""
+    def h(v: object) -> object:
+        if isinstance(v, exp.Expression):
+            return v.sql()
+        if hasattr(v, "model_dump_json"):  # a stream declaration
+            return v.model_dump_json()  # type: ignore[attr-defined]
+        if isinstance(v, dict):
+            return tuple((k, h(x)) for k, x in v.items())
+        if isinstance(v, (tuple, list)):
+            return tuple(h(x) for x in v)
+        return v
+    if not dataclasses.is_dataclass(node) or isinstance(node, Rstream):
+        return (getattr(node, "name", None),)
+    return tuple((f.name, h(getattr(node, f.name))) for f in dataclasses.fields(node)
+                 if f.name not in node.child_fields and f.name != "queries")
+
+
 @dataclass(frozen=True)
 class NumberedPlan:
     """A logical plan with operator ids by position, in post order.
@@ -67,23 +89,39 @@ class NumberedPlan:
     Windows are `w1..`, tables `t1..`, R2R operators `op1..`, the root `root`. Ids are
     positional: the same node value used twice in a query (CQ1 reads one window twice)
     gets two ids. Selections and projections over a table fold into it (`fold_tables`).
+
+    Several queries (a QuerySet, federation/logical/queryset.py) are one plan whose root
+    reads each query's top operator (`tops`); there equal subtrees are one operator
+    (shared: it has several `parents`), and the plan is a DAG.
     """
 
     root: Rstream
     nodes: dict[str, Node] = field(default_factory=dict)
     children: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    parent: dict[str, str | None] = field(default_factory=dict)
+    parent: dict[str, str | None] = field(default_factory=dict)  # the first of `parents`
+    parents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tops: dict[str, str] = field(default_factory=dict)  # query name -> its top operator
 
     @staticmethod
     def of(root: Rstream) -> NumberedPlan:
         root = fold_tables(root)  # type: ignore[assignment]
         plan = NumberedPlan(root)
         counters = {"w": 0, "t": 0, "op": 0}
+        many = root.kind == "queries"
+        seen: dict[tuple, str] = {}
 
         def rec(node: Node) -> str:
             child_ids = tuple(rec(c) for c in node.children)
-            if isinstance(node, Rstream):
+            key = (type(node).__name__, _value(node), child_ids)
+            if many and key in seen:  # one operator for equal subtrees of a query set
+                return seen[key]
+            if node is root:
                 oid = "root"
+                if many:  # the root reads each query's top (Rstreams are not operators)
+                    child_ids = tuple(dict.fromkeys(child_ids))
+            elif isinstance(node, Rstream):  # a query of a set: its top
+                plan.tops[node.name] = child_ids[0]
+                return child_ids[0]
             elif isinstance(node, Window):
                 counters["w"] += 1
                 oid = f"w{counters['w']}"
@@ -96,12 +134,35 @@ class NumberedPlan:
             plan.nodes[oid] = node
             plan.children[oid] = child_ids
             for kid in child_ids:
-                plan.parent[kid] = oid
+                plan.parents[kid] = plan.parents.get(kid, ()) + (oid,)
+                plan.parent.setdefault(kid, oid)
+            if many:
+                seen[key] = oid
             return oid
 
         rec(root)
         plan.parent["root"] = None
+        plan.parents["root"] = ()
+        if not many:
+            plan.tops[root.name] = plan.children["root"][0]
         return plan
+
+    @property
+    def many(self) -> bool:
+        """True for several queries (a QuerySet)."""
+        return self.root.kind == "queries"
+
+    def queries_of(self) -> dict[str, tuple[str, ...]]:
+        """Per node id, the queries that read it (in query order)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for name, top in self.tops.items():
+            for oid in dict.fromkeys(self.subtree(top)):
+                out[oid] = out.get(oid, ()) + (name,)
+        return out
+
+    def shared_ops(self) -> dict[str, tuple[str, ...]]:
+        """The nodes that more than one query reads, with those queries."""
+        return {o: q for o, q in self.queries_of().items() if len(q) > 1}
 
     @property
     def r2r_ids(self) -> list[str]:
