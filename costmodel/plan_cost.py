@@ -79,7 +79,7 @@ def db_op_cost(
     sizes: SourceDrivenSizes,
     members: Iterable[str],
     inputs: Iterable[Iterable[str]],
-    root: str,
+    root: str | tuple[str, ...],
     p: CostProfile,
 ) -> DbOpCost:
     """Cost of a DB-op with the given member ops and (deduplicated) inputs, each the op ids
@@ -89,7 +89,8 @@ def db_op_cost(
     their upkeep in DuckDB, rows folded into slices their fold instead; SQL = l x (fixed +
     per member: scan cost x input size, or for a sliced aggregation its slice rows x
     combine cost, nothing for the selections and projections folded below it);
-    transfer out = l x result relation size x Arrow cost (docs/cost-model.md).
+    transfer out = l x result relation size x Arrow cost (docs/cost-model.md). A DB-op of
+    several queries may have several roots (a tuple): each one's rows go out.
     """
     members = list(members)
     sliced = sliced_aggregates(plan, set(members))
@@ -110,7 +111,12 @@ def db_op_cost(
             scan += db_combine_cost(plan, sizes, m, sliced[m][0], p)
         elif m not in in_chains:
             scan += db_scan_cost(plan, sizes, m, p)
-    return db_op_cost_of(t_in, maintain, scan, sizes[root], p)
+    roots = (root,) if isinstance(root, str) else tuple(root)
+    c = db_op_cost_of(t_in, maintain, scan, sizes[roots[0]], p)
+    for r in roots[1:]:
+        c = DbOpCost(c.transfer_in, c.maintain, c.sql, c.transfer_out + db_op_cost_of(
+            0.0, 0.0, 0.0, sizes[r], p).transfer_out)
+    return c
 
 
 def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[str, tuple]]:
@@ -202,16 +208,43 @@ def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> Pla
     is read by attributes: `logical`, `placement` and `db_ops` (id, members, root, inputs)."""
     plan = pp.logical
     sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
-    spe = {o: spe_op_cost(plan.nodes[o], sizes[o], [sizes[c] for c in plan.children[o]], p)
+    copies = spe_copies(plan, pp.placement)
+    spe = {o: copies[o] * spe_op_cost(plan.nodes[o], sizes[o],
+                                      [sizes[c] for c in plan.children[o]], p)
            for o in plan.r2r_ids if pp.placement.get(o, "spe") == "spe"}
-    db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids for ci in d.inputs], d.root, p)
+    db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids for ci in d.inputs],
+                           tuple(getattr(d, "outputs", (d.root,))), p)
           for d in pp.db_ops}
     gateway = spe_gateway_cost(sizes, plan, p)
-    reentries = [reentry_cost(sizes[d.root], p) for d in pp.db_ops
-                 if plan.parent[d.root] != "root"]
+    reentries = [reentry_cost(sizes[o], p) for d in pp.db_ops
+                 for o in getattr(d, "outputs", (d.root,))
+                 if any(q != "root" and q not in d.members for q in _parents(plan, o))]
     us = list(spe.values()) + [c.total for c in db.values()] + ([gateway] if gateway else [])
     us += [u for u in reentries if u]
     return PlanCost(apply_capacity(vector(us), p), spe, db, gateway, sum(reentries))
+
+
+def _parents(plan: NumberedPlan, oid: str) -> tuple[str, ...]:
+    parents = getattr(plan, "parents", None)
+    return parents.get(oid, ()) if parents else (plan.parent[oid],)
+
+
+def spe_copies(plan: NumberedPlan, placement) -> dict[str, int]:
+    """How many times Spark computes each SPE-placed operator: once per path to where its
+    rows leave Spark (a query's result, a DB-op's input). Spark plans every branch of a
+    stage's output on its own (no shared subplans in a streaming query), so an operator
+    that two queries share is computed by each (1 in a plan of one query, a tree)."""
+    memo: dict[str, int] = {}
+
+    def n(o: str) -> int:
+        if o not in memo:
+            total = 0
+            for q in _parents(plan, o):
+                total += 1 if q == "root" or placement.get(q) == "db" else n(q)
+            memo[o] = max(total, 1)
+        return memo[o]
+
+    return {o: n(o) for o in plan.r2r_ids if placement.get(o, "spe") == "spe"}
 
 
 def apply_capacity(c: CostVector, p: CostProfile) -> CostVector:
@@ -256,6 +289,7 @@ __all__ = [
     "plan_cost",
     "reentry_cost",
     "sliced_aggregates",
+    "spe_copies",
     "spe_gateway_cost",
     "spe_op_cost",
     "vector",

@@ -180,4 +180,7 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
     if kind == "rstream":
         (k,) = kids
         return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
+    if kind == "queries":  # the root of several queries: their results side by side
+        return NodeSize(sum(k.rate for k in kids), sum(k.size for k in kids),
+                        max(k.l for k in kids), 1.0, False)
     raise TypeError(f"no size rule for {type(node).__name__}")

@@ -3,11 +3,11 @@ user names), then execute the physical plan (federation.runtime)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from costmodel.profile import CostProfile
-from federation.logical import Rstream, Window
+from federation.logical import Rstream, Window, query_set
 from federation.optimizer import plan_for
 from federation.runtime import (
     GenerateOptions,
@@ -20,7 +20,7 @@ from federation.runtime.progress import as_progress
 
 
 def run(
-    query: Rstream,
+    query: Rstream | Sequence[Rstream],
     placement: str | Mapping[str, str] = "auto",
     data: str | Path | Mapping[str, str | Path] | None = None,
     options: RunOptions | None = None,
@@ -39,7 +39,12 @@ def run(
     only). `options` (RunOptions) or their fields as keywords, and the generation options
     as keywords too (`rate=...`), are checked before any work; a bad one raises OptionError
     naming it. `halt` (a threading.Event): set, the run stops after the micro-batch in
-    progress (a following run, `follow=True`, ends only so or at `until`)."""
+    progress (a following run, `follow=True`, ends only so or at `until`).
+
+    Several queries (a list) run together: one ingest per stream, operators they share
+    computed once (federation/logical/queryset.py); `RunResult.of(name)` holds each
+    query's rows, and an `output` directory gets `<name>.parquet` each."""
+    query = query_set(query)
     gen_values = {k: option_values.pop(k) for k in list(option_values)
                   if k in GenerateOptions.model_fields}
     gen = GenerateOptions.of(generate, **gen_values)

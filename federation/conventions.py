@@ -32,6 +32,12 @@ OUT = "_out"
 CLOCK = "_clock"
 
 
+def output_column(k: int, column: str) -> str:
+    """Root k's `column` in the rows of a DB-op with several roots (several queries share
+    it): its SQL yields every root's rows tagged `OUT` = k (db.sqlgen.statement)."""
+    return f"_r{k}_{column}"
+
+
 def packed(k: int) -> str:
     """The struct column that carries output k of a Spark stage (one Arrow transfer)."""
     return f"_p{k}"

@@ -113,6 +113,7 @@ def db_op_groups(plan: NumberedPlan, placement: Mapping[str, str]) -> list[list[
             if placement.get(c) == "db":
                 group.union(o, c)
     if plan.many:
+        _refuse_cycles(plan, group)
         shared_groups(plan, placement, group)
     return sorted((sorted(g, key=index.__getitem__) for g in group.sets()),
                   key=lambda g: index[g[0]])
@@ -139,6 +140,43 @@ class _Groups:
         for o in self.items:
             out.setdefault(self.find(o), []).append(o)
         return list(out.values())
+
+
+def _refuse_cycles(plan: NumberedPlan, group: _Groups) -> None:
+    """A DB-op may not read its own output through SPE-ops: in a plan where an operator
+    has several readers (several queries) a placement can put a shared operator and a
+    reader of it in one DB-op and another reader between them in Spark."""
+    sets = group.sets()
+    comp = {o: i for i, g in enumerate(sets) for o in g}
+    memo: dict[str, frozenset[int]] = {}
+
+    def feeds(o: str) -> frozenset[int]:  # the DB-ops whose output `o`'s rows depend on
+        if o not in memo:
+            memo[o] = frozenset((comp[o],)) if o in comp else frozenset().union(
+                *(feeds(c) for c in plan.children[o]))
+        return memo[o]
+
+    deps = {i: frozenset().union(*(feeds(c) for m in g for c in plan.children[m]
+                                   if c not in comp)) for i, g in enumerate(sets)}
+    state: dict[int, int] = {}
+
+    def visit(i: int, path: list[int]) -> None:
+        state[i] = 1
+        for j in deps[i]:
+            if state.get(j) == 1:
+                between = sorted(o for o in plan.r2r_ids if o not in comp and j in feeds(o)
+                                 and any(comp.get(q) == i for q in plan.parents.get(o, ())))
+                raise PlacementError(
+                    f"the DB-op of {', '.join(sets[i])} would read its own output through "
+                    f"Spark ({', '.join(between) or 'SPE-ops'} in spe between them): place "
+                    f"{', '.join(between) or 'them'} in db too, or split the DB-op")
+            if j not in state:
+                visit(j, path + [j])
+        state[i] = 2
+
+    for i in range(len(sets)):
+        if i not in state:
+            visit(i, [i])
 
 
 def shared_groups(plan: NumberedPlan, placement: Mapping[str, str], group: _Groups) -> None:

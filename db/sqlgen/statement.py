@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -22,7 +23,7 @@ from db.sqlgen.operators import operator_sql, table_rows, window_rows
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
 from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
-from federation.conventions import TAU, TS, us
+from federation.conventions import OUT, TAU, TS, output_column, us
 
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import NumberedPlan
@@ -71,7 +72,7 @@ def db_op_sql(
                   if plan.nodes[o].row_window() is not None), 1.0)
     builder = SliceBuilder(plan, us(slide))
     sliced: dict[str, tuple[tuple, dict]] = {}
-    sliced_inputs: set[str] = set()
+    chains: dict[str, list[str]] = {}
     if slices:
         for m in members:
             chain = sliced_chain(plan, member_set, m, row_level)
@@ -79,11 +80,11 @@ def db_op_sql(
                 if chain[0] not in table_of:
                     raise SqlGenerationError(f"input {chain[0]} of the DB-op has no table")
                 sliced[m] = builder.add(m, chain, table_of[chain[0]])
-                sliced_inputs.add(chain[0])
+                chains[m] = chain
     tables = builder.tables()
     raw: dict[str, tuple[str, ...]] = {}
     for table, oid in inputs:
-        if oid in row_level and oid not in sliced_inputs:
+        if oid in row_level and _read_raw(plan, member_set, chains, oid):
             raw[table] = raw.get(table, ()) + (oid,)
 
     ctes: list[tuple[str, exp.Expression]] = []
@@ -162,17 +163,33 @@ def db_op_sql(
     return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
 
 
-def output_column(k: int, column: str) -> str:
-    """The column of root k's `column` in the rows of a DB-op with several roots."""
-    return f"_r{k}_{column}"
+def _read_raw(plan: NumberedPlan, members: set[str], chains: dict[str, list[str]],
+               oid: str) -> bool:
+    """True when a member reads input `oid`'s window rows other than by folding them into
+    slices (in a plan of several queries one input or selection may be both folded and
+    read raw, or be a DB-op's output)."""
+    folding = {(c, up) for chain in chains.values() for c, up in pairwise(chain)}
+    folding |= {(chain[-1], agg) for agg, chain in chains.items()}
+
+    def raw(x: str, is_input: bool) -> bool:
+        for p in plan.parents.get(x, ()):
+            if p not in members:
+                if is_input:
+                    continue  # another DB-op's or Spark's reader
+                return True  # an output of the DB-op
+            if (x, p) not in folding:
+                return True
+            if p not in chains and raw(p, False):  # a selection folded and read raw
+                return True
+        return False
+
+    return raw(oid, True)
 
 
 def outputs_query(plan: NumberedPlan, roots: list[str], sources: list[str]) -> exp.Expression:
     """The rows of every root in one statement (its CTEs, the shared operators, run once
     per instant): UNION ALL of one SELECT per root, tagged `_out` = k, with root k's
     columns as `_r{k}_{column}` and NULL for the others' (split again by the MIG)."""
-    from federation.conventions import OUT
-
     selects = []
     for k, (r, src) in enumerate(zip(roots, sources)):
         items = [alias(tau_param(), TAU), alias(num(k), OUT)]
@@ -194,8 +211,6 @@ def _selects(query: exp.Expression) -> list[exp.Select]:
 
 
 def _output_names(plan: NumberedPlan, roots: list[str]) -> list[list[str]]:
-    from federation.conventions import OUT
-
     if len(roots) == 1:
         return [[TAU, *plan.nodes[roots[0]].schema]]
     names = [TAU, OUT] + [output_column(j, c) for j, r in enumerate(roots)

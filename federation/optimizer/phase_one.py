@@ -12,7 +12,11 @@ from federation.optimizer.pushdown import push_down_selections
 
 
 def phase_one(root: Rstream, profile: CostProfile, reorder: bool = True) -> Rstream:
-    """Selection push-down, then join ordering (when `reorder`)."""
+    """Selection push-down, then join ordering (when `reorder`); of several queries (a
+    QuerySet), each query's."""
+    if root.kind == "queries":
+        return root.with_children(*(phase_one(q, profile, reorder)  # type: ignore[return-value]
+                                    for q in root.children))
     out = push_down_selections(root)
     if reorder:
         out = drop_reorders(order_joins(out, profile))

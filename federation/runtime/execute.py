@@ -125,7 +125,8 @@ class _Run:
         resuming = self._claim()
         self.follower = None
         self.run_id = run_id(self.work, resuming)
-        sinks = open_sinks(opt, self.work, self.run_id, resuming)
+        sinks = {q: open_sinks(opt, self.work, self.run_id, resuming,
+                               q if self.lg.many else None) for q in self.lg.tops}
         try:
             ingest = self._read_input(resuming)
             if ingest is None:  # halted while waiting for the first reading
@@ -148,23 +149,27 @@ class _Run:
         finally:
             if self.follower is not None:
                 self.follower.stop()
-            for s in sinks:
+            for s in (s for q in sinks.values() for s in q):
                 s.close()
         wall = time.perf_counter() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
-        rows = ex.collector.table() if self.follower is None else None
-        summary = run_summary(ex, self.plan, ex.collector.rows if rows is None else
-                              rows.num_rows, wall, truncated, opt.warmup_batch_s, opt.drain,
-                              opt.seconds_per_batch, self.max_range, self.slide_s,
+        tables = None if self.follower is not None else {
+            q: c.table() for q, c in ex.collectors.items()}
+        n_rows = sum(c.rows for c in ex.collectors.values()) if tables is None else sum(
+            t.num_rows for t in tables.values())
+        summary = run_summary(ex, self.plan, n_rows, wall, truncated, opt.warmup_batch_s,
+                              opt.drain, opt.seconds_per_batch, self.max_range, self.slide_s,
                               self.predicted)
         for m in ex.migs.values():
             m.close()
-        if rows is not None and not (opt.output and opt.output.suffix == ".duckdb"):
-            _write_results(self.work, rows, summary, opt.output, self.prog)
+        if tables is not None and not (opt.output and opt.output.suffix == ".duckdb"):
+            _write_results(self.work, tables, summary, opt.output, self.prog, self.lg.many)
         else:
             summary.output = None if opt.output is None else str(opt.output)
             (self.work / "summary.json").write_text(summary.model_dump_json(indent=2))
-        return RunResult(rows, ex.metrics, summary, self.plan, ingest)
+        rows = None if tables is None else next(iter(tables.values()))
+        return RunResult(rows, ex.metrics, summary, self.plan, ingest,
+                         tables if self.lg.many else None)
 
     def _end_life(self, ex: Execution) -> None:
         """A followed input ended (`until`): its last instant is known to every DB-op."""
@@ -238,11 +243,13 @@ class _Run:
             return min(ff_seconds + (batches - ff_batches) * spb, ingest.files)
 
         staged = StagedPlan.of(plan)
-        self.reentry_dirs = {}
+        self.reentry_dirs = {}  # per DB-op output that SPE-ops read
         for c in plan.db_ops:
-            if c is not staged.root_db_op:
-                self.reentry_dirs[c.id] = work / "reentry" / c.id
-                self.reentry_dirs[c.id].mkdir(parents=True, exist_ok=True)
+            for oid in c.outputs:
+                if staged.reenters(oid):
+                    d = work / "reentry" / (c.id if len(c.outputs) == 1 else f"{c.id}-{oid}")
+                    d.mkdir(parents=True, exist_ok=True)
+                    self.reentry_dirs[oid] = d
         self.table_files = table_files = snapshot_tables(  # the version every instant sees
             self.lg.nodes.values(), work / "input" / "tables", resuming)
         threads, memory = mig_resources(len(plan.db_ops))
@@ -252,7 +259,9 @@ class _Run:
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,
                                  table_files=table_files)
                 for c in plan.db_ops}
-        ex = Execution(staged, migs, ResultParts(work / "results", staged.result_columns, sinks),
+        collectors = {q: ResultParts(work / "results" / q if self.lg.many else work / "results",
+                                     staged.columns[q], sinks[q]) for q in staged.tops}
+        ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        event_seconds_done, self.prog.batch, watch=h.watch,
                        tail_s=_spark_tail_s(plan, spb), halt=self.halt)
@@ -310,15 +319,18 @@ class _Run:
                     opt.seconds_per_batch if opt.realtime else None)
 
 
-def _write_results(work: Path, rows, summary: RunSummary, output, prog: RunProgress) -> None:
-    """summary.json in the work directory, and the result rows at `output` if asked."""
+def _write_results(work: Path, tables: dict, summary: RunSummary, output, prog: RunProgress,
+                   many: bool) -> None:
+    """summary.json in the work directory, and the result rows at `output` if asked (of
+    several queries: `<output>/<query>.parquet` each)."""
     (work / "summary.json").write_text(summary.model_dump_json(indent=2))
     if output is not None:
         prog.phase("writing output")
-        path = output_path(Path(output))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows, path)
-        summary.output = str(path)
+        for q, rows in tables.items():
+            path = Path(output) / f"{q}.parquet" if many else output_path(Path(output))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows, path)
+        summary.output = str(output if many else path)
         (work / "summary.json").write_text(summary.model_dump_json(indent=2))
 
 

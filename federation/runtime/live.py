@@ -35,21 +35,25 @@ def run_id(work: Path, resuming: bool) -> str:
     return rid
 
 
-def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool) -> list:
+def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
+               query: str | None = None) -> list:
     """The run's sinks (federation/runtime/sinks.py): the output when it is a .duckdb file
-    or a following run's directory, the console, and the given ones."""
+    or a following run's directory, the console, and the given ones. `query`: the sinks of
+    one query of several (its table in the .duckdb file is named after it, its directory is
+    `<output>/<query>`, the console names it)."""
     from federation.runtime.sinks import ConsoleSink, DuckDBTableSink, ParquetDirectorySink
 
     sinks = []
     out = opt.output
     if out is not None and out.suffix == ".duckdb":
-        sinks.append(DuckDBTableSink(out, opt.output_table, rid,
+        sinks.append(DuckDBTableSink(out, query or opt.output_table, rid,
                                      replace=opt.overwrite and not resuming))
     elif out is not None and opt.follow:
+        out = out / query if query else out
         _claim_directory(out, rid, opt.overwrite and not resuming)
         sinks.append(ParquetDirectorySink(out))
     if opt.console:
-        sinks.append(ConsoleSink())
+        sinks.append(ConsoleSink(label=query))
     return sinks + list(opt.sinks)
 
 

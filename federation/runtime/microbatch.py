@@ -25,9 +25,8 @@ import pyarrow.compute as pc
 from db.store import naive_timestamps
 from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
 from federation.parts import arrow_type, atomic_write_parquet
-from federation.physical import DbOp
 from federation.runtime.ingest import IngestResult
-from federation.runtime.mig import MigRuntime, tau_to_wt, wt_to_tau
+from federation.runtime.mig import MigRuntime, split_outputs, tau_to_wt, wt_to_tau
 from federation.runtime.recovery import ResultParts, StageLog, fault_point
 from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
@@ -56,8 +55,9 @@ class ReentrySpool:
         self.staged = staged
         self.dirs = dirs
 
-    def write(self, db_op: DbOp, key: tuple, out: pa.Table | None, done) -> None:
-        schema = self.staged.plan.logical.nodes[db_op.root].schema
+    def write(self, oid: str, key: tuple, out: pa.Table | None, done) -> None:
+        """The rows of DB-op output `oid` (with `_tau`) and the punctuation `done`."""
+        schema = self.staged.plan.logical.nodes[oid].schema
         cols = list(schema)
         parts = []
         if out is not None and out.num_rows:
@@ -70,7 +70,7 @@ class ReentrySpool:
                                   for c, t in schema.items()},
                                PUNCT: pa.array([True])}))
         table = pa.concat_tables(parts, promote_options="permissive")
-        path = self.dirs[db_op.id] / f"part-{key[0]}-{key[1]:08d}.parquet"
+        path = self.dirs[oid] / f"part-{key[0]}-{key[1]:08d}.parquet"
         atomic_write_parquet(path, table)
 
 
@@ -80,7 +80,7 @@ class Execution:
 
     staged: StagedPlan
     migs: dict[str, MigRuntime]
-    collector: ResultParts
+    collectors: dict[str, ResultParts]  # per query: its result parts and sinks
     reentry: ReentrySpool
     ingest: IngestResult
     lateness_s: float
@@ -124,13 +124,31 @@ class Execution:
         self.stopping.set()
         threading.Thread(target=st.query.stop, daemon=True).start()
 
-    def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> None:
-        """A DB-op's result: to the collector (the query's result) or to re-entry."""
-        if mig.db_op is self.staged.root_db_op:
-            if out is not None:
-                self.collector.put(key, out)
-            return
-        self.reentry.write(mig.db_op, key, out, done)
+    @property
+    def collector(self) -> ResultParts:
+        """The (first) query's result parts."""
+        return next(iter(self.collectors.values()))
+
+    def put_result(self, oid: str, key: tuple, rows: pa.Table) -> int:
+        """Rows of operator `oid` to every query whose result they are; their count."""
+        names = self.staged.queries_at(oid)
+        for q in names:
+            self.collectors[q].put(key, rows)
+        return rows.num_rows if names else 0
+
+    def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> int:
+        """A DB-op's rows, each output's to the queries whose result it is and to its
+        re-entry spool if SPE-ops read it; the result rows handed on."""
+        n = 0
+        for oid, rows in split_outputs(mig.db_op, self.staged.plan.logical.nodes, out).items():
+            if rows is not None:
+                n += self.put_result(oid, key, rows)
+            if self.staged.reenters(oid):
+                self.reentry.write(oid, key, rows, done)
+        return n
+
+    def feeds_spark(self, mig: MigRuntime) -> bool:
+        return any(self.staged.reenters(o) for o in mig.db_op.outputs)
 
     def drain(self, stage: int) -> None:
         """End of input: the MIGs of the stage finish every remaining slide instant."""
@@ -211,9 +229,8 @@ class BatchHandler:
                 if live[op_id]:
                     self.ex.migs[op_id].add(table, part)
             else:
-                part = wt_to_tau(part)
-                result_rows += part.num_rows
-                self.ex.collector.put((self.st.index, batch_id), part)
+                result_rows += self.ex.put_result(what[1], (self.st.index, batch_id),
+                                                  wt_to_tau(part))
         return rows_in, result_rows
 
     def _run_migs(self, batch_id: int, prev_clock: dict, live: dict[str, bool]
@@ -231,11 +248,9 @@ class BatchHandler:
             taus, out, took = mig.advance(wm)
             db_s += took
             slides = max(slides, len(taus))
-            if taus or (mig.db_op is not ex.staged.root_db_op and wm is not None):
+            if taus or (ex.feeds_spark(mig) and wm is not None):
                 done = mig.next_tau - mig.slide if mig.next_tau else wm
-                ex.hand_on(mig, (st.index, batch_id), out, done)
-            if out is not None and mig.db_op is ex.staged.root_db_op:
-                result_rows += out.num_rows
+                result_rows += ex.hand_on(mig, (st.index, batch_id), out, done)
             fault_point("before_commit")
             mig.commit(batch_id)  # after its results are on disk (recovery.py)
             fault_point("after_commit")

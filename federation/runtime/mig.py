@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from db.store import InputSpec, MigDatabase, naive_timestamps
-from federation.conventions import TAU, TS, WT
+from federation.conventions import OUT, TAU, TS, WT, output_column
 from federation.instants import first_instant
 from federation.logical import leaf_window
 from federation.physical import DbOp
@@ -34,6 +34,23 @@ def wt_to_tau(t: pa.Table) -> pa.Table:
 def tau_to_wt(t: pa.Table) -> pa.Array:
     """`_tau` back to `_wt` (= tau - 1 us), the event time Spark groups and joins on."""
     return pc.subtract(naive_timestamps(t).column(TAU), pa.scalar(ONE_US, pa.duration("us")))
+
+
+def split_outputs(db_op: DbOp, plan_nodes: dict, out: pa.Table | None
+                  ) -> dict[str, pa.Table | None]:
+    """Each output of the DB-op and its rows (`_tau` and the operator's columns): a DB-op
+    with several roots (several queries) yields them tagged `_out` (db.sqlgen.statement)."""
+    if len(db_op.outputs) == 1:
+        return {db_op.outputs[0]: out}
+    if out is None:
+        return {r: None for r in db_op.outputs}
+    tag = out.column(OUT)
+    res: dict[str, pa.Table | None] = {}
+    for k, r in enumerate(db_op.outputs):
+        part = out.filter(pc.equal(tag, k))
+        res[r] = pa.table({TAU: part.column(TAU), **{
+            c: part.column(output_column(k, c)) for c in plan_nodes[r].schema}})
+    return res
 
 
 def mig_resources(n_migs: int) -> tuple[int, str]:

@@ -93,9 +93,19 @@ class RunResult:
     summary: RunSummary
     plan: Any  # the PhysicalPlan that ran
     ingest: IngestResult
+    #: of several queries: each query's rows by its name (`rows` holds the first's)
+    results: dict[str, pa.Table] | None = None
 
     def to_pandas(self):
         return self.rows.to_pandas()
+
+    def of(self, query: str) -> pa.Table:
+        """The rows of query `query` (a run of several queries)."""
+        if self.results is None:
+            return self.rows
+        if query not in self.results:
+            raise KeyError(f"no query {query!r} in this run: {', '.join(self.results)}")
+        return self.results[query]
 
 
 def results_table(parts: list[pa.Table], columns: list[str]) -> pa.Table:

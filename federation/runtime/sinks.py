@@ -92,14 +92,15 @@ def read_parquet_sink(directory: Path) -> pa.Table:
 class ConsoleSink:
     """Prints each instant's rows as it is computed (`fedq run --console`)."""
 
-    def __init__(self, out=None) -> None:
+    def __init__(self, out=None, label: str | None = None) -> None:
         self.out = out
+        self.label = f"{label} " if label else ""  # the query's name, of several
 
     def put(self, key: tuple[int, int], rows: pa.Table) -> None:
         out = self.out or sys.stdout
         for tau, part in group_by_instant(rows):
-            print(f"-- {tau} ({part.num_rows} row{'s' if part.num_rows != 1 else ''})",
-                  file=out)
+            n = f"{part.num_rows} row{'s' if part.num_rows != 1 else ''}"
+            print(f"-- {self.label}{tau} ({n})", file=out)
             print(part.drop_columns(["tau"]).to_pandas().to_string(index=False), file=out)
         out.flush()
 

@@ -18,25 +18,38 @@ from federation.physical import DbOp, PhysicalPlan
 
 
 def assign_stages(pp: PhysicalPlan) -> tuple[dict[str, int], dict[str, int]]:
-    """Stage of every node (SPE side) and of every DB-op."""
+    """Stage of every node (SPE side) and of every DB-op: a DB-op runs at the stage of its
+    latest input, and its outputs re-enter Spark one stage later."""
     lg = pp.logical
     node_stage: dict[str, int] = {}
     db_op_stage: dict[str, int] = {}
+
+    def op_stage(db_op: DbOp) -> int:
+        if db_op.id not in db_op_stage:
+            db_op_stage[db_op.id] = max(
+                (stage(o) for ci in db_op.inputs for o in ci.op_ids), default=0)
+        return db_op_stage[db_op.id]
+
+    def stage(oid: str) -> int:
+        if oid not in node_stage:
+            node = lg.nodes[oid]
+            db_op = pp.db_op_of(oid)
+            if isinstance(node, (Window, Table)):
+                node_stage[oid] = 0
+            elif db_op is not None:
+                node_stage[oid] = op_stage(db_op) + 1  # its output re-enters Spark
+            else:
+                node_stage[oid] = max(stage(c) for c in lg.children[oid])
+        return node_stage[oid]
+
     for oid in lg.post_order():
-        node = lg.nodes[oid]
-        if isinstance(node, (Window, Table)):
-            node_stage[oid] = 0
-            continue
         if oid == "root":
             continue
         db_op = pp.db_op_of(oid)
-        if db_op is not None:
-            if oid == db_op.root:
-                db_op_stage[db_op.id] = max(
-                    (node_stage[o] for ci in db_op.inputs for o in ci.op_ids), default=0)
-                node_stage[oid] = db_op_stage[db_op.id] + 1  # its output re-enters Spark
-            continue
-        node_stage[oid] = max(node_stage[c] for c in lg.children[oid])
+        if db_op is None or oid in db_op.outputs:
+            stage(oid)
+        else:
+            op_stage(db_op)
     return node_stage, db_op_stage
 
 
@@ -59,27 +72,56 @@ class Stage:
 
 @dataclass
 class StagedPlan:
-    """A physical plan's stages, the stage of each DB-op, and where its result goes."""
+    """A physical plan's stages, the stage of each DB-op, and where results go: each query's
+    top operator (`tops`, one per query of a set; an operator shared by two queries' results
+    is computed once and its rows go to both)."""
 
     plan: PhysicalPlan
     stages: list[Stage]
     node_stage: dict[str, int]
     db_op_stage: dict[str, int]
-    root_child: str
-    root_db_op: DbOp | None
-    result_columns: list[str]
+    tops: dict[str, str]  # query name -> its top operator
+    columns: dict[str, list[str]]  # query name -> its result columns
 
     @staticmethod
     def of(pp: PhysicalPlan) -> StagedPlan:
         node_stage, db_op_stage = assign_stages(pp)
         lg = pp.logical
-        root_child = lg.children["root"][0]
-        root_db_op = pp.db_op_of(root_child)
         n = 1 + max([*node_stage.values(), *db_op_stage.values()], default=0)
-        if root_db_op is None:
-            n = max(n, node_stage[root_child] + 1)
-        return StagedPlan(pp, [Stage(i) for i in range(n)], node_stage, db_op_stage, root_child,
-                          root_db_op, list(lg.nodes[root_child].schema))
+        for top in lg.tops.values():
+            if pp.db_op_of(top) is None:
+                n = max(n, node_stage[top] + 1)
+        return StagedPlan(pp, [Stage(i) for i in range(n)], node_stage, db_op_stage,
+                          dict(lg.tops), {q: list(lg.nodes[t].schema) for q, t in lg.tops.items()})
+
+    @property
+    def root_child(self) -> str:
+        """The top operator of the (first) query."""
+        return next(iter(self.tops.values()))
+
+    @property
+    def root_db_op(self) -> DbOp | None:
+        """The DB-op that computes the (first) query's result, if any."""
+        return self.plan.db_op_of(self.root_child)
+
+    @property
+    def result_columns(self) -> list[str]:
+        return next(iter(self.columns.values()))
+
+    def queries_at(self, oid: str) -> list[str]:
+        """The queries whose result is operator `oid`'s rows."""
+        return [q for q, t in self.tops.items() if t == oid]
+
+    def reenters(self, oid: str) -> bool:
+        """True when DB-op output `oid` feeds SPE-ops (through a re-entry spool)."""
+        db_op = self.plan.db_op_of(oid)
+        return db_op is not None and any(
+            p != "root" and p not in db_op.members for p in self.plan.logical.parents[oid])
+
+    def spe_results(self, stage: int) -> list[str]:
+        """The query tops that Spark computes at `stage`."""
+        return [t for t in dict.fromkeys(self.tops.values())
+                if self.plan.db_op_of(t) is None and self.node_stage[t] == stage]
 
     def db_ops_of(self, stage: int) -> list[str]:
         return [c for c, s in self.db_op_stage.items() if s == stage]
@@ -126,10 +168,10 @@ class StageBuilder:
                 if not s.row_level:
                     st.holdback_s[c.id] = max(st.holdback_s.get(c.id, 0.0),
                                               self._holdback(ci.op_ids[0]))
-        sp = self.staged
-        if sp.root_db_op is None and sp.node_stage[sp.root_child] == st.index:
-            s = self._translator.as_relation(self._node(sp.root_child))
-            outs.append((("result", None), select_columns(s.df, [WT, *sp.result_columns])))
+        for top in self.staged.spe_results(st.index):
+            s = self._translator.as_relation(self._node(top))
+            cols = [WT, *pp.logical.nodes[top].schema]
+            outs.append((("result", top), select_columns(s.df, cols)))
         if not outs:
             return
         st.outputs = [what for what, _ in outs]
@@ -179,12 +221,13 @@ class StageBuilder:
             ticks = t if ticks is None else ticks.unionByName(t)
         return instants_relation(ticks, self.extent_s, self.slide_s)
 
-    def _reentry(self, db_op: DbOp):
+    def _reentry(self, oid: str):
+        """The rows of DB-op output `oid`, read back from its re-entry spool."""
         from spe.pipeline import reentry_source
 
         lg = self.staged.plan.logical
-        rows, clock = reentry_source(self.spark, dict(lg.nodes[db_op.root].schema),
-                                     str(self.reentry_dirs[db_op.id]))
+        rows, clock = reentry_source(self.spark, dict(lg.nodes[oid].schema),
+                                     str(self.reentry_dirs[oid]))
         self._sources.append(clock)
         return rows
 
@@ -201,7 +244,7 @@ class StageBuilder:
         elif isinstance(node, Table):
             s = self._translator.static_table(self.spark, node, str(self.table_files[node.name]))
         elif db_op is not None:
-            s = self._reentry(db_op)
+            s = self._reentry(oid)
         else:
             s = self._translator.visit(node, [self._node(c) for c in pp.logical.children[oid]])
         self._built[oid] = s
