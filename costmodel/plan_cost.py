@@ -103,7 +103,10 @@ def db_op_cost(
         t_in += a
         if any(pos not in folded for pos in group):
             maintain += b
-    for pos, _ in sliced.values():
+    # one fold per slice table: aggregates with the same keys over the same input position
+    # and folded selections share one (several queries reading one shared selection)
+    for pos, chain, keys in {(pos, chain, tuple(getattr(plan.nodes[m], "keys", ())))
+                             for m, (pos, chain) in sliced.items()}:
         maintain += sizes[pos].rate * p.db_fold_s_per_row
     scan = 0.0
     for m in members:
@@ -208,7 +211,7 @@ def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> Pla
     is read by attributes: `logical`, `placement` and `db_ops` (id, members, root, inputs)."""
     plan = pp.logical
     sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
-    copies = spe_copies(plan, pp.placement)
+    copies = spe_copies(plan, pp.placement, pp.db_ops)
     spe = {o: copies[o] * spe_op_cost(plan.nodes[o], sizes[o],
                                       [sizes[c] for c in plan.children[o]], p)
            for o in plan.r2r_ids if pp.placement.get(o, "spe") == "spe"}
@@ -229,18 +232,26 @@ def _parents(plan: NumberedPlan, oid: str) -> tuple[str, ...]:
     return parents.get(oid, ()) if parents else (plan.parent[oid],)
 
 
-def spe_copies(plan: NumberedPlan, placement) -> dict[str, int]:
+def spe_copies(plan: NumberedPlan, placement, db_ops=()) -> dict[str, int]:
     """How many times Spark computes each SPE-placed operator: once per path to where its
-    rows leave Spark (a query's result, a DB-op's input). Spark plans every branch of a
-    stage's output on its own (no shared subplans in a streaming query), so an operator
-    that two queries share is computed by each (1 in a plan of one query, a tree)."""
+    rows leave Spark (a query's result, a DB-op's input: one per DB-op, whatever members
+    read it). Spark plans every branch of a stage's output on its own (no shared subplans
+    in a streaming query), so an operator that two queries share is computed by each of
+    their paths (1 in a plan of one query, a tree)."""
+    op_of = {m: d.id for d in db_ops for m in d.members}
     memo: dict[str, int] = {}
 
     def n(o: str) -> int:
         if o not in memo:
             total = 0
+            seen: set[str] = set()
             for q in _parents(plan, o):
-                total += 1 if q == "root" or placement.get(q) == "db" else n(q)
+                if q == "root" or placement.get(q) == "db":
+                    key = op_of.get(q, q)
+                    total += key not in seen
+                    seen.add(key)
+                else:
+                    total += n(q)
             memo[o] = max(total, 1)
         return memo[o]
 

@@ -49,6 +49,12 @@ def run(
                   if k in GenerateOptions.model_fields}
     gen = GenerateOptions.of(generate, **gen_values)
     opt = RunOptions.of(options, **option_values)
+    if query.kind == "queries" and (opt.follow or opt.source is not None):
+        from federation.errors import OptionError
+
+        raise OptionError("follow" if opt.follow else "source", "several queries run "
+                          "together over data directories for now; follow or a broker runs "
+                          "one query")
     prog = as_progress(progress)
     prog.phase("planning")
     plan, cost = plan_for(query, placement, profile, feasibility_check)

@@ -14,10 +14,20 @@ def plan_tree(plan: PhysicalPlan, cost: PlanCost) -> list[str]:
     """One line per operator, indented by depth: id, engine, u, label."""
     lines: list[str] = []
     lg = plan.logical
+    shared = lg.shared_ops() if lg.many else {}
+    tops = {t: q for q, t in lg.tops.items()} if lg.many else {}
+    shown: set[str] = set()
 
     def rec(oid: str, depth: int) -> None:
         node = lg.nodes[oid]
         pad = "  " * depth
+        if oid in shown and oid in shared:  # a shared operator: its subtree is above
+            lines.append(f"{pad}{oid:<5} (shared by {', '.join(shared[oid])}: see above)")
+            return
+        shown.add(oid)
+        if oid in tops:
+            lines.append(f"{pad}query {tops[oid]}:")
+            pad += "  "
         if oid == "root":
             lines.append(f"{pad}{node.label()}")
         elif isinstance(node, Window):
@@ -35,6 +45,35 @@ def plan_tree(plan: PhysicalPlan, cost: PlanCost) -> list[str]:
 
     rec("root", 0)
     return lines
+
+
+def sharing_lines(p: PhysicalPlan) -> list[str]:
+    """Of several queries: each shared operator, its queries and how often it is computed
+    (once in a DB-op; in Spark once per path to a result or DB-op, costmodel.plan_cost)."""
+    from costmodel.plan_cost import spe_copies
+
+    lg = p.logical
+    if not lg.many:
+        return []
+    copies = spe_copies(lg, p.placement, p.db_ops)
+    out = []
+    for oid, queries in lg.shared_ops().items():
+        d = p.db_op_of(oid)
+        if isinstance(lg.nodes[oid], Window):
+            how = "one ingest and one spool, read by each Spark stage that needs it"
+        elif d is not None:
+            how = f"computed once in {d.id}"
+        else:
+            n = copies.get(oid, 1)
+            how = "computed once in Spark" if n == 1 else \
+                f"computed {n} times in Spark (a streaming query shares no subplans)"
+        out.append(f"shared: {oid} by {', '.join(queries)}: {how}")
+    for d in p.db_ops:
+        if len(d.outputs) > 1:
+            out.append(f"shared: {d.id} serves {', '.join(d.outputs)} in one statement per "
+                       f"instant, over {len(d.inputs)} input table(s) and "
+                       f"{len(d.slices)} slice table(s)")
+    return out
 
 
 def engine_limits(p: PhysicalPlan) -> list[tuple[str, str]]:
@@ -62,6 +101,7 @@ def explain_text(r: OptimizationResult) -> str:
     )
     for _, why in engine_limits(p):
         out.append(f"engine limit: {why}")
+    out += sharing_lines(p)
     out.append(f"phase one: {r.phase_one_s * 1000:.2f} ms  phase two: {r.phase_two_s * 1000:.2f} ms")
     for d in p.db_ops:
         ins = ", ".join(
@@ -80,6 +120,7 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
     """The same as a JSON-ready dict."""
     p = r.plan
     lg = p.logical
+    queries = lg.queries_of()
     ops = []
     for oid in lg.post_order():
         node = lg.nodes[oid]
@@ -92,11 +133,14 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
             "label": node.label(),
             "engine": "spe" if isinstance(node, Window) else p.engine_of(oid),
             "db_op": d.id if d else None,
+            "queries": list(queries.get(oid, ())),
             "u": None if isinstance(node, Window) else r.plan_cost.u_of(oid, d and d.id),
             "children": list(lg.children[oid]),
         })
     return {
         "query": lg.root.name,
+        "queries": dict(lg.tops),
+        "shared": {o: list(q) for o, q in lg.shared_ops().items()} if lg.many else {},
         "placement": p.placement,
         "operators": ops,
         "C_b": r.cost.C_b,
@@ -111,7 +155,8 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "phase_one_s": r.phase_one_s,
         "phase_two_s": r.phase_two_s,
         "db_ops": [
-            {"id": c.id, "members": list(c.members), "u": r.plan_cost.db[c.id].total,
+            {"id": c.id, "members": list(c.members), "outputs": list(c.outputs),
+             "u": r.plan_cost.db[c.id].total,
              "cost": {"transfer_in": r.plan_cost.db[c.id].transfer_in,
                       "maintain": r.plan_cost.db[c.id].maintain,
                       "sql": r.plan_cost.db[c.id].sql,

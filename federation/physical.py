@@ -309,10 +309,11 @@ def parse_placement(plan: NumberedPlan, placement: str | Mapping[str, str]) -> d
     return out
 
 
-def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
-                        ) -> PhysicalPlan:
+def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str],
+                        sql: bool = True) -> PhysicalPlan:
     """The physical plan of a placement: its DB-ops, their inputs and SQL. A placement that
-    puts in Spark what Spark cannot run (`spe_limits`) is refused, naming the operator."""
+    puts in Spark what Spark cannot run (`spe_limits`) is refused, naming the operator.
+    `sql=False`: the structure only, what the cost model reads (no SQL generated)."""
     pl = parse_placement(plan, placement)
     limits = spe_limits(plan, pl)
     if limits:
@@ -321,6 +322,10 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str]
     for i, members in enumerate(db_op_groups(plan, pl), start=1):
         inputs = db_op_inputs(plan, members, pl)
         roots = roots_of(plan, members)
+        if not sql:
+            db_ops.append(DbOp(f"db{i}", tuple(members), roots[0], tuple(inputs), None,
+                               roots=roots))  # type: ignore[arg-type]
+            continue
         prog = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
                          row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
         db_ops.append(DbOp(f"db{i}", tuple(members), roots[0], tuple(inputs), prog.query,

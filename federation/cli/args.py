@@ -80,32 +80,51 @@ def query_maker(name: str):
 
 
 def add_query_arguments(p) -> None:
-    """The query of `fedq explain` and `fedq run`: a name, a SQL file or a DSL query."""
-    p.add_argument("query", nargs="?", default=None,
-                   help="CQ1..CQ6 (or give --sql FILE or --query FILE.py:NAME)")
-    p.add_argument("--sql", type=Path, default=None, metavar="FILE",
+    """The queries of `fedq explain` and `fedq run`: names, SQL files or DSL queries, each
+    repeatable; several run together (shared operators computed once)."""
+    p.add_argument("query", nargs="*", default=[],
+                   help="CQ1..CQ6 (or give --sql FILE or --query FILE.py:NAME); several "
+                        "queries run together")
+    p.add_argument("--sql", type=Path, action="append", default=None, metavar="FILE",
                    help="a streaming SELECT in a file (docs/sql.md), e.g. "
-                        "benchmarks/queries_sql/cq1.sql")
+                        "benchmarks/queries_sql/cq1.sql; repeat it, or name a directory of "
+                        ".sql files, to run several queries together")
     p.add_argument("--tables", type=Path, default=None, metavar="FILE.duckdb",
                    help="a DuckDB database file whose tables a --sql query reads by name "
                         "(joined with windows; read as they are when the run starts)")
-    p.add_argument("--query", dest="query_file", default=None, metavar="FILE.py:NAME",
+    p.add_argument("--query", dest="query_file", action="append", default=None,
+                   metavar="FILE.py:NAME",
                    help="a DSL query in a Python file: NAME is an Rstream, or a function "
-                        "returning one (called with rate=, scale=, plugs= when it takes them)")
+                        "returning one (called with rate=, scale=, plugs= when it takes them); "
+                        "repeatable")
 
 
 def query_source(a):
-    """make(rate=, scale=, plugs=) building the query `a` names; exits with a message
-    naming the option on a bad one."""
-    given = [x for x in (a.query, a.sql, a.query_file) if x is not None]
-    if len(given) != 1:
-        raise SystemExit("fedq: give exactly one query: a name (CQ1..CQ6), --sql FILE or "
-                         "--query FILE.py:NAME")
-    if a.query is not None:
-        return query_maker(a.query)
-    if a.sql is not None:
-        return sql_maker(a.sql, getattr(a, "data", None), a.tables)
-    return dsl_maker(a.query_file)
+    """make(rate=, scale=, plugs=) building the query (or the set of queries) `a` names;
+    exits with a message naming the option on a bad one."""
+    makers = [query_maker(n) for n in a.query]
+    for path in a.sql or ():
+        files = sorted(path.glob("*.sql")) if path.is_dir() else [path]
+        if not files:
+            raise SystemExit(f"fedq: --sql: no .sql file in {path}")
+        makers += [sql_maker(f, getattr(a, "data", None), a.tables) for f in files]
+    makers += [dsl_maker(spec) for spec in a.query_file or ()]
+    if not makers:
+        raise SystemExit("fedq: give a query: a name (CQ1..CQ6), --sql FILE or "
+                         "--query FILE.py:NAME (several run together)")
+    if len(makers) == 1:
+        return makers[0]
+
+    def make(**kw):
+        from federation.errors import FedqError
+        from federation.logical import QuerySet
+
+        try:
+            return QuerySet(tuple(m(**kw) for m in makers))
+        except FedqError as e:
+            raise SystemExit(f"fedq: {e}") from None
+
+    return make
 
 
 def data_dirs(values: list[str] | None) -> Path | dict[str, Path] | None:

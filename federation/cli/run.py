@@ -173,6 +173,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         from costmodel.profile import load_profile
 
         work_dir = work_directory(a.work_dir, "fedq-adaptive-" if a.adaptive else "fedq-run-")
+        if a.adaptive and q.kind == "queries":
+            raise OptionError("adaptive", "re-optimizes one query; run several queries "
+                              "with a placement (auto is the optimizer's choice at the start)")
         if a.adaptive:
             return _run_adaptive(a, q, data, load_profile(a.profile), work_dir)
         r = _run(a, q, data, gen, work_dir, load_profile(a.profile))
@@ -244,7 +247,10 @@ def _print_summary(a: argparse.Namespace, r) -> None:
     if a.json:
         print(s.model_dump_json(indent=2))
         return
-    if r.rows is not None and not a.console:  # the console sink printed them as they came
+    if r.results is not None:  # several queries: each one's rows
+        for name, rows in r.results.items():
+            print(f"{name}: {rows.num_rows} result rows")
+    elif r.rows is not None and not a.console:  # the console sink printed them as they came
         print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
               "(no result rows)")
     print(f"query {s.query}  placement {s.placement}  DB-ops {s.db_ops or 'none'}")

@@ -21,6 +21,7 @@ from federation.logical import NumberedPlan, Rstream
 from federation.optimizer.join_order import join_shape
 from federation.optimizer.phase_one import phase_one
 from federation.optimizer.phase_two import phase_two
+from federation.optimizer.query_set import place_query_set
 from federation.physical import PhysicalPlan, build_physical_plan, spe_limits
 
 
@@ -57,7 +58,11 @@ def optimize(
     t0 = time.perf_counter()
     logical = NumberedPlan.of(phase_one(query, profile, reorder=reorder_joins))
     t1 = time.perf_counter()
-    res = phase_two(logical, profile, feasibility_check, max_subplan_ops)
+    if logical.many:  # several queries: a DAG, placed by local search (query_set.py)
+        res = place_query_set(logical, profile, feasibility_check)
+        res.subplans = 1
+    else:
+        res = phase_two(logical, profile, feasibility_check, max_subplan_ops)
     t2 = time.perf_counter()
     # the enumeration never chooses what an engine cannot run (physical.spe_limits); as a
     # guard, the first kept plan that every engine can run, else pure-DB
@@ -73,7 +78,7 @@ def optimize(
         subplans=res.subplans,
         phase_one_s=t1 - t0,
         phase_two_s=t2 - t1,
-        join_shape=join_shape(logical.root),
+        join_shape="several queries" if logical.many else join_shape(logical.root),
         kept=tuple(res.plans),
         feasibility_check=feasibility_check,
     )
