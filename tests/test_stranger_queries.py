@@ -31,7 +31,7 @@ from federation.logical import NumberedPlan
 from federation.optimizer.phase_one import phase_one
 from federation.physical import build_physical_plan
 from federation.results import diff_results
-from federation.runtime.mig import MigRuntime
+from federation.runtime.mig import MigRuntime, split_outputs
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 T0 = dt.datetime(2013, 9, 1)
@@ -58,12 +58,12 @@ def rows_of(seconds: int, rate: int, plugs: int, houses: int, seed: int = 3) -> 
     })
 
 
-def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3) -> pa.Table:
+def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
     """The pure-DuckDB placement of `q` over `rows` (or each stream's rows by its name),
     fed `per_batch_s` event seconds per micro-batch through the DB-op runtime; the result
-    as `run` returns it."""
+    as `run` returns it (of a query set: {query name: its rows})."""
     plan = NumberedPlan.of(phase_one(q, load_profile()))
-    (op,) = build_physical_plan(plan, "db").db_ops
+    ops = build_physical_plan(plan, "db").db_ops
     windows = [n for n in plan.nodes.values() if n.kind == "window"]
     slide = windows[0].slide_s
     if isinstance(rows, pa.Table):
@@ -71,28 +71,37 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3) -> pa
     lo = min(pc.min(t.column("ts")).as_py() for t in rows.values())
     hi = max(pc.max(t.column("ts")).as_py() for t in rows.values())
     last = last_instant(hi, extent_of(windows), slide)
-    mig = MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
+    migs = [MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
+            for op in ops]
     rows = {n: t.append_column("_ts", t.column("ts")) for n, t in rows.items()}
-    outs = []
+    outs: dict[str, list[pa.Table]] = {name: [] for name in plan.tops}
     batches = math.ceil((hi - T0).total_seconds() / per_batch_s) + 1
     for b in range(batches):
         clock = T0 + dt.timedelta(seconds=(b + 1) * per_batch_s)
         lo_b = pa.scalar(T0 + dt.timedelta(seconds=b * per_batch_s), pa.timestamp("us"))
-        assert mig.begin(b)
-        for ci in op.inputs:
-            if ci.node.kind == "table":  # loaded by the MIG from its file
-                continue
-            t = rows[ci.node.stream.name]
-            mig.add(ci.table, t.filter(pc.and_(
-                pc.greater_equal(t.column("ts"), lo_b),
-                pc.less(t.column("ts"), pa.scalar(clock, pa.timestamp("us"))))))
-        _, out, _ = mig.advance(clock if b < batches - 1 else last)
-        mig.commit(b)
-        if out is not None:
-            outs.append(out)
-    mig.close()
-    got = pa.concat_tables(outs)
-    return got.rename_columns(["tau" if c == "_tau" else c for c in got.column_names])
+        for mig in migs:
+            assert mig.begin(b)
+            for ci in mig.db_op.inputs:
+                if ci.node.kind == "table":  # loaded by the MIG from its file
+                    continue
+                t = rows[ci.node.stream.name]
+                mig.add(ci.table, t.filter(pc.and_(
+                    pc.greater_equal(t.column("ts"), lo_b),
+                    pc.less(t.column("ts"), pa.scalar(clock, pa.timestamp("us"))))))
+            _, out, _ = mig.advance(clock if b < batches - 1 else last)
+            mig.commit(b)
+            for oid, part in split_outputs(mig.db_op, plan.nodes, out).items():
+                for name in (n for n, t in plan.tops.items() if t == oid):
+                    if part is not None:
+                        outs[name].append(part)
+    for mig in migs:
+        mig.close()
+    got = {}
+    for name, parts in outs.items():
+        t = pa.concat_tables(parts) if parts else None
+        got[name] = None if t is None else t.rename_columns(
+            ["tau" if c == "_tau" else c for c in t.column_names])
+    return got if plan.many else got[next(iter(got))]
 
 
 def check_db(q, rows, per_batch_s=3):

@@ -56,6 +56,8 @@ class QuerySet(Node):
                 "queries", "slide", f"queries run together share one slide ({told}): run "
                 "them separately")
 
+        _check_extents(self.queries)
+
     @property
     def children(self) -> tuple[Node, ...]:
         return self.queries
@@ -73,6 +75,40 @@ class QuerySet(Node):
 
     def label(self) -> str:
         return "queries " + ", ".join(q.name for q in self.queries)
+
+
+def _check_extents(queries: tuple[Rstream, ...]) -> None:
+    """A set's instants are those of its longest window over all its streams
+    (federation/instants.py): a query whose windows reach back less, or that reads fewer
+    streams, sees more instants than alone, with its windows empty. Its result is empty
+    there unless it has rows without a reading (a tuple window keeps its last rows, a global
+    aggregate counts zero): such a query needs the set's extent and streams."""
+    from federation.instants import extent_of
+
+    def windows(q: Rstream) -> list:
+        return [n for n in q.walk() if n.kind == "window"]
+
+    extent = {q.name: extent_of(windows(q)) for q in queries}
+    streams = {q.name: {w.stream.name for w in windows(q)} for q in queries}
+    longest = max(extent.values())
+    every = set().union(*streams.values())
+    for q in queries:
+        if extent[q.name] >= longest and streams[q.name] == every:
+            continue
+        nodes = list(q.walk())
+        why = ("a tuple window" if any(n.kind == "window" and not n.is_time_based  # type: ignore[attr-defined]
+                                       for n in nodes) else
+               "a global aggregate" if any(n.kind == "aggregate" and not n.keys  # type: ignore[attr-defined]
+                                           for n in nodes) else None)
+        if why:
+            short = (f"its windows reach back {extent[q.name]:g} s, less than the set's "
+                     f"{longest:g} s" if extent[q.name] < longest else
+                     f"it reads {', '.join(sorted(streams[q.name]))}, the set also "
+                     f"{', '.join(sorted(every - streams[q.name]))}")
+            raise QueryValidationError(
+                "queries", "windows", f"{q.name} has {why}, which yields rows at instants "
+                f"without readings, and {short}: it would see instants it does not have "
+                "alone; run it separately (or in a set whose instants are its own)")
 
 
 def query_set(queries: Sequence[Rstream] | Rstream) -> Rstream | QuerySet:
