@@ -53,6 +53,7 @@ from benchmarks.fuzz_queries import (
     SHAPES,
     Generated,
     _logical,
+    as_query_set,
     queries,
 )
 from federation.errors import PlacementError
@@ -85,7 +86,6 @@ class Runner:
 
     def check(self, g: Generated) -> list[dict]:
         """Run every placement of `g`; raise AssertionError on a mismatch or a crash."""
-        from db.reference import reference_result
         from federation.api import run
         from federation.physical import build_physical_plan, spe_limits
         from federation.results import diff_results
@@ -116,11 +116,12 @@ class Runner:
                         work_dir=self.work / f"q{self.k}" / f"p{g.placements.index(pl)}",
                         seconds_per_batch=g.batch_s, spark=self.spark)
                 if want is None:
-                    want = reference_result(g.query, read_clean_inputs(r.ingest))
-                problem = diff_results(r.rows, want)
+                    want = _references(g.query, read_clean_inputs(r.ingest))
+                problem = "; ".join(f"{n}: {x}" for n, w in want.items()
+                                    if (x := diff_results(r.of(n), w)) is not None) or None
                 rec.update(outcome="match" if problem is None else "mismatch",
                            placement_run=r.summary.placement, rows=r.rows.num_rows,
-                           reference_rows=want.num_rows)
+                           reference_rows=sum(w.num_rows for w in want.values()))
                 if problem:
                     rec["problem"] = problem
             except AssertionError:
@@ -131,7 +132,9 @@ class Runner:
             rec["wall_s"] = round(time.perf_counter() - t0, 2)
             outcomes.append(rec)
         ran = [o["placement"] for o in outcomes if o["outcome"] == "match"]
-        live = ran and want.num_rows and not isinstance(self.data_of(g.query), dict)
+        live = ran and not isinstance(self.data_of(g.query), dict) and \
+            g.query.kind != "queries" and want[g.query.name].num_rows
+        want = want and want.get(g.query.name)
         if live and (self.follow is True or self.followed < self.follow):
             from benchmarks.fuzz_follow import check_following
 
@@ -157,6 +160,20 @@ class Runner:
             streams = {n.stream.name for n in q.walk() if n.kind == "window"}
             return {n: self.data2 if n == OTHER else self.data for n in streams}
         return self.data
+
+
+def _references(q, rows) -> dict:
+    """The reference result of `q`, or of each query of a set, by name."""
+    from db.reference import reference_result
+
+    if q.kind != "queries":
+        return {q.name: reference_result(q, rows)}
+    out = {}
+    for x in q.children:
+        read = {n.stream.name for n in x.walk() if n.kind == "window"}
+        mine = {n: t for n, t in rows.items() if n in read} if isinstance(rows, dict) else rows
+        out[x.name] = reference_result(x, mine)
+    return out
 
 
 def _parse(plan, pl: str) -> dict:
@@ -185,12 +202,14 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
-         placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True):
+         placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True,
+         sets: bool = False):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
     `placements`: run only that many of each query's placements (`some_placements`);
     `follow`: a live run of every query whose result has rows (True), of none (False)
-    or of the first n such queries."""
+    or of the first n such queries. `sets`: each query runs together with a global COUNT
+    over its result (fuzz_queries.as_query_set), each result against its reference."""
     runner = Runner(work, spark, seconds, follow)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
@@ -207,6 +226,8 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
         seen.add(g.source)
         if placements:
             g = some_placements(g, placements)
+        if sets:
+            g = as_query_set(g)
         try:
             runner.check(g)
         except AssertionError:
@@ -241,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--placements", type=int, default=None, metavar="K",
                     help="run K placements per query: the two that cut every engine "
                          "boundary, then spe, db, auto in a random order (default: all)")
+    ap.add_argument("--sets", action="store_true",
+                    help="run each query together with a global COUNT over its result (one "
+                         "run of two queries sharing the whole plan)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
                     help="merge the reports of runs with other seeds (run side by side) into "
                          "one report at --out, instead of running")
@@ -279,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.event_seconds < 1:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
-                            a.placements, a.event_seconds, not a.no_follow)
+                            a.placements, a.event_seconds, not a.no_follow, a.sets)
     report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1

@@ -73,7 +73,7 @@ SHAPES = (
     "agg_arg_computed", "computed_across_join", "computed_case", "computed_bool",
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
-    "cut_every_boundary", "two_streams", "table_join",
+    "cut_every_boundary", "two_streams", "table_join", "query_set",
 )
 #: the second stream a window may read (`s2` in the sources): the smart-plug schema under
 #: another name, its data from another seed, starting later and ending earlier (fuzz.py)
@@ -1038,9 +1038,45 @@ def _explicit_placements(draw, q: Rstream) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _logical(q: Rstream) -> NumberedPlan:
+def _logical(q) -> NumberedPlan:
     """The plan whose operator ids explicit placements name (as `run` numbers it)."""
     from costmodel.profile import load_profile
     from federation.optimizer.phase_one import phase_one
 
     return NumberedPlan.of(phase_one(q, load_profile()))
+
+
+def as_query_set(g: Generated) -> Generated:
+    """`g` run together with a global COUNT over its own result (fuzz.py --sets): the two
+    share `g`'s whole plan, whose top is then a result and an input of another operator.
+    Placements: `g`'s, the explicit ones carried onto the merged plan,
+    with the COUNT in the other engine than the operator below it (one boundary more)."""
+    import dataclasses
+
+    from federation.logical import QuerySet
+    from federation.optimizer.query_set import aligned
+
+    a = g.query
+    b = a.child.aggregate(by=[], rows_of_q=_count()).rstream("Qn")
+    qs = QuerySet((a, b))
+    merged, local = _logical(qs), _logical(a)
+    ids = aligned(merged, local, a.name)
+    top = merged.tops["Qn"]
+    placements = []
+    for pl in g.placements:  # in their order (fuzz.some_placements put the cutting first)
+        if "=" not in pl:
+            placements.append(pl)
+            continue
+        eng = dict(x.split("=") for x in pl.split(","))
+        mine = {ids[o]: e for o, e in eng.items() if o in ids}
+        mine[top] = "spe" if mine.get(merged.tops[a.name]) == "db" else "db"
+        placements.append(",".join(f"{o}={mine.get(o, 'spe')}" for o in merged.r2r_ids))
+    return dataclasses.replace(g, query=qs, placements=list(dict.fromkeys(placements)),
+                               source=g.source + "  # with Qn: a global COUNT over it",
+                               shapes=g.shapes | {"query_set"})
+
+
+def _count():
+    from federation.expressions import count
+
+    return count()
