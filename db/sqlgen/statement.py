@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -168,7 +167,8 @@ def _read_raw(plan: NumberedPlan, members: set[str], chains: dict[str, list[str]
     """True when a member reads input `oid`'s window rows other than by folding them into
     slices (in a plan of several queries one input or selection may be both folded and
     read raw, or be a DB-op's output)."""
-    folding = {(c, up) for chain in chains.values() for c, up in pairwise(chain)}
+    folding = {(chain[i], chain[i + 1]) for chain in chains.values()
+               for i in range(len(chain) - 1)}
     folding |= {(chain[-1], agg) for agg, chain in chains.items()}
 
     def raw(x: str, is_input: bool) -> bool:
