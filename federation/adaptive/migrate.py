@@ -238,6 +238,9 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     every segment's, `output` is not written here (the rows are returned)."""
     from federation.optimizer import plan_for
 
+    if query.kind == "queries":
+        raise OptionError("adaptive", "re-optimizes one query; run several without it")
+
     opt = RunOptions.of(options, **option_values)
     streams = sorted({w.stream.name for w in query.walk() if w.kind == "window"})
     if len(streams) > 1 or not isinstance(data, (str, Path)):

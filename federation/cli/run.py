@@ -30,8 +30,7 @@ FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--al
          "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy",
          "placement": "--placement", "adaptive": "--adaptive", "decide": "--adaptive",
          "options": "fedq run", "follow": "--follow", "until": "--until",
-         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table",
-         "source": "--source"}
+         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table", "source": "--source"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -173,9 +172,6 @@ def cmd_run(a: argparse.Namespace) -> int:
         from costmodel.profile import load_profile
 
         work_dir = work_directory(a.work_dir, "fedq-adaptive-" if a.adaptive else "fedq-run-")
-        if a.adaptive and q.kind == "queries":
-            raise OptionError("adaptive", "re-optimizes one query; run several queries "
-                              "with a placement (auto is the optimizer's choice at the start)")
         if a.adaptive:
             return _run_adaptive(a, q, data, load_profile(a.profile), work_dir)
         r = _run(a, q, data, gen, work_dir, load_profile(a.profile))
@@ -248,8 +244,7 @@ def _print_summary(a: argparse.Namespace, r) -> None:
         print(s.model_dump_json(indent=2))
         return
     if r.results is not None:  # several queries: each one's rows
-        for name, rows in r.results.items():
-            print(f"{name}: {rows.num_rows} result rows")
+        print("\n".join(f"{n}: {t.num_rows} result rows" for n, t in r.results.items()))
     elif r.rows is not None and not a.console:  # the console sink printed them as they came
         print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
               "(no result rows)")
