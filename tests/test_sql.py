@@ -254,8 +254,11 @@ def test_fedq_explain_a_dsl_query_from_a_file(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("query peaks: placement ")
     with pytest.raises(SystemExit, match="has no 'nope' \\(it has: peaks\\)"):
         main(["explain", "--query", f"{f}:nope"])
-    with pytest.raises(SystemExit, match="exactly one query"):
+    # two queries run together, each under its own name (cq1.sql is INSERT INTO CQ1)
+    with pytest.raises(SystemExit, match="two queries are named 'CQ1'"):
         main(["explain", "CQ1", "--sql", str(SQL_DIR / "cq1.sql")])
+    with pytest.raises(SystemExit, match="give a query"):
+        main(["explain"])
     bad = tmp_path / "bad.sql"
     bad.write_text("SELECT plug_id FROM smartplug ORDER BY plug_id")
     with pytest.raises(SystemExit, match=r"bad.sql: SQL line 1, col 31 \(ORDER BY\)"):
