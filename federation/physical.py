@@ -198,8 +198,6 @@ def shared_groups(plan: NumberedPlan, placement: Mapping[str, str], group: _Grou
     first: dict[tuple, str] = {}
     for g in group.sets():
         gs = set(g)
-        if any(is_row_level(plan.nodes[r]) for r in roots_of(plan, g)):
-            continue  # window rows out of a merged DB-op lost an instant (fuzz --sets)
         for m in g:
             for c in plan.children[m]:
                 if c in gs:

@@ -43,8 +43,9 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
     """
     if window_rows is None:
         window_rows = is_row_level(node)
-    if not window_rows:  # equal subtrees (by their operators' labels: hashable)
-        return ("relation", node.label(), tuple(input_key(c) for c in node.children))
+    if not window_rows:  # equal subtrees (by their operators' labels: hashable), windows
+        # by their whole label: relations over windows of other ranges are other rows
+        return ("relation", node.label(), tuple(input_key(c, False) for c in node.children))
     chain = []
     n = node
     while isinstance(n, (Select, Project)):
