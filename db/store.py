@@ -160,8 +160,10 @@ class MigDatabase:
             self.expire_calls = self.saved.get("expire_calls", 0)
 
     def _load_table(self, spec: InputSpec) -> None:
-        """A database table's rows, once: from its Parquet copy, or its file read-only."""
-        cols = ", ".join(render(quoted_column(c)) for c in spec.columns)
+        """A database table's rows, once: from its Parquet copy, or its file read-only,
+        each column as the type the query declares (a DECIMAL is read as DOUBLE)."""
+        cols = ", ".join(f"CAST({render(quoted_column(c))} AS {t}) AS {render(quoted_column(c))}"
+                         for c, t in spec.columns.items())
         src = spec.table_source
         if isinstance(src, str):
             self._exec(f"CREATE TABLE {render(quoted_table(spec.table))} AS SELECT {cols} "
