@@ -160,7 +160,7 @@ def _refuse_cycles(plan: NumberedPlan, group: _Groups) -> None:
                                    if c not in comp)) for i, g in enumerate(sets)}
     state: dict[int, int] = {}
 
-    def visit(i: int, path: list[int]) -> None:
+    def visit(i: int) -> None:
         state[i] = 1
         for j in deps[i]:
             if state.get(j) == 1:
@@ -171,12 +171,12 @@ def _refuse_cycles(plan: NumberedPlan, group: _Groups) -> None:
                     f"Spark ({', '.join(between) or 'SPE-ops'} in spe between them): place "
                     f"{', '.join(between) or 'them'} in db too, or split the DB-op")
             if j not in state:
-                visit(j, path + [j])
+                visit(j)
         state[i] = 2
 
     for i in range(len(sets)):
         if i not in state:
-            visit(i, [i])
+            visit(i)
 
 
 def shared_groups(plan: NumberedPlan, placement: Mapping[str, str], group: _Groups) -> None:
