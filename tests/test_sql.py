@@ -65,6 +65,28 @@ def test_tumble_and_interval_spellings(rows):
     assert (w.slide_s, w.range_s) == (2.0, 60.0)
 
 
+def test_bare_stream_is_the_now_window_and_group_by_keys_alone_is_distinct(rows):
+    # CQL's NOW window: a stream without a window table function reads each row once, at
+    # the query's slide (1 s alone; that of the other windows beside one)
+    now = sql("SELECT plug_id, value FROM smartplug WHERE property = 1", STREAMS)
+    assert now == (window(S, range=1, slide=1).filter("property = 1")
+                   .project("plug_id", "value").rstream())
+    beside = sql(f"SELECT a.plug_id, n FROM smartplug AS a JOIN (SELECT plug_id, COUNT(*) AS "
+                 f"n FROM {H10} GROUP BY plug_id) AS b ON a.plug_id = b.plug_id", STREAMS)
+    assert {(w.range_s, w.slide_s) for w in beside.walk() if w.kind == "window"} == {
+        (1.0, 1.0), (10.0, 1.0)}
+    every = reference_result(now, rows)
+    assert every.num_rows == sum(1 for p in rows.column("property").to_pylist() if p == 1)
+    # GROUP BY keys without an aggregate: each group once per instant
+    keys = sql(f"SELECT house_id, plug_id FROM {H10} GROUP BY window_end, house_id, plug_id",
+               STREAMS)
+    got = reference_result(keys, rows)
+    counted = reference_result(sql(f"SELECT house_id, plug_id, COUNT(*) AS n FROM {H10} "
+                                   "GROUP BY house_id, plug_id", STREAMS), rows)
+    assert got.column_names == ["tau", "house_id", "plug_id"]
+    assert diff_results(got, counted.drop_columns(["n"])) is None
+
+
 def test_rows_window_is_the_dsl_tuple_window(rows):
     dsl = (window(S, rows=20, slide=2, partition_by=["plug_id"]).filter("property = 1")
            .aggregate(by=["plug_id"], peak=max_("value")).rstream())
@@ -163,7 +185,9 @@ REFUSED = {
     "subquery in where": (
         f"SELECT plug_id FROM {H10} WHERE plug_id IN (SELECT plug_id FROM {H30})",
         "WHERE", "subqueries"),
-    "stream without window": ("SELECT plug_id FROM smartplug", "FROM", "needs a window"),
+    "grouped by the instant only": (
+        f"SELECT window_end FROM {H10} GROUP BY window_start, window_end", "GROUP BY",
+        "selects nothing"),
     "unknown stream": ("SELECT x FROM HOP(TABLE sensors, DESCRIPTOR(ts), 1, 60)", "HOP",
                        "unknown stream 'sensors'"),
     "unknown column": (f"SELECT plug, value FROM {H10}", "SELECT", "unknown column 'plug'"),

@@ -2,7 +2,9 @@
 
 A FROM item is a window table function (windows.py), a CTE, a subquery or a table of the
 DuckDB file given as `tables` (a plain name that is no stream or CTE), named by its alias
-(else by its stream, CTE or table name); a bare stream is refused (it needs a window).
+(else by its stream, CTE or table name). A bare stream is read through CQL's NOW window:
+at each instant the rows of that instant's slide, so each row once (a window whose range is
+the query's slide: that of its window table functions, else 1 s).
 Joins are inner equi-joins at each instant: `JOIN ... USING (k, ...)` or
 `JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or window_start) is
 implied and dropped, and a condition that is no key equality becomes a selection above
@@ -39,6 +41,8 @@ class FromClause:
         self.streams = streams
         self.subquery = subquery
         self.tables = tables  # a DuckDB database file: other plain names are its tables
+        #: the slide of a bare stream's NOW window: the query's slide (`query_slide`)
+        self.now_slide = 1.0
 
     def scope(self, q: exp.Select, ctes: dict[str, Node]) -> Scope:
         """The relation `q` reads: its first FROM item joined with the others."""
@@ -67,11 +71,10 @@ class FromClause:
                 raise fail(f"qualified names are not supported: {src.sql()}", "FROM", src)
             if name in ctes:
                 node = ctes[name]
-            elif name in self.streams:
-                raise fail(
-                    f"stream {name!r} needs a window: FROM HOP(TABLE {name}, DESCRIPTOR("
-                    f"{self.streams[name].ts_column}), INTERVAL '1' SECOND, INTERVAL '5' "
-                    f"MINUTE) or TUMBLE(TABLE {name}, DESCRIPTOR(...), size)", "FROM", src)
+            elif name in self.streams:  # CQL's NOW window: each row once
+                stream, slide = self.streams[name], self.now_slide
+                node = self.text.build("FROM", src, lambda: Window(
+                    stream=stream, slide_s=slide, range_s=slide))
             elif self.tables is not None:  # a table of the database file
                 try:
                     node = table(name, db=self.tables)

@@ -27,6 +27,7 @@ from federation.logical import Node, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.select_list import select_list
+from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)
@@ -72,6 +73,7 @@ class Translator:
         if not isinstance(tree, (exp.Query, exp.Subquery)):
             raise fail(f"only SELECT queries run continuously, not "
                        f"{tree.key.upper()}", "statement", tree, tree.key)
+        self.from_clause.now_slide = query_slide(self.text, tree)
         node = self.query(tree, {})
         return self.text.build("INSERT INTO", tree,
                                lambda: node.rstream(name or target or "result"))

@@ -124,8 +124,15 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
         pred = aggs.over(having.this)
         sel = selectivity(having)
     if not aggs.calls:
-        raise text.fail("GROUP BY without an aggregate (add COUNT(*), or use DISTINCT-"
-                        "free projection)", "GROUP BY", group, "GROUP BY")
+        # GROUP BY keys alone: each group once (Nexmark q8's persons and sellers), as an
+        # aggregation with a count that the projection above drops
+        if not order:
+            raise text.fail("GROUP BY only the window's instant selects nothing: name a "
+                            "column or an aggregate", "GROUP BY", group, "GROUP BY")
+        hidden = "_group_rows"
+        while hidden in keys:
+            hidden = "_" + hidden
+        aggs.name(exp.Count(this=exp.Star()), hidden)
     node = text.build("GROUP BY", group or q,
                       lambda: scope.node.aggregate(by=keys, **aggs.calls))
     if pred is not None:

@@ -81,6 +81,16 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
     return text.build(fn, call, lambda: Window(stream=stream, slide_s=slide, range_s=size))
 
 
+def query_slide(text: SqlText, tree: exp.Expression) -> float:
+    """The slide of the window table functions in `tree` (the first one's: windows of
+    other slides are refused where they join), else 1 s: a bare stream's NOW window."""
+    for call in tree.find_all(exp.Anonymous):
+        fn = call.name.upper()
+        if fn in _ARITY and len(call.expressions) in _ARITY[fn]:
+            return duration(text, call.expressions[2], fn)  # HOP's slide, TUMBLE's size
+    return 1.0
+
+
 def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
                 args: list[exp.Expression]) -> Window:
     """ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)]): at each
