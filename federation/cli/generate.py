@@ -1,4 +1,4 @@
-"""`fedq generate`: smart-plug data, one Parquet file per event second."""
+"""`fedq generate`: smart-plug or Nexmark data, one Parquet file per event second."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
               f"(see {a.out / REJECTED_CSV})" if s.rejected else
               f"converted {a.csv}: {s.rows} rows in {s.files} files")
         return 0
+    if a.nexmark:
+        return _nexmark(a)
     if a.start is None:
         a.start = (datetime.now().replace(microsecond=0) if a.realtime
                    else datetime(2013, 9, 1))
@@ -52,6 +54,38 @@ def cmd_generate(a: argparse.Namespace) -> int:
     print(f"wrote {s.rows} rows in {s.files} files ({s.plugs} plugs, {s.houses} houses) to {a.out}"
           + (f", rates {' -> '.join(f'{r:g}/s x {n} s' for r, n in a.rate_profile)}"
              if a.rate_profile else ""))
+    return 0
+
+
+def _nexmark(a: argparse.Namespace) -> int:
+    """Nexmark's persons, auctions and bids into OUT/person, OUT/auction, OUT/bid."""
+    from federation.cli.progress import ConsoleProgress
+    from federation.nexmark.datagen import BASE_TIME, generate
+
+    for flag in ("csv", "publish", "rate_profile"):
+        if getattr(a, flag):
+            print(f"fedq generate: --{flag.replace('_', '-')} does not apply to --nexmark",
+                  file=sys.stderr)
+            return 2
+    if a.realtime:
+        print("fedq generate: --realtime does not apply to --nexmark (yet)", file=sys.stderr)
+        return 2
+    if a.out is None:
+        print("fedq generate: --out: the directory to write person/, auction/ and bid/ "
+              "into is needed", file=sys.stderr)
+        return 2
+    with ConsoleProgress() as progress:
+        progress.phase(f"generating Nexmark into {a.out}", total=a.seconds,
+                       unit="event seconds")
+        try:
+            s = generate(a.out, rate=a.rate, seconds=a.seconds, seed=a.seed,
+                         start=a.start or BASE_TIME, progress=progress.advance)
+        except ValueError as e:
+            print(f"fedq generate: --{e}", file=sys.stderr)
+            return 2
+    print(f"wrote {s.events} Nexmark events ({', '.join(f'{n} {k}s' for k, n in s.rows.items())})"
+          f" to {a.out}/person, auction, bid; e.g. fedq run --sql "
+          f"benchmarks/queries_sql/nexmark/q5.sql --data bid={a.out}/bid")
     return 0
 
 
@@ -94,9 +128,15 @@ def add_parser(sub) -> None:
                     "DEBS 2014 CSV file (--csv).",
         epilog="examples:\n  fedq generate --rate 2000 --seconds 600 --plugs 2125 --out data/\n"
                "  fedq generate --realtime --seconds 3600 --out landing/   # a live producer\n"
-               "  fedq generate --csv sorted.csv --out data/    # the real data set",
+               "  fedq generate --csv sorted.csv --out data/    # the real data set\n"
+               "  fedq generate --nexmark --rate 10000 --seconds 60 --out nexmark/",
         formatter_class=Help)
-    g.add_argument("--rate", type=positive, default=2000.0, help="tuples per event second")
+    g.add_argument("--rate", type=positive, default=2000.0,
+                   help="tuples per event second (with --nexmark: events of all three "
+                        "streams)")
+    g.add_argument("--nexmark", action="store_true",
+                   help="write the Nexmark streams (person, auction, bid: one, three and 46 "
+                        "in every 50 events) into OUT/person, OUT/auction, OUT/bid")
     g.add_argument("--seconds", type=count, default=600, help="event seconds to write")
     g.add_argument("--realtime", action="store_true",
                    help="write one event second per wall second (a live producer for "
