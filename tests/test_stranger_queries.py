@@ -68,17 +68,19 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
     slide = windows[0].slide_s
     if isinstance(rows, pa.Table):
         rows = {windows[0].stream.name: rows}
-    lo = min(pc.min(t.column("ts")).as_py() for t in rows.values())
-    hi = max(pc.max(t.column("ts")).as_py() for t in rows.values())
+    ts = {w.stream.name: w.stream.ts_column for w in windows}
+    lo = min(pc.min(t.column(ts[n])).as_py() for n, t in rows.items())
+    hi = max(pc.max(t.column(ts[n])).as_py() for n, t in rows.items())
+    t0 = lo.replace(microsecond=0)
     last = last_instant(hi, extent_of(windows), slide)
     migs = [MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
             for op in ops]
-    rows = {n: t.append_column("_ts", t.column("ts")) for n, t in rows.items()}
+    rows = {n: t.append_column("_ts", t.column(ts[n])) for n, t in rows.items()}
     outs: dict[str, list[pa.Table]] = {name: [] for name in plan.tops}
-    batches = math.ceil((hi - T0).total_seconds() / per_batch_s) + 1
+    batches = math.ceil((hi - t0).total_seconds() / per_batch_s) + 1
     for b in range(batches):
-        clock = T0 + dt.timedelta(seconds=(b + 1) * per_batch_s)
-        lo_b = pa.scalar(T0 + dt.timedelta(seconds=b * per_batch_s), pa.timestamp("us"))
+        clock = t0 + dt.timedelta(seconds=(b + 1) * per_batch_s)
+        lo_b = pa.scalar(t0 + dt.timedelta(seconds=b * per_batch_s), pa.timestamp("us"))
         for mig in migs:
             assert mig.begin(b)
             for ci in mig.db_op.inputs:
@@ -86,8 +88,8 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
                     continue
                 t = rows[ci.node.stream.name]
                 mig.add(ci.table, t.filter(pc.and_(
-                    pc.greater_equal(t.column("ts"), lo_b),
-                    pc.less(t.column("ts"), pa.scalar(clock, pa.timestamp("us"))))))
+                    pc.greater_equal(t.column("_ts"), lo_b),
+                    pc.less(t.column("_ts"), pa.scalar(clock, pa.timestamp("us"))))))
             _, out, _ = mig.advance(clock if b < batches - 1 else last)
             mig.commit(b)
             for oid, part in split_outputs(mig.db_op, plan.nodes, out).items():

@@ -1,0 +1,131 @@
+"""Nexmark (federation/nexmark/): the generator keeps Nexmark's rules, and the queries in
+benchmarks/queries_sql/nexmark/ equal the reference evaluator in pure DuckDB (no JVM) and,
+through the runtime, under spe, db, auto and a placement that changes engine at every
+boundary where the query has one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from federation import sql
+from federation.logical import NumberedPlan, query_set
+from federation.nexmark import SCHEMAS
+from federation.nexmark.datagen import BASE_TIME, Events, generate
+from federation.results import diff_results
+from federation.streams import load_stream_decl
+from tests.test_stranger_queries import pure_db
+
+QUERIES = Path(__file__).parent.parent / "benchmarks" / "queries_sql" / "nexmark"
+RATE, SECONDS = 500, 40
+
+
+@pytest.fixture(scope="module")
+def nexmark(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nexmark")
+    generate(root, rate=RATE, seconds=SECONDS, seed=7)
+    return root
+
+
+def rows_of(root: Path) -> dict[str, pa.Table]:
+    return {k: pa.concat_tables(pq.read_table(p) for p in sorted((root / k).glob(
+        "part-*.parquet"))) for k in SCHEMAS}
+
+
+def queries(root: Path) -> dict[str, object]:
+    streams = {k: load_stream_decl(root / k) for k in SCHEMAS}
+    return {p.stem: sql(p.read_text(), streams) for p in sorted(QUERIES.glob("q*.sql"))}
+
+
+def test_the_generator_keeps_nexmark_rules(nexmark, tmp_path):
+    rows = rows_of(nexmark)
+    p, a, b = rows["person"], rows["auction"], rows["bid"]
+    # one person, three auctions, 46 bids in every 50 events
+    assert (p.num_rows, a.num_rows, b.num_rows) == tuple(RATE * SECONDS // 50 * k
+                                                         for k in (1, 3, 46))
+    assert p.column("id").to_pylist() == list(range(1000, 1000 + p.num_rows))
+    assert a.column("id").to_pylist() == list(range(1000, 1000 + a.num_rows))
+    # event n at start + n / rate (milliseconds): person n = 50 i
+    assert p.column("dateTime")[3].as_py() == BASE_TIME + timedelta(
+        milliseconds=150 * 1000 // RATE)
+    bids = b.column("auction").to_numpy()
+    hot = np.mean(bids % 100 == 0)
+    assert 0.45 < hot < 0.6, hot  # the hot auction 1 time in 2 (others may be round too)
+    assert bids.max() <= a.column("id").to_numpy().max() + 10
+    hot_bidders = np.mean(b.column("bidder").to_numpy() % 100 == 1)
+    assert 0.7 < hot_bidders < 0.8, hot_bidders
+    price = b.column("price").to_numpy()
+    assert price.min() >= 100 and price.max() <= 10 ** 8
+    assert set(a.column("category").to_pylist()) == {10, 11, 12, 13, 14}
+    assert pc.all(pc.greater(a.column("expires"), a.column("dateTime"))).as_py()
+    mean_extra = pc.mean(pc.utf8_length(b.column("extra"))).as_py()
+    assert 60 < mean_extra < 75, mean_extra  # padded to about 100 bytes a bid
+    # every value is a function of (seed, event number): any chunk gives the same rows
+    ev = Events(RATE, 7, BASE_TIME)
+    n = np.arange(0, 2 * RATE, dtype=np.int64)
+    n = n[n % 50 >= 4]
+    assert ev.bid(n[100:300]).equals(ev.bid(n).slice(100, 200))
+    assert ev.bid(n[:10]).equals(b.slice(0, 10))
+    assert not Events(RATE, 8, BASE_TIME).bid(n[:10]).equals(b.slice(0, 10))
+
+
+def test_the_cli_writes_the_three_streams(tmp_path, capsys):
+    from federation.cli import main
+
+    assert main(["generate", "--nexmark", "--rate", "1000", "--seconds", "3", "--out",
+                 str(tmp_path / "nx")]) == 0
+    assert "3000 Nexmark events" in capsys.readouterr().out
+    for k in SCHEMAS:
+        decl = load_stream_decl(tmp_path / "nx" / k)
+        assert decl.ts_column == "dateTime" and decl.columns == SCHEMAS[k]
+    assert load_stream_decl(tmp_path / "nx" / "bid").stats.rate_tps == 920
+    assert main(["generate", "--nexmark", "--rate", "20", "--out", str(tmp_path / "x")]) == 2
+    assert "at least 50 events" in capsys.readouterr().err
+
+
+def test_nexmark_queries_in_duckdb_equal_the_reference(nexmark):
+    rows = rows_of(nexmark)
+    for name, q in queries(nexmark).items():
+        used = {w.stream.name for w in q.walk() if w.kind == "window"}
+        mine = {k: rows[k] for k in used}
+        want = reference_result(q, mine)
+        assert want.num_rows > 0, name
+        got = pure_db(q, mine, per_batch_s=4)
+        assert diff_results(got, want) is None, name
+
+
+def mixed(q) -> str:
+    """Aggregates and selections in DuckDB, the other operators in Spark."""
+    plan = NumberedPlan.of(q)
+    return ",".join(f"{o}={'db' if plan.nodes[o].kind in ('aggregate', 'select') else 'spe'}"
+                    for o in plan.r2r_ids)
+
+
+@pytest.mark.spark
+def test_nexmark_queries_equal_the_reference_in_every_placement(nexmark, tmp_path, spark):
+    from federation.api import run
+    from federation.runtime.sources import read_clean_inputs
+
+    qs = queries(nexmark)
+    # the per-row queries as one set (one slide); q5, q7 and q8 on their own
+    runs = [query_set([qs["q0"], qs["q1"], qs["q2"]]), qs["q5"], qs["q7"], qs["q8"]]
+    for q in runs:
+        members = getattr(q, "queries", [q])
+        used = sorted({w.stream.name for m in members for w in m.walk()
+                       if w.kind == "window"})
+        for pl in ("spe", "db", "auto", mixed(q)):
+            r = run(q, pl, {k: nexmark / k for k in used}, work_dir=tmp_path / f"{q.name}{pl[:9]}",
+                    seconds_per_batch=20, spark=spark)
+            rows = read_clean_inputs(r.ingest)
+            for m in members:
+                want = reference_result(m, rows)
+                assert want.num_rows > 0
+                problem = diff_results(r.of(m.name), want)
+                assert problem is None, f"{m.name} under {r.summary.placement}: {problem}"
