@@ -99,7 +99,7 @@ class ReferenceEvaluator:
         if node.kind == "join":
             left = self.eval(node.left, tau).set_alias("lhs")
             right = self.eval(node.right, tau).set_alias("rhs")
-            cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys)
+            cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
             rkeys = {b for _, b in node.keys}
             cols = [f"lhs.{_q(c)}" for c in node.left.schema]
             cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]

@@ -208,7 +208,7 @@ class SpeTranslator:
         rcols = [c for c in node.right.schema if c not in set(rkeys)]
         if left.static or right.static:
             return self._static_join(node, left, right, lcols, rcols)
-        if left.row_level != right.row_level and self.rows_join == "interval":
+        if left.row_level != right.row_level and self.rows_join == "interval" and lkeys:
             return self._rows_join(node, left, right, lkeys, rkeys, lcols, rcols)
         ldf, lpack = self._as_relation(left, lkeys, [c for c in lcols if c not in lkeys], "_lrows")
         rdf, rpack = self._as_relation(right, rkeys, rcols, "_rrows")

@@ -15,7 +15,8 @@ from federation.logical.nodes import (
 
 @dataclass(frozen=True, eq=True)
 class Join(Node):
-    """Equi-join of two relations at each slide instant (eq. 2).
+    """Equi-join of two relations at each slide instant (eq. 2); without keys, every pair
+    of rows of the same instant (Flink's window join on window_start and window_end alone).
 
     The output keeps the left key columns and every non-key column of both inputs; a
     non-key name present on both sides is ambiguous and must be renamed by a projection.
@@ -29,8 +30,6 @@ class Join(Node):
     def __post_init__(self) -> None:
         _check_child("join", self.left)
         _check_child("join", self.right)
-        if not self.keys:
-            raise QueryValidationError("join", "on", "an equi-join needs at least one key")
         if not any(n.kind == "window" for side in (self.left, self.right) for n in side.walk()):
             raise QueryValidationError(
                 "join", "input", "both inputs read only database tables: join them in the "
@@ -91,4 +90,4 @@ class Join(Node):
 
     def label(self) -> str:
         on = ", ".join(lk if lk == rk else f"{lk}={rk}" for lk, rk in self.keys)
-        return f"join on {on}"
+        return f"join on {on}" if on else "join on the instant"

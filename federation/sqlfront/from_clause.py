@@ -24,7 +24,7 @@ from federation.logical import Node
 from federation.logical.table import table
 from federation.logical.window import Window
 from federation.sqlfront.dialect import SqlText, check_scalar
-from federation.sqlfront.scopes import WINDOW_COLUMNS, Scope
+from federation.sqlfront.scopes import Scope
 from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
 
@@ -43,6 +43,25 @@ class FromClause:
         self.tables = tables  # a DuckDB database file: other plain names are its tables
         #: the slide of a bare stream's NOW window: the query's slide (`query_slide`)
         self.now_slide = 1.0
+        #: id of a subquery's plan -> {name -> window column} of its SELECT items that
+        #: rename the instant (`window_start AS starttime`), filled by select_list
+        self.instant_names: dict[int, dict[str, str]] = {}
+        #: the NOW windows built (by identity: a TUMBLE of the slide is equal to one)
+        self.now_windows: list[Window] = []
+
+    def refuse_unbounded(self, node: Node, what: str, clause: str, at: exp.Expression
+                         ) -> None:
+        """A join or an aggregate over a stream read without a window would hold one
+        instant's rows where Flink SQL or Spark keep every row so far: refused."""
+        for n in node.walk():
+            if any(n is w for w in self.now_windows):
+                s = n.stream
+                raise self.text.fail(
+                    f"{what} over stream {s.name!r} without a window: a stream without a "
+                    "window table function is read row by row (CQL's NOW window), and an "
+                    f"unbounded {what} over all rows so far is not supported; give it a "
+                    f"window: HOP(TABLE {s.name}, DESCRIPTOR({s.ts_column}), slide, size) "
+                    f"or TUMBLE(TABLE {s.name}, DESCRIPTOR({s.ts_column}), size)", clause, at)
 
     def scope(self, q: exp.Select, ctes: dict[str, Node]) -> Scope:
         """The relation `q` reads: its first FROM item joined with the others."""
@@ -75,6 +94,7 @@ class FromClause:
                 stream, slide = self.streams[name], self.now_slide
                 node = self.text.build("FROM", src, lambda: Window(
                     stream=stream, slide_s=slide, range_s=slide))
+                self.now_windows.append(node)
             elif self.tables is not None:  # a table of the database file
                 try:
                     node = table(name, db=self.tables)
@@ -91,7 +111,7 @@ class FromClause:
             what = src.key.upper()
             raise fail(f"{what} in FROM is not supported (a window table function, a "
                        "CTE or a subquery)", "FROM", src, what)
-        return Scope.of(self.text, node, alias)
+        return Scope.of(self.text, node, alias, self.instant_names.get(id(node)))
 
     def join(self, left: Scope, j: exp.Join, ctes: dict[str, Node]) -> Scope:
         """`left` joined with the item of `j` on its key equalities."""
@@ -107,11 +127,15 @@ class FromClause:
         if j.args.get("method"):
             raise fail(f"{j.args['method']} JOIN is not supported", "JOIN", j)
         right = self.source(j.this, ctes)
+        for side, other in ((left, right), (right, left)):  # a table alone is static
+            if any(n.kind == "window" for n in other.node.walk()):
+                self.refuse_unbounded(side.node, "join", "JOIN", j)
         overlap = set(left.aliases) & set(right.aliases)
         if overlap:
             raise fail(f"alias {min(overlap)!r} used twice in FROM", "JOIN", j.this)
         keys: list[tuple[str, str]] = []
         rest: list[exp.Expression] = []
+        instant = False  # ON names the instant (window_end = window_end): a window join
         using = j.args.get("using")
         on = j.args.get("on")
         if using:
@@ -124,7 +148,8 @@ class FromClause:
             for c in split_conjuncts(on):
                 pair = self.key_pair(c, left, right)
                 if pair == ():
-                    continue  # window_start/window_end equal on both sides: implied
+                    instant = True  # window_start/window_end equal on both sides: implied
+                    continue
                 if pair is not None:
                     keys.append(pair)
                 else:
@@ -132,15 +157,17 @@ class FromClause:
         else:
             raise fail("a join needs ON or USING with equalities of keys (a comma or "
                        "CROSS join is not supported)", "JOIN", j, "JOIN")
-        if not keys:
+        if not keys and not instant:
             raise fail("non-equi join: ON needs at least one equality between a column "
-                       "of each side", "JOIN ON", on if on is not None else j, "ON")
+                       "of each side, or of their window instants (a.window_end = "
+                       "b.window_end: every pair of rows of one instant)", "JOIN ON",
+                       on if on is not None else j, "ON")
         node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys))
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():
             aliases[a] = {c: rkey.get(n, n) for c, n in cols.items()}
-        scope = Scope(self.text, node, aliases)
+        scope = Scope(self.text, node, aliases, {**left.instants, **right.instants})
         if rest:
             cond = rest[0] if len(rest) == 1 else exp.and_(*rest)
             check_scalar(self.text, cond, "JOIN ON")
@@ -156,8 +183,10 @@ class FromClause:
                 and isinstance(c.right, exp.Column)):
             return None
         a, b = c.left, c.right
-        if a.name in WINDOW_COLUMNS and b.name in WINDOW_COLUMNS:
-            if a.name != b.name:
+        ia = left.instant_of(a) or right.instant_of(a)
+        ib = left.instant_of(b) or right.instant_of(b)
+        if ia and ib:
+            if ia != ib:
                 raise self.text.fail(f"{a.sql()} = {b.sql()}: window instants join only "
                                      "with the same column of the other side", "JOIN ON", c)
             return ()

@@ -105,7 +105,11 @@ class Translator:
             pred, sel = scope.resolve(where.this, "WHERE"), selectivity(where)
             scope.node = self.text.build("WHERE", where,
                                          lambda: scope.node.filter(pred, selectivity=sel))
-        return select_list(self.text, q, scope)
+        if q.args.get("group") is not None or q.args.get("having") is not None or any(
+                e.find(exp.AggFunc) is not None for e in q.expressions):
+            self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",
+                                              q.args.get("group") or q)
+        return select_list(self.text, q, scope, self.from_clause.instant_names)
 
 
 def refuse_modifiers(text: SqlText, q: exp.Select) -> None:

@@ -48,11 +48,27 @@ class Scope:
     node: Node
     #: alias -> {column as the alias sees it -> column of node}
     aliases: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: alias -> {name -> the window column it renames}: a subquery's `window_start AS
+    #: starttime` names the instant too (Flink's Nexmark q5 and q8 join on such names)
+    instants: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, text: SqlText, node: Node, alias: str) -> Scope:
+    def of(cls, text: SqlText, node: Node, alias: str,
+           instants: dict[str, str] | None = None) -> Scope:
         """A FROM item: `node`, its columns reached as `alias.column`."""
-        return cls(text, node, {alias: {c: c for c in node.schema}})
+        return cls(text, node, {alias: {c: c for c in node.schema}}, {alias: instants or {}})
+
+    def instant_of(self, e: exp.Expression) -> str | None:
+        """The window column (window_start, window_end, window_time) that `e` names, if it
+        names the instant and no column."""
+        if not isinstance(e, exp.Column) or self.has_column(e):
+            return None
+        if e.name in WINDOW_COLUMNS:
+            return e.name
+        for a, names in self.instants.items():
+            if (not e.table or e.table == a) and e.name in names:
+                return names[e.name]
+        return None
 
     def has_column(self, col: exp.Column) -> bool:
         if col.table:
@@ -61,8 +77,7 @@ class Scope:
 
     def is_instant(self, e: exp.Expression) -> bool:
         """`e` is window_start, window_end or window_time naming no column: dropped."""
-        return (isinstance(e, exp.Column) and e.name in WINDOW_COLUMNS
-                and not self.has_column(e))
+        return self.instant_of(e) is not None
 
     def column_of(self, table: str | None, name: str, clause: str,
                   node: exp.Expression | None) -> str:

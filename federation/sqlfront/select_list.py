@@ -23,8 +23,19 @@ _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
                           exp.Min: "min", exp.Max: "max"}
 
 
-def select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
-    """The plan of `q`'s SELECT list (with GROUP BY and HAVING) over `scope`."""
+def select_list(text: SqlText, q: exp.Select, scope: Scope,
+                instants: dict[int, dict[str, str]] | None = None) -> Node:
+    """The plan of `q`'s SELECT list (with GROUP BY and HAVING) over `scope`; the names
+    its items give the instant (`window_end AS endtime`) go to `instants` by the plan's id."""
+    named = {e.alias_or_name: scope.instant_of(e.unalias()) for e in q.expressions
+             if scope.is_instant(e.unalias())}
+    node = _select_list(text, q, scope)
+    if named and instants is not None:
+        instants[id(node)] = {**instants.get(id(node), {}), **named}
+    return node
+
+
+def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
     items = list(q.expressions)
     group = q.args.get("group")
     having = q.args.get("having")

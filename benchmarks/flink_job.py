@@ -1,0 +1,89 @@
+"""One Flink SQL job for `benchmarks.peers`, run by the Python of `.venv-flink` (PyFlink
+pins numpy, pandas and pyarrow below what fedq uses, so it has a virtualenv of its own:
+`make peers-setup`). Standard library and PyFlink only: this file imports nothing of fedq.
+
+    .venv-flink/bin/python benchmarks/flink_job.py SPEC.json
+
+SPEC: {"tables": {name: {"path": dir of CSV files, "columns": [[name, type], ...]}},
+"warmup": the same for a small input (or null), "queries": {name: Flink SQL SELECT},
+"out": a directory for each query's rows as CSV (or null: a blackhole sink)}.
+
+Per query, after a warm-up job over the small input (which starts the JVM's compilers and
+Flink's planner), the measured job reads every CSV file of its tables and runs to the end
+of the input (a bounded filesystem source in streaming mode: windows close on the final
+watermark). Printed on stdout, one JSON line per query: the seconds from the submission
+of the INSERT to its end (planning, deployment, CSV parsing and the query), and the rows
+written when `out` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def ddl(name: str, path: str, columns: list[list[str]]) -> str:
+    cols = ",\n  ".join(f"`{c}` {t}" for c, t in columns)
+    return (f"CREATE TEMPORARY TABLE `{name}` (\n  {cols},\n"
+            f"  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '0' SECOND\n"
+            f") WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv', "
+            f"'csv.ignore-parse-errors' = 'false')")
+
+
+def sink_ddl(env, name: str, select: str, path: str | None) -> str:
+    schema = env.sql_query(select).get_schema()
+    cols = []
+    for c, t in zip(schema.get_field_names(), schema.get_field_data_types()):
+        typ = str(t).replace(" *ROWTIME*", "").replace("NOT NULL", "").strip()
+        if typ.startswith("TIMESTAMP"):
+            typ = "TIMESTAMP(3)"
+        cols.append(f"`{c}` {typ}")
+    where = (f"'connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv'"
+             if path else "'connector' = 'blackhole'")
+    return f"CREATE TEMPORARY TABLE `{name}` ({', '.join(cols)}) WITH ({where})"
+
+
+def main(spec_path: str) -> int:
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    t0 = time.perf_counter()
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    conf = env.get_config()
+    conf.set("parallelism.default", str(spec.get("parallelism", 2)))
+    conf.set("table.local-time-zone", "UTC")
+    conf.set("python.executable", sys.executable)
+    print(json.dumps({"event": "started", "jvm_s": round(time.perf_counter() - t0, 3)}),
+          flush=True)
+    for q, select in spec["queries"].items():
+        if spec.get("warmup"):
+            for name, t in spec["warmup"].items():
+                env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{name}`")
+                env.execute_sql(ddl(name, t["path"], t["columns"]))
+            env.execute_sql("DROP TEMPORARY TABLE IF EXISTS `warm_sink`")
+            env.execute_sql(sink_ddl(env, "warm_sink", select, None))
+            w = time.perf_counter()
+            env.execute_sql(f"INSERT INTO `warm_sink` {select}").wait()
+            warm_s = time.perf_counter() - w
+        else:
+            warm_s = None
+        for name, t in spec["tables"].items():
+            env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{name}`")
+            env.execute_sql(ddl(name, t["path"], t["columns"]))
+        out = f"{spec['out']}/{q}" if spec.get("out") else None
+        sink = f"sink_{q}"
+        env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{sink}`")
+        env.execute_sql(sink_ddl(env, sink, select, out))
+        s = time.perf_counter()
+        env.execute_sql(f"INSERT INTO `{sink}` {select}").wait()
+        run_s = time.perf_counter() - s
+        print(json.dumps({"event": "query", "query": q, "run_s": round(run_s, 3),
+                          "warmup_s": None if warm_s is None else round(warm_s, 3)}),
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
