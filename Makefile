@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast cluster-test check-java venv clean
+.PHONY: demo test test-fast cluster-test check-java venv clean peers-setup
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -35,6 +35,13 @@ test-fast: venv
 # a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
 cluster-test: venv check-java
 	$(PY) -m pytest -q -m cluster
+
+# PyFlink for `python -m benchmarks.peers`, in a virtualenv of its own: apache-flink 2.3
+# pins numpy < 2.2, pandas < 2.3 and pyarrow < 17 (through apache-beam), below fedq's
+peers-setup: check-java
+	@test -x .venv-flink/bin/python || $(PYTHON) -m venv .venv-flink
+	@$(PYTHON) scripts/heartbeat.py "installing apache-flink 2.3.0 into .venv-flink (about 850 MB)" -- .venv-flink/bin/python -m pip install --quiet 'apache-flink==2.3.0'
+	@.venv-flink/bin/python -c 'import pyflink; print("PyFlink ready in .venv-flink")'
 
 clean:
 	rm -rf $(VENV) .pytest_cache

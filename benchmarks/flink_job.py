@@ -38,6 +38,10 @@ def sink_ddl(env, name: str, select: str, path: str | None) -> str:
         typ = str(t).replace(" *ROWTIME*", "").replace("NOT NULL", "").strip()
         if typ.startswith("TIMESTAMP"):
             typ = "TIMESTAMP(3)"
+        elif typ == "DECIMAL":  # str() leaves out precision and scale
+            typ = f"DECIMAL({t.precision}, {t.scale})"
+        elif typ == "VARCHAR":
+            typ = "STRING"
         cols.append(f"`{c}` {typ}")
     where = (f"'connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv'"
              if path else "'connector' = 'blackhole'")

@@ -1,0 +1,239 @@
+"""Nexmark on fedq against Flink SQL, side by side on this machine (issue 24 part 4).
+
+Run: make peers-setup   (once: PyFlink in .venv-flink, its pins clash with fedq's)
+     python -m benchmarks.peers --rate 200000 --seconds 60
+
+One run generates Nexmark data (`fedq generate --nexmark`: persons, auctions, bids) and
+feeds the same rows to every engine, one after the other, nothing else running:
+
+- **Flink SQL** (PyFlink 2.3, local mini-cluster, parallelism 2) runs the Nexmark
+  project's own query texts (benchmarks/queries_sql/nexmark/flink/) over the rows as CSV
+  files (a filesystem source; PyFlink's pip package has no Parquet format and Maven is out
+  of reach here), into a blackhole sink. Timed: from the INSERT's submission to its end
+  (planning, deployment, CSV parsing, the query), after a warm-up job over a small input
+  in the same JVM; the JVM's start is outside.
+- **fedq** runs fedq's texts (benchmarks/queries_sql/nexmark/) with the optimizer's plan,
+  pure Spark and pure DuckDB over the Parquet files, `--seconds-per-batch` event seconds a
+  micro-batch, results kept (Parquet parts). Timed: the whole `run` call (ingest:
+  validation, dead letters and spooling; planning; the Spark query; every micro-batch;
+  the end), in a warm Spark session; the session's start is outside. A run longer than
+  `--budget` wall seconds is stopped there and its steady-state rate reported instead
+  (rho after the third micro-batch times the input rate; marked `truncated`).
+
+events/s = the input's events (all three streams, Nexmark's count) / the timed seconds.
+Before timing, a small input runs through Flink and fedq's plan, and each query's rows are
+compared where the two mean the same (`CHECKS`). Results go to
+benchmarks/results/peers.json and peers.png, with the Nexmark project's published
+figures for Flink beside them (marked as published).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from benchmarks.common import say, write_result
+from federation.nexmark import SCHEMAS
+from federation.nexmark.datagen import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+FLINK_PY = ROOT / ".venv-flink" / "bin" / "python"
+QUERIES = ROOT / "benchmarks" / "queries_sql" / "nexmark"
+FLINK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "TIMESTAMP": "TIMESTAMP(3)"}
+#: the columns of Flink's result per query (its sink) and those fedq's rows share with it
+FLINK_COLUMNS = {
+    "q0": ["auction", "bidder", "price", "dateTime", "extra"],
+    "q1": ["auction", "bidder", "price", "dateTime", "extra"],
+    "q2": ["auction", "price"],
+    "q5": ["auction", "num"],
+    "q7": ["auction", "price", "bidder", "dateTime", "extra"],
+    "q8": ["id", "name", "starttime"],
+}
+#: what the check compares: the columns both engines give, and how far they agree
+CHECKS = {
+    "q1": "price to 3 decimals (Flink DECIMAL(23, 3), fedq DOUBLE)",
+    "q7": "Flink's BETWEEN keeps a bid at a window's end in two windows; fedq's windows "
+          "are [start, end)",
+    "q8": "Flink gives the window's start, fedq its end (tau); compared without it",
+}
+#: events/s per core from the Nexmark project's Flink results (issue 24), 8-vCPU RisingWave
+PUBLISHED = {"flink_per_core": {"q5": 22_000, "q7": 12_000, "q8": 146_000},
+             "risingwave_8vcpu": {"q5": 89_000, "q7": 296_000, "q8": 627_000}}
+
+
+def to_csv(src: Path, dst: Path) -> None:
+    """Each stream's Parquet parts as one CSV file (timestamps as Flink reads them)."""
+    for k, schema in SCHEMAS.items():
+        (dst / k).mkdir(parents=True, exist_ok=True)
+        with pcsv.CSVWriter(dst / k / "data.csv", pa.schema(
+                [(c, pa.string() if t == "TIMESTAMP" else pa.type_for_alias(
+                    {"BIGINT": "int64", "VARCHAR": "string"}[t])) for c, t in schema.items()]),
+                write_options=pcsv.WriteOptions(include_header=False)) as w:
+            for p in sorted((src / k).glob("part-*.parquet")):
+                t = pq.read_table(p)
+                cols = [pc.strftime(t.column(c), format="%Y-%m-%d %H:%M:%S")
+                        if typ == "TIMESTAMP" else t.column(c) for c, typ in schema.items()]
+                w.write_table(pa.table(cols, names=list(schema)))
+
+
+def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None) -> dict:
+    """Run the queries in one PyFlink process; {query: seconds} (or {"error": ...})."""
+    if not FLINK_PY.exists():
+        return {"error": f"{FLINK_PY} missing: run `make peers-setup`"}
+
+    def tables(d: Path) -> dict:
+        return {k: {"path": str(d / k), "columns": [[c, FLINK_TYPES[t]] for c, t in
+                                                     s.items()]} for k, s in SCHEMAS.items()}
+
+    spec = {"tables": tables(csv), "warmup": tables(warm) if warm else None,
+            "out": str(out) if out else None,
+            "queries": {q: (QUERIES / "flink" / f"{q}.sql").read_text() for q in names}}
+    path = csv.parent / "flink_spec.json"
+    path.write_text(json.dumps(spec))
+    r = subprocess.run([str(FLINK_PY), str(ROOT / "benchmarks" / "flink_job.py"), str(path)],
+                       capture_output=True, text=True, check=False, timeout=7200)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    if r.returncode != 0:
+        tail = [x for x in r.stderr.splitlines() if "Exception" in x or "Error" in x]
+        return {"error": " | ".join(tail[-3:]) or r.stderr[-500:], "done": lines}
+    return {x["query"]: x["run_s"] for x in lines if x["event"] == "query"}
+
+
+def fedq(data: Path, name: str, placement: str, per_batch: int, spark,
+         budget: float | None = None) -> tuple[float, dict]:
+    """Seconds of one fedq run (module doc) and what it says of itself."""
+    from federation import sql
+    from federation.api import run
+    from federation.streams import load_stream_decl
+
+    streams = {k: load_stream_decl(data / k) for k in SCHEMAS}
+    q = sql((QUERIES / f"{name}.sql").read_text(), streams)
+    used = sorted({w.stream.name for w in q.walk() if w.kind == "window"})
+    work = Path(tempfile.mkdtemp(prefix="fedq-peers-"))
+    try:
+        t0 = time.perf_counter()
+        r = run(q, placement, {k: data / k for k in used}, work_dir=work,
+                seconds_per_batch=per_batch, spark=spark, budget_s=budget)
+        wall = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    s = r.summary
+    return wall, {"placement": s.placement, "rows": s.result_rows, "rho_steady": s.rho_steady,
+                  "ingest_cpu_s": s.ingest_cpu_s, "truncated": s.truncated,
+                  "result": r.rows}
+
+
+def canonical(t: pa.Table, cols: list[str]) -> list[tuple]:
+    out = []
+    for row in zip(*(t.column(c).to_pylist() for c in cols)):
+        out.append(tuple(round(float(v), 3) if isinstance(v, float) or type(v).__name__ ==
+                         "Decimal" else v for v in row))
+    return sorted(out, key=repr)
+
+
+def check(data: Path, csv: Path, names: list[str], spark) -> dict:
+    """Each query's rows from Flink and from fedq's plan over a small input, compared."""
+    out = data.parent / "flink_out"
+    got = flink(csv, None, names, out)
+    if "error" in got:
+        return {"error": got["error"]}
+    report = {}
+    for q in names:
+        files = [p for p in (out / q).rglob("*") if p.is_file() and not p.name.startswith(".")]
+        cols = FLINK_COLUMNS[q]
+        types = {c: pa.timestamp("ms") for c in ("dateTime", "starttime")}
+        ft = pa.concat_tables(pcsv.read_csv(f, read_options=pcsv.ReadOptions(
+            column_names=cols), convert_options=pcsv.ConvertOptions(
+            column_types={c: t for c, t in types.items() if c in cols})) for f in files)
+        _, info = fedq(data, q, "auto", 5, spark)
+        mine = info["result"]
+        common = [c for c in cols if c in mine.column_names]
+        a, b = canonical(ft, common), canonical(mine, common)
+        same = a == b
+        report[q] = {"flink_rows": ft.num_rows, "fedq_rows": mine.num_rows, "columns": common,
+                     "equal": same, "note": CHECKS.get(q, "")}
+        if not same:
+            sa, sb = set(a), set(b)
+            report[q]["only_flink"] = [repr(x) for x in list(sa - sb)[:3]]
+            report[q]["only_fedq"] = [repr(x) for x in list(sb - sa)[:3]]
+        say(f"check {q}: flink {ft.num_rows} rows, fedq {mine.num_rows}, equal {same}")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=int, default=200_000, help="events per event second")
+    ap.add_argument("--seconds", type=int, default=60, help="event seconds of input")
+    ap.add_argument("--queries", default="q0,q1,q2,q5,q7,q8")
+    ap.add_argument("--placements", default="auto,spe,db")
+    ap.add_argument("--seconds-per-batch", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=240.0,
+                    help="wall seconds a fedq run may take; stopped there, its steady-state "
+                         "rate is reported")
+    ap.add_argument("--work", type=Path, default=None, help="scratch directory (kept)")
+    ap.add_argument("--out", default="peers.json")
+    a = ap.parse_args(argv)
+    names = a.queries.split(",")
+    work = a.work or Path(tempfile.mkdtemp(prefix="fedq-peers-data-"))
+    from spe.session import get_spark
+
+    spark = get_spark()
+    say(f"small input for the check and the warm-up: {work / 'small'}")
+    generate(work / "small" / "parquet", rate=2000, seconds=30, seed=11)
+    to_csv(work / "small" / "parquet", work / "small" / "csv")
+    checks = check(work / "small" / "parquet", work / "small" / "csv", names, spark)
+    say(f"generating {a.rate} events/s x {a.seconds} s into {work / 'big'}")
+    t0 = time.perf_counter()
+    summary = generate(work / "big" / "parquet", rate=a.rate, seconds=a.seconds, seed=1)
+    to_csv(work / "big" / "parquet", work / "big" / "csv")
+    say(f"  {summary.events} events, {time.perf_counter() - t0:.0f} s (with the CSV copy)")
+    events = summary.events
+    points = []
+    say("Flink SQL ...")
+    fl = flink(work / "big" / "csv", work / "small" / "csv", names, None)
+    for q in names:
+        s = fl.get(q)
+        points.append({"query": q, "engine": "flink-sql", "seconds": s,
+                       "events_per_s": events / s if s else None,
+                       "error": fl.get("error") if s is None else None})
+        say(f"  flink {q}: {s} s")
+    for q in names:
+        for pl in a.placements.split(","):
+            wall, info = fedq(work / "big" / "parquet", q, pl, a.seconds_per_batch, spark,
+                              a.budget)
+            info.pop("result")
+            # a run stopped at the budget: its steady-state rate (event seconds per wall
+            # second in the micro-batches after the third, times the input's rate)
+            rate = a.rate * info["rho_steady"] if info["truncated"] else events / wall
+            points.append({"query": q, "engine": f"fedq-{pl}", "seconds": round(wall, 3),
+                           "events_per_s": rate, **info})
+            say(f"  fedq {pl} {q}: {wall:.1f} s, {rate:,.0f} events/s "
+                f"({info['placement']}{', stopped at the budget' if info['truncated'] else ''})")
+    payload = {"rate": a.rate, "seconds": a.seconds, "events": events,
+               "rows": summary.rows, "seconds_per_batch": a.seconds_per_batch,
+               "flink": "PyFlink 2.3.0, local, parallelism 2, CSV source, blackhole sink",
+               "cpus": os.cpu_count(), "checks": checks, "points": points,
+               "published": PUBLISHED}
+    path = write_result(a.out, payload)
+    from benchmarks.peers_report import plot, ratios
+
+    payload["ratios"] = ratios(points)
+    path = write_result(a.out, payload)
+    plot(payload, path.with_suffix(".png"))
+    say(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
