@@ -27,11 +27,12 @@ def stream(name: str, schema: dict[str, str], rate: float, **stats: object) -> S
     return StreamDecl(name=name, schema=schema, stats=StreamStats(rate_tps=rate, **stats))
 
 
-def sql(text, streams=None, name=None):
-    """A streaming SQL query as a logical plan; see federation.sqlfront.sql."""
+def sql(text, streams=None, name=None, tables=None):
+    """A streaming SQL query as a logical plan; see federation.sqlfront.sql (`tables`: a
+    DuckDB database file whose tables the query reads by their plain names)."""
     from federation.sqlfront import sql as _sql
 
-    return _sql(text, streams, name)
+    return _sql(text, streams, name, tables)
 
 
 def optimize(query, **kw):

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from db.reference import reference_result
-from federation import sql
 from federation.logical import NumberedPlan, query_set
 from federation.nexmark import SCHEMAS
-from federation.nexmark.datagen import BASE_TIME, Events, generate
+from federation.nexmark.datagen import BASE_TIME, SIDE_INPUT, Events, generate
 from federation.results import diff_results
+from federation.sqlfront import sql
 from federation.streams import load_stream_decl
 from tests.test_stranger_queries import pure_db
 
@@ -41,7 +41,18 @@ def rows_of(root: Path) -> dict[str, pa.Table]:
 
 def queries(root: Path) -> dict[str, object]:
     streams = {k: load_stream_decl(root / k) for k in SCHEMAS}
-    return {p.stem: sql(p.read_text(), streams) for p in sorted(QUERIES.glob("q*.sql"))}
+    return {p.stem: sql(p.read_text(), streams, tables=root / SIDE_INPUT)
+            for p in sorted(QUERIES.glob("q*.sql"))}
+
+
+def side_table(root: Path) -> dict[str, pa.Table]:
+    import duckdb
+
+    con = duckdb.connect(str(root / SIDE_INPUT), read_only=True)
+    try:
+        return {"side_input": con.sql("SELECT * FROM side_input").to_arrow_table()}
+    finally:
+        con.close()
 
 
 def test_the_generator_keeps_nexmark_rules(nexmark, tmp_path):
@@ -95,7 +106,7 @@ def test_nexmark_queries_in_duckdb_equal_the_reference(nexmark):
     for name, q in queries(nexmark).items():
         used = {w.stream.name for w in q.walk() if w.kind == "window"}
         mine = {k: rows[k] for k in used}
-        want = reference_result(q, mine)
+        want = reference_result(q, mine, side_table(nexmark))
         assert want.num_rows > 0, name
         got = pure_db(q, mine, per_batch_s=4)
         assert diff_results(got, want) is None, name
@@ -117,18 +128,18 @@ def test_nexmark_queries_equal_the_reference_in_every_placement(nexmark, tmp_pat
     streams = {k: load_stream_decl(nexmark / k) for k in SCHEMAS}
     # the per-row queries as one set (one slide); q7 and q8 on their own, q5 as Flink's
     # Nexmark writes it (a join on the window's instant alone, then num >= maxn)
-    runs = [query_set([qs["q0"], qs["q1"], qs["q2"]]), sql(flink_text("q5"), streams),
-            qs["q7"], qs["q8"]]
+    runs = [query_set([qs["q0"], qs["q1"], qs["q2"], qs["q13"]]),
+            sql(flink_text("q5"), streams), query_set([qs["q7"], qs["q12"]]), qs["q8"]]
     for q in runs:
         members = getattr(q, "queries", [q])
         used = sorted({w.stream.name for m in members for w in m.walk()
                        if w.kind == "window"})
         for pl in ("spe", "db", "auto", mixed(q)):
-            r = run(q, pl, {k: nexmark / k for k in used}, work_dir=tmp_path / f"{q.name}{pl[:9]}",
-                    seconds_per_batch=20, spark=spark)
+            r = run(q, pl, {k: nexmark / k for k in used}, seconds_per_batch=20, spark=spark,
+                    work_dir=tmp_path / f"{q.name}{pl[:9]}")
             rows = read_clean_inputs(r.ingest)
             for m in members:
-                want = reference_result(m, rows)
+                want = reference_result(m, rows, side_table(nexmark))
                 assert want.num_rows > 0
                 problem = diff_results(r.of(m.name), want)
                 assert problem is None, f"{m.name} under {r.summary.placement}: {problem}"

@@ -10,10 +10,11 @@ from federation.logical.nodes import Node
 from federation.logical.window import Window
 from federation.streams import StreamDecl
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)?\s*$")
 _UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
            "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,
-           "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+           "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+           "d": 86400.0, "day": 86400.0, "days": 86400.0}
 
 
 def parse_duration(value: float | str, operator: str, field_name: str) -> float:

@@ -63,6 +63,26 @@ AUCTION_HORIZON_EVENTS = IN_FLIGHT_AUCTIONS * TOTAL_PROPORTION // 3
 STATS_ROWS = 200_000
 
 
+#: the DuckDB file of q13's side table (key 0..9999 and a value)
+SIDE_INPUT = "side_input.duckdb"
+SIDE_KEYS = 10_000
+
+
+def side_input(path: Path) -> None:
+    """Nexmark q13's bounded side input as a DuckDB table `side_input(key, value)`."""
+    import duckdb
+
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        con.execute(f"CREATE TABLE side_input AS SELECT range::BIGINT AS key, "
+                    f"'side-' || range::VARCHAR AS value FROM range({SIDE_KEYS})")
+    finally:
+        con.close()
+    tmp.replace(path)
+
+
 class NexmarkSummary(BaseModel):
     out: str
     rate: int
@@ -209,6 +229,7 @@ def generate(out: str | Path, *, rate: float = 10_000, seconds: int = 60, seed: 
         d["stats"] = json.loads(measured.model_dump_json())
         StreamDecl.model_validate(d)
         (dirs[name] / STREAM_FILE).write_text(json.dumps(d, indent=2))
+    side_input(root / SIDE_INPUT)
     return NexmarkSummary(out=str(root), rate=rate, seconds=seconds, seed=seed,
                           events=rate * seconds, rows=rows,
                           elapsed_s=round(time.perf_counter() - t0, 3))
