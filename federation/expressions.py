@@ -115,6 +115,8 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
         return "BOOLEAN"
     if isinstance(e, exp.Div):
         return "DOUBLE"
+    if isinstance(e, _STRING_FUNCS):
+        return "VARCHAR"
     if isinstance(e, (exp.Neg, exp.Abs, exp.Round, exp.Nullif)):
         return infer_type(e.this, schema)
     if isinstance(e, exp.Binary):
@@ -165,6 +167,8 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
     def fix(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Cast):
             return _cast(node, t(node.this))
+        if isinstance(node, _STRING_FUNCS):
+            return _string_function(node, t)
         if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" and not (
                 isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "DOUBLE"):
             return _try_cast(node.copy(), "DOUBLE")
@@ -194,6 +198,53 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
             else:
                 node.replace(new)
     return out
+
+
+#: the string functions every engine computes alike (with the checks of _string_function)
+_STRING_FUNCS = (exp.Lower, exp.Upper, exp.DPipe, exp.SplitPart, exp.RegexpExtract)
+#: regular-expression syntax that RE2 (DuckDB) and java.util.regex (Spark) read differently
+_REGEX_APART = re.compile(r"\(\?(?!:)|\\[1-9]|\\[pPQEZzAG]|\[\[:")
+
+
+def _string_function(node: exp.Expression, t) -> exp.Expression:
+    """LOWER, UPPER, ||, SPLIT_PART and REGEXP_EXTRACT with one meaning in every engine:
+    their strings are VARCHARs; SPLIT_PART's delimiter a non-empty string and its part a
+    whole number from 1; REGEXP_EXTRACT's pattern a string that RE2 and Java read alike and
+    its group given (the engines' defaults differ), NULL where the pattern does not match
+    (as Flink SQL; Spark and DuckDB alone give '')."""
+    what = node.sql("duckdb")
+    args = [node.left, node.right] if isinstance(node, exp.DPipe) else [node.this]
+    for a in args:
+        if t(a) != "VARCHAR":
+            raise ValueError(f"{what!r}: {a.sql('duckdb')} is a {t(a)}, not a VARCHAR "
+                             "(CAST an integer AS VARCHAR first)")
+    if isinstance(node, exp.SplitPart):
+        d, n = node.args.get("delimiter"), node.args.get("part_index")
+        if not (isinstance(d, exp.Literal) and d.is_string and d.this):
+            raise ValueError(f"{what!r}: the delimiter is a non-empty string literal")
+        if not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()
+                and int(n.this) >= 1):
+            raise ValueError(f"{what!r}: the part is a whole number from 1 (1 is the first)")
+    if isinstance(node, exp.RegexpExtract):
+        p, g = node.expression, node.args.get("group")
+        if not (isinstance(p, exp.Literal) and p.is_string):
+            raise ValueError(f"{what!r}: the pattern is a string literal")
+        if _REGEX_APART.search(p.this):
+            raise ValueError(f"{what!r}: lookaround, back-references, \\p classes and "
+                             "[[: classes read differently in RE2 (DuckDB) and Java (Spark)")
+        try:
+            groups = re.compile(p.this).groups
+        except re.error as err:
+            raise ValueError(f"{what!r}: the pattern does not compile: {err}") from None
+        if not (isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit()
+                and int(g.this) <= groups):
+            raise ValueError(f"{what!r}: the group is a whole number from 0 (the whole "
+                             f"match) to {groups}, the pattern's groups")
+        parent = node.parent
+        if not (isinstance(parent, exp.If) and isinstance(parent.this, exp.RegexpLike)):
+            return exp.If(this=exp.RegexpLike(this=node.this.copy(), expression=p.copy()),
+                          true=node.copy())
+    return node
 
 
 def _try_cast(x: exp.Expression, to: str) -> exp.TryCast:

@@ -39,7 +39,8 @@ T = TypeVar("T")
 SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
-           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var)
+           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
+           exp.Upper, exp.SplitPart, exp.RegexpExtract)
 _SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
 
 
@@ -169,7 +170,9 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
                                 "SELECT or HAVING with GROUP BY)", clause, n)
             continue
         if isinstance(n, exp.Anonymous):
-            raise text.fail(f"unknown function {n.name}()", clause, n)
+            hint = (" (Flink's, from 0; SPLIT_PART(s, delimiter, n) counts from 1)"
+                    if n.name.upper() == "SPLIT_INDEX" else "")
+            raise text.fail(f"unknown function {n.name}(){hint}", clause, n)
         if isinstance(n, exp.Func) and not isinstance(n, SCALARS):
             raise text.fail(f"function {n.sql_name()}() is not supported in continuous "
                             "queries", clause, n)
