@@ -679,7 +679,12 @@ class _Builder:
         if keys:
             keys = [c for c in keys if c in d(st.lists(st.sampled_from(keys), min_size=1,
                                                        max_size=len(keys), unique=True))]
-        if not keys or _join_rows(left.node, right.node, keys) > MAX_ROWS_PER_INSTANT or (
+        if self.chance(15):  # a join on the instant alone (Nexmark q5's window join):
+            agg = self.aggregate(right, keys=[])  # with a global aggregate, one row a side
+            if agg is None:
+                return left
+            right, keys = agg, []
+        elif not keys or _join_rows(left.node, right.node, keys) > MAX_ROWS_PER_INSTANT or (
                 is_row_level(right.node) and self.chance(50)):
             # no join key, too many rows, or a join of rows or a relation with an aggregate
             # (CQ1's shape): aggregate the right side by the join keys

@@ -12,6 +12,9 @@ feeds the same rows to every engine, one after the other, nothing else running:
   of reach here), into a blackhole sink. Timed: from the INSERT's submission to its end
   (planning, deployment, CSV parsing, the query), after a warm-up job over a small input
   in the same JVM; the JVM's start is outside.
+- **DuckDB alone**: a hand-written incremental loop per query over the same Parquet files
+  (benchmarks/peers_duckdb.py: slices for q5, the current window's rows for q7 and q8), the
+  way a DuckDB user would write it; timed whole, in one process.
 - **fedq** runs fedq's texts (benchmarks/queries_sql/nexmark/) with the optimizer's plan,
   pure Spark and pure DuckDB over the Parquet files, `--seconds-per-batch` event seconds a
   micro-batch, results kept (Parquet parts). Timed: the whole `run` call (ingest:
@@ -43,9 +46,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from benchmarks import peers_duckdb
 from benchmarks.common import say, write_result
 from federation.nexmark import SCHEMAS
 from federation.nexmark.datagen import generate
+from federation.results import diff_results
 
 ROOT = Path(__file__).resolve().parent.parent
 FLINK_PY = ROOT / ".venv-flink" / "bin" / "python"
@@ -148,7 +153,8 @@ def check(data: Path, csv: Path, names: list[str], spark) -> dict:
     got = flink(csv, None, names, out)
     if "error" in got:
         return {"error": got["error"]}
-    report = {}
+    report: dict = {}
+    checks_duck: dict[str, bool] = {}
     for q in names:
         files = [p for p in (out / q).rglob("*") if p.is_file() and not p.name.startswith(".")]
         cols = FLINK_COLUMNS[q]
@@ -158,11 +164,18 @@ def check(data: Path, csv: Path, names: list[str], spark) -> dict:
             column_types={c: t for c, t in types.items() if c in cols})) for f in files)
         _, info = fedq(data, q, "auto", 5, spark)
         mine = info["result"]
+        if q in peers_duckdb.SUPPORTED:  # the hand-written loop means what fedq means
+            alone = peers_duckdb.run(data, q)
+            problem = diff_results(alone, mine)
+            say(f"check {q}: duckdb-alone {alone.num_rows} rows, fedq {mine.num_rows}: "
+                f"{problem or 'equal'}")
+            checks_duck[q] = problem is None
         common = [c for c in cols if c in mine.column_names]
         a, b = canonical(ft, common), canonical(mine, common)
         same = a == b
         report[q] = {"flink_rows": ft.num_rows, "fedq_rows": mine.num_rows, "columns": common,
-                     "equal": same, "note": CHECKS.get(q, "")}
+                     "equal": same, "note": CHECKS.get(q, ""),
+                     "duckdb_alone_equal": checks_duck.get(q)}
         if not same:
             sa, sb = set(a), set(b)
             report[q]["only_flink"] = [repr(x) for x in list(sa - sb)[:3]]
@@ -209,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
                        "error": fl.get("error") if s is None else None})
         say(f"  flink {q}: {s} s")
     for q in names:
+        if q in peers_duckdb.SUPPORTED:
+            t0 = time.perf_counter()
+            n = peers_duckdb.run(work / "big" / "parquet", q).num_rows
+            wall = time.perf_counter() - t0
+            points.append({"query": q, "engine": "duckdb-alone", "seconds": round(wall, 3),
+                           "events_per_s": events / wall, "rows": n})
+            say(f"  duckdb alone {q}: {wall:.1f} s, {events / wall:,.0f} events/s")
         for pl in a.placements.split(","):
             wall, info = fedq(work / "big" / "parquet", q, pl, a.seconds_per_batch, spark,
                               a.budget)
