@@ -21,6 +21,7 @@ from sqlglot import exp
 from federation.errors import QueryValidationError
 from federation.expressions import split_conjuncts
 from federation.logical import Node
+from federation.logical.nodes import Project
 from federation.logical.table import table
 from federation.logical.window import Window
 from federation.sqlfront.dialect import SqlText, check_scalar
@@ -162,6 +163,7 @@ class FromClause:
                        "of each side, or of their window instants (a.window_end = "
                        "b.window_end: every pair of rows of one instant)", "JOIN ON",
                        on if on is not None else j, "ON")
+        right = self.renamed_apart(left, right, {rk for _, rk in keys}, j)
         node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys))
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
@@ -174,6 +176,32 @@ class FromClause:
             pred = scope.resolve(cond, "JOIN ON")
             scope.node = self.text.build("JOIN ON", on, lambda: node.filter(pred))
         return scope
+
+    def renamed_apart(self, left: Scope, right: Scope, rkeys: set[str],
+                      at: exp.Expression) -> Scope:
+        """`right` with its columns that the left side also has (in any letter case; its
+        join keys aside) renamed `<column>_<alias>`, so that both stay reachable by their
+        qualified names (`b.dateTime`, `o.dateTime`); a bare one is then ambiguous."""
+        taken = {c.lower() for c in (*left.node.schema, *right.node.schema)}
+        lower = {c.lower() for c in left.node.schema}
+        alias = next(iter(right.aliases), "r")
+        rename: dict[str, str] = {}
+        for c in right.node.schema:
+            if c in rkeys or c.lower() not in lower:
+                continue
+            n, i = f"{c}_{alias}", 2
+            while n.lower() in taken:
+                n, i = f"{c}_{alias}{i}", i + 1
+            taken.add(n.lower())
+            rename[c] = n
+        if not rename:
+            return right
+        outputs = tuple((rename.get(c, c), exp.column(c)) for c in right.node.schema)
+        child = right.node
+        node = self.text.build("JOIN", at, lambda: Project(child, outputs))
+        aliases = {a: {c: rename.get(n, n) for c, n in cols.items()}
+                   for a, cols in right.aliases.items()}
+        return Scope(self.text, node, aliases, right.instants)
 
     def key_pair(self, c: exp.Expression, left: Scope, right: Scope
                  ) -> tuple[str, str] | tuple[()] | None:
