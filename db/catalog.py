@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from federation.conventions import DUCKDB_TYPES, FROM_DUCKDB
 
@@ -100,3 +101,18 @@ def snapshot_table(path: str | Path, name: str, columns: dict[str, str], out: Pa
     finally:
         con.close()
     tmp.replace(out)
+
+
+def write_table(path: str | Path, name: str, rows: pa.Table) -> None:
+    """A DuckDB database file holding one table `name` with `rows` (written under a
+    temporary name, then moved into place): a side table for a query to read."""
+    path = Path(path)
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        con.register("rows_in", rows)
+        con.execute(f"CREATE TABLE {_q(name)} AS SELECT * FROM rows_in")
+    finally:
+        con.close()
+    tmp.replace(path)

@@ -70,17 +70,11 @@ SIDE_KEYS = 10_000
 
 def side_input(path: Path) -> None:
     """Nexmark q13's bounded side input as a DuckDB table `side_input(key, value)`."""
-    import duckdb
+    from db.catalog import write_table
 
-    tmp = path.with_name("." + path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
-    try:
-        con.execute(f"CREATE TABLE side_input AS SELECT range::BIGINT AS key, "
-                    f"'side-' || range::VARCHAR AS value FROM range({SIDE_KEYS})")
-    finally:
-        con.close()
-    tmp.replace(path)
+    keys = np.arange(SIDE_KEYS, dtype=np.int64)
+    write_table(path, "side_input", pa.table({
+        "key": keys, "value": pa.array([f"side-{k}" for k in keys.tolist()])}))
 
 
 class NexmarkSummary(BaseModel):
