@@ -108,11 +108,11 @@ def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    cmd = fedq_run("CQ5", "spe", data, work, out, per_batch=5)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:6")
+    cmd = fedq_run("CQ5", "spe", data, work, out, per_batch=10)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:3")
     p = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False,
                        start_new_session=True)  # the fault kills its own process group
-    assert p.returncode == -signal.SIGKILL, "the fault point batch_end:6 was never reached"
+    assert p.returncode == -signal.SIGKILL, "the fault point batch_end:3 was never reached"
     shutil.rmtree(work / "checkpoints" / "stage0" / "state")
     env.pop("FEDQ_FAULT")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
