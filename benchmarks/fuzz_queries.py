@@ -73,7 +73,7 @@ SHAPES = (
     "agg_arg_computed", "computed_across_join", "computed_case", "computed_bool",
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
-    "cut_every_boundary", "two_streams", "table_join", "query_set",
+    "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
 )
 #: the second stream a window may read (`s2` in the sources): the smart-plug schema under
 #: another name, its data from another seed, starting later and ending earlier (fuzz.py)
@@ -966,6 +966,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("self_join")  # the left subtree again on the right (renamed, ...)
             if any(a != b for a, b in n.keys):
                 out.add("join_renamed_keys")
+            if not n.keys:
+                out.add("instant_join")  # on the window's instant alone (Nexmark q5)
             if any(_origin(n, c) is not None for c in n.schema):
                 out.add("computed_across_join")
     if placements and _cuts_every_boundary(q, placements):

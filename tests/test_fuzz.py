@@ -70,6 +70,7 @@ NEW_SHAPES = (
     "computed_double_arith", "cast", "conversion", "group_by_computed", "agg_arg_computed",
     "computed_across_join", "name_camel", "name_upper", "name_long", "name_keyword",
     "keyword_in_expression", "cut_every_boundary", "two_streams", "table_join",
+    "instant_join",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")
@@ -80,7 +81,7 @@ def test_generator_covers_every_shape():
     # shape occurs often enough, and casts convert between most pairs of the types
     seen: list[Generated] = []
 
-    @seed(20261127)
+    @seed(20261128)  # re-drawn when the generator gained the instant join
     @settings(max_examples=200, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(queries())
