@@ -31,8 +31,10 @@ class ReferenceEvaluator:
                  ) -> None:
         self.con = duckdb.connect()
         self.tables = {}
+        self.have: dict[str, set[str]] = {}  # each stream's columns in `rows`
         for i, (name, t) in enumerate(sorted(rows.items())):
             self.tables[name] = f"stream_rows_{i}"
+            self.have[name] = set(t.column_names)
             self.con.register(self.tables[name], t)
         self.db_tables = {}  # a database table's rows (the same at every instant)
         for i, (name, t) in enumerate(sorted((tables or {}).items())):
@@ -52,7 +54,11 @@ class ReferenceEvaluator:
         return rel
 
     def window(self, w: Window, tau: dt.datetime):
-        cols = ", ".join(_q(c) for c in w.schema)
+        # a column the rows lack is NULL: a run reads only the columns its query reads
+        # (federation/optimizer/columns.py), and no operator reads the others
+        have = self.have[w.stream.name]
+        cols = ", ".join(_q(c) if c in have else f"CAST(NULL AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
+                         for c, t in w.schema.items())
         ts = _q(w.stream.ts_column)
         t = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
         src = self.tables[w.stream.name]

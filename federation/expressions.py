@@ -242,8 +242,9 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
                              f"match) to {groups}, the pattern's groups")
         parent = node.parent
         if not (isinstance(parent, exp.If) and isinstance(parent.this, exp.RegexpLike)):
-            return exp.If(this=exp.RegexpLike(this=node.this.copy(), expression=p.copy()),
-                          true=node.copy())
+            return exp.Case(ifs=[exp.If(this=exp.RegexpLike(this=node.this.copy(),
+                                                            expression=p.copy()),
+                                        true=node.copy())])  # Spark's IF takes 3 arguments
     return node
 
 

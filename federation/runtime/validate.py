@@ -143,17 +143,20 @@ def _true_indices(mask: pa.Array) -> list[int]:
 
 
 def read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | None]:
-    """A part file's table, or the reason it cannot be used (unreadable, wrong schema)."""
+    """A part file's columns of the stream (a query's stream is narrowed to the columns it
+    reads: federation/optimizer/columns.py), or the reason it cannot be used (unreadable,
+    wrong schema)."""
     try:
         if path.stat().st_size == 0:
             return None, "empty file (0 bytes)"
-        t = pq.read_table(path)
+        names = pq.read_schema(path).names
+        missing = [c for c in stream.columns if c not in names]
+        if missing:
+            return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
+                          f"(has {', '.join(names)})")
+        t = pq.read_table(path, columns=list(stream.columns))
     except (OSError, pa.ArrowException) as e:
         return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
-    missing = [c for c in stream.columns if c not in t.column_names]
-    if missing:
-        return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
-                      f"(has {', '.join(t.column_names)})")
     return t, None
 
 

@@ -7,7 +7,6 @@
 -- db1, setup, once
 CREATE TABLE "in0" (
   "_ts" TIMESTAMP,
-  "id" BIGINT,
   "ts" TIMESTAMP,
   "value" DOUBLE,
   "property" INT,
