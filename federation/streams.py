@@ -64,6 +64,11 @@ class StreamDecl(BaseModel):
         default_factory=dict,
         description="allowed values of coded columns; other values are dead-lettered at ingest",
     )
+    declared: dict[str, str] | None = Field(
+        default=None,
+        description="the stream's whole schema, when a query reads only some of its columns "
+                    "(schema): what a message or a file of the stream carries",
+    )
 
     @field_validator("schema_")
     @classmethod
@@ -93,6 +98,11 @@ class StreamDecl(BaseModel):
     def columns(self) -> dict[str, str]:
         """The schema as an ordered mapping of column name to type."""
         return dict(self.schema_)
+
+    @property
+    def all_columns(self) -> dict[str, str]:
+        """Every column of the stream as declared (a narrowed one's `declared`)."""
+        return dict(self.declared or self.schema_)
 
 
 #: the stream declaration a data directory carries (written by `fedq import`)

@@ -102,4 +102,5 @@ def narrow_decl(s: StreamDecl, keep: set[str]) -> StreamDecl:
         "schema_": {c: t for c, t in s.columns.items() if c in keep},
         "stats": stats,
         "domains": {c: v for c, v in s.domains.items() if c in keep},
+        "declared": s.all_columns,
     })

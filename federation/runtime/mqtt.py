@@ -182,7 +182,7 @@ class MqttLanding:
 
     def _receive(self, topic: str, payload: bytes, ack: tuple[int, int]) -> None:
         digest = hashlib.sha256(payload).hexdigest()
-        rows, why = parse_payload(payload, len(self.stream.columns))
+        rows, why = parse_payload(payload, len(self.stream.all_columns))
         with self._lock:
             self.messages += 1
             if self._first_at is None:
@@ -225,7 +225,7 @@ class MqttLanding:
     def table(self, rows: list) -> pa.Table:
         """The landing table of parsed readings: the stream's columns (module doc)."""
         cols = {}
-        for k, (name, typ) in enumerate(self.stream.columns.items()):
+        for k, (name, typ) in enumerate(self.stream.all_columns.items()):
             values = [r.get(name) if isinstance(r, dict) else r[k] for r in rows]
             cols[name] = column(values, typ)
         return pa.table(cols)
