@@ -50,6 +50,7 @@ from benchmarks import peers_duckdb
 from benchmarks.common import say, write_result
 from federation.nexmark import SCHEMAS
 from federation.nexmark.datagen import generate
+from federation.parts import arrow_type
 from federation.results import diff_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,8 +83,8 @@ def to_csv(src: Path, dst: Path) -> None:
     for k, schema in SCHEMAS.items():
         (dst / k).mkdir(parents=True, exist_ok=True)
         with pcsv.CSVWriter(dst / k / "data.csv", pa.schema(
-                [(c, pa.string() if t == "TIMESTAMP" else pa.type_for_alias(
-                    {"BIGINT": "int64", "VARCHAR": "string"}[t])) for c, t in schema.items()]),
+                [(c, pa.string() if t == "TIMESTAMP" else arrow_type(t))
+                 for c, t in schema.items()]),
                 write_options=pcsv.WriteOptions(include_header=False)) as w:
             for p in sorted((src / k).glob("part-*.parquet")):
                 t = pq.read_table(p)

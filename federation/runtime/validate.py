@@ -149,12 +149,13 @@ def read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | No
     try:
         if path.stat().st_size == 0:
             return None, "empty file (0 bytes)"
-        names = pq.read_schema(path).names
+        f = pq.ParquetFile(path)  # the footer once: the schema, then the columns
+        names = f.schema_arrow.names
         missing = [c for c in stream.columns if c not in names]
         if missing:
             return None, (f"wrong schema: missing column(s) {', '.join(missing)} "
                           f"(has {', '.join(names)})")
-        t = pq.read_table(path, columns=list(stream.columns))
+        t = f.read(columns=list(stream.columns))
     except (OSError, pa.ArrowException) as e:
         return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
     return t, None

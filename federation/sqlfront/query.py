@@ -26,7 +26,7 @@ from sqlglot import exp
 from federation.logical import Node, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
-from federation.sqlfront.select_list import select_list
+from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
@@ -105,8 +105,7 @@ class Translator:
             pred, sel = scope.resolve(where.this, "WHERE"), selectivity(where)
             scope.node = self.text.build("WHERE", where,
                                          lambda: scope.node.filter(pred, selectivity=sel))
-        if q.args.get("group") is not None or q.args.get("having") is not None or any(
-                e.find(exp.AggFunc) is not None for e in q.expressions):
+        if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",
                                               q.args.get("group") or q)
         return select_list(self.text, q, scope, self.from_clause.instant_names)

@@ -27,20 +27,25 @@ def select_list(text: SqlText, q: exp.Select, scope: Scope,
                 instants: dict[int, dict[str, str]] | None = None) -> Node:
     """The plan of `q`'s SELECT list (with GROUP BY and HAVING) over `scope`; the names
     its items give the instant (`window_end AS endtime`) go to `instants` by the plan's id."""
-    named = {e.alias_or_name: scope.instant_of(e.unalias()) for e in q.expressions
-             if scope.is_instant(e.unalias())}
+    named = {e.alias_or_name: w for e in q.expressions
+             if (w := scope.instant_of(e.unalias())) is not None}
     node = _select_list(text, q, scope)
     if named and instants is not None:
         instants[id(node)] = {**instants.get(id(node), {}), **named}
     return node
 
 
+def aggregates(q: exp.Select) -> bool:
+    """The SELECT is an aggregation: GROUP BY, HAVING or an aggregate in its list."""
+    return (q.args.get("group") is not None or q.args.get("having") is not None
+            or any(e.find(exp.AggFunc) is not None for e in q.expressions))
+
+
 def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
     items = list(q.expressions)
     group = q.args.get("group")
     having = q.args.get("having")
-    has_agg = any(e.find(exp.AggFunc) is not None for e in items)
-    if group is not None or has_agg or having is not None:
+    if aggregates(q):
         return aggregate(text, q, scope, items, group, having)
     if len(items) == 1 and isinstance(items[0], exp.Star):
         return scope.node
