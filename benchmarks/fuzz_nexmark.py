@@ -84,26 +84,11 @@ def nexmark_sql(draw) -> str:
 
 
 def placements_of(q) -> list[str]:
-    """spe, db, auto and the placement that alternates engines by depth (every parent and
-    child in different engines, where an engine can run its operator)."""
-    from federation.logical import NumberedPlan
-    from federation.physical import placement_string, spe_limits
+    """spe, db, auto and the placements that alternate engines by depth (every parent and
+    child in different engines, where Spark can run its operator)."""
+    from benchmarks.fuzz_queries import alternating_placements
 
-    plan = NumberedPlan.of(q)
-
-    def depth(o: str) -> int:
-        n = 0
-        while plan.parent.get(o) in plan.r2r_ids:
-            o, n = plan.parent[o], n + 1
-        return n
-
-    out = ["spe", "db", "auto"]
-    for first in ("spe", "db"):
-        other = "db" if first == "spe" else "spe"
-        pl = {o: (first, other)[depth(o) % 2] for o in plan.r2r_ids}
-        if not spe_limits(plan, pl) and len(set(pl.values())) > 1:
-            out.append(placement_string(pl))
-    return list(dict.fromkeys(out))
+    return ["spe", "db", "auto", *alternating_placements(q)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1021,6 +1021,16 @@ def _explicit_placements(draw, q: Rstream) -> list[str]:
     engines), its complement, and one random placement; each fixed for what Spark cannot
     run (`spe_limits`: readers of tuple windows go to db), deduplicated, leaving out those
     that put every operator in one engine (the `spe` and `db` placements already run)."""
+    ops = _logical(q).r2r_ids
+    random = dict(zip(ops, draw(st.lists(st.sampled_from(["spe", "db"]), min_size=len(ops),
+                                         max_size=len(ops)))))
+    return alternating_placements(q, extra=[random])
+
+
+def alternating_placements(q: Rstream, extra: list[dict[str, str]] = ()) -> list[str]:
+    """The placement that alternates engines by depth (operator ids as `run` numbers
+    them), its complement, then `extra`; each fixed for what Spark cannot run, those with
+    every operator in one engine left out, deduplicated."""
     from federation.physical import placement_string, spe_limits
 
     plan = _logical(q)
@@ -1034,10 +1044,8 @@ def _explicit_placements(draw, q: Rstream) -> list[str]:
 
     alternating = {o: ("spe", "db")[depth(o) % 2] for o in ops}
     complement = {o: ("db", "spe")[depth(o) % 2] for o in ops}
-    random = dict(zip(ops, draw(st.lists(st.sampled_from(["spe", "db"]), min_size=len(ops),
-                                         max_size=len(ops)))))
     out = []
-    for pl in (alternating, complement, random):
+    for pl in (alternating, complement, *(dict(x) for x in extra)):
         for o, _ in spe_limits(plan, pl):
             pl[o] = "db"
         if len(set(pl.values())) > 1:  # all in one engine: the 'spe' or 'db' placement
