@@ -101,6 +101,20 @@ class _Progress:
                 f"{now - self.t0:.0f} s wall, batch {m.wall_s:.2f} s")
 
 
+#: pure-Spark labels and the Spark forms they run (spe/translate.py): `spe` the default
+#: (panes for window aggregates, interval join of rows), the others one older form each
+SPE_FORMS = {
+    "spe": {"FEDQ_SPE_ROWS_JOIN": "interval", "FEDQ_SPE_WINDOW_AGG": "panes"},
+    "spe_collect": {"FEDQ_SPE_ROWS_JOIN": "collect", "FEDQ_SPE_WINDOW_AGG": "expand"},
+    "spe_expand": {"FEDQ_SPE_ROWS_JOIN": "interval", "FEDQ_SPE_WINDOW_AGG": "expand"},
+}
+
+
+def _form(label: str) -> dict[str, str]:
+    """The Spark forms a plan label runs with (every non-Spark label: the default)."""
+    return SPE_FORMS.get(label, SPE_FORMS["spe"])
+
+
 def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str],
               max_kept: int, profile) -> dict[str, str]:
     q = QUERIES[name](rate=rate, scale=scale, plugs=plugs)
@@ -110,7 +124,7 @@ def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str
     for w in wanted:
         if w == "auto":
             out["auto"] = auto.plan.placement_string
-        elif w in ("spe", "spe_collect"):  # spe_collect: the older Spark form of a rows join
+        elif w in SPE_FORMS:  # spe_collect / spe_expand: older Spark forms (SPE_FORMS)
             out[w] = placement_string(dict.fromkeys(ops, "spe"))
         elif w == "db":
             out["db"] = placement_string(dict.fromkeys(ops, "db"))
@@ -197,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 twin = next((p for p in doc["points"] if p["query"] == name
                              and p["rate"] == rate and p["placement"] == placement
                              and "same_as" not in p
-                             and (p["plan"] == "spe_collect") == (label == "spe_collect")), None)
+                             and _form(p["plan"]) == _form(label)), None)
                 if twin is not None:
                     say(f"[{n}/{total}] {name} @ {rate:.0f}/s  {label}: same placement as "
                         f"{twin['plan']}")
@@ -207,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"[{n}/{total}] {name} @ {rate:.0f}/s  {label}: {placement}")
                 q = QUERIES[name](rate=rate, scale=a.scale, plugs=a.plugs)
                 t0 = time.time()
-                spe = label in ("spe", "spe_collect")
+                spe = label in SPE_FORMS
                 budget = a.spe_budget if spe and a.spe_budget else a.budget
-                os.environ["FEDQ_SPE_ROWS_JOIN"] = "collect" if label == "spe_collect" else "interval"
+                os.environ.update(_form(label))
                 work = Path(tempfile.mkdtemp(prefix="fedq-tp-"))
                 try:
                     # every plan fast-forwards the warm-up: pure Spark's window aggregates

@@ -31,7 +31,8 @@ def _fake_run(q, placement, data, **kw):
 def no_runs(monkeypatch):
     import federation.api
 
-    monkeypatch.setenv("FEDQ_SPE_ROWS_JOIN", "interval")  # main sets it: restored after
+    monkeypatch.setenv("FEDQ_SPE_ROWS_JOIN", "interval")  # main sets them: restored after
+    monkeypatch.setenv("FEDQ_SPE_WINDOW_AGG", "panes")
     monkeypatch.setattr(federation.api, "run", _fake_run)
     monkeypatch.setattr(throughput, "generate", lambda *a, **k: None)
     monkeypatch.setattr(throughput, "summarize", lambda doc, path: None)
