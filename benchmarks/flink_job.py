@@ -4,7 +4,8 @@ pins numpy, pandas and pyarrow below what fedq uses, so it has a virtualenv of i
 
     .venv-flink/bin/python benchmarks/flink_job.py SPEC.json
 
-SPEC: {"tables": {name: {"path": dir of CSV files, "columns": [[name, type], ...]}},
+SPEC: {"tables": {name: {"path": dir of CSV files, "columns": [[name, type], ...],
+"time": the event-time column (default dateTime)}},
 "warmup": the same for a small input (or null), "queries": {name: Flink SQL SELECT},
 "out": a directory for each query's rows as CSV (or null: a blackhole sink)}.
 
@@ -23,10 +24,10 @@ import sys
 import time
 
 
-def ddl(name: str, path: str, columns: list[list[str]]) -> str:
+def ddl(name: str, path: str, columns: list[list[str]], time: str = "dateTime") -> str:
     cols = ",\n  ".join(f"`{c}` {t}" for c, t in columns)
     return (f"CREATE TEMPORARY TABLE `{name}` (\n  {cols},\n"
-            f"  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '0' SECOND\n"
+            f"  WATERMARK FOR `{time}` AS `{time}` - INTERVAL '0' SECOND\n"
             f") WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv', "
             f"'csv.ignore-parse-errors' = 'false')")
 
@@ -65,7 +66,7 @@ def main(spec_path: str) -> int:
         if spec.get("warmup"):
             for name, t in spec["warmup"].items():
                 env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{name}`")
-                env.execute_sql(ddl(name, t["path"], t["columns"]))
+                env.execute_sql(ddl(name, t["path"], t["columns"], t.get("time", "dateTime")))
             env.execute_sql("DROP TEMPORARY TABLE IF EXISTS `warm_sink`")
             env.execute_sql(sink_ddl(env, "warm_sink", select, None))
             w = time.perf_counter()
@@ -75,7 +76,7 @@ def main(spec_path: str) -> int:
             warm_s = None
         for name, t in spec["tables"].items():
             env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{name}`")
-            env.execute_sql(ddl(name, t["path"], t["columns"]))
+            env.execute_sql(ddl(name, t["path"], t["columns"], t.get("time", "dateTime")))
         out = f"{spec['out']}/{q}" if spec.get("out") else None
         sink = f"sink_{q}"
         env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS `{sink}`")

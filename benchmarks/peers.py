@@ -84,9 +84,9 @@ PUBLISHED = {"flink_per_core": {"q5": 22_000, "q7": 12_000, "q8": 146_000},
              "risingwave_8vcpu": {"q5": 89_000, "q7": 296_000, "q8": 627_000}}
 
 
-def to_csv(src: Path, dst: Path) -> None:
+def to_csv(src: Path, dst: Path, schemas: dict = SCHEMAS) -> None:
     """Each stream's Parquet parts as one CSV file (timestamps as Flink reads them)."""
-    for k, schema in SCHEMAS.items():
+    for k, schema in schemas.items():
         (dst / k).mkdir(parents=True, exist_ok=True)
         with pcsv.CSVWriter(dst / k / "data.csv", pa.schema(
                 [(c, pa.string() if t == "TIMESTAMP" else arrow_type(t))
@@ -94,23 +94,29 @@ def to_csv(src: Path, dst: Path) -> None:
                 write_options=pcsv.WriteOptions(include_header=False)) as w:
             for p in sorted((src / k).glob("part-*.parquet")):
                 t = pq.read_table(p)
-                cols = [pc.strftime(t.column(c), format="%Y-%m-%d %H:%M:%S")
+                # Flink's TIMESTAMP(3): milliseconds, truncated (never across a second)
+                cols = [pc.strftime(pc.cast(t.column(c), pa.timestamp("ms"), safe=False),
+                                    format="%Y-%m-%d %H:%M:%S")
                         if typ == "TIMESTAMP" else t.column(c) for c, typ in schema.items()]
                 w.write_table(pa.table(cols, names=list(schema)))
 
 
-def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None) -> dict:
-    """Run the queries in one PyFlink process; {query: seconds} (or {"error": ...})."""
+def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None,
+          texts: Path = QUERIES / "flink", schemas: dict = SCHEMAS,
+          time_column: str = "dateTime") -> dict:
+    """Run the queries (`texts`/<name>.sql) in one PyFlink process; {query: seconds} (or
+    {"error": ...})."""
     if not FLINK_PY.exists():
         return {"error": f"{FLINK_PY} missing: run `make peers-setup`"}
 
     def tables(d: Path) -> dict:
-        return {k: {"path": str(d / k), "columns": [[c, FLINK_TYPES[t]] for c, t in
-                                                     s.items()]} for k, s in SCHEMAS.items()}
+        return {k: {"path": str(d / k), "time": time_column,
+                    "columns": [[c, FLINK_TYPES.get(t, t)] for c, t in s.items()]}
+                for k, s in schemas.items()}
 
     spec = {"tables": tables(csv), "warmup": tables(warm) if warm else None,
             "out": str(out) if out else None,
-            "queries": {q: (QUERIES / "flink" / f"{q}.sql").read_text() for q in names}}
+            "queries": {q: (texts / f"{q.lower()}.sql").read_text() for q in names}}
     path = csv.parent / "flink_spec.json"
     path.write_text(json.dumps(spec))
     r = subprocess.run([str(FLINK_PY), str(ROOT / "benchmarks" / "flink_job.py"), str(path)],

@@ -26,7 +26,9 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
     """u of one SPE-op: sum_i in_i * c (eq. 4), plus the extension's per-slide state term.
 
     Stateful operators over row-level input pay Spark's sliding-window expansion: each row
-    is copied into range/slide windows.
+    is copied into range/slide windows. An aggregate runs in panes (spe/translate.py): each
+    row is copied once, into its pane (one slide), and each pane's partial row per group
+    (at most the rows of a slide) into range/slide windows.
     """
     kind = node.kind
     c = p.spe_s_per_row.of(kind)
@@ -34,7 +36,10 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
     for k in kids:
         u += k.rate * c
         if node.kind in STATEFUL and k.row_level:
-            u += k.rate * k.copies * p.spe_s_per_window_copy
+            copied = k.rate * k.copies
+            if node.kind == "aggregate" and k.copies > 1:
+                copied = k.rate + min(k.rate, max(size.groups, 1.0) * k.l) * k.copies
+            u += copied * p.spe_s_per_window_copy
     if node.kind in STATEFUL:
         # every stateful operator commits its state store at every micro-batch (extension)
         u += size.l * p.spe_s_per_stateful_op_slide
