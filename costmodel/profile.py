@@ -81,6 +81,20 @@ class CostProfile(BaseModel):
         None, ge=0,
         description="combining one slice row per slide (None: the aggregate's scan cost)",
     )
+    # -- state memory (issue 25, costmodel/memory.py) -------------------------------------
+    spe_state_bytes_per_row: float = Field(
+        200.0, ge=0, description="heap bytes of one Spark state-store row besides its columns"
+    )
+    db_state_bytes_per_row: float = Field(
+        16.0, ge=0, description="bytes of one DuckDB row a DB-op keeps besides its columns"
+    )
+    state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept row")
+    spe_memory_bytes: float | None = Field(
+        None, gt=0, description="Spark state capacity (None: half the driver heap)"
+    )
+    db_memory_bytes: float | None = Field(
+        None, gt=0, description="DuckDB capacity of all DB-ops (None: half the machine's RAM)"
+    )
     # -- capacity (extension): all operators share these cores ----------------------------
     capacity_cores: float | None = Field(
         None, gt=0, description="if set, C_b is at least C_u / cores (shared cores)"

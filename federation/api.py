@@ -28,6 +28,7 @@ def run(
     generate: GenerateOptions | None = None,
     profile: CostProfile | None = None,
     feasibility_check: bool = True,
+    memory_check: bool = True,
     spark=None,
     progress=None,
     halt=None,
@@ -57,7 +58,7 @@ def run(
                           "one query")
     prog = as_progress(progress)
     prog.phase("planning")
-    plan, cost = plan_for(query, placement, profile, feasibility_check)
+    plan, cost = plan_for(query, placement, profile, feasibility_check, memory_check)
     if data is None and opt.source is None:
         prog.phase("generating data", total=gen.seconds, unit="event seconds")
         data = _generated(query, opt.work_dir, gen, prog.advance)

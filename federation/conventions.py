@@ -55,6 +55,9 @@ DATA = 0
 PUNCTUATION = -1
 #: a tick row: one per slide instant of the stream's life (federation.instants)
 TICK = -2
+#: the Spark driver's heap unless the user sets it (spe/session.py); half of it is the
+#: capacity of Spark's state in the memory model (costmodel/memory.py)
+DRIVER_MEMORY = "4g"
 #: spool file i gets the mtime SPOOL_MTIME + i (Spark's file source reads in mtime order)
 SPOOL_MTIME = 1_000_000_000.0
 

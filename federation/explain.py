@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.memory import mib
 from costmodel.plan_cost import PlanCost
 from federation.logical import Window
 from federation.optimizer import OptimizationResult, optimize
@@ -82,6 +83,22 @@ def engine_limits(p: PhysicalPlan) -> list[tuple[str, str]]:
     return spe_limits(p.logical, {o: "spe" for o in p.logical.r2r_ids})
 
 
+def memory_lines(r: OptimizationResult) -> list[str]:
+    """Predicted state per engine against its capacity, and the qualification verdict."""
+    m = r.memory
+    if m is None:
+        return []
+    verdict = "qualified" if r.qualified else (
+        "NOT qualified: " + "; ".join(m.exceeded() or ["it does not keep up (C_b > 1)"]))
+    if not r.memory_check:
+        verdict += " (memory check off)"
+    out = [(f"memory: Spark state {mib(m.spe_bytes)} of {mib(m.spe_capacity)}, DuckDB "
+            f"{mib(m.db_bytes)} of {mib(m.db_capacity)}  {verdict}")]
+    for pl, why in r.unqualified:
+        out.append(f"passed over (memory): {pl}: {'; '.join(why)}")
+    return out
+
+
 def explain_text(r: OptimizationResult) -> str:
     """Human-readable explain output."""
     p = r.plan
@@ -95,6 +112,7 @@ def explain_text(r: OptimizationResult) -> str:
     )
     if pc.gateway:
         out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})")
+    out += memory_lines(r)
     out.append(
         f"plans examined: {r.plans_examined} (of 2^{len(p.logical.r2r_ids)} = "
         f"{2 ** len(p.logical.r2r_ids)}), subplans: {r.subplans}, join shape: {r.join_shape}"
@@ -147,6 +165,15 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "C_u": r.cost.C_u,
         "feasible": r.feasible,
         "feasibility_check": r.feasibility_check,
+        "qualified": r.qualified,
+        "memory_check": r.memory_check,
+        "memory": None if r.memory is None else {
+            "spe_bytes": r.memory.spe_bytes, "db_bytes": r.memory.db_bytes,
+            "spe_capacity": r.memory.spe_capacity, "db_capacity": r.memory.db_capacity,
+            "exceeded": r.memory.exceeded(),
+            "spe_ops": {o: {"rows": st.rows, "bytes": st.bytes} for o, st in r.memory.spe.items()},
+            "db_ops": {o: {"rows": st.rows, "bytes": st.bytes} for o, st in r.memory.db.items()}},
+        "unqualified": [{"placement": pl, "exceeded": list(why)} for pl, why in r.unqualified],
         "plans_examined": r.plans_examined,
         "r2r_operators": len(lg.r2r_ids),
         "subplans": r.subplans,

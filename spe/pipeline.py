@@ -113,3 +113,14 @@ def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> Data
     in each window of the query's largest range that holds it (federation.instants)."""
     w = ticks.select(window_column(F.col(TS), extent_s, slide_s).alias("window"))
     return w.select(F.window_time("window").alias(WT))
+
+
+def state_of(query) -> dict[str, int]:
+    """Rows and bytes in the state stores of a streaming query after its last finished
+    micro-batch (Spark's own metrics, `stateOperators` of its progress; empty before one)."""
+    progress = getattr(query, "lastProgress", None) if query is not None else None
+    ops = (progress or {}).get("stateOperators") or []
+    if not ops:
+        return {}
+    return {"spark_state_rows": sum(int(o.get("numRowsTotal") or 0) for o in ops),
+            "spark_state_bytes": sum(int(o.get("memoryUsedBytes") or 0) for o in ops)}

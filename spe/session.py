@@ -11,6 +11,8 @@ import tempfile
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from federation.conventions import DRIVER_MEMORY
+
 _SESSION = None
 
 
@@ -21,7 +23,7 @@ class SparkSettings(BaseModel):
 
     master: str = Field("local[2]", description="local[N] or a spark:// URL")
     shuffle_partitions: int = Field(2, ge=1)
-    driver_memory: str = "4g"
+    driver_memory: str = DRIVER_MEMORY
     log_level: str = "ERROR"
     checkpoint_root: str | None = None
 

@@ -77,20 +77,10 @@ def aggregate_join():
 
 
 def alternating(q) -> str:
-    from benchmarks.fuzz_queries import _logical
-    from federation.physical import placement_string, spe_limits
+    """Engines alternating by depth, as the fuzzer places them (one boundary per edge)."""
+    from benchmarks.fuzz_queries import alternating_placements
 
-    plan = _logical(q)
-
-    def depth(o: str) -> int:
-        n = 0
-        while plan.parent.get(o) in plan.r2r_ids:
-            o, n = plan.parent[o], n + 1
-        return n
-
-    pl = {o: ("spe", "db")[depth(o) % 2] for o in plan.r2r_ids}
-    assert not spe_limits(plan, pl)
-    return placement_string(pl)
+    return alternating_placements(q)[0]
 
 
 def test_the_reference_reads_each_stream_by_its_name(sources):

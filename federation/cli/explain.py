@@ -32,7 +32,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     make = query_source(a)
     profile = load_profile(a.profile)
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
-              "max_subplan_ops": a.max_subplan_ops}
+          "max_subplan_ops": a.max_subplan_ops, "memory_check": not a.no_memory_check}
 
     declared = None
     if isinstance(a.data, Path):  # one stream (several: each at its declared rate)
@@ -102,6 +102,8 @@ def add_parser(sub) -> None:
     e.add_argument("--json", action="store_true", help="the plan as JSON")
     e.add_argument("--no-feasibility-check", action="store_true",
                    help="rank plans by C_u alone (paper section 8.4)")
+    e.add_argument("--no-memory-check", action="store_true",
+                   help="choose plans whatever their predicted state memory (costmodel/memory.py)")
     e.add_argument("--sweep", metavar="START:STOP:STEP", type=sweep_text,
                    help="show the optimal placement across a range of rates")
     e.add_argument("--margin", type=non_negative, default=None,

@@ -231,8 +231,9 @@ def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
             if a.follow:  # after Spark, whose context installs its own SIGINT handler
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     saved[sig] = signal.signal(sig, on_signal)
-            return run(q, a.placement, data, _options(a, work_dir), generate=gen,
-                       profile=profile, spark=spark, progress=progress, halt=halt)
+            return run(q, a.placement, data, _options(a, work_dir), generate=gen, profile=profile,
+                       spark=spark, progress=progress, halt=halt,
+                       memory_check=not a.no_memory_check)
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
@@ -326,16 +327,15 @@ def add_parsers(sub) -> None:
                          "clock moves on with wall time (quiet windows close)")
     r.add_argument("--profile", type=Path, default=None, help="cost profile JSON (default: the calibrated one, else the shipped one)")
     r.add_argument("--master", default=None, help="Spark master, e.g. spark://host:7077 (default: local[2])")
-    r.add_argument("--console", action="store_true",
-                   help="print each instant's result rows as it is computed")
+    r.add_argument("--console", action="store_true", help="print each instant's rows as computed")
+    r.add_argument("--no-memory-check", action="store_true", help="choose a plan whatever its "
+                   "predicted state memory (docs/cost-model.md, Memory)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
-    ad = r.add_argument_group(
-        "re-optimization while running (--adaptive)",
-        "every --decide-every event seconds the run measures the last window (input rate, "
-        "selectivities, its own pace); when the optimizer's plan for those statistics is better "
-        "than the running placement by the margin, it migrates at that instant: the new "
-        "placement takes the DuckDB window state over (move) or replays the last window "
-        "(replay) and takes over")
+    ad = r.add_argument_group("re-optimization while running (--adaptive)", "every "
+        "--decide-every event seconds the run measures the last window (input rate, "
+        "selectivities, its own pace); when the optimizer's plan for those statistics is "
+        "better than the running placement by the margin, it migrates at that instant: the new "
+        "placement takes the DuckDB window state over (move) or replays the last window (replay)")
     ad.add_argument("--adaptive", action="store_true",
                     help="re-optimize as the input rate changes (--placement is the start)")
     ad.add_argument("--decide-every", type=positive, default=10.0,

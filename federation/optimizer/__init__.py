@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from costmodel.memory import PlanMemory, plan_memory
 from costmodel.ordering import CostVector
 from costmodel.plan_cost import PlanCost, plan_cost
 from costmodel.profile import CostProfile, load_profile
@@ -39,6 +40,15 @@ class OptimizationResult:
     join_shape: str
     kept: tuple[tuple[dict[str, str], CostVector], ...]  # every complete plan, best first
     feasibility_check: bool
+    memory: PlanMemory | None = None  # the chosen plan's predicted state per engine
+    #: kept plans better by Definition 1 whose state does not fit, with what it exceeds
+    unqualified: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    memory_check: bool = True
+
+    @property
+    def qualified(self) -> bool:
+        """It keeps up (feasible) and its state fits each engine's memory."""
+        return self.feasible and (self.memory is None or self.memory.fits)
 
     @property
     def cost(self) -> CostVector:
@@ -52,8 +62,12 @@ def optimize(
     feasibility_check: bool = True,
     max_subplan_ops: int = 15,
     reorder_joins: bool = True,
+    memory_check: bool = True,
 ) -> OptimizationResult:
-    """Place every R2R operator of `query` in the SPE or the DB."""
+    """Place every R2R operator of `query` in the SPE or the DB: the best plan by
+    Definition 1 among those whose predicted state fits each engine's memory
+    (costmodel/memory.py; `memory_check=False`: the best whatever its memory). Where no
+    kept plan fits, the best one, not qualified, with what each exceeds."""
     profile = profile or load_profile()
     t0 = time.perf_counter()
     logical = NumberedPlan.of(phase_one(query, profile, reorder=reorder_joins))
@@ -67,8 +81,21 @@ def optimize(
     # the enumeration never chooses what an engine cannot run (physical.spe_limits); as a
     # guard, the first kept plan that every engine can run, else pure-DB
     runnable = [pl for pl, _ in res.plans if not spe_limits(logical, pl)]
-    placement = runnable[0] if runnable else {o: "db" for o in logical.r2r_ids}
-    physical = build_physical_plan(logical, placement)
+    if not runnable:
+        runnable = [{o: "db" for o in logical.r2r_ids}]
+    unqualified: list[tuple[str, tuple[str, ...]]] = []
+    chosen = None
+    for pl in runnable:
+        physical = build_physical_plan(logical, pl)
+        memory = plan_memory(physical, profile)
+        if memory.fits or not memory_check:
+            chosen = physical, memory
+            break
+        unqualified.append((physical.placement_string, tuple(memory.exceeded())))
+    if chosen is None:  # nothing fits: the best plan, reported as not qualified
+        physical = build_physical_plan(logical, runnable[0])
+        chosen = physical, plan_memory(physical, profile)
+    physical, memory = chosen
     cost = plan_cost(physical, profile)
     return OptimizationResult(
         plan=physical,
@@ -81,18 +108,22 @@ def optimize(
         join_shape="several queries" if logical.many else join_shape(logical.root),
         kept=tuple(res.plans),
         feasibility_check=feasibility_check,
+        memory=memory,
+        unqualified=tuple(unqualified),
+        memory_check=memory_check,
     )
 
 
 def plan_for(query: Rstream, placement: str | Mapping[str, str] = "auto",
-             profile: CostProfile | None = None, feasibility_check: bool = True
-             ) -> tuple[PhysicalPlan, PlanCost]:
+             profile: CostProfile | None = None, feasibility_check: bool = True,
+             memory_check: bool = True) -> tuple[PhysicalPlan, PlanCost]:
     """The physical plan that `run` executes and its cost: the optimizer's choice for
     "auto", else the named placement ("spe", "db" or op=engine items) over the Phase-One
     plan."""
     profile = profile or load_profile()
     if isinstance(placement, str) and placement.strip().lower() == "auto":
-        r = optimize(query, profile=profile, feasibility_check=feasibility_check)
+        r = optimize(query, profile=profile, feasibility_check=feasibility_check,
+                     memory_check=memory_check)
         return r.plan, r.plan_cost
     pp = build_physical_plan(NumberedPlan.of(phase_one(query, profile)), placement)
     return pp, plan_cost(pp, profile)

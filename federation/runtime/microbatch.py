@@ -272,6 +272,10 @@ class BatchHandler:
         op_ids = ex.staged.db_ops_of(st.index)
         if op_ids and batch_id % 10 == 0:
             extra["db_memory_bytes"] = sum(ex.migs[o].memory_bytes() for o in op_ids)
+        if batch_id % 10 == 0:
+            from spe.pipeline import state_of
+
+            extra.update(state_of(st.query))
         m = BatchMetrics(stage=st.index, batch=batch_id, rows_in=rows_in,
                          result_rows=result_rows, transfer_s=t1 - t0, db_s=db_s,
                          handler_s=end - t0,

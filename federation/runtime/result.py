@@ -37,6 +37,10 @@ class BatchMetrics(BaseModel):
     rho_so_far: float | None = None
     #: DuckDB's own accounting of the stage's MIGs, every 10th batch (None in between)
     db_memory_bytes: int | None = None
+    #: rows and bytes in the stage's Spark state stores after the batch before, every
+    #: 10th batch (Spark's own metrics: spe/pipeline.state_of)
+    spark_state_rows: int | None = None
+    spark_state_bytes: int | None = None
 
 
 class PredictedCost(BaseModel):
@@ -77,6 +81,10 @@ class RunSummary(BaseModel):
     deadletter_dir: str
     predicted: PredictedCost | None
     db_memory_bytes: dict[str, int]
+    #: the largest state measured in a batch, summed over the stages: {"spark_rows",
+    #: "spark_bytes", "db_bytes"} (against `predicted_memory`: docs/cost-model.md, Memory)
+    peak_state: dict[str, int] = {}
+    predicted_memory: dict[str, float] = {}
     #: the migration instant a `watch` stopped the run at (the rest of the input was left)
     stopped_at: dt.datetime | None = None
     #: rows (or slice rows) each DB-op took from an old placement at a migration, per table

@@ -75,5 +75,27 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
             C_b=predicted.C_b, C_u=predicted.C_u,
             feasible=predicted.is_feasible),
         db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
+        peak_state=peak_state(ex), predicted_memory=predicted_memory(plan),
         moved={op_id: m.moved for op_id, m in ex.migs.items() if m.moved},
     )
+
+
+def peak_state(ex: Execution) -> dict[str, int]:
+    """The largest state measured in any batch of each stage, summed over the stages."""
+    out = {"spark_rows": 0, "spark_bytes": 0, "db_bytes": 0}
+    for st in ex.staged.stages:
+        ms = [m for m in ex.metrics if m.stage == st.index]
+        for key, field in (("spark_rows", "spark_state_rows"),
+                           ("spark_bytes", "spark_state_bytes"), ("db_bytes", "db_memory_bytes")):
+            out[key] += max((getattr(m, field) or 0 for m in ms), default=0)
+    return out
+
+
+def predicted_memory(plan: PhysicalPlan) -> dict[str, float]:
+    """The memory model's state per engine for this plan (costmodel/memory.py)."""
+    from costmodel.memory import plan_memory
+    from costmodel.profile import load_profile
+
+    m = plan_memory(plan, load_profile())
+    return {"spark_rows": sum(s.rows for s in m.spe.values()), "spark_bytes": m.spe_bytes,
+            "db_rows": sum(s.rows for s in m.db.values()), "db_bytes": m.db_bytes}

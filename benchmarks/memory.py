@@ -1,0 +1,84 @@
+"""Predicted state memory against measured, per engine (issue 25; docs/cost-model.md,
+"Memory").
+
+Run: python -m benchmarks.memory --queries CQ1,CQ2,CQ3,CQ4,CQ5,CQ6 --rates 1000,5000,20000
+
+For each query, rate and placement (pure Spark, pure DuckDB, the optimizer's plan) one run
+over generated smart-plug data: the windows are filled in micro-batches of 10 event
+seconds, then --measure-seconds event seconds at one per micro-batch. Measured: the largest
+state of any batch (`RunSummary.peak_state`: Spark's `numRowsTotal` and `memoryUsedBytes`
+of its state operators, DuckDB's `duckdb_memory()`), against the memory model's prediction
+for the plan (`RunSummary.predicted_memory`). With --fit the per-row bytes of the profile
+are refit from the measured bytes per predicted row (medians) and printed. Writes
+benchmarks/results/<out>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import say, write_result
+from federation.api import run
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", default="CQ1,CQ2,CQ3,CQ4,CQ5,CQ6")
+    ap.add_argument("--rates", default="1000,5000,20000")
+    ap.add_argument("--plans", default="spe,db,auto")
+    ap.add_argument("--plugs", type=int, default=2125)
+    ap.add_argument("--scale", type=float, default=0.1, help="window range scale (1 = paper)")
+    ap.add_argument("--measure-seconds", type=int, default=12)
+    ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--out", default="memory.json")
+    a = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="fedq-mem-"))
+    points = []
+    try:
+        for rate in (float(r) for r in a.rates.split(",")):
+            seconds = int(300 * a.scale) + a.measure_seconds + 2
+            data = work / f"data{int(rate)}"
+            generate(data, rate=rate, seconds=seconds, plugs=a.plugs, seed=1)
+            for name in a.queries.split(","):
+                q = QUERIES[name](rate=rate, scale=a.scale, plugs=a.plugs)
+                for plan in a.plans.split(","):
+                    r = run(q, plan, data, work_dir=work / "run", seconds_per_batch=1,
+                            warmup_batch_s=10, drain=False, budget_s=a.budget)
+                    shutil.rmtree(work / "run", ignore_errors=True)
+                    s = r.summary
+                    pt = {"query": name, "rate": rate, "plan": plan,
+                          "placement": s.placement, "measured": s.peak_state,
+                          "predicted": s.predicted_memory, "truncated": s.truncated}
+                    points.append(pt)
+                    m, p = s.peak_state, s.predicted_memory
+                    say(f"{name} @ {rate:.0f}/s {plan}: Spark rows {m['spark_rows']:,} "
+                        f"(predicted {p['spark_rows']:,.0f}), bytes {m['spark_bytes']:,} "
+                        f"({p['spark_bytes']:,.0f}); DuckDB bytes {m['db_bytes']:,} "
+                        f"({p['db_bytes']:,.0f})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    fit = {}
+    per_row = [p["measured"]["spark_bytes"] / p["predicted"]["spark_rows"] for p in points
+               if p["predicted"]["spark_rows"] and p["measured"]["spark_bytes"]]
+    if per_row:
+        fit["spark_bytes_per_predicted_row"] = statistics.median(per_row)
+    per_row = [p["measured"]["db_bytes"] / p["predicted"]["db_rows"] for p in points
+               if p["predicted"]["db_rows"] and p["measured"]["db_bytes"]]
+    if per_row:
+        fit["db_bytes_per_predicted_row"] = statistics.median(per_row)
+    path = write_result(a.out, {"scale": a.scale, "plugs": a.plugs,
+                                "measure_seconds": a.measure_seconds, "points": points,
+                                "fit": fit})
+    say(f"fit: {fit}")
+    say(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""Predicted state memory of a physical plan, per engine (issue 25; docs/cost-model.md,
+"Memory").
+
+From the same source-driven sizes as the time costs (eqs 1-3, costmodel/sizes.py):
+
+* **Spark** keeps, per stateful SPE-op, the rows of its state store:
+  - an aggregate over window rows (panes, spe/translate.py): one partial row per (group
+    with rows in a slide) x open window, min(groups, rows per slide) x range/slide, plus
+    the groups of the open pane;
+  - an aggregate over a relation: its groups of the instant in flight;
+  - a join of two relations: both sides of the instant in flight;
+  - a join of window rows with a relation (the time-interval join): the rows of a window
+    range once, and the relation's rows of range/slide instants;
+  - a join whose sides are both window rows: each side's rows in every window holding them.
+  Selections, projections and joins with a database table keep nothing.
+* **DuckDB** keeps, per DB-op, the window rows it reads as rows (the window's size after
+  the selections folded in, its kept columns), the slice rows of its sliced aggregates
+  (fine and sealed coarse slices, as db_combine_cost counts them) and one instant of each
+  relation input.
+
+Bytes per row: a fixed overhead per state row plus 8 bytes per column (profile fields
+`spe_state_bytes_per_row`, `db_state_bytes_per_row`, `state_bytes_per_column`), fitted to
+the engines' own counts (Spark's `memoryUsedBytes` of its state operators, DuckDB's
+`duckdb_memory()`): `python -m benchmarks.memory`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from costmodel.profile import CostProfile
+from costmodel.sizes import NodeSize, SourceDrivenSizes, key_groups
+from federation.conventions import DRIVER_MEMORY, US_PER_S
+
+
+@dataclass(frozen=True)
+class State:
+    """The state one operator keeps: rows and bytes."""
+
+    rows: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class PlanMemory:
+    """Predicted state per SPE-op and per DB-op, the engines' totals and capacities."""
+
+    spe: dict[str, State] = field(default_factory=dict)
+    db: dict[str, State] = field(default_factory=dict)
+    spe_capacity: float = math.inf
+    db_capacity: float = math.inf
+
+    @property
+    def spe_bytes(self) -> float:
+        return sum(s.bytes for s in self.spe.values())
+
+    @property
+    def db_bytes(self) -> float:
+        return sum(s.bytes for s in self.db.values())
+
+    def exceeded(self) -> list[str]:
+        """What does not fit, one phrase per engine (empty: the plan is qualified)."""
+        out = []
+        if self.spe_bytes > self.spe_capacity:
+            out.append(f"Spark state {mib(self.spe_bytes)} > {mib(self.spe_capacity)}")
+        if self.db_bytes > self.db_capacity:
+            out.append(f"DuckDB state {mib(self.db_bytes)} > {mib(self.db_capacity)}")
+        return out
+
+    @property
+    def fits(self) -> bool:
+        return not self.exceeded()
+
+
+def mib(b: float) -> str:
+    return "unbounded" if math.isinf(b) else f"{b / 2**20:,.0f} MiB"
+
+
+def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
+    """Rows one SPE-op keeps in Spark's state store (module doc)."""
+    if node.kind == "aggregate":
+        (k,) = kids
+        groups = max(size.groups, 1.0)
+        if not k.row_level:
+            return groups
+        per_slide = min(groups, max(k.rate / max(size.l, 1e-12), 1.0))
+        return per_slide * k.copies + (per_slide if k.copies > 1 else 0.0)
+    if node.kind == "join":
+        if any(k.row_level is False and k.rate == 0.0 for k in kids):
+            return 0.0  # a database table: Spark's stream-static join keeps no state
+        rows = [k for k in kids if k.row_level]
+        rels = [k for k in kids if not k.row_level]
+        if len(rows) == 1 and node.keys:  # the time-interval join
+            return rows[0].size + rels[0].size * rows[0].copies
+        return sum(k.size * (k.copies if k.row_level else 1.0) for k in kids)
+    return 0.0
+
+
+def db_state_rows(sizes: SourceDrivenSizes, d) -> list[tuple[float, int]]:
+    """(rows, columns) of each table one DB-op keeps (module doc)."""
+    out = []
+    for ci in d.inputs:
+        s = sizes[ci.op_ids[0]]
+        if ci.node.kind == "table":
+            out.append((s.size, len(ci.node.schema)))
+        elif ci.table in d.raw:
+            out.append((s.size, len(d.raw_columns.get(ci.table, ())) + 1))
+        elif not ci.row_level:
+            out.append((s.size, len(ci.node.schema) + 1))
+    for sl in d.slices:
+        ci = next((c for c in d.inputs if c.table == sl.source), None)
+        if ci is not None:
+            out.append((slice_rows(sl, ci.node, sizes[ci.op_ids[0]]),
+                        len(sl.keys) + len(sl.partials) + 1))
+    return out
+
+
+def slice_rows(sl, node, s: NodeSize) -> float:
+    """Slice rows one slice table keeps: the groups with rows in a slice x the slices of
+    its longest range; for long windows the sealed coarse slices plus the fine ones of the
+    open coarse slice (db/sqlgen/slices.py)."""
+    groups = key_groups(node, sl.keys, s.size) if sl.keys else 1.0
+
+    def per(width_us: int) -> float:
+        return min(groups, max(s.rate * width_us / US_PER_S, 1.0))
+
+    if not sl.coarse_us:
+        return sl.keep_us / sl.width_us * per(sl.width_us)
+    return (sl.keep_us / sl.coarse_us * per(sl.coarse_us)
+            + sl.coarse_us / sl.width_us * per(sl.width_us))
+
+
+def size_bytes(text: str) -> float:
+    """'4g', '512m', '4GB' as bytes (Spark's and DuckDB's spelling)."""
+    t = text.strip().lower().rstrip("bi")
+    unit = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}.get(t[-1:], 1)
+    return float(t[:-1] if unit != 1 else t) * unit
+
+
+def capacities(p: CostProfile, driver_memory: str = DRIVER_MEMORY) -> tuple[float, float]:
+    """(Spark, DuckDB) state capacity in bytes: the profile's, else half the driver heap
+    (the rest is Spark's execution memory, Arrow batches and the JVM) and half the
+    machine's RAM (what the MIGs share, runtime/mig.py)."""
+    spe = p.spe_memory_bytes or size_bytes(driver_memory) / 2
+    if p.db_memory_bytes:
+        return spe, p.db_memory_bytes
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 8 * 2**30
+    return spe, ram / 2
+
+
+def plan_memory(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None,
+                driver_memory: str = DRIVER_MEMORY) -> PlanMemory:
+    """Predicted state of a physical plan per engine, with the capacities."""
+    plan = pp.logical
+    sizes = sizes if sizes is not None else SourceDrivenSizes.of(plan)
+    col = p.state_bytes_per_column
+    spe = {}
+    for o in plan.r2r_ids:
+        if pp.placement.get(o, "spe") != "spe":
+            continue
+        node = plan.nodes[o]
+        rows = spe_state_rows(node, sizes[o], [sizes[c] for c in plan.children[o]])
+        if rows:
+            ncols = len(node.schema) + 1
+            spe[o] = State(rows, rows * (p.spe_state_bytes_per_row + col * ncols))
+    db = {}
+    for d in pp.db_ops:
+        tables = db_state_rows(sizes, d)
+        rows = sum(r for r, _ in tables)
+        db[d.id] = State(rows, sum(r * (p.db_state_bytes_per_row + col * c) for r, c in tables))
+    return PlanMemory(spe, db, *capacities(p, driver_memory))

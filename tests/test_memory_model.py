@@ -1,0 +1,79 @@
+"""The memory model and qualified plans (issue 25; costmodel/memory.py). No JVM."""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.memory import plan_memory, size_bytes, spe_state_rows
+from costmodel.profile import load_profile
+from costmodel.sizes import NodeSize
+from federation.explain import explain_json, explain_text
+from federation.optimizer import optimize, plan_for
+from federation.smartplug.queries import QUERIES
+
+
+def test_spark_aggregate_state_is_groups_per_slide_times_open_windows():
+    class Agg:
+        kind = "aggregate"
+
+    rows = NodeSize(rate=1000.0, size=300_000.0, l=1.0, copies=300.0, row_level=True)
+    out = NodeSize(rate=2125.0, size=2125.0, l=1.0, copies=1.0, row_level=False, groups=2125.0)
+    # 1,000 rows a slide reach at most 1,000 of the 2,125 groups: 1,000 x 300 windows, and
+    # the open pane's 1,000
+    assert spe_state_rows(Agg(), out, [rows]) == 1000 * 300 + 1000
+    fast = NodeSize(rate=100_000.0, size=3e7, l=1.0, copies=300.0, row_level=True)
+    assert spe_state_rows(Agg(), out, [fast]) == 2125 * 300 + 2125  # every group, every slide
+
+
+def test_state_grows_with_the_window_and_sits_where_the_operators_run():
+    p = load_profile()
+    short, long_ = (plan_for(QUERIES["CQ5"](rate=20000, scale=s), "spe", p)[0]
+                    for s in (0.1, 1.0))
+    a, b = plan_memory(short, p), plan_memory(long_, p)
+    assert b.spe_bytes > 5 * a.spe_bytes and a.db_bytes == b.db_bytes == 0
+    db = plan_memory(plan_for(QUERIES["CQ5"](rate=20000), "db", p)[0], p)
+    assert db.spe_bytes == 0 and db.db_bytes > 0
+
+
+def test_size_bytes_reads_spark_and_duckdb_spellings():
+    assert size_bytes("4g") == 4 * 2**30
+    assert size_bytes("512MB") == 512 * 2**20
+    assert size_bytes("1024") == 1024
+
+
+def test_a_lower_capacity_changes_the_choice():
+    """CQ1 at 2,000/s: pure DuckDB keeps every window row (its selection folded in); with
+    DuckDB's capacity just below that, the plan with the selection in Spark (DuckDB keeps
+    only the selected rows) is chosen, and the pure-DuckDB plan is named as passed over."""
+    p = load_profile()
+    q = QUERIES["CQ1"](rate=2000)
+    free = optimize(q, profile=p)
+    assert free.qualified and free.memory.db_bytes > 0
+    cap = free.memory.db_bytes * 0.9
+    r = optimize(q, profile=p.model_copy(update={"db_memory_bytes": cap}))
+    assert r.plan.placement_string != free.plan.placement_string
+    assert r.qualified and r.memory.db_bytes <= cap
+    assert r.unqualified and r.unqualified[0][0] == free.plan.placement_string
+    assert "DuckDB state" in r.unqualified[0][1][0]
+    text = explain_text(r)
+    assert "passed over (memory)" in text and "memory: Spark state" in text
+    # the check off: the plan the optimizer chose before
+    off = optimize(q, profile=p.model_copy(update={"db_memory_bytes": cap}),
+                   memory_check=False)
+    assert off.plan.placement_string == free.plan.placement_string
+    assert "memory check off" in explain_text(off)
+
+
+def test_when_nothing_fits_the_plan_says_so():
+    p = load_profile().model_copy(update={"spe_memory_bytes": 1.0, "db_memory_bytes": 1.0})
+    r = optimize(QUERIES["CQ3"](rate=20000), profile=p)
+    assert not r.qualified
+    j = explain_json(r)
+    assert j["qualified"] is False and j["memory"]["exceeded"]
+    assert "NOT qualified" in explain_text(r)
+
+
+def test_default_capacities_come_from_the_machine():
+    m = plan_memory(plan_for(QUERIES["CQ1"](rate=2000), "db")[0], load_profile())
+    assert m.spe_capacity == 2 * 2**30  # half the default 4 GB driver heap
+    assert 0 < m.db_capacity < math.inf
