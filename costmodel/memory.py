@@ -4,9 +4,9 @@
 From the same source-driven sizes as the time costs (eqs 1-3, costmodel/sizes.py):
 
 * **Spark** keeps, per stateful SPE-op, the rows of its state store:
-  - an aggregate over window rows (panes, spe/translate.py): one partial row per (group
-    with rows in a slide) x open window, min(groups, rows per slide) x range/slide, plus
-    the groups of the open pane;
+  - an aggregate over window rows (panes, spe/translate.py): one row per (group with rows
+    in the window) x open window, min(groups, rows per window) x range/slide, plus the
+    groups of the open pane;
   - an aggregate over a relation: its groups of the instant in flight;
   - a join of two relations: both sides of the instant in flight;
   - a join of window rows with a relation (the time-interval join): the rows of a window
@@ -85,8 +85,10 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
         groups = max(size.groups, 1.0)
         if not k.row_level:
             return groups
-        per_slide = min(groups, max(k.rate / max(size.l, 1e-12), 1.0))
-        return per_slide * k.copies + (per_slide if k.copies > 1 else 0.0)
+        slide = 1.0 / max(size.l, 1e-12)
+        per_window = min(groups, max(k.rate * slide * k.copies, 1.0))
+        per_pane = min(groups, max(k.rate * slide, 1.0))
+        return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
     if node.kind == "join":
         if any(k.row_level is False and k.rate == 0.0 for k in kids):
             return 0.0  # a database table: Spark's stream-static join keeps no state

@@ -12,17 +12,18 @@ from federation.optimizer import optimize, plan_for
 from federation.smartplug.queries import QUERIES
 
 
-def test_spark_aggregate_state_is_groups_per_slide_times_open_windows():
+def test_spark_aggregate_state_is_groups_per_window_times_open_windows():
     class Agg:
         kind = "aggregate"
 
-    rows = NodeSize(rate=1000.0, size=300_000.0, l=1.0, copies=300.0, row_level=True)
     out = NodeSize(rate=2125.0, size=2125.0, l=1.0, copies=1.0, row_level=False, groups=2125.0)
-    # 1,000 rows a slide reach at most 1,000 of the 2,125 groups: 1,000 x 300 windows, and
-    # the open pane's 1,000
-    assert spe_state_rows(Agg(), out, [rows]) == 1000 * 300 + 1000
-    fast = NodeSize(rate=100_000.0, size=3e7, l=1.0, copies=300.0, row_level=True)
-    assert spe_state_rows(Agg(), out, [fast]) == 2125 * 300 + 2125  # every group, every slide
+    # 1,000 rows a second over 300 windows of 300 s reach every one of the 2,125 groups in
+    # each window (2,125 x 300 rows), the open pane's 1,000 rows at most 1,000 of them
+    rows = NodeSize(rate=1000.0, size=300_000.0, l=1.0, copies=300.0, row_level=True)
+    assert spe_state_rows(Agg(), out, [rows]) == 2125 * 300 + 1000
+    # 5 rows a second over windows of 10 s: 50 groups per window at most
+    few = NodeSize(rate=5.0, size=50.0, l=1.0, copies=10.0, row_level=True)
+    assert spe_state_rows(Agg(), out, [few]) == 50 * 10 + 5
 
 
 def test_state_grows_with_the_window_and_sits_where_the_operators_run():
