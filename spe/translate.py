@@ -191,7 +191,7 @@ class SpeTranslator:
         keys = [_c(k) for k in node.keys]
         partial, merged = {}, []
         for i, (n, c) in enumerate(node.aggs):
-            parts, merge = _MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_p{i}")
+            parts, merge = _MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}")
             partial.update(parts)
             merged.append(merge.alias(n))
         panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias("window"), *keys)
