@@ -19,9 +19,10 @@ to every engine, one after the other, nothing else running:
   results kept. Timed: the whole `run` call (ingest, planning, every micro-batch, the end)
   in a warm Spark session.
 
-CQ1 and CQ2 (window rows joined with their window's aggregate) are not written for Flink:
-Flink's window join needs the same window on both sides and copies each row into its 300
-HOP windows; see the README. Before timing, a small input runs through Flink and fedq's
+CQ1 and CQ2 (window rows against their window's aggregate) are written for Flink as an
+interval join of the load rows with the HOP aggregate, then a 1-s TUMBLE over the
+aggregate's window_time; checked equal to fedq on the small input (`--queries CQ1,CQ2`),
+not timed yet. Before timing, a small input runs through Flink and fedq's
 plan and the rows are compared (`tau` = Flink's window_end). events/s = input rows / timed
 seconds; each run is the whole input once, windows filling for the first 5 minutes.
 Results: benchmarks/results/peers_smartplug.json and .png.
