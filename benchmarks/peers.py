@@ -152,6 +152,31 @@ def fedq(data: Path, name: str, placement: str, per_batch: int, spark,
                   "result": r.rows}
 
 
+def flink_points(fl: dict, names: list[str], events: int) -> list[dict]:
+    """One point per query from `flink`'s answer (its error where it gave no time)."""
+    out = []
+    for q in names:
+        s = fl.get(q)
+        out.append({"query": q, "engine": "flink-sql", "seconds": s,
+                    "events_per_s": events / s if s else None,
+                    "error": fl.get("error") if s is None else None})
+        say(f"  flink {q}: {s} s")
+    return out
+
+
+def fedq_point(q: str, placement: str, wall: float, info: dict, rate: float,
+               events: int) -> dict:
+    """The point of one fedq run: events over its wall time, or for a run stopped at the
+    budget its steady-state rate (event seconds per wall second in the micro-batches after
+    the third, times the input's rate)."""
+    info = {k: v for k, v in info.items() if k != "result"}
+    eps = rate * info["rho_steady"] if info["truncated"] else events / wall
+    say(f"  fedq {placement} {q}: {wall:.1f} s, {eps:,.0f} events/s ({info['placement']}"
+        f"{', stopped at the budget' if info['truncated'] else ''})")
+    return {"query": q, "engine": f"fedq-{placement}", "seconds": round(wall, 3),
+            "events_per_s": eps, **info}
+
+
 def canonical(t: pa.Table, cols: list[str]) -> list[tuple]:
     out = []
     for row in zip(*(t.column(c).to_pylist() for c in cols)):
@@ -235,13 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     events = summary.events
     points = []
     say("Flink SQL ...")
-    fl = flink(work / "big" / "csv", work / "small" / "csv", names, None)
-    for q in names:
-        s = fl.get(q)
-        points.append({"query": q, "engine": "flink-sql", "seconds": s,
-                       "events_per_s": events / s if s else None,
-                       "error": fl.get("error") if s is None else None})
-        say(f"  flink {q}: {s} s")
+    points += flink_points(flink(work / "big" / "csv", work / "small" / "csv", names, None),
+                           names, events)
     for q in names:
         if q in peers_duckdb.SUPPORTED:
             t0 = time.perf_counter()
@@ -261,14 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         for pl in a.placements.split(","):
             wall, info = fedq(work / "big" / "parquet", q, pl, a.seconds_per_batch, spark,
                               a.budget)
-            info.pop("result")
-            # a run stopped at the budget: its steady-state rate (event seconds per wall
-            # second in the micro-batches after the third, times the input's rate)
-            rate = a.rate * info["rho_steady"] if info["truncated"] else events / wall
-            points.append({"query": q, "engine": f"fedq-{pl}", "seconds": round(wall, 3),
-                           "events_per_s": rate, **info})
-            say(f"  fedq {pl} {q}: {wall:.1f} s, {rate:,.0f} events/s "
-                f"({info['placement']}{', stopped at the budget' if info['truncated'] else ''})")
+            points.append(fedq_point(q, pl, wall, info, a.rate, events))
     payload = {"rate": a.rate, "seconds": a.seconds, "events": events,
                "rows": summary.rows, "seconds_per_batch": a.seconds_per_batch,
                "flink": "PyFlink 2.3.0, local, parallelism 2, CSV source, blackhole sink",

@@ -39,10 +39,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 
 from benchmarks.common import say, write_result
-from benchmarks.peers import flink, to_csv
+from benchmarks.peers import fedq_point, flink, flink_points, to_csv
 from federation.results import diff_results
 from federation.smartplug import SMARTPLUG_SCHEMA
 from federation.smartplug.datagen import generate
@@ -121,30 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     checks = check(small, 500, 50, spark)
     big = work / "big"
     say(f"generating {a.rate:.0f} tuples/s x {a.seconds} s, {a.plugs} plugs into {big}")
-    generate(big / "parquet" / "smartplug", rate=a.rate, seconds=a.seconds, plugs=a.plugs,
-             seed=1)
+    rows = generate(big / "parquet" / "smartplug", rate=a.rate, seconds=a.seconds,
+                    plugs=a.plugs, seed=1).rows
     to_csv(big / "parquet", big / "csv", SCHEMAS)
-    rows = sum(pq.ParquetFile(p).metadata.num_rows
-               for p in (big / "parquet" / "smartplug").glob("part-*.parquet"))
-    points = []
     say("Flink SQL ...")
-    fl = flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts")
-    for q in names:
-        s = fl.get(q)
-        points.append({"query": q, "engine": "flink-sql", "seconds": s,
-                       "events_per_s": rows / s if s else None,
-                       "error": fl.get("error") if s is None else None})
-        say(f"  flink {q}: {s} s")
+    points = flink_points(flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts"),
+                          names, rows)
     for q in names:
         for pl in a.placements.split(","):
             wall, info = fedq(big / "parquet" / "smartplug", q, pl, a.rate, a.plugs,
                               a.seconds_per_batch, spark, a.budget)
-            info.pop("result")
-            rate = a.rate * info["rho_steady"] if info["truncated"] else rows / wall
-            points.append({"query": q, "engine": f"fedq-{pl}", "seconds": round(wall, 3),
-                           "events_per_s": rate, **info})
-            say(f"  fedq {pl} {q}: {wall:.1f} s, {rate:,.0f} tuples/s ({info['placement']}"
-                f"{', stopped at the budget' if info['truncated'] else ''})")
+            points.append(fedq_point(q, pl, wall, info, a.rate, rows))
     payload = {"rate": a.rate, "seconds": a.seconds, "plugs": a.plugs, "events": rows,
                "seconds_per_batch": a.seconds_per_batch,
                "flink": "PyFlink 2.3.0, local, parallelism 2, CSV source, blackhole sink",

@@ -146,13 +146,15 @@ def capacities(p: CostProfile, driver_memory: str = DRIVER_MEMORY) -> tuple[floa
     (the rest is Spark's execution memory, Arrow batches and the JVM) and half the
     machine's RAM (what the MIGs share, runtime/mig.py)."""
     spe = p.spe_memory_bytes or size_bytes(driver_memory) / 2
-    if p.db_memory_bytes:
-        return spe, p.db_memory_bytes
+    return spe, p.db_memory_bytes or machine_ram() / 2
+
+
+def machine_ram() -> int:
+    """The machine's physical memory in bytes (8 GB where the OS does not say)."""
     try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        ram = 8 * 2**30
-    return spe, ram / 2
+        return 8 * 2**30
 
 
 def plan_memory(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None,

@@ -58,12 +58,10 @@ def mig_resources(n_migs: int) -> tuple[int, str]:
     micro-batch Spark waits while the MIGs run one after the other, so each MIG may use
     every core (one thread instead of two made CQ1's slide 1.5x and a CQ3 scan 2.6x as
     slow, issue 10); half the memory is shared among the MIGs, the rest is Spark's."""
+    from costmodel.memory import machine_ram
+
     threads = os.cpu_count() or 1
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * 2**30
-    per = max(256 * 2**20, total // 2 // max(1, n_migs))
+    per = max(256 * 2**20, machine_ram() // 2 // max(1, n_migs))
     return threads, f"{per // 2**20}MB"
 
 
