@@ -103,9 +103,9 @@ def to_csv(src: Path, dst: Path, schemas: dict = SCHEMAS) -> None:
 
 def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None,
           texts: Path = QUERIES / "flink", schemas: dict = SCHEMAS,
-          time_column: str = "dateTime") -> dict:
+          time_column: str = "dateTime", timeout: float = 7200) -> dict:
     """Run the queries (`texts`/<name>.sql) in one PyFlink process; {query: seconds} (or
-    {"error": ...})."""
+    {"error": ...}, also when the process outlives `timeout` wall seconds)."""
     if not FLINK_PY.exists():
         return {"error": f"{FLINK_PY} missing: run `make peers-setup`"}
 
@@ -119,8 +119,15 @@ def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None,
             "queries": {q: (texts / f"{q.lower()}.sql").read_text() for q in names}}
     path = csv.parent / "flink_spec.json"
     path.write_text(json.dumps(spec))
-    r = subprocess.run([str(FLINK_PY), str(ROOT / "benchmarks" / "flink_job.py"), str(path)],
-                       capture_output=True, text=True, check=False, timeout=7200)
+    try:
+        r = subprocess.run([str(FLINK_PY), str(ROOT / "benchmarks" / "flink_job.py"),
+                            str(path)], capture_output=True, text=True, check=False,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        done = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+        return {**{x["query"]: x["run_s"] for x in done if x["event"] == "query"},
+                "error": f"Flink did not finish within {timeout:.0f} s"}
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     if r.returncode != 0:
         tail = [x for x in r.stderr.splitlines() if "Exception" in x or "Error" in x]

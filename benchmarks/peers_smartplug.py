@@ -1,4 +1,4 @@
-"""The smart-plug queries CQ3-CQ6 on fedq against Flink SQL, side by side (issue 24 part 4).
+"""The smart-plug queries CQ1-CQ6 on fedq against Flink SQL, side by side (issue 24 part 4).
 
 Run: make peers-setup   (once)
      python -m benchmarks.peers_smartplug --rate 50000 --seconds 360
@@ -21,8 +21,8 @@ to every engine, one after the other, nothing else running:
 
 CQ1 and CQ2 (window rows against their window's aggregate) are written for Flink as an
 interval join of the load rows with the HOP aggregate, then a 1-s TUMBLE over the
-aggregate's window_time; checked equal to fedq on the small input (`--queries CQ1,CQ2`),
-not timed yet. Before timing, a small input runs through Flink and fedq's
+aggregate's window_time: `--queries CQ1,CQ2` (measured at 20,000 rows/s: Flink joins each
+row with its 300 windows' aggregates; `--flink-timeout` bounds it). Before timing, a small input runs through Flink and fedq's
 plan and the rows are compared (`tau` = Flink's window_end). events/s = input rows / timed
 seconds; each run is the whole input once, windows filling for the first 5 minutes.
 Results: benchmarks/results/peers_smartplug.json and .png.
@@ -77,13 +77,13 @@ def flink_rows(out: Path, name: str, columns: list[str]) -> pa.Table:
         column_types={"tau": pa.timestamp("us")})) for f in files)
 
 
-def check(work: Path, rate: float, plugs: int, spark) -> dict:
+def check(work: Path, names: list[str], rate: float, plugs: int, spark) -> dict:
     """Each query's rows from Flink and from fedq's plan over the small input."""
-    got = flink(work / "csv", None, list(NAMES), work / "flink_out", TEXTS, SCHEMAS, "ts")
+    got = flink(work / "csv", None, names, work / "flink_out", TEXTS, SCHEMAS, "ts")
     if "error" in got:
         return {"error": got["error"]}
     report = {}
-    for name in NAMES:
+    for name in names:
         _, info = fedq(work / "parquet" / "smartplug", name, "auto", rate, plugs, 5, spark)
         mine = info["result"]
         ft = flink_rows(work / "flink_out", name, mine.column_names)
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds-per-batch", type=int, default=10)
     ap.add_argument("--budget", type=float, default=600.0,
                     help="wall seconds a fedq run may take (then its steady-state rate)")
+    ap.add_argument("--flink-timeout", type=float, default=3600.0,
+                    help="wall seconds the Flink process may take for all the queries")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--out", default="peers_smartplug.json")
     a = ap.parse_args(argv)
@@ -117,15 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     say(f"small input for the check and the warm-up: {small}")
     generate(small / "parquet" / "smartplug", rate=500, seconds=400, plugs=50, seed=3)
     to_csv(small / "parquet", small / "csv", SCHEMAS)
-    checks = check(small, 500, 50, spark)
+    checks = check(small, names, 500, 50, spark)
     big = work / "big"
     say(f"generating {a.rate:.0f} tuples/s x {a.seconds} s, {a.plugs} plugs into {big}")
     rows = generate(big / "parquet" / "smartplug", rate=a.rate, seconds=a.seconds,
                     plugs=a.plugs, seed=1).rows
     to_csv(big / "parquet", big / "csv", SCHEMAS)
     say("Flink SQL ...")
-    points = flink_points(flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts"),
-                          names, rows)
+    points = flink_points(flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts",
+                                a.flink_timeout), names, rows)
     for q in names:
         for pl in a.placements.split(","):
             wall, info = fedq(big / "parquet" / "smartplug", q, pl, a.rate, a.plugs,

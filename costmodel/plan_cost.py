@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from costmodel.ordering import ZERO, CostVector
-from costmodel.profile import CostProfile
+from costmodel.profile import CostProfile, spe_row_scale
 from costmodel.sizes import NodeSize, SourceDrivenSizes
 from federation.conventions import US_PER_S, us
 
@@ -28,10 +28,12 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
     Stateful operators over row-level input pay Spark's sliding-window expansion: each row
     is copied into range/slide windows. An aggregate runs in panes (spe/translate.py): each
     row is copied once, into its pane (one slide), and each pane's partial row per group
-    (at most the rows of a slide) into range/slide windows.
+    (at most the rows of a slide) into range/slide windows. The per-row terms scale with
+    the cores Spark has (spe_row_scale), the per-micro-batch ones do not.
     """
     kind = node.kind
     c = p.spe_s_per_row.of(kind)
+    scale = spe_row_scale(p)
     u = 0.0
     for k in kids:
         u += k.rate * c
@@ -40,13 +42,14 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
             if node.kind == "aggregate" and k.copies > 1:
                 copied = k.rate + min(k.rate, max(size.groups, 1.0) * k.l) * k.copies
             u += copied * p.spe_s_per_window_copy
+    u *= scale
     if node.kind in STATEFUL:
         # every stateful operator commits its state store at every micro-batch (extension)
         u += size.l * p.spe_s_per_stateful_op_slide
     else:
         u += size.l * p.spe_s_per_stateless_op_slide
     if node.kind in STATEFUL and p.spe_s_per_state_group_window:
-        u += size.l * state_keys(size, kids) * p.spe_s_per_state_group_window
+        u += size.l * state_keys(size, kids) * p.spe_s_per_state_group_window * scale
     return u
 
 

@@ -95,6 +95,14 @@ class CostProfile(BaseModel):
     db_memory_bytes: float | None = Field(
         None, gt=0, description="DuckDB capacity of all DB-ops (None: half the machine's RAM)"
     )
+    # -- the SPE's cores (issue 25): Spark's data-parallel work spreads over them ------------
+    spe_profile_cores: float = Field(
+        2.0, gt=0, description="cores Spark had when the spe_s_* costs were measured (local[2])"
+    )
+    spe_cores: float | None = Field(
+        None, gt=0,
+        description="cores Spark has for this plan (a cluster's executors; None: as measured)",
+    )
     # -- capacity (extension): all operators share these cores ----------------------------
     capacity_cores: float | None = Field(
         None, gt=0, description="if set, C_b is at least C_u / cores (shared cores)"
@@ -108,6 +116,18 @@ class CostProfile(BaseModel):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json() + "\n")
         return path
+
+
+def spe_row_scale(p: CostProfile) -> float:
+    """Factor on Spark's per-row costs for the cores Spark has: its per-row work is
+    partitioned by key over them (shuffle partitions = cores), its per-micro-batch fixed
+    costs are not.
+
+    Example:
+        >>> spe_row_scale(load_profile().model_copy(update={"spe_cores": 8}))
+        0.25
+    """
+    return p.spe_profile_cores / p.spe_cores if p.spe_cores else 1.0
 
 
 def load_profile(path: Path | str | None = None) -> CostProfile:

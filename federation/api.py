@@ -3,6 +3,7 @@ user names), then execute the physical plan (federation.runtime)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -57,13 +58,44 @@ def run(
                           "together over data directories for now; follow or a broker runs "
                           "one query")
     prog = as_progress(progress)
-    prog.phase("planning")
+    profile, capacity = spe_profile(profile, spark, opt.state_store)
+    prog.phase("planning" if capacity is None else f"planning for Spark's {capacity}")
     plan, cost = plan_for(query, placement, profile, feasibility_check, memory_check)
+    if capacity is not None:
+        plan = dataclasses.replace(plan, chosen_for=capacity.describe())
     if data is None and opt.source is None:
         prog.phase("generating data", total=gen.seconds, unit="event seconds")
         data = _generated(query, opt.work_dir, gen, prog.advance)
     return execute(plan, data, opt, spark=spark, progress=prog, predicted=cost.vector,
                    halt=halt)
+
+
+def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
+                ) -> tuple[CostProfile, object]:
+    """The cost profile for the Spark session the run uses: the cores it has (a cluster's
+    executors' cores, costmodel.profile.spe_row_scale) and half its executors' heap as the
+    state capacity (RocksDB's: the local disk's free space), unless the profile sets them;
+    (profile, None) without a session (the default local one, which the profile was
+    measured on)."""
+    import shutil
+    import tempfile
+
+    from costmodel.memory import size_bytes
+    from costmodel.profile import load_profile
+
+    profile = profile or load_profile()
+    if state_store == "rocksdb" and profile.spe_memory_bytes is None:
+        free = shutil.disk_usage(tempfile.gettempdir()).free
+        profile = profile.model_copy(update={"spe_memory_bytes": float(free)})
+    if spark is None:
+        return profile, None
+    from spe.session import spe_capacity
+
+    cap = spe_capacity(spark)
+    update: dict = {} if profile.spe_cores else {"spe_cores": float(cap.cores)}
+    if cap.executor_memory and profile.spe_memory_bytes is None:
+        update["spe_memory_bytes"] = cap.executors * size_bytes(cap.executor_memory) / 2
+    return profile.model_copy(update=update), cap
 
 
 def _generated(query: Rstream, work: Path | None, gen: GenerateOptions, progress=None) -> Path:

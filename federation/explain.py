@@ -113,6 +113,8 @@ def explain_text(r: OptimizationResult) -> str:
     if pc.gateway:
         out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})")
     out += memory_lines(r)
+    out.append(f"capacity: Spark {r.spe_cores:g} cores"
+               f"{f' ({p.chosen_for})' if p.chosen_for else ''}")
     out.append(
         f"plans examined: {r.plans_examined} (of 2^{len(p.logical.r2r_ids)} = "
         f"{2 ** len(p.logical.r2r_ids)}), subplans: {r.subplans}, join shape: {r.join_shape}"
@@ -167,6 +169,8 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "feasibility_check": r.feasibility_check,
         "qualified": r.qualified,
         "memory_check": r.memory_check,
+        "spe_cores": r.spe_cores,
+        "spe_capacity": p.chosen_for,
         "memory": None if r.memory is None else {
             "spe_bytes": r.memory.spe_bytes, "db_bytes": r.memory.db_bytes,
             "spe_capacity": r.memory.spe_capacity, "db_capacity": r.memory.db_capacity,

@@ -83,6 +83,8 @@ class PhysicalPlan:
     logical: NumberedPlan
     placement: dict[str, str]
     db_ops: tuple[DbOp, ...]
+    #: the Spark capacity it was chosen for, when not the local profile's (spe/session.py)
+    chosen_for: str | None = field(default=None, compare=False)
 
     def engine_of(self, op_id: str) -> str:
         return self.placement.get(op_id, "spe")

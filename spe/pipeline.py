@@ -90,9 +90,18 @@ def quiet_query_errors(spark, quiet: bool) -> None:
         conf.setLevel(name, level)
 
 
+STATE_STORES = {
+    "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
 def start_query(df: DataFrame, handler, checkpoint: str, name: str,
-                trigger_seconds: float | None = None):
-    """Start the stage's streaming query in append mode with a foreachBatch sink.
+                trigger_seconds: float | None = None, state_store: str = "memory"):
+    """Start the stage's streaming query in append mode with a foreachBatch sink, its
+    state in `state_store` (STATE_STORES: Spark's default, in the executors' heap, or
+    RocksDB, shipped with Spark: off heap and on local disk; a resumed query keeps the one
+    its checkpoint was written with).
 
     Exchange reuse is off for the query (the stream clones the session's conf at start):
     when two branches of a plan read the same rows (a self-join of one aggregate), Spark
@@ -100,6 +109,8 @@ def start_query(df: DataFrame, handler, checkpoint: str, name: str,
     propagation does not see through it: those operators run with watermark 0, never
     evict, and everything above them waits forever (no row at all)."""
     df.sparkSession.conf.set("spark.sql.exchange.reuse", "false")
+    df.sparkSession.conf.set("spark.sql.streaming.stateStore.providerClass",
+                             STATE_STORES[state_store])
     quiet_query_errors(df.sparkSession, False)  # a halted run before may have silenced them
     w = (df.writeStream.outputMode("append").option("checkpointLocation", checkpoint)
          .queryName(name).foreachBatch(handler))

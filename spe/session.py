@@ -5,9 +5,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +25,8 @@ class SparkSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     master: str = Field("local[2]", description="local[N] or a spark:// URL")
-    shuffle_partitions: int = Field(2, ge=1)
+    shuffle_partitions: int = Field(2, ge=1, description="local masters; a cluster's follow "
+                                    "its executors' cores (spe_capacity)")
     driver_memory: str = DRIVER_MEMORY
     log_level: str = "ERROR"
     checkpoint_root: str | None = None
@@ -44,13 +48,14 @@ def get_spark(settings: SparkSettings | None = None):
     if root is None:  # the session's own scratch space: removed when the process ends
         root = tempfile.mkdtemp(prefix="fedq-spark-")
         atexit.register(_remove, root)
+    b = SparkSession.builder.master(settings.master)
+    if settings.master.startswith("local"):  # a cluster's: its executors' cores
+        b = b.config("spark.default.parallelism", "2")
     spark = (
-        SparkSession.builder.master(settings.master)
-        .appName("fedq")
+        b.appName("fedq")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-        .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", settings.driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -64,6 +69,60 @@ def get_spark(settings: SparkSettings | None = None):
     spark.sparkContext.setLogLevel(settings.log_level)
     _SESSION = spark
     return spark
+
+
+@dataclass(frozen=True)
+class SpeCapacity:
+    """What the stream engine runs on: its cores, its executors' heap (None in local mode:
+    the driver's) and where the numbers come from."""
+
+    cores: int
+    executors: int
+    executor_memory: str | None
+    source: str
+
+    def describe(self) -> str:
+        heap = f", {self.executor_memory} heap each" if self.executor_memory else ""
+        where = (f"{self.executors} executor{'s' * (self.executors != 1)}{heap}"
+                 if self.executors else "in the driver")
+        return f"{self.cores} cores ({where}; {self.source})"
+
+
+def spe_capacity(spark, wait_s: float = 60.0) -> SpeCapacity:
+    """The cores Spark runs tasks on: N of local[N]; on a cluster the executors' cores
+    (waits up to `wait_s` for the first executor to register). A cluster's shuffle
+    partitions are set to its cores, so keyed state spreads over every executor."""
+    sc = spark.sparkContext
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", sc.master)
+    if m:
+        n = m.group(1)
+        return SpeCapacity((os.cpu_count() or 1) if n == "*" else int(n or 1), 0, None,
+                           sc.master)
+    jsc = sc._jsc.sc()
+    t0 = time.monotonic()
+    while True:
+        executors = jsc.getExecutorMemoryStatus().size() - 1  # the driver's block manager
+        cores = _total_cores(jsc) if executors > 0 else 0
+        if cores > 0 or time.monotonic() - t0 > wait_s:
+            break
+        time.sleep(0.5)
+    if cores <= 0:
+        raise RuntimeError(f"no executor registered with {sc.master} within {wait_s:.0f} s: "
+                           "is a worker running, with free cores?")
+    spark.conf.set("spark.sql.shuffle.partitions", str(cores))
+    return SpeCapacity(cores, executors, sc.getConf().get("spark.executor.memory", "1g"),
+                       f"read from {sc.master}")
+
+
+def _total_cores(jsc) -> int:
+    """The registered executors' cores (CoarseGrainedSchedulerBackend.totalCoreCount),
+    else Spark's default parallelism, which follows them when not set."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return int(jsc.schedulerBackend().totalCoreCount().get())
+    except Py4JError:  # another scheduler backend: its default parallelism
+        return int(jsc.defaultParallelism())
 
 
 def _remove(root: str) -> None:

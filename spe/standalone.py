@@ -1,5 +1,5 @@
 """A Spark standalone cluster on this machine, from the installed PySpark's own launch
-classes (`bin/spark-class`): one master and one worker, for `make cluster-test` and for
+classes (`bin/spark-class`): one master and its workers, for `make cluster-test` and for
 trying `fedq run --master spark://...` without a real cluster.
 
 Example (what the cluster test does):
@@ -52,17 +52,18 @@ class Cluster:
     logs: Path
 
     def executors_launched(self) -> int:
-        """Executors the worker launched (for applications that ran on the cluster)."""
-        text = (self.logs / "worker.log").read_text(errors="replace")
-        return text.count("Asked to launch executor")
+        """Executors the workers launched (for applications that ran on the cluster)."""
+        return sum(p.read_text(errors="replace").count("Asked to launch executor")
+                   for p in self.logs.glob("worker*.log"))
 
 
 @contextlib.contextmanager
-def local_cluster(cores: int = 1, memory: str = "1g", timeout_s: float = 90.0
-                  ) -> Iterator[Cluster]:
-    """Start a standalone master and one worker; yield the cluster; stop both."""
+def local_cluster(cores: int = 1, memory: str = "1g", timeout_s: float = 90.0,
+                  workers: int = 1) -> Iterator[Cluster]:
+    """Start a standalone master and `workers` workers of `cores` cores each; yield the
+    cluster; stop them all."""
     logs = Path(tempfile.mkdtemp(prefix="fedq-cluster-"))
-    port, ui, wui = _free_port(), _free_port(), _free_port()
+    port, ui = _free_port(), _free_port()
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
                SPARK_WORKER_DIR=str(logs / "work"))
     cls = str(spark_class())
@@ -76,13 +77,15 @@ def local_cluster(cores: int = 1, memory: str = "1g", timeout_s: float = 90.0
                 stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         _wait_for(master_log, "I have been elected leader", procs[0], timeout_s)
         url = f"spark://127.0.0.1:{port}"
-        worker_log = logs / "worker.log"
-        with open(worker_log, "w") as f:
-            procs.append(subprocess.Popen(
-                [cls, "org.apache.spark.deploy.worker.Worker", url, "--cores", str(cores),
-                 "--memory", memory, "--webui-port", str(wui), "--host", "127.0.0.1"],
-                stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-        _wait_for(worker_log, "Successfully registered with master", procs[1], timeout_s)
+        for i in range(workers):
+            log = logs / f"worker{i}.log"
+            with open(log, "w") as f:
+                procs.append(subprocess.Popen(
+                    [cls, "org.apache.spark.deploy.worker.Worker", url, "--cores", str(cores),
+                     "--memory", memory, "--webui-port", str(_free_port()), "--host",
+                     "127.0.0.1", "--work-dir", str(logs / f"work{i}")],
+                    stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            _wait_for(log, "Successfully registered with master", procs[-1], timeout_s)
         yield Cluster(url, logs)
     finally:
         for p in reversed(procs):

@@ -28,10 +28,11 @@ RATE, PLUGS, SECONDS, SCALE = 60, 30, 60, 1 / 6
 CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 2) -> list[str]:
+def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 2,
+             *more: str) -> list[str]:
     return [sys.executable, "-c", CLI, "run", query, "--placement", placement,
             "--data", str(data), "--scale", repr(SCALE), "--seconds-per-batch", str(per_batch),
-            "--work-dir", str(work), "--output", str(out), "--quiet", "--overwrite"]
+            "--work-dir", str(work), "--output", str(out), "--quiet", "--overwrite", *more]
 
 
 def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool, str]:
@@ -79,7 +80,7 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
     ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:7"),
     # killed with the MIG's rows inserted but not committed
     ("CQ1", "auto", "mig_rows_in:9"),
-    # pure Spark: killed at a random moment after its first micro-batch
+    # pure Spark, its state in RocksDB: killed at a random moment after its first batch
     ("CQ2", "spe", f"after:{random.Random(2).uniform(0.5, 3.0):.1f}"),
 ])
 def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, kill):
@@ -87,8 +88,12 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
     # pure Spark pays about 2 s per micro-batch: 5 event seconds each (12 batches)
-    cmd = fedq_run(query, placement, data, work, out, 5 if placement == "spe" else 2)
+    rocks = ("--state-store", "rocksdb") if placement == "spe" else ()
+    cmd = fedq_run(query, placement, data, work, out, 5 if placement == "spe" else 2, *rocks)
     hit, ingested, err = run_killed_then_resumed(cmd, kill, work)
+    if rocks:  # RocksDB's checkpoint files (the default store writes <version>.delta)
+        state = list((work / "checkpoints" / "stage0" / "state").rglob("*"))
+        assert any(f.suffix == ".zip" for f in state), sorted(f.name for f in state)[:20]
     assert hit, f"the kill ({kill}) never hit the running process"
     got = pq.read_table(out)
     q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)

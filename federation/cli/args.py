@@ -257,3 +257,18 @@ def rate_profile(text: str) -> list[tuple[float, int]]:
                                              "at least 1 second")
         out.append((rate, secs))
     return out
+
+
+def add_engine_arguments(r) -> None:
+    """`fedq run`'s options about the engines: the cost profile, Spark's master and state
+    store, and the memory check."""
+    r.add_argument("--profile", type=Path, default=None,
+                   help="cost profile JSON (default: the calibrated one, else the shipped one)")
+    r.add_argument("--master", default=None,
+                   help="Spark master, e.g. spark://host:7077 (default: local[2]); the plan "
+                        "is chosen for its executors' cores and heap")
+    r.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
+                   help="where Spark keeps window state: its heap (Spark's default) or "
+                        "RocksDB (off heap, on local disk: for state beyond the heap)")
+    r.add_argument("--no-memory-check", action="store_true", help="choose a plan whatever its "
+                   "predicted state memory (docs/cost-model.md, Memory)")

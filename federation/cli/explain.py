@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     except OptionError as e:
         raise SystemExit(f"fedq explain: --data: {e.message}") from None
     make = query_source(a)
-    profile = load_profile(a.profile)
+    profile, chosen_for = spe_capacity_of(a, load_profile(a.profile))
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
           "max_subplan_ops": a.max_subplan_ops, "memory_check": not a.no_memory_check}
 
@@ -74,8 +75,25 @@ def cmd_explain(a: argparse.Namespace) -> int:
                   f"{'yes' if r['feasible'] else 'NO ':<8}  {r['placement']}{mark}")
         return 0
     r = optimize(mk(a.rate), **kw)
+    if chosen_for:
+        r = dataclasses.replace(r, plan=dataclasses.replace(r.plan, chosen_for=chosen_for))
     print(json.dumps(explain_json(r), indent=2) if a.json else explain_text(r))
     return 0
+
+
+def spe_capacity_of(a: argparse.Namespace, profile):
+    """The profile for the Spark capacity asked for: --spe-cores as given, --master as
+    read from the cluster (a JVM starts only then); (profile, what it is or None)."""
+    if a.spe_cores:
+        return profile.model_copy(update={"spe_cores": a.spe_cores}), \
+            f"{a.spe_cores:g} cores, given by --spe-cores"
+    if not a.master:
+        return profile, None
+    from federation.api import spe_profile
+    from spe.session import SparkSettings, get_spark
+
+    profile, cap = spe_profile(profile, get_spark(SparkSettings(master=a.master)))
+    return profile, cap.describe()
 
 
 def add_parser(sub) -> None:
@@ -83,7 +101,7 @@ def add_parser(sub) -> None:
         "explain", help="show the optimizer's physical plan for a query",
         description="The optimizer's placement of every operator (Spark or DuckDB), each "
                     "engine's utilization, the cost vector (C_b, C_u), the DB-ops' SQL and "
-                    "the engines' limits. No JVM is started.",
+                    "the engines' limits. No JVM is started (unless --master).",
         epilog="examples:\n  fedq explain CQ1 --rate 20000\n"
                "  fedq explain CQ4 --sweep 1000:40000:1000      # where the placement changes\n"
                "  fedq explain --sql benchmarks/queries_sql/cq3.sql --json\n"
@@ -104,6 +122,11 @@ def add_parser(sub) -> None:
                    help="rank plans by C_u alone (paper section 8.4)")
     e.add_argument("--no-memory-check", action="store_true",
                    help="choose plans whatever their predicted state memory (costmodel/memory.py)")
+    e.add_argument("--spe-cores", type=positive, default=None,
+                   help="cores Spark has (default: the profile's, measured on local[2])")
+    e.add_argument("--master", default=None,
+                   help="plan for this Spark master's executors: spark://host:7077 (starts "
+                        "a JVM to read their cores and heap)")
     e.add_argument("--sweep", metavar="START:STOP:STEP", type=sweep_text,
                    help="show the optimal placement across a range of rates")
     e.add_argument("--margin", type=non_negative, default=None,

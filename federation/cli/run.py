@@ -13,6 +13,7 @@ from pathlib import Path
 
 from federation.cli.args import (
     Help,
+    add_engine_arguments,
     add_query_arguments,
     count,
     data_dirs,
@@ -68,7 +69,7 @@ def _options(a: argparse.Namespace, work_dir: Path):
                          realtime=a.realtime, follow=a.follow,
                          source=a.source, until=a.until,
                          idle_timeout_s=a.idle_timeout, output_table=a.output_table,
-                         console=a.console)
+                         console=a.console, state_store=a.state_store)
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
@@ -250,6 +251,8 @@ def _print_summary(a: argparse.Namespace, r) -> None:
         print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
               "(no result rows)")
     print(f"query {s.query}  placement {s.placement}  DB-ops {s.db_ops or 'none'}")
+    if s.spe_capacity:
+        print(f"planned for Spark's {s.spe_capacity}")
     print(f"result rows {s.result_rows}  event seconds {s.event_seconds}  "
           f"wall {s.wall_s:.1f}s  achieved {s.achieved_rate_tps:.0f} tuples/s  "
           f"rho {s.rho:.2f} (steady {s.rho_steady:.2f})")
@@ -325,11 +328,8 @@ def add_parsers(sub) -> None:
     lv.add_argument("--idle-timeout", type=positive, default=5.0,
                     help="seconds of wall time without a file after which the stream's "
                          "clock moves on with wall time (quiet windows close)")
-    r.add_argument("--profile", type=Path, default=None, help="cost profile JSON (default: the calibrated one, else the shipped one)")
-    r.add_argument("--master", default=None, help="Spark master, e.g. spark://host:7077 (default: local[2])")
+    add_engine_arguments(r)
     r.add_argument("--console", action="store_true", help="print each instant's rows as computed")
-    r.add_argument("--no-memory-check", action="store_true", help="choose a plan whatever its "
-                   "predicted state memory (docs/cost-model.md, Memory)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     ad = r.add_argument_group("re-optimization while running (--adaptive)", "every "
         "--decide-every event seconds the run measures the last window (input rate, "

@@ -44,6 +44,7 @@ class OptimizationResult:
     #: kept plans better by Definition 1 whose state does not fit, with what it exceeds
     unqualified: tuple[tuple[str, tuple[str, ...]], ...] = ()
     memory_check: bool = True
+    spe_cores: float = 2.0  # the cores Spark has in the profile it was chosen with
 
     @property
     def qualified(self) -> bool:
@@ -111,6 +112,7 @@ def optimize(
         memory=memory,
         unqualified=tuple(unqualified),
         memory_check=memory_check,
+        spe_cores=profile.spe_cores or profile.spe_profile_cores,
     )
 
 

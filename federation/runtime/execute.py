@@ -316,7 +316,7 @@ class _Run:
                 st.query = start_query(
                     st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                     f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
-                    opt.seconds_per_batch if opt.realtime else None)
+                    opt.seconds_per_batch if opt.realtime else None, opt.state_store)
 
 
 def _write_results(work: Path, tables: dict, summary: RunSummary, output, prog: RunProgress,

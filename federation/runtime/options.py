@@ -10,7 +10,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
@@ -89,6 +89,8 @@ class RunOptions(CheckedOptions):
     prints each instant, `sinks` more objects with put(key, rows) and close()
     (federation/runtime/sinks.py). `source` (`mqtt://HOST:PORT/TOPIC`): follow a broker's
     topic instead of a directory (federation/runtime/mqtt.py; implies `follow`).
+    `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
+    heap) or "rocksdb" (off heap, spilling to local disk: for state beyond the heap).
     """
 
     seconds_per_batch: int = 1
@@ -111,6 +113,7 @@ class RunOptions(CheckedOptions):
     output_table: str = "results"
     console: bool = False
     sinks: tuple = ()
+    state_store: Literal["memory", "rocksdb"] = "memory"
 
     @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
     @classmethod

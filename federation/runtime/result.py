@@ -90,6 +90,8 @@ class RunSummary(BaseModel):
     #: rows (or slice rows) each DB-op took from an old placement at a migration, per table
     moved: dict[str, dict[str, int]] = {}
     output: str | None = None
+    #: the cores (and a cluster's executors) the plan was chosen for (spe/session.py)
+    spe_capacity: str | None = None
 
 
 @dataclass

@@ -77,6 +77,7 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
         db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
         peak_state=peak_state(ex), predicted_memory=predicted_memory(plan),
         moved={op_id: m.moved for op_id, m in ex.migs.items() if m.moved},
+        spe_capacity=plan.chosen_for,
     )
 
 
