@@ -120,7 +120,8 @@ def _total_cores(jsc) -> int:
     from py4j.protocol import Py4JError
 
     try:
-        return int(jsc.schedulerBackend().totalCoreCount().get())
+        n = jsc.schedulerBackend().totalCoreCount()  # an AtomicInteger, or its value
+        return int(n if isinstance(n, int) else n.get())
     except Py4JError:  # another scheduler backend: its default parallelism
         return int(jsc.defaultParallelism())
 
