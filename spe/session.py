@@ -90,7 +90,7 @@ class SpeCapacity:
 
 def spe_capacity(spark, wait_s: float = 60.0) -> SpeCapacity:
     """The cores Spark runs tasks on: N of local[N]; on a cluster the executors' cores
-    (waits up to `wait_s` for the first executor to register). A cluster's shuffle
+    (waits until no executor has registered for 5 s, at most `wait_s`). A cluster's shuffle
     partitions are set to its cores, so keyed state spreads over every executor."""
     sc = spark.sparkContext
     m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", sc.master)
@@ -100,12 +100,16 @@ def spe_capacity(spark, wait_s: float = 60.0) -> SpeCapacity:
                            sc.master)
     jsc = sc._jsc.sc()
     t0 = time.monotonic()
-    while True:
+    seen, since = (0, 0), t0
+    while time.monotonic() - t0 < wait_s:  # until the executors stop arriving for 5 s
         executors = jsc.getExecutorMemoryStatus().size() - 1  # the driver's block manager
-        cores = _total_cores(jsc) if executors > 0 else 0
-        if cores > 0 or time.monotonic() - t0 > wait_s:
+        now = (executors, _total_cores(jsc) if executors > 0 else 0)
+        if now != seen:
+            seen, since = now, time.monotonic()
+        elif now[1] > 0 and time.monotonic() - since >= 5.0:
             break
         time.sleep(0.5)
+    executors, cores = seen
     if cores <= 0:
         raise RuntimeError(f"no executor registered with {sc.master} within {wait_s:.0f} s: "
                            "is a worker running, with free cores?")

@@ -175,7 +175,7 @@ def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s
             for c in wholes}
 
 
-@settings(max_examples=30, deadline=None, database=None,
+@settings(max_examples=15, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(queries(), st.data())
 def test_move_continues_exactly_for_generated_queries(g, data):

@@ -44,9 +44,9 @@ def test_unary_chain_gives_n_plus_one_plans():
     assert phase_two(plan, PROFILE).examined == len(plan.r2r_ids) + 1 == 5
 
 
-#: CQ6's exhaustive search (2^8 plans) takes seconds: its two extreme rates only
+#: CQ6's exhaustive search (2^8 plans) takes 20 s: its highest rate only
 CASES = [(n, r) for n in sorted(QUERIES) for r in [1000, 2000, 20000, 40000]
-         if n != "CQ6" or r in (1000, 40000)]
+         if n != "CQ6" or r == 40000]
 
 
 @pytest.mark.parametrize(("name", "rate"), CASES)

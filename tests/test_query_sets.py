@@ -111,7 +111,7 @@ def test_pure_duckdb_runs_cq1_to_cq6_together_each_equal_to_its_reference():
         assert diff_results(got[q.name], want) is None, q.name
 
 
-@settings(max_examples=25, deadline=None, database=None,
+@settings(max_examples=12, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(queries(), queries(), st.booleans())
 def test_pure_duckdb_query_sets_of_generated_queries_match_each_reference(g1, g2, on_top):

@@ -270,7 +270,7 @@ def test_cast_to_int_truncates_toward_zero(plug_rows):
     assert any(v < 0 and v != int(v) for v in window_rows.column("value").to_pylist())
 
 
-@settings(max_examples=60, deadline=None, database=None,
+@settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(queries())
 def test_pure_duckdb_matches_the_reference_for_generated_queries(g):
