@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=0.1, help="window range scale (1 = paper)")
     ap.add_argument("--measure-seconds", type=int, default=12)
     ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
+                    help="Spark's state store for every run")
     ap.add_argument("--out", default="memory.json")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="fedq-mem-"))
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                 q = QUERIES[name](rate=rate, scale=a.scale, plugs=a.plugs)
                 for plan in a.plans.split(","):
                     r = run(q, plan, data, work_dir=work / "run", seconds_per_batch=1,
-                            warmup_batch_s=10, drain=False, budget_s=a.budget)
+                            warmup_batch_s=10, drain=False, budget_s=a.budget,
+                            state_store=a.state_store)
                     shutil.rmtree(work / "run", ignore_errors=True)
                     s = r.summary
                     pt = {"query": name, "rate": rate, "plan": plan,
@@ -72,12 +75,31 @@ def main(argv: list[str] | None = None) -> int:
                if p["predicted"]["db_rows"] and p["measured"]["db_bytes"]]
     if per_row:
         fit["db_bytes_per_predicted_row"] = statistics.median(per_row)
+    rows = table(points)
+    print("\n".join(rows))
     path = write_result(a.out, {"scale": a.scale, "plugs": a.plugs,
+                                "state_store": a.state_store,
                                 "measure_seconds": a.measure_seconds, "points": points,
-                                "fit": fit})
+                                "fit": fit, "table": rows})
     say(f"fit: {fit}")
     say(f"wrote {path}")
     return 0
+
+
+def table(points: list[dict]) -> list[str]:
+    """The 25% criterion (issue 25) as a Markdown table: predicted / measured Spark state
+    rows (Spark counts them) and DuckDB bytes, per query, rate and plan."""
+    def ratio(p: dict, key_p: str, key_m: str) -> str:
+        m = p["measured"].get(key_m) or 0
+        return f"{p['predicted'].get(key_p, 0) / m:.2f}" if m else "-"
+
+    out = ["| query | rate | plan | Spark rows pred/meas | DuckDB bytes pred/meas |",
+           "|---|---|---|---|---|"]
+    for p in points:
+        out.append(f"| {p['query']} | {p['rate']:.0f} | {p['plan']} | "
+                   f"{ratio(p, 'spark_rows', 'spark_rows')} | "
+                   f"{ratio(p, 'db_bytes', 'db_bytes')} |")
+    return out
 
 
 if __name__ == "__main__":
