@@ -20,12 +20,12 @@ from federation.logical import Rstream, table
 def test_generated_queries_match_the_reference_in_every_placement(spark, tmp_path):
     # and the first two queries once more with live input: one ended by --until, one by
     # the idle clock (benchmarks/fuzz_follow.py)
-    records, failure = fuzz(3, seed_value=20261126, work=tmp_path, spark=spark,
+    records, failure = fuzz(4, seed_value=20261126, work=tmp_path, spark=spark,
                             placements=3, follow=2)
     assert failure is None, failure
-    assert len({r["query"] for r in records}) == 3
+    assert len({r["query"] for r in records}) == 4
     runs = [r for r in records if r["outcome"] != "refused"]
-    assert len(runs) >= 8 and all(r["outcome"] == "match" for r in runs)
+    assert len(runs) >= 11 and all(r["outcome"] == "match" for r in runs)
     live = sorted(r["placement"].split(":")[0] for r in runs if r["placement"].startswith("follow"))
     assert live == ["follow-idle", "follow-until"], live
 
