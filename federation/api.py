@@ -59,10 +59,9 @@ def run(
                           "one query")
     prog = as_progress(progress)
     profile, capacity = spe_profile(profile, spark, opt.state_store)
-    prog.phase("planning" if capacity is None else f"planning for Spark's {capacity}")
+    prog.phase(f"planning for Spark's {capacity.describe()}")
     plan, cost = plan_for(query, placement, profile, feasibility_check, memory_check)
-    if capacity is not None:
-        plan = dataclasses.replace(plan, chosen_for=capacity.describe())
+    plan = dataclasses.replace(plan, chosen_for=capacity.describe())
     if data is None and opt.source is None:
         prog.phase("generating data", total=gen.seconds, unit="event seconds")
         data = _generated(query, opt.work_dir, gen, prog.advance)
@@ -75,8 +74,8 @@ def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
     """The cost profile for the Spark session the run uses: the cores it has (a cluster's
     executors' cores, costmodel.profile.spe_row_scale) and half its executors' heap as the
     state capacity (RocksDB's: the local disk's free space), unless the profile sets them;
-    (profile, None) without a session (the default local one, which the profile was
-    measured on)."""
+    (profile, that capacity). Without a session: the one the run will use (the default
+    local[2], which the profile was measured on, when none exists)."""
     import shutil
     import tempfile
 
@@ -87,11 +86,9 @@ def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
     if state_store == "rocksdb" and profile.spe_memory_bytes is None:
         free = shutil.disk_usage(tempfile.gettempdir()).free
         profile = profile.model_copy(update={"spe_memory_bytes": float(free)})
-    if spark is None:
-        return profile, None
     from spe.session import spe_capacity
 
-    cap = spe_capacity(spark)
+    cap = spe_capacity(spark)  # without a session: the one the run will start (no JVM yet)
     update: dict = {} if profile.spe_cores else {"spe_cores": float(cap.cores)}
     if cap.executor_memory and profile.spe_memory_bytes is None:
         update["spe_memory_bytes"] = cap.executors * size_bytes(cap.executor_memory) / 2

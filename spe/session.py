@@ -68,6 +68,8 @@ def get_spark(settings: SparkSettings | None = None):
     )
     spark.sparkContext.setLogLevel(settings.log_level)
     _SESSION = spark
+    if local_capacity(settings.master) is None:  # a cluster: read its cores once, here
+        _read_cluster(spark)
     return spark
 
 
@@ -88,16 +90,39 @@ class SpeCapacity:
         return f"{self.cores} cores ({where}; {self.source})"
 
 
-def spe_capacity(spark, wait_s: float = 60.0) -> SpeCapacity:
-    """The cores Spark runs tasks on: N of local[N]; on a cluster the executors' cores
-    (waits until no executor has registered for 5 s, at most `wait_s`). A cluster's shuffle
-    partitions are set to its cores, so keyed state spreads over every executor."""
+def local_capacity(master: str) -> SpeCapacity | None:
+    """N of local[N] (no JVM needed); None for a cluster's master."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if not m:
+        return None
+    n = m.group(1)
+    return SpeCapacity((os.cpu_count() or 1) if n == "*" else int(n or 1), 0, None, master)
+
+
+_CLUSTER: tuple[object, SpeCapacity] | None = None  # (session, its capacity)
+
+
+def spe_capacity(spark=None) -> SpeCapacity:
+    """The cores Spark runs tasks on: N of local[N]; on a cluster the executors' cores, read
+    when the session was created (get_spark). Without a session: the process's session if
+    one exists, else the default local one's (no JVM is started)."""
+    spark = spark if spark is not None else _SESSION
+    if spark is None:
+        return local_capacity(SparkSettings().master)
+    local = local_capacity(spark.sparkContext.master)
+    if local is not None:
+        return local
+    if _CLUSTER is None or _CLUSTER[0] is not spark:  # a session get_spark did not make
+        _read_cluster(spark)
+    return _CLUSTER[1]
+
+
+def _read_cluster(spark, wait_s: float = 60.0) -> None:
+    """Reads a cluster's executors and cores (waits until no executor has registered for
+    5 s, at most `wait_s`) and sets the shuffle partitions to the cores, so keyed state
+    spreads over every executor."""
+    global _CLUSTER
     sc = spark.sparkContext
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", sc.master)
-    if m:
-        n = m.group(1)
-        return SpeCapacity((os.cpu_count() or 1) if n == "*" else int(n or 1), 0, None,
-                           sc.master)
     jsc = sc._jsc.sc()
     t0 = time.monotonic()
     seen, since = (0, 0), t0
@@ -114,8 +139,9 @@ def spe_capacity(spark, wait_s: float = 60.0) -> SpeCapacity:
         raise RuntimeError(f"no executor registered with {sc.master} within {wait_s:.0f} s: "
                            "is a worker running, with free cores?")
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))
-    return SpeCapacity(cores, executors, sc.getConf().get("spark.executor.memory", "1g"),
-                       f"read from {sc.master}")
+    _CLUSTER = (spark, SpeCapacity(cores, executors,
+                                   sc.getConf().get("spark.executor.memory", "1g"),
+                                   f"read from {sc.master}"))
 
 
 def _total_cores(jsc) -> int:

@@ -116,3 +116,16 @@ def test_more_spark_cores_move_a_long_tumbling_aggregate_into_spark(capsys):
     assert "capacity: Spark 32 cores (32 cores, given by --spe-cores)" in capsys.readouterr().out
     assert main(["explain", "CQ1"]) == 0
     assert "capacity: Spark 2 cores\n" in capsys.readouterr().out
+
+
+def test_a_run_without_a_session_plans_for_the_default_one_without_a_jvm():
+    """api.run with no Spark session plans for the session it will start (local[2]), and
+    says so like a cluster's run does (summary spe_capacity); no JVM is needed for it."""
+    from federation.api import spe_profile
+
+    profile, cap = spe_profile(None, None)
+    assert (cap.cores, cap.executors, cap.source) == (2, 0, "local[2]")
+    assert cap.describe() == "2 cores (in the driver; local[2])"
+    assert profile.spe_cores == 2
+    rocks, _ = spe_profile(None, None, "rocksdb")
+    assert rocks.spe_memory_bytes > 0  # the disk's free space
