@@ -98,20 +98,20 @@ def _run_timed(cmd: list[str], env: dict | None = None) -> tuple[int, list[tuple
 
 
 @pytest.mark.spark
-# auto places every operator of warm_rooms.sql in DuckDB (`fedq explain`): "db" would run
-# the same placement a third time
-@pytest.mark.parametrize("placement", ["spe", "auto"])
-def test_sql_over_an_imported_csv_equals_the_reference(imported, placement, tmp_path):
-    """Also the progress of `fedq run` when its output is not a terminal (auto: progress on):
-    every phase is named as it starts, and no stretch of the run is silent for 10 s; and what
-    a run without --work-dir leaves in the temporary directory: its dead letters only."""
+def test_sql_over_an_imported_csv_equals_the_reference(imported, tmp_path, spark):
+    """`fedq run --sql` (auto: every operator of warm_rooms.sql in DuckDB, `fedq explain`),
+    also the progress of `fedq run` when its output is not a terminal: every phase is named
+    as it starts, and no stretch of the run is silent for 10 s; and what a run without
+    --work-dir leaves in the temporary directory: its dead letters only. Pure Spark runs the
+    same text in-process (a CLI run pays a JVM of its own)."""
     import os
+
+    from federation.api import run
+
     out = tmp_path / "out.parquet"
     cmd = [sys.executable, "-c", CLI, "run", "--sql", str(EXAMPLES / "warm_rooms.sql"),
-           "--data", str(imported), "--placement", placement,
-           # pure Spark pays about 2 s per micro-batch; auto's progress is checked at 6 s
-           "--seconds-per-batch", "6" if placement == "auto" else "30",
-           "--output", str(out)] + (["--quiet"] if placement != "auto" else [])
+           "--data", str(imported), "--placement", "auto", "--seconds-per-batch", "6",
+           "--output", str(out)]
     tmp = tmp_path / "tmpdir"
     tmp.mkdir()
     rc, lines = _run_timed(cmd, {**os.environ, "TMPDIR": str(tmp)})
@@ -120,20 +120,22 @@ def test_sql_over_an_imported_csv_equals_the_reference(imported, placement, tmp_
     assert "dead-lettered rows 2" in text
     left = [p.relative_to(tmp) for p in tmp.rglob("*") if p.is_file()]
     assert all("deadletter" in p.parts or p.name == "summary.json" for p in left), left
-    if placement == "auto":
-        phases = ["planning", "reading input", "starting Spark", "micro-batches",
-                  "finishing windows", "writing output"]
-        at = [next((i for i, (_, ln) in enumerate(lines) if f"] {ph}" in ln), None)
-              for ph in phases]
-        assert None not in at and at == sorted(at), f"phases {dict(zip(phases, at))}:\n{text}"
-        gaps = [b[0] - a[0] for a, b in zip([(0.0, "<start>"), *lines], lines)]
-        worst = max(range(len(gaps)), key=gaps.__getitem__)
-        assert gaps[worst] <= 10, f"silent for {gaps[worst]:.1f} s before line {worst}:\n{text}"
-    else:
-        assert "] micro-batches" not in text  # --quiet
+    phases = ["planning", "reading input", "starting Spark", "micro-batches",
+              "finishing windows", "writing output"]
+    at = [next((i for i, (_, ln) in enumerate(lines) if f"] {ph}" in ln), None)
+          for ph in phases]
+    assert None not in at and at == sorted(at), f"phases {dict(zip(phases, at))}:\n{text}"
+    gaps = [b[0] - a[0] for a, b in zip([(0.0, "<start>"), *lines], lines)]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    assert gaps[worst] <= 10, f"silent for {gaps[worst]:.1f} s before line {worst}:\n{text}"
     q = sql((EXAMPLES / "warm_rooms.sql").read_text(), {"sensors": load_stream_decl(imported)})
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(imported.glob("part-*.parquet")))
     want = reference_result(q, rows)
     assert want.num_rows > 50
     problem = diff_results(pq.read_table(out), want)
-    assert problem is None, f"{placement}: {problem}"
+    assert problem is None, f"auto: {problem}"
+    # pure Spark pays about 2 s per micro-batch: 30 event seconds each
+    r = run(q, "spe", imported, seconds_per_batch=30, spark=spark, work_dir=tmp_path / "spe")
+    assert r.summary.dead_lettered == 2
+    problem = diff_results(r.rows, want)
+    assert problem is None, f"spe: {problem}"

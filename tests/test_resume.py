@@ -24,11 +24,12 @@ from federation.smartplug.queries import QUERIES
 
 pytestmark = pytest.mark.spark
 
-RATE, PLUGS, SECONDS, SCALE = 60, 30, 60, 1 / 6
+#: windows of at most 30 s over 40 s of data: about ten micro-batches a run
+RATE, PLUGS, SECONDS, SCALE = 60, 30, 40, 1 / 10
 CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 2,
+def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 4,
              *more: str) -> list[str]:
     return [sys.executable, "-c", CLI, "run", query, "--placement", placement,
             "--data", str(data), "--scale", repr(SCALE), "--seconds-per-batch", str(per_batch),
@@ -77,9 +78,9 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
 
 @pytest.mark.parametrize("query,placement,kill", [
     # a DB result re-enters Spark; killed after the MIG committed, before Spark did
-    ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:7"),
+    ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:4"),
     # killed with the MIG's rows inserted but not committed
-    ("CQ1", "auto", "mig_rows_in:9"),
+    ("CQ1", "auto", "mig_rows_in:5"),
     # pure Spark, its state in RocksDB: killed at a random moment after its first batch
     ("CQ2", "spe", f"after:{random.Random(2).uniform(0.5, 3.0):.1f}"),
 ])
@@ -87,9 +88,9 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    # pure Spark pays about 2 s per micro-batch: 5 event seconds each (12 batches)
+    # pure Spark pays about 2 s per micro-batch: 8 event seconds each (5 batches)
     rocks = ("--state-store", "rocksdb") if placement == "spe" else ()
-    cmd = fedq_run(query, placement, data, work, out, 5 if placement == "spe" else 2, *rocks)
+    cmd = fedq_run(query, placement, data, work, out, 8 if placement == "spe" else 4, *rocks)
     hit, ingested, err = run_killed_then_resumed(cmd, kill, work)
     if rocks:  # RocksDB's checkpoint files (the default store writes <version>.delta)
         state = list((work / "checkpoints" / "stage0" / "state").rglob("*"))
@@ -102,6 +103,7 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     assert problem is None, f"{query} killed ({kill}) and resumed: {problem}"
     # killed after its input was ready, the run resumes (else it starts over)
     assert ("fedq: resuming" in err) == (hit and ingested), err[-2000:]
+    assert "] micro-batches" not in err  # --quiet: no progress
 
 
 def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
@@ -114,10 +116,10 @@ def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
     cmd = fedq_run("CQ5", "spe", data, work, out, per_batch=10)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:3")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, FEDQ_FAULT="batch_end:2")
     p = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False,
                        start_new_session=True)  # the fault kills its own process group
-    assert p.returncode == -signal.SIGKILL, "the fault point batch_end:3 was never reached"
+    assert p.returncode == -signal.SIGKILL, "the fault point batch_end:2 was never reached"
     shutil.rmtree(work / "checkpoints" / "stage0" / "state")
     env.pop("FEDQ_FAULT")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
