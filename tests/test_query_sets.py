@@ -31,7 +31,7 @@ from federation.physical import build_physical_plan
 from federation.results import diff_results
 from federation.smartplug import queries as cq
 from federation.smartplug import smartplug_stream
-from tests.test_stranger_queries import pure_db, rows_of
+from tests.test_stranger_queries import distinct_placements, pure_db, rows_of
 
 ALL = ("cq1_plan", "cq2_plan", "cq3_plan", "cq4_plan", "cq5_plan", "cq6_plan")
 
@@ -205,7 +205,7 @@ def test_a_query_set_equals_each_reference_in_every_placement(plug_data, tmp_pat
     # aggregates in DuckDB, everything else in Spark: a boundary above and below each
     mixed = ",".join(f"{o}={'db' if plan.nodes[o].kind == 'aggregate' else 'spe'}"
                      for o in plan.r2r_ids)
-    for pl in ("spe", "db", "auto", mixed):
+    for pl in distinct_placements(qs, ("spe", "db", "auto", mixed)):
         r = run(qs, pl, plug_data, work_dir=tmp_path / pl[:8], seconds_per_batch=6,
                 spark=spark)
         rows = read_clean_inputs(r.ingest)

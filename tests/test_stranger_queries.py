@@ -58,6 +58,20 @@ def rows_of(seconds: int, rate: int, plugs: int, houses: int, seed: int = 3) -> 
     })
 
 
+def distinct_placements(q, placements) -> list[str]:
+    """`placements` of `q` without the ones that give a plan already in the list ("auto"
+    is often "db"): the same plan over the same data is one run, not two."""
+    from federation.optimizer import plan_for
+
+    seen, out = set(), []
+    for pl in placements:
+        resolved = plan_for(q, pl)[0].placement_string
+        if resolved not in seen:
+            seen.add(resolved)
+            out.append(pl)
+    return out
+
+
 def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
     """The pure-DuckDB placement of `q` over `rows` (or each stream's rows by its name),
     fed `per_batch_s` event seconds per micro-batch through the DB-op runtime; the result
