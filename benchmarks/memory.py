@@ -88,16 +88,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(points: list[dict]) -> list[str]:
     """The 25% criterion (issue 25) as a Markdown table: predicted / measured Spark state
-    rows (Spark counts them) and DuckDB bytes, per query, rate and plan."""
+    rows (Spark counts them) and bytes, and DuckDB bytes, per query, rate and plan."""
     def ratio(p: dict, key_p: str, key_m: str) -> str:
         m = p["measured"].get(key_m) or 0
         return f"{p['predicted'].get(key_p, 0) / m:.2f}" if m else "-"
 
-    out = ["| query | rate | plan | Spark rows pred/meas | DuckDB bytes pred/meas |",
-           "|---|---|---|---|---|"]
+    out = [("| query | rate | plan | Spark rows pred/meas | Spark bytes pred/meas | "
+            "DuckDB bytes pred/meas |"), "|---|---|---|---|---|---|"]
     for p in points:
         out.append(f"| {p['query']} | {p['rate']:.0f} | {p['plan']} | "
                    f"{ratio(p, 'spark_rows', 'spark_rows')} | "
+                   f"{ratio(p, 'spark_bytes', 'spark_bytes')} | "
                    f"{ratio(p, 'db_bytes', 'db_bytes')} |")
     return out
 

@@ -83,7 +83,8 @@ class CostProfile(BaseModel):
     )
     # -- state memory (issue 25, costmodel/memory.py) -------------------------------------
     spe_state_bytes_per_row: float = Field(
-        200.0, ge=0, description="heap bytes of one Spark state-store row besides its columns"
+        232.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
+        "(fitted: benchmarks/results/memory.json)"
     )
     db_state_bytes_per_row: float = Field(
         16.0, ge=0, description="bytes of one DuckDB row a DB-op keeps besides its columns"

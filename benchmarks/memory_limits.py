@@ -1,0 +1,167 @@
+"""Which plans run out of memory, against the memory model's verdict (issue 25;
+docs/cost-model.md, "Memory").
+
+Run: python -m benchmarks.memory_limits --driver-memory 512m --rate 1000
+
+Spark's heap is lowered (--driver-memory; the state capacity the model assumes is half of
+it, as for the default 4 GB) and each query runs at the paper's window sizes over generated
+smart-plug data: the windows filled in micro-batches of 10 event seconds, then
+--measure-seconds at one per batch. Every point (query, placement, Spark state store) runs
+in a process of its own, since an OutOfMemoryError ends Spark's JVM; its outcome is "ran",
+"out of memory" (the JVM said so) or "failed"/"timed out". Beside it the model's verdict for
+that plan under that capacity (qualified or not). Points: pure Spark with the heap store,
+the optimizer's plan, and pure Spark with RocksDB where the heap store is predicted not to
+fit or ran out. The check the issue asks for: no plan the model calls qualified ran out of
+memory, and every point that ran out of memory was predicted unqualified. Writes
+benchmarks/results/<out>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import say, write_result
+from federation.smartplug.queries import QUERIES
+
+OOM_SIGNS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
+
+
+def verdict(name: str, plan: str, rate: float, store: str, heap: str) -> dict:
+    """The memory model's prediction for one point (no JVM): the plan it runs, its Spark
+    and DuckDB state, the capacity and whether it is qualified."""
+    from costmodel.memory import plan_memory, size_bytes
+    from costmodel.profile import load_profile
+    from federation.api import spe_profile
+    from federation.optimizer import plan_for
+
+    profile = load_profile().model_copy(update={"spe_memory_bytes": size_bytes(heap) / 2})
+    if store == "rocksdb":  # off the heap: the disk is the limit
+        profile = spe_profile(profile.model_copy(update={"spe_memory_bytes": None}), None,
+                              "rocksdb")[0]
+    pp, _ = plan_for(QUERIES[name](rate=rate), plan, profile)
+    m = plan_memory(pp, profile)
+    return {"placement": pp.placement_string, "spark_bytes": m.spe_bytes,
+            "db_bytes": m.db_bytes, "spark_capacity": m.spe_capacity,
+            "qualified": m.fits, "exceeded": m.exceeded()}
+
+
+def one(a: argparse.Namespace) -> int:
+    """The child: one point, its outcome as a JSON line on stdout."""
+    from costmodel.memory import size_bytes
+    from federation.api import run
+    from spe.session import SparkSettings, get_spark
+
+    name, plan, store = a.one.split(",")
+    from costmodel.profile import load_profile
+
+    profile = load_profile().model_copy(update={"spe_memory_bytes":
+                                                size_bytes(a.driver_memory) / 2})
+    spark = get_spark(SparkSettings(driver_memory=a.driver_memory))
+    t0 = time.monotonic()
+    r = run(QUERIES[name](rate=a.rate), plan, Path(a.data), work_dir=Path(a.work),
+            seconds_per_batch=1, warmup_batch_s=10, drain=False, budget_s=a.budget,
+            state_store=store, spark=spark, profile=profile)
+    s = r.summary
+    print(json.dumps({"outcome": "ran", "seconds": round(time.monotonic() - t0, 1),
+                      "placement": s.placement, "peak_state": s.peak_state,
+                      "batches": len(r.metrics), "truncated": s.truncated}))
+    return 0
+
+
+def point(a, data: Path, work: Path, name: str, plan: str, store: str) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.memory_limits", "--one", f"{name},{plan},{store}",
+           "--data", str(data), "--work", str(work / "run"), "--rate", repr(a.rate),
+           "--driver-memory", a.driver_memory, "--budget", repr(a.budget)]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.budget + 600,
+                           check=False)
+        out, err, rc = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, err, rc = "", (e.stderr or b"").decode(errors="replace"), None
+    finally:
+        shutil.rmtree(work / "run", ignore_errors=True)
+    res = {"query": name, "plan": plan, "state_store": store,
+           "wall_s": round(time.monotonic() - t0, 1),
+           "predicted": verdict(name, plan, a.rate, store, a.driver_memory)}
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if rc == 0 and lines:
+        res.update(json.loads(lines[-1]))
+    else:
+        oom = any(s in err for s in OOM_SIGNS)
+        res["outcome"] = ("out of memory" if oom else "timed out" if rc is None
+                          else "failed")
+        res["error"] = [ln for ln in err.splitlines()
+                        if any(s in ln for s in OOM_SIGNS + ("Error", "Exception"))][:6]
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", default="CQ1,CQ2,CQ3,CQ4,CQ5,CQ6")
+    ap.add_argument("--rate", type=float, default=1000.0)
+    ap.add_argument("--driver-memory", default="512m", help="Spark's heap for every point")
+    ap.add_argument("--measure-seconds", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=600.0, help="wall seconds per point")
+    ap.add_argument("--out", default="memory_limits.json")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.one:
+        return one(a)
+    from federation.smartplug.datagen import generate
+
+    work = Path(tempfile.mkdtemp(prefix="fedq-memlim-"))
+    points = []
+    try:
+        data = work / "data"
+        generate(data, rate=a.rate, seconds=300 + a.measure_seconds + 2, seed=1)
+        for name in a.queries.split(","):
+            spe = point(a, data, work, name, "spe", "memory")
+            auto = point(a, data, work, name, "auto", "memory")
+            points += [spe, auto]
+            if spe["outcome"] != "ran" or not spe["predicted"]["qualified"]:
+                points.append(point(a, data, work, name, "spe", "rocksdb"))
+            for p in points[-3:]:
+                if p["query"] == name:
+                    say(f"{name} {p['plan']} ({p['state_store']}): {p['outcome']} in "
+                        f"{p['wall_s']} s; predicted Spark "
+                        f"{p['predicted']['spark_bytes'] / 2**20:,.0f} MiB of "
+                        f"{p['predicted']['spark_capacity'] / 2**20:,.0f}, "
+                        f"{'qualified' if p['predicted']['qualified'] else 'NOT qualified'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ran_out = [p for p in points if p["outcome"] == "out of memory"]
+    check = {
+        "qualified_that_ran_out": [(p["query"], p["plan"], p["state_store"]) for p in ran_out
+                                   if p["predicted"]["qualified"]],
+        "ran_out": [(p["query"], p["plan"], p["state_store"]) for p in ran_out],
+        "unqualified_that_ran": [(p["query"], p["plan"], p["state_store"]) for p in points
+                                 if p["outcome"] == "ran" and not p["predicted"]["qualified"]],
+    }
+    rows = ["| query | plan | state store | predicted Spark MiB (capacity) | verdict | outcome |",
+            "|---|---|---|---|---|---|"]
+    for p in points:
+        v = p["predicted"]
+        rows.append(f"| {p['query']} | {p['plan']} | {p['state_store']} | "
+                    f"{v['spark_bytes'] / 2**20:,.0f} ({v['spark_capacity'] / 2**20:,.0f}) | "
+                    f"{'qualified' if v['qualified'] else 'not qualified'} | {p['outcome']} |")
+    print("\n".join(rows))
+    path = write_result(a.out, {"rate": a.rate, "driver_memory": a.driver_memory,
+                                "measure_seconds": a.measure_seconds, "points": points,
+                                "check": check, "table": rows})
+    say(f"check: {check}")
+    say(f"wrote {path}")
+    return 0 if not check["qualified_that_ran_out"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
