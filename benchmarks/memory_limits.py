@@ -33,18 +33,25 @@ from federation.smartplug.queries import QUERIES
 OOM_SIGNS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
 
 
+def capacity_profile(heap: str, store: str):
+    """The cost profile of a run with `heap` as Spark's heap: half of it as Spark's state
+    capacity, RocksDB's the local disk (off the heap), as `fedq run` would plan."""
+    from costmodel.memory import size_bytes
+    from costmodel.profile import load_profile
+    from federation.api import spe_profile
+
+    if store == "rocksdb":
+        return spe_profile(load_profile(), None, "rocksdb")[0]
+    return load_profile().model_copy(update={"spe_memory_bytes": size_bytes(heap) / 2})
+
+
 def verdict(name: str, plan: str, rate: float, store: str, heap: str) -> dict:
     """The memory model's prediction for one point (no JVM): the plan it runs, its Spark
     and DuckDB state, the capacity and whether it is qualified."""
-    from costmodel.memory import plan_memory, size_bytes
-    from costmodel.profile import load_profile
-    from federation.api import spe_profile
+    from costmodel.memory import plan_memory
     from federation.optimizer import plan_for
 
-    profile = load_profile().model_copy(update={"spe_memory_bytes": size_bytes(heap) / 2})
-    if store == "rocksdb":  # off the heap: the disk is the limit
-        profile = spe_profile(profile.model_copy(update={"spe_memory_bytes": None}), None,
-                              "rocksdb")[0]
+    profile = capacity_profile(heap, store)
     pp, _ = plan_for(QUERIES[name](rate=rate), plan, profile)
     m = plan_memory(pp, profile)
     return {"placement": pp.placement_string, "spark_bytes": m.spe_bytes,
@@ -54,20 +61,16 @@ def verdict(name: str, plan: str, rate: float, store: str, heap: str) -> dict:
 
 def one(a: argparse.Namespace) -> int:
     """The child: one point, its outcome as a JSON line on stdout."""
-    from costmodel.memory import size_bytes
     from federation.api import run
     from spe.session import SparkSettings, get_spark
 
     name, plan, store = a.one.split(",")
-    from costmodel.profile import load_profile
-
-    profile = load_profile().model_copy(update={"spe_memory_bytes":
-                                                size_bytes(a.driver_memory) / 2})
     spark = get_spark(SparkSettings(driver_memory=a.driver_memory))
     t0 = time.monotonic()
     r = run(QUERIES[name](rate=a.rate), plan, Path(a.data), work_dir=Path(a.work),
             seconds_per_batch=1, warmup_batch_s=10, drain=False, budget_s=a.budget,
-            state_store=store, spark=spark, profile=profile)
+            state_store=store, spark=spark,
+            profile=capacity_profile(a.driver_memory, store))
     s = r.summary
     print(json.dumps({"outcome": "ran", "seconds": round(time.monotonic() - t0, 1),
                       "placement": s.placement, "peak_state": s.peak_state,
@@ -126,17 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         generate(data, rate=a.rate, seconds=300 + a.measure_seconds + 2, seed=1)
         for name in a.queries.split(","):
             spe = point(a, data, work, name, "spe", "memory")
-            auto = point(a, data, work, name, "auto", "memory")
-            points += [spe, auto]
+            mine = [spe, point(a, data, work, name, "auto", "memory")]
             if spe["outcome"] != "ran" or not spe["predicted"]["qualified"]:
-                points.append(point(a, data, work, name, "spe", "rocksdb"))
-            for p in points[-3:]:
-                if p["query"] == name:
-                    say(f"{name} {p['plan']} ({p['state_store']}): {p['outcome']} in "
-                        f"{p['wall_s']} s; predicted Spark "
-                        f"{p['predicted']['spark_bytes'] / 2**20:,.0f} MiB of "
-                        f"{p['predicted']['spark_capacity'] / 2**20:,.0f}, "
-                        f"{'qualified' if p['predicted']['qualified'] else 'NOT qualified'}")
+                mine.append(point(a, data, work, name, "spe", "rocksdb"))
+            points += mine
+            for p in mine:
+                say(f"{name} {p['plan']} ({p['state_store']}): {p['outcome']} in "
+                    f"{p['wall_s']} s; predicted Spark "
+                    f"{p['predicted']['spark_bytes'] / 2**20:,.0f} MiB of "
+                    f"{p['predicted']['spark_capacity'] / 2**20:,.0f}, "
+                    f"{'qualified' if p['predicted']['qualified'] else 'NOT qualified'}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ran_out = [p for p in points if p["outcome"] == "out of memory"]

@@ -49,11 +49,10 @@ CASES = [(n, r) for n in sorted(QUERIES) for r in [1000, 2000, 20000, 40000]
          if n != "CQ6" or r == 40000]
 
 
-@pytest.mark.parametrize(("name", "rate", "profile"),
-                         [(n, r, p) for n, r in CASES
-                          for p in ([PROFILE, paper_form(PROFILE)] if n != "CQ6" else [PROFILE])],
-                         ids=[f"{form}-{n}-{r}" for n, r in CASES
-                              for form in (("extended", "paper") if n != "CQ6" else ("extended",))])
+@pytest.mark.parametrize(("name", "rate", "profile"), [
+    pytest.param(n, r, p, id=f"{form}-{n}-{r}") for n, r in CASES
+    for form, p in (("extended", PROFILE), ("paper", paper_form(PROFILE)))
+    if n != "CQ6" or form == "extended"])
 def test_pruned_search_finds_the_exhaustive_optimum(name, rate, profile):
     r = optimize(QUERIES[name](rate=rate), profile=profile)
     best = exhaustive(r.plan.logical, profile)[0][1]
