@@ -8,7 +8,8 @@ producer process (`datagen.generate(rate_profile=..., realtime=1)`) whose rate r
 steps: the first window range at once at the first rate (a backlog that fills the
 windows), that rate for `--first-s` more event seconds (the backlog is caught up), then
 `--step-s` event seconds at each later rate of the ladder (`--start` times `--factor`^i), one
-event second per wall second. A step **keeps up** when, over the second half of its wall
+event second per wall second (`--rates` gives the ladder and each step's length instead,
+e.g. a 5-minute hold at the top after a step at half of it). A step **keeps up** when, over the second half of its wall
 time, the backlog (event seconds whose files landed, counted in the landing directory,
 minus those processed: an ingest falling behind counts) has a median of at most 3 s and
 ends at most 5 s, and the results' lag behind what landed (event seconds landed minus
@@ -87,17 +88,19 @@ def judge(step: dict, backlog: list[tuple[float, float, float]]) -> bool | None:
             and step["result_lag_median_s"] <= 5 and half[-1][1] <= 8)
 
 
-def ramp(query: str, rates: list[float], first_s: int, step_s: int, plugs: int,
+def ramp(query: str, rates: list[float], first_s: int, step_s: int | list[int], plugs: int,
          scale: float, spark, work: Path, plan_rate: float) -> dict:
-    """One following run over a rising load; the steps, each judged and with its latency."""
+    """One following run over a rising load; the steps, each judged and with its latency.
+    `step_s`: every later step's event seconds, or a list of them (one per later rate)."""
     from federation.api import start
 
     burst = round(300 * scale) + 1
-    profile = [(rates[0], burst + first_s)] + [(r, step_s) for r in rates[1:]]
+    lengths = step_s if isinstance(step_s, list) else [step_s] * (len(rates) - 1)
+    profile = [(rates[0], burst + first_s)] + list(zip(rates[1:], lengths))
     steps, k = [{"rate": rates[0], "from_s": burst, "to_s": burst + first_s}], burst + first_s
-    for r in rates[1:]:
-        steps.append({"rate": r, "from_s": k, "to_s": k + step_s})
-        k += step_s
+    for r, n in zip(rates[1:], lengths):
+        steps.append({"rate": r, "from_s": k, "to_s": k + n})
+        k += n
     # a tail at the last rate, judged with nothing: the end of input drains every open
     # window (one instant per slide of the largest range) and would delay the last step's
     # instants
@@ -250,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-rate", type=float, default=150000,
                     help="the rate the optimizer plans for (the ramp and the replay run "
                          "that plan)")
+    ap.add_argument("--rates", default=None,
+                    help="the ladder given instead of --start/--factor/--top: RATE[:SECONDS] "
+                         "comma-separated (a later step held SECONDS event seconds, else "
+                         "--step-s; the first rate's are --first-s), e.g. "
+                         "100000,379650:120,759300:300 for a 5-minute hold")
     ap.add_argument("--first-s", type=int, default=90)
     ap.add_argument("--step-s", type=int, default=60)
     ap.add_argument("--plugs", type=int, default=2125)
@@ -264,8 +272,18 @@ def main(argv: list[str] | None = None) -> int:
     for name, v in (("--start", a.start), ("--factor", a.factor - 1), ("--step-s", a.step_s)):
         if v <= 0:
             ap.error(f"{name}: must be > {1 if name == '--factor' else 0}")
+    if a.rates:
+        try:
+            given = [(float(r), int(n) if n else a.step_s)
+                     for r, _, n in (x.partition(":") for x in a.rates.split(","))]
+        except ValueError:
+            ap.error(f"--rates: expected RATE[:SECONDS],..., got {a.rates!r}")
+        if any(r <= 0 or n <= 0 for r, n in given):
+            ap.error("--rates: rates and seconds must be > 0")
+        rates, step_s = [r for r, _ in given], [n for _, n in given[1:]]
+    else:
+        rates, step_s = ladder(a.start, a.factor, a.top), a.step_s
     spark = get_spark()
-    rates = ladder(a.start, a.factor, a.top)
     points = []
     for query in a.queries.split(","):
         if query not in QUERIES:
@@ -274,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="fedq-live-search-"))
         try:
             say(f"{query}: rising load {', '.join(f'{r:,.0f}' for r in rates)} /s")
-            p = ramp(query, rates, a.first_s, a.step_s, a.plugs, a.scale, spark, work,
+            p = ramp(query, rates, a.first_s, step_s, a.plugs, a.scale, spark, work,
                      a.plan_rate)
             say(f"{query}: live maximum {p['live_max_rate']} (failed at {p['failed_at_rate']})")
             best = p["live_max_rate"]
