@@ -25,12 +25,14 @@ check-java:
 demo: venv check-java
 	$(PY) -m benchmarks.demo
 
+# two worker processes (pytest-xdist), whole files each: the JVM-free tests are CPU-bound
+# and a Spark test leaves a core idle between micro-batches
 test: venv check-java
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # the fast lane: every test that starts no JVM (no Java needed)
 test-fast: venv
-	$(PY) -m pytest -q -m "not spark and not cluster"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not spark and not cluster"
 
 # a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
 cluster-test: venv check-java

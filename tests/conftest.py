@@ -17,3 +17,17 @@ def spark():
     s = get_spark()
     yield s
     stop_spark()
+
+
+#: the longest test files (seconds in a `make test` with --durations), started first: `make
+#: test` hands whole files to two workers (pytest-xdist, --dist loadfile), and a long file
+#: that starts last leaves one core idle until it ends
+LONGEST_FIRST = ("test_fuzz.py", "test_resume.py", "test_nexmark.py", "test_cluster.py",
+                 "test_query_sets.py", "test_differential.py", "test_stranger_queries.py",
+                 "test_follow.py", "test_many_streams.py", "test_any_stream.py",
+                 "test_adaptive.py", "test_tables.py", "test_query_shapes.py")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: order kept within
