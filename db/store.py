@@ -29,14 +29,7 @@ from db.tables import (
     quoted_table,
     render,
 )
-from federation.conventions import TAU, TS, ts_us
-
-#: calls of MigDatabase.expire per actual DELETE pass: every query reads its rows and slices
-#: with bounds, so rows a few slides past their window are only skipped, and one DELETE
-#: pass per EXPIRE_EVERY slides costs about what one per slide did (benchmarks.dbop)
-EXPIRE_EVERY = 5
-#: DELETE passes between two CHECKPOINTs
-CHECKPOINT_EVERY = 4
+from federation.conventions import DB_CHECKPOINT_SLIDES, DB_EXPIRE_SLIDES, TAU, TS, ts_us
 
 
 @dataclass(frozen=True)
@@ -254,10 +247,14 @@ class MigDatabase:
         # 14 ms per slide for CQ6); the extra copy of a few thousand result rows is cheap
         return self.con.execute(self.sql, {k: values[k] for k in self.params}).to_arrow_table()
 
-    def expire(self, next_tau) -> None:
-        """Delete what no slide instant >= next_tau needs (every EXPIRE_EVERY-th call)."""
-        self.expire_calls += 1
-        if self.expire_calls % EXPIRE_EVERY:
+    def expire(self, next_tau, slides: int = 1) -> None:
+        """Delete what no slide instant >= next_tau needs, once DB_EXPIRE_SLIDES slides have
+        passed since the last DELETE pass (`slides`: those this call computed), and
+        CHECKPOINT once DB_CHECKPOINT_SLIDES have: counted in slides, not calls, so that
+        the rows held between two CHECKPOINTs do not grow with the micro-batch's length."""
+        before = self.expire_calls  # slides so far (the name is kept in saved states)
+        self.expire_calls += slides
+        if self.expire_calls // DB_EXPIRE_SLIDES == before // DB_EXPIRE_SLIDES:
             return
         t0 = time.perf_counter()
         for spec in self.inputs.values():
@@ -275,7 +272,7 @@ class MigDatabase:
         for sql, keep_us in self.slice_deletes:
             self._exec(sql, [ts_us(next_tau) - keep_us])
         self.expiries += 1
-        if self.expiries % CHECKPOINT_EVERY == 0:
+        if self.expire_calls // DB_CHECKPOINT_SLIDES != before // DB_CHECKPOINT_SLIDES:
             # an in-memory DuckDB frees deleted row groups (and compresses) only at a
             # checkpoint: without it memory swings with every INSERT and DELETE
             if self.in_batch:

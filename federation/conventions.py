@@ -58,6 +58,14 @@ TICK = -2
 #: the Spark driver's heap unless the user sets it (spe/session.py); half of it is the
 #: capacity of Spark's state in the memory model (costmodel/memory.py)
 DRIVER_MEMORY = "4g"
+#: a DB-op deletes expired rows and slices once per DB_EXPIRE_SLIDES slide instants: every
+#: query reads its rows and slices with bounds, so rows a few slides past their window are
+#: only skipped, and one DELETE pass per 5 slides costs about what one per slide did
+#: (benchmarks.dbop); it CHECKPOINTs once per DB_CHECKPOINT_SLIDES (a multiple), where an
+#: in-memory DuckDB frees deleted row groups and compresses: the rows appended in between
+#: are held uncompressed, deleted ones included (db/store.py, costmodel/memory.py)
+DB_EXPIRE_SLIDES = 5
+DB_CHECKPOINT_SLIDES = 20
 #: spool file i gets the mtime SPOOL_MTIME + i (Spark's file source reads in mtime order)
 SPOOL_MTIME = 1_000_000_000.0
 

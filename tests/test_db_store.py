@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from db.reference import reference_result
-from db.store import EXPIRE_EVERY
+from federation.conventions import DB_EXPIRE_SLIDES
 from federation.logical import NumberedPlan
 from federation.physical import build_physical_plan
 from federation.results import diff_results
@@ -55,13 +55,34 @@ def test_memory_stays_flat_over_many_slides():
     rows = mig.db.row_counts()
     # CQ5's aggregation folds its rows into 1-s slices: no row is kept, one slice row per
     # plug and second of the window (31 s: the window and the slice being filled), plus the
-    # slides since the last DELETE pass (store.EXPIRE_EVERY)
+    # slides since the last DELETE pass (DB_EXPIRE_SLIDES)
     assert rows["in0"] == 0
-    assert 0 < rows["s0"] <= (31 + EXPIRE_EVERY) * 100, rows
+    assert 0 < rows["s0"] <= (31 + DB_EXPIRE_SLIDES) * 100, rows
     print("DuckDB memory bytes by slide:", samples)
     early = max(v for k, v in samples.items() if k <= 300)
     late = max(v for k, v in samples.items() if k >= 500)
     assert late <= 1.5 * early + 2**20
+
+
+def test_long_batches_hold_no_more_memory_than_one_second_ones():
+    """The CHECKPOINT that frees deleted rows and compresses comes every
+    DB_CHECKPOINT_SLIDES slides whatever the micro-batch's length: 10 slides per batch
+    peak at about what one slide per batch does (counted in calls, it came every 200
+    slides there and held 10x the rows uncompressed)."""
+    peaks = {}
+    for per_batch in (1, 10):
+        rng = np.random.default_rng(1)
+        _, mig = pure_db_mig(scale=0.1, plugs=2000)  # 30 s window
+        peak = 0
+        for sec in range(300):
+            feed(mig, second_of_rows(sec, 2000, 2000, rng))
+            if sec % per_batch == per_batch - 1:
+                mig.advance(T0 + dt.timedelta(seconds=sec))
+                if sec >= 100:
+                    peak = max(peak, mig.memory_bytes())
+        peaks[per_batch] = peak
+    print("DuckDB peak bytes by slides per batch:", peaks)
+    assert peaks[10] <= 1.5 * peaks[1] + 2**20, peaks
 
 
 def test_mig_matches_reference_when_slides_complete_in_bursts():

@@ -31,7 +31,8 @@ import pytest
 from sqlglot import parse_one
 
 from costmodel.profile import DEFAULT_PROFILE_PATH, load_profile
-from db.store import EXPIRE_EVERY, MigDatabase
+from db.store import MigDatabase
+from federation.conventions import DB_EXPIRE_SLIDES
 from federation.optimizer import plan_for
 from federation.runtime.mig import MigRuntime
 from federation.runtime.stages import StagedPlan
@@ -68,7 +69,7 @@ def statements(db_op, nodes, slide_s: float) -> list[tuple[str, list[str]]]:
         mig = MigRuntime(db_op, slide_s, plan_nodes=nodes)
         setup = list(seen)
         seen.clear()
-        for _ in range(EXPIRE_EVERY):  # the last call deletes
+        for _ in range(DB_EXPIRE_SLIDES):  # the last call deletes
             mig.db.expire(dt.datetime(2013, 9, 1))
     mig.close()
     db = mig.db
@@ -78,7 +79,7 @@ def statements(db_op, nodes, slide_s: float) -> list[tuple[str, list[str]]]:
     out += [(f"per slide instant: seal the coarse slices {st.coarse}", [db.seals[st.name]])
             for st in db.slices if st.name in db.seals]
     out.append(("per slide instant: the query", [db.sql]))
-    out.append((f"expiry, every {EXPIRE_EVERY} slides", seen))
+    out.append((f"expiry, every {DB_EXPIRE_SLIDES} slides", seen))
     return [(w, [s for s in ss if "_fedq_state" not in s]) for w, ss in out]
 
 

@@ -240,7 +240,7 @@ class MigRuntime:
             return [], None, 0.0
         t0 = time.perf_counter()
         out = self.db.run(taus)
-        self.db.expire(taus[-1] + self.slide)
+        self.db.expire(taus[-1] + self.slide, len(taus))
         took = time.perf_counter() - t0
         self.next_tau = taus[-1] + self.slide
         self.slides_done += len(taus)
