@@ -45,14 +45,14 @@ def capacity_profile(heap: str, store: str):
     return load_profile().model_copy(update={"spe_memory_bytes": size_bytes(heap) / 2})
 
 
-def verdict(name: str, plan: str, rate: float, store: str, heap: str) -> dict:
+def verdict(name: str, plan: str, rate: float, store: str, heap: str, plugs: int) -> dict:
     """The memory model's prediction for one point (no JVM): the plan it runs, its Spark
     and DuckDB state, the capacity and whether it is qualified."""
     from costmodel.memory import plan_memory
     from federation.optimizer import plan_for
 
     profile = capacity_profile(heap, store)
-    pp, _ = plan_for(QUERIES[name](rate=rate), plan, profile)
+    pp, _ = plan_for(QUERIES[name](rate=rate, plugs=plugs), plan, profile)
     m = plan_memory(pp, profile)
     return {"placement": pp.placement_string, "spark_bytes": m.spe_bytes,
             "db_bytes": m.db_bytes, "spark_capacity": m.spe_capacity,
@@ -67,7 +67,7 @@ def one(a: argparse.Namespace) -> int:
     name, plan, store = a.one.split(",")
     spark = get_spark(SparkSettings(driver_memory=a.driver_memory))
     t0 = time.monotonic()
-    r = run(QUERIES[name](rate=a.rate), plan, Path(a.data), work_dir=Path(a.work),
+    r = run(QUERIES[name](rate=a.rate, plugs=a.plugs), plan, Path(a.data), work_dir=Path(a.work),
             seconds_per_batch=1, warmup_batch_s=10, drain=False, budget_s=a.budget,
             state_store=store, spark=spark,
             profile=capacity_profile(a.driver_memory, store))
@@ -81,7 +81,8 @@ def one(a: argparse.Namespace) -> int:
 def point(a, data: Path, work: Path, name: str, plan: str, store: str) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.memory_limits", "--one", f"{name},{plan},{store}",
            "--data", str(data), "--work", str(work / "run"), "--rate", repr(a.rate),
-           "--driver-memory", a.driver_memory, "--budget", repr(a.budget)]
+           "--driver-memory", a.driver_memory, "--budget", repr(a.budget),
+           "--plugs", str(a.plugs)]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.budget + 600,
@@ -93,7 +94,7 @@ def point(a, data: Path, work: Path, name: str, plan: str, store: str) -> dict:
         shutil.rmtree(work / "run", ignore_errors=True)
     res = {"query": name, "plan": plan, "state_store": store,
            "wall_s": round(time.monotonic() - t0, 1),
-           "predicted": verdict(name, plan, a.rate, store, a.driver_memory)}
+           "predicted": verdict(name, plan, a.rate, store, a.driver_memory, a.plugs)}
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if rc == 0 and lines:
         res.update(json.loads(lines[-1]))
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", default="CQ1,CQ2,CQ3,CQ4,CQ5,CQ6")
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--driver-memory", default="512m", help="Spark's heap for every point")
+    ap.add_argument("--plugs", type=int, default=2125,
+                    help="plugs of the generated data, and of the queries' declared stream")
     ap.add_argument("--measure-seconds", type=int, default=20)
     ap.add_argument("--budget", type=float, default=600.0, help="wall seconds per point")
     ap.add_argument("--out", default="memory_limits.json")
@@ -126,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     points = []
     try:
         data = work / "data"
-        generate(data, rate=a.rate, seconds=300 + a.measure_seconds + 2, seed=1)
+        generate(data, rate=a.rate, seconds=300 + a.measure_seconds + 2, plugs=a.plugs,
+                 seed=1)
         for name in a.queries.split(","):
             spe = point(a, data, work, name, "spe", "memory")
             mine = [spe, point(a, data, work, name, "auto", "memory")]
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{v['spark_bytes'] / 2**20:,.0f} ({v['spark_capacity'] / 2**20:,.0f}) | "
                     f"{'qualified' if v['qualified'] else 'not qualified'} | {p['outcome']} |")
     print("\n".join(rows))
-    path = write_result(a.out, {"rate": a.rate, "driver_memory": a.driver_memory,
+    path = write_result(a.out, {"rate": a.rate, "plugs": a.plugs,
+                                "driver_memory": a.driver_memory,
                                 "measure_seconds": a.measure_seconds, "points": points,
                                 "check": check, "table": rows})
     say(f"check: {check}")
