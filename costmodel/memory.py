@@ -15,13 +15,17 @@ From the same source-driven sizes as the time costs (eqs 1-3, costmodel/sizes.py
   Selections, projections and joins with a database table keep nothing.
 * **DuckDB** keeps, per DB-op, the window rows it reads as rows (the window's size after
   the selections folded in, its kept columns), the slice rows of its sliced aggregates
-  (fine and sealed coarse slices, as db_combine_cost counts them) and one instant of each
-  relation input.
+  (fine and sealed coarse slices, as db_combine_cost counts them), one instant of each
+  relation input and database tables whole.
 
-Bytes per row: a fixed overhead per state row plus 8 bytes per column (profile fields
-`spe_state_bytes_per_row`, `db_state_bytes_per_row`, `state_bytes_per_column`), fitted to
-the engines' own counts (Spark's `memoryUsedBytes` of its state operators, DuckDB's
-`duckdb_memory()`): `python -m benchmarks.memory`.
+Spark's bytes: a fixed overhead per state row plus 8 bytes per column (profile fields
+`spe_state_bytes_per_row`, `state_bytes_per_column`), fitted to Spark's `memoryUsedBytes`.
+DuckDB's bytes follow its storage, as `duckdb_memory()` counts them: at each CHECKPOINT
+(every DB_CHECKPOINT_SLIDES slides, db/store.py) a table's rows are compressed
+(`db_compressed_bytes_per_value`, fitted) into blocks of 256 KiB that its columns share;
+the rows appended until the next CHECKPOINT are held uncompressed, deleted ones included,
+8 bytes a value in blocks of each column's own. The prediction is the peak, just before a
+CHECKPOINT. `python -m benchmarks.memory` measures both engines against it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ from dataclasses import dataclass, field
 
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes, key_groups
-from federation.conventions import DRIVER_MEMORY, US_PER_S
+from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, US_PER_S
+
+#: DuckDB's storage block: the unit its tables' column segments are allocated in
+DB_BLOCK = 262_144
+#: bytes of an uncompressed value in a column segment
+DB_VALUE_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -100,38 +109,62 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
     return 0.0
 
 
-def db_state_rows(sizes: SourceDrivenSizes, d) -> list[tuple[float, int]]:
-    """(rows, columns) of each table one DB-op keeps (module doc)."""
+@dataclass(frozen=True)
+class Table:
+    """One table a DB-op keeps: its rows after a CHECKPOINT, the rows appended until the
+    next one (per DB_CHECKPOINT_SLIDES slides) and its columns."""
+
+    rows: float
+    appended: float
+    columns: int
+
+    def bytes(self, p: CostProfile) -> float:
+        """DuckDB's memory for it just before a CHECKPOINT (module doc)."""
+        kept = math.ceil(self.rows * self.columns * p.db_compressed_bytes_per_value
+                         / DB_BLOCK)
+        fresh = self.columns * math.ceil(self.appended * DB_VALUE_BYTES / DB_BLOCK)
+        return (kept + fresh) * DB_BLOCK
+
+
+def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
+    """The tables one DB-op keeps (module doc); `appended` over DB_CHECKPOINT_SLIDES slides
+    of the DB-op's slide."""
+    slide_s = 1.0 / max(sizes[d.root].l, 1e-12)
+    cycle_s = DB_CHECKPOINT_SLIDES * slide_s
     out = []
     for ci in d.inputs:
         s = sizes[ci.op_ids[0]]
         if ci.node.kind == "table":
-            out.append((s.size, len(ci.node.schema)))
+            out.append(Table(s.size, 0.0, len(ci.node.schema)))
         elif ci.table in d.raw:
-            out.append((s.size, len(d.raw_columns.get(ci.table, ())) + 1))
-        elif not ci.row_level:
-            out.append((s.size, len(ci.node.schema) + 1))
+            out.append(Table(s.size, s.rate * cycle_s, len(d.raw_columns.get(ci.table, ())) + 1))
+        elif not ci.row_level:  # one instant kept, one appended per slide
+            out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES, len(ci.node.schema) + 1))
     for sl in d.slices:
         ci = next((c for c in d.inputs if c.table == sl.source), None)
         if ci is not None:
-            out.append((slice_rows(sl, ci.node, sizes[ci.op_ids[0]]),
-                        len(sl.keys) + len(sl.partials) + 1))
+            cols = len(sl.keys) + len(sl.partials) + 1
+            out += [Table(kept, per_s * cycle_s, cols)
+                    for kept, per_s in slice_rows(sl, ci.node, sizes[ci.op_ids[0]])]
     return out
 
 
-def slice_rows(sl, node, s: NodeSize) -> float:
-    """Slice rows one slice table keeps: the groups with rows in a slice x the slices of
-    its longest range; for long windows the sealed coarse slices plus the fine ones of the
-    open coarse slice (db/sqlgen/slices.py)."""
+def slice_rows(sl, node, s: NodeSize) -> list[tuple[float, float]]:
+    """(rows kept, rows gained per second) of each table of one slice table: the groups
+    with rows in a slice x the slices of its longest range; for long windows the fine
+    slices of the open coarse slice and, in a table of their own, the sealed coarse
+    slices (db/sqlgen/slices.py)."""
     groups = key_groups(node, sl.keys, s.size) if sl.keys else 1.0
 
     def per(width_us: int) -> float:
         return min(groups, max(s.rate * width_us / US_PER_S, 1.0))
 
+    fine_per_s = per(sl.width_us) * US_PER_S / sl.width_us
     if not sl.coarse_us:
-        return sl.keep_us / sl.width_us * per(sl.width_us)
-    return (sl.keep_us / sl.coarse_us * per(sl.coarse_us)
-            + sl.coarse_us / sl.width_us * per(sl.width_us))
+        return [(sl.keep_us / sl.width_us * per(sl.width_us), fine_per_s)]
+    return [(sl.coarse_us / sl.width_us * per(sl.width_us), fine_per_s),
+            (sl.keep_us / sl.coarse_us * per(sl.coarse_us),
+             per(sl.coarse_us) * US_PER_S / sl.coarse_us)]
 
 
 def size_bytes(text: str) -> float:
@@ -174,7 +207,6 @@ def plan_memory(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None,
             spe[o] = State(rows, rows * (p.spe_state_bytes_per_row + col * ncols))
     db = {}
     for d in pp.db_ops:
-        tables = db_state_rows(sizes, d)
-        rows = sum(r for r, _ in tables)
-        db[d.id] = State(rows, sum(r * (p.db_state_bytes_per_row + col * c) for r, c in tables))
+        tables = db_tables(sizes, d)
+        db[d.id] = State(sum(t.rows for t in tables), sum(t.bytes(p) for t in tables))
     return PlanMemory(spe, db, *capacities(p, driver_memory))

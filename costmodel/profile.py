@@ -86,10 +86,12 @@ class CostProfile(BaseModel):
         232.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
         "(fitted: benchmarks/results/memory.json)"
     )
-    db_state_bytes_per_row: float = Field(
-        16.0, ge=0, description="bytes of one DuckDB row a DB-op keeps besides its columns"
+    db_compressed_bytes_per_value: float = Field(
+        1.0, gt=0, description="bytes of one value of a DuckDB table after a CHECKPOINT "
+        "compressed it (fitted: benchmarks/results/memory.json)"
     )
-    state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept row")
+    state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept "
+                                          "Spark state row")
     spe_memory_bytes: float | None = Field(
         None, gt=0, description="Spark state capacity (None: half the driver heap)"
     )

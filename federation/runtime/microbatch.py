@@ -270,7 +270,7 @@ class BatchHandler:
             extra = {"event_seconds_done": done_s, "backlog_s": ex.ingest.files - done_s,
                      "rho_so_far": done_s / max(end - ex.t_start, 1e-9)}
         op_ids = ex.staged.db_ops_of(st.index)
-        if op_ids and batch_id % 10 == 0:
+        if op_ids:  # every batch (under a millisecond): it swings with DuckDB's CHECKPOINTs
             extra["db_memory_bytes"] = sum(ex.migs[o].memory_bytes() for o in op_ids)
         if batch_id % 10 == 0:
             from spe.pipeline import state_of
