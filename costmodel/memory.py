@@ -129,7 +129,8 @@ class Table:
 def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
     """The tables one DB-op keeps (module doc); `appended` over DB_CHECKPOINT_SLIDES slides
     of the DB-op's slide."""
-    slide_s = 1.0 / max(sizes[d.root].l, 1e-12)
+    l = sizes[d.root].l  # instants per second (none known: one a second)
+    slide_s = 1.0 / l if l > 0 else 1.0
     cycle_s = DB_CHECKPOINT_SLIDES * slide_s
     out = []
     for ci in d.inputs:
