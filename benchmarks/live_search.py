@@ -9,8 +9,8 @@ steps: the first window range at once at the first rate (a backlog that fills th
 windows), that rate for `--first-s` more event seconds (the backlog is caught up), then
 `--step-s` event seconds at each later rate of the ladder (`--start` times `--factor`^i), one
 event second per wall second (`--rates` gives the ladder and each step's length instead,
-e.g. a 5-minute hold at the top after a step at half of it). A step **keeps up** when, over the second half of its wall
-time, the backlog (event seconds whose files landed, counted in the landing directory,
+e.g. a 5-minute hold at the top after a step at half of it). A step **keeps up** when, over
+the second half of its wall time, the backlog (event seconds whose files landed, counted in the landing directory,
 minus those processed: an ingest falling behind counts) has a median of at most 3 s and
 ends at most 5 s, and the results' lag behind what landed (event seconds landed minus
 those whose instant reached the sink) a median of at most 5 s, ending at most 8 s (the

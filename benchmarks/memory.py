@@ -6,10 +6,11 @@ Run: python -m benchmarks.memory --queries CQ1,CQ2,CQ3,CQ4,CQ5,CQ6 --rates 1000,
 For each query, rate and placement (pure Spark, pure DuckDB, the optimizer's plan) one run
 over generated smart-plug data: the windows are filled in micro-batches of 10 event
 seconds, then --measure-seconds event seconds at one per micro-batch. Measured: the largest
-state of any batch (DuckDB's sampled every batch, Spark's every 10th) (`RunSummary.peak_state`: Spark's `numRowsTotal` and `memoryUsedBytes`
-of its state operators, DuckDB's `duckdb_memory()`), against the memory model's prediction
-for the plan (`RunSummary.predicted_memory`). With --fit the per-row bytes of the profile
-are refit from the measured bytes per predicted row (medians) and printed. Writes
+state of any batch (`RunSummary.peak_state`: Spark's `numRowsTotal` and `memoryUsedBytes`
+of its state operators, every 10th batch; DuckDB's `duckdb_memory()`, every batch),
+against the memory model's prediction for the plan (`RunSummary.predicted_memory`). Fitted
+and printed: Spark's bytes per predicted state row (median) and DuckDB's compressed bytes
+per value (`fit_compressed`). Writes
 benchmarks/results/<out>.json.
 """
 

@@ -143,13 +143,11 @@ class MigDatabase:
                 this=quoted_column(SLICE), expression=exp.Placeholder()))), tab.keep_us)
             for tab in self.slices for t in [tab.name] + ([tab.coarse] if tab.coarse_us else [])]
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
-        self.expiries = 0
         self.expire_calls = 0
         self.in_batch = False
         self.checkpoint_due = False
         if self.saved:
             self.sealed.update(self.saved.get("sealed", {}))
-            self.expiries = self.saved.get("expiries", 0)
             self.expire_calls = self.saved.get("expire_calls", 0)
 
     def _load_table(self, spec: InputSpec) -> None:
@@ -177,8 +175,7 @@ class MigDatabase:
 
     def commit(self, mig_state: dict) -> None:
         """Commit the micro-batch's changes with the MIG's bookkeeping (its batch id)."""
-        state = {"mig": mig_state, "sealed": self.sealed, "expiries": self.expiries,
-                 "expire_calls": self.expire_calls}
+        state = {"mig": mig_state, "sealed": self.sealed, "expire_calls": self.expire_calls}
         self._exec("UPDATE _fedq_state SET state = ?", [json.dumps(state)])
         self._exec("COMMIT")
         self.in_batch = False
@@ -271,7 +268,6 @@ class MigDatabase:
                                               int(spec.rows)), [next_tau])
         for sql, keep_us in self.slice_deletes:
             self._exec(sql, [ts_us(next_tau) - keep_us])
-        self.expiries += 1
         if self.expire_calls // DB_CHECKPOINT_SLIDES != before // DB_CHECKPOINT_SLIDES:
             # an in-memory DuckDB frees deleted row groups (and compresses) only at a
             # checkpoint: without it memory swings with every INSERT and DELETE
