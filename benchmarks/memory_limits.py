@@ -3,8 +3,8 @@ docs/cost-model.md, "Memory").
 
 Run: python -m benchmarks.memory_limits --driver-memory 512m --rate 1000
 
-Spark's heap is lowered (--driver-memory; the state capacity the model assumes is half of
-it, as for the default 4 GB) and each query runs at the paper's window sizes over generated
+Spark's heap is lowered (--driver-memory; the state capacity the model assumes is what that
+heap holds, costmodel.memory.heap_state_capacity, as for the default 4 GB) and each query runs at the paper's window sizes over generated
 smart-plug data: the windows filled in micro-batches of 10 event seconds, then
 --measure-seconds at one per batch. Every point (query, placement, Spark state store) runs
 in a process of its own, since an OutOfMemoryError ends Spark's JVM; its outcome is "ran",
@@ -34,15 +34,16 @@ OOM_SIGNS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded"
 
 
 def capacity_profile(heap: str, store: str):
-    """The cost profile of a run with `heap` as Spark's heap: half of it as Spark's state
-    capacity, RocksDB's the local disk (off the heap), as `fedq run` would plan."""
-    from costmodel.memory import size_bytes
+    """The cost profile of a run with `heap` as Spark's heap: the state it holds as Spark's
+    state capacity, RocksDB's the local disk (off the heap), as `fedq run` would plan."""
+    from costmodel.memory import heap_state_capacity, size_bytes
     from costmodel.profile import load_profile
     from federation.api import spe_profile
 
     if store == "rocksdb":
         return spe_profile(load_profile(), None, "rocksdb")[0]
-    return load_profile().model_copy(update={"spe_memory_bytes": size_bytes(heap) / 2})
+    p = load_profile()
+    return p.model_copy(update={"spe_memory_bytes": heap_state_capacity(size_bytes(heap), p)})
 
 
 def verdict(name: str, plan: str, rate: float, store: str, heap: str, plugs: int) -> dict:

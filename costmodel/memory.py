@@ -38,6 +38,8 @@ from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes, key_groups
 from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, US_PER_S
 
+#: the heap Spark reserves for itself (its RESERVED_SYSTEM_MEMORY_BYTES)
+SPARK_RESERVED = 300 * 2**20
 #: DuckDB's storage block: the unit its tables' column segments are allocated in
 DB_BLOCK = 262_144
 #: bytes of an uncompressed value in a column segment
@@ -176,11 +178,19 @@ def size_bytes(text: str) -> float:
 
 
 def capacities(p: CostProfile, driver_memory: str = DRIVER_MEMORY) -> tuple[float, float]:
-    """(Spark, DuckDB) state capacity in bytes: the profile's, else half the driver heap
-    (the rest is Spark's execution memory, Arrow batches and the JVM) and half the
-    machine's RAM (what the MIGs share, runtime/mig.py)."""
-    spe = p.spe_memory_bytes or size_bytes(driver_memory) / 2
+    """(Spark, DuckDB) state capacity in bytes: the profile's, else the state the driver's
+    heap holds (heap_state_capacity) and half the machine's RAM (what the MIGs share,
+    runtime/mig.py)."""
+    spe = p.spe_memory_bytes or heap_state_capacity(size_bytes(driver_memory), p)
     return spe, p.db_memory_bytes or machine_ram() / 2
+
+
+def heap_state_capacity(heap: float, p: CostProfile) -> float:
+    """The state (as Spark's state store counts it, `memoryUsedBytes`) a JVM heap of `heap`
+    bytes holds: the heap beside Spark's reserved memory, over the heap one state byte
+    takes at a micro-batch's peak (`spe_heap_per_state_byte`: the HDFS state store keeps
+    two versions of its map and writes a third, and the batch has its own rows)."""
+    return max(heap - SPARK_RESERVED, 0.0) / p.spe_heap_per_state_byte
 
 
 def machine_ram() -> int:

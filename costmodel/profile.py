@@ -92,8 +92,14 @@ class CostProfile(BaseModel):
     )
     state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept "
                                           "Spark state row")
+    spe_heap_per_state_byte: float = Field(
+        3.6, ge=1, description="bytes of Spark's heap one byte of state (as the state store "
+        "counts it) takes at a micro-batch's peak: the store's versions in memory and the "
+        "batch's own working set (fitted: benchmarks/results/memory_heap.json)"
+    )
     spe_memory_bytes: float | None = Field(
-        None, gt=0, description="Spark state capacity (None: half the driver heap)"
+        None, gt=0, description="Spark state capacity (None: the driver heap beside Spark's "
+        "reserved memory over spe_heap_per_state_byte)"
     )
     db_memory_bytes: float | None = Field(
         None, gt=0, description="DuckDB capacity of all DB-ops (None: half the machine's RAM)"

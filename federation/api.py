@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from costmodel.profile import CostProfile
+from federation.conventions import DRIVER_MEMORY
 from federation.logical import Rstream, Window, query_set
 from federation.optimizer import plan_for
 from federation.runtime import (
@@ -72,14 +73,15 @@ def run(
 def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
                 ) -> tuple[CostProfile, object]:
     """The cost profile for the Spark session the run uses: the cores it has (a cluster's
-    executors' cores, costmodel.profile.spe_row_scale) and half its executors' heap as the
+    executors' cores, costmodel.profile.spe_row_scale) and the state its heap holds
+    (costmodel.memory.heap_state_capacity: the executors' heap, in local mode the driver's) as the
     state capacity (RocksDB's: the local disk's free space), unless the profile sets them;
     (profile, that capacity). Without a session: the one the run will use (the default
     local[2], which the profile was measured on, when none exists)."""
     import shutil
     import tempfile
 
-    from costmodel.memory import size_bytes
+    from costmodel.memory import heap_state_capacity, size_bytes
     from costmodel.profile import load_profile
 
     profile = profile or load_profile()
@@ -90,8 +92,14 @@ def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
 
     cap = spe_capacity(spark)  # without a session: the one the run will start (no JVM yet)
     update: dict = {} if profile.spe_cores else {"spe_cores": float(cap.cores)}
-    if cap.executor_memory and profile.spe_memory_bytes is None:
-        update["spe_memory_bytes"] = cap.executors * size_bytes(cap.executor_memory) / 2
+    if profile.spe_memory_bytes is None:  # the state the heap holds (costmodel.memory)
+        if cap.executor_memory:
+            heap = cap.executors * size_bytes(cap.executor_memory)
+        else:  # local mode: the driver's heap
+            conf = spark.sparkContext.getConf() if spark is not None else None
+            heap = size_bytes(conf.get("spark.driver.memory", DRIVER_MEMORY) if conf
+                              else DRIVER_MEMORY)
+        update["spe_memory_bytes"] = heap_state_capacity(heap, profile)
     return profile.model_copy(update=update), cap
 
 
