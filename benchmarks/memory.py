@@ -9,8 +9,10 @@ seconds, then --measure-seconds event seconds at one per micro-batch. Measured: 
 state of any batch (`RunSummary.peak_state`: Spark's `numRowsTotal` and `memoryUsedBytes`
 of its state operators, every 10th batch; DuckDB's `duckdb_memory()`, every batch),
 against the memory model's prediction for the plan (`RunSummary.predicted_memory`). Fitted
-and printed: Spark's bytes per predicted state row (median) and DuckDB's compressed bytes
-per value (`fit_compressed`). Writes
+and printed: Spark's bytes per predicted state row (median), DuckDB's compressed bytes
+per value (`fit_compressed`) and, with --heap, the heap a predicted byte of Spark state
+takes at a batch's peak (the largest over the points whose state is at least 64 MiB; the
+driver's live heap after a forced collection, every second). Writes
 benchmarks/results/<out>.json.
 """
 
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
                     help="Spark's state store for every run")
+    ap.add_argument("--heap", action="store_true",
+                    help="also sample Spark's live heap (a full GC every second) and fit the "
+                         "heap per state byte (spe_heap_per_state_byte)")
     ap.add_argument("--out", default="memory.json")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="fedq-mem-"))
@@ -53,14 +58,18 @@ def main(argv: list[str] | None = None) -> int:
             for name in a.queries.split(","):
                 q = QUERIES[name](rate=rate, scale=a.scale, plugs=a.plugs)
                 for plan in a.plans.split(","):
-                    r = run(q, plan, data, work_dir=work / "run", seconds_per_batch=1,
-                            warmup_batch_s=10, drain=False, budget_s=a.budget,
-                            state_store=a.state_store)
+                    with heap_sampler(a.heap) as heap:
+                        r = run(q, plan, data, work_dir=work / "run", seconds_per_batch=1,
+                                warmup_batch_s=10, drain=False, budget_s=a.budget,
+                                state_store=a.state_store, memory_check=False)
                     shutil.rmtree(work / "run", ignore_errors=True)
                     s = r.summary
                     pt = {"query": name, "rate": rate, "plan": plan,
                           "placement": s.placement, "measured": s.peak_state,
                           "predicted": s.predicted_memory, "truncated": s.truncated}
+                    if heap is not None:
+                        pt["live_heap"] = {"before": heap.before, "peak": heap.peak,
+                                           "samples": len(heap.samples)}
                     points.append(pt)
                     m, p = s.peak_state, s.predicted_memory
                     say(f"{name} @ {rate:.0f}/s {plan}: Spark rows {m['spark_rows']:,} "
@@ -74,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                if p["predicted"]["spark_rows"] and p["measured"]["spark_bytes"]]
     if per_row:
         fit["spark_bytes_per_predicted_row"] = statistics.median(per_row)
+    heap = [heap_per_state_byte(p) for p in points
+            if "live_heap" in p and p["predicted"]["spark_bytes"] >= HEAP_FIT_MIN_STATE]
+    if heap:
+        fit["spe_heap_per_state_byte"] = max(heap)
     db_points = [p for p in points if p["measured"]["db_bytes"]]
     if db_points:
         fit["db_compressed_bytes_per_value"] = fit_compressed(db_points, a.scale, a.plugs)
@@ -86,6 +99,30 @@ def main(argv: list[str] | None = None) -> int:
     say(f"fit: {fit}")
     say(f"wrote {path}")
     return 0
+
+
+#: the points the heap per state byte is fitted on: a state large enough to dominate the
+#: heap (below it the batch's own rows do, which the model does not weigh)
+HEAP_FIT_MIN_STATE = 64 * 2**20
+
+
+def heap_sampler(on: bool):
+    """Spark's live heap sampled while a run goes on (spe.session.HeapSampler), or nothing."""
+    import contextlib
+
+    if not on:
+        return contextlib.nullcontext()
+    from spe.session import HeapSampler, get_spark
+
+    return HeapSampler(get_spark())
+
+
+def heap_per_state_byte(p: dict) -> float:
+    """The heap one predicted byte of Spark state took at the run's peak: the live heap
+    beside Spark's reserved memory over the predicted state (costmodel.memory)."""
+    from costmodel.memory import SPARK_RESERVED
+
+    return (p["live_heap"]["peak"] - SPARK_RESERVED) / p["predicted"]["spark_bytes"]
 
 
 def fit_compressed(points: list[dict], scale: float, plugs: int) -> float:

@@ -118,12 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-seconds", type=int, default=20)
     ap.add_argument("--budget", type=float, default=600.0, help="wall seconds per point")
     ap.add_argument("--out", default="memory_limits.json")
+    ap.add_argument("--recheck", metavar="JSON",
+                    help="no run: the verdicts of a results file's points (its heap, rate and "
+                         "plugs) under today's memory model, and the check over them")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
         return one(a)
+    if a.recheck:
+        return recheck(Path(a.recheck))
     from federation.smartplug.datagen import generate
 
     work = Path(tempfile.mkdtemp(prefix="fedq-memlim-"))
@@ -146,6 +151,31 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'qualified' if p['predicted']['qualified'] else 'NOT qualified'}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    check, rows = judge(points)
+    print("\n".join(rows))
+    path = write_result(a.out, {"rate": a.rate, "plugs": a.plugs,
+                                "driver_memory": a.driver_memory,
+                                "measure_seconds": a.measure_seconds, "points": points,
+                                "check": check, "table": rows})
+    say(f"check: {check}")
+    say(f"wrote {path}")
+    return 0 if not check["qualified_that_ran_out"] else 1
+
+
+def recheck(path: Path) -> int:
+    """The points of an earlier run judged by today's model (the outcomes stay measured)."""
+    d = json.loads(path.read_text())
+    for p in d["points"]:
+        p["predicted"] = verdict(p["query"], p["plan"], d["rate"], p["state_store"],
+                                 d["driver_memory"], d["plugs"])
+    check, rows = judge(d["points"])
+    print("\n".join(rows))
+    say(f"check ({path.name}, {d['driver_memory']} heap, today's model): {check}")
+    return 0 if not check["qualified_that_ran_out"] else 1
+
+
+def judge(points: list[dict]) -> tuple[dict, list[str]]:
+    """The check the issue asks for over measured points, and their table."""
     ran_out = [p for p in points if p["outcome"] == "out of memory"]
     check = {
         "qualified_that_ran_out": [(p["query"], p["plan"], p["state_store"]) for p in ran_out
@@ -161,14 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| {p['query']} | {p['plan']} | {p['state_store']} | "
                     f"{v['spark_bytes'] / 2**20:,.0f} ({v['spark_capacity'] / 2**20:,.0f}) | "
                     f"{'qualified' if v['qualified'] else 'not qualified'} | {p['outcome']} |")
-    print("\n".join(rows))
-    path = write_result(a.out, {"rate": a.rate, "plugs": a.plugs,
-                                "driver_memory": a.driver_memory,
-                                "measure_seconds": a.measure_seconds, "points": points,
-                                "check": check, "table": rows})
-    say(f"check: {check}")
-    say(f"wrote {path}")
-    return 0 if not check["qualified_that_ran_out"] else 1
+    return check, rows
 
 
 if __name__ == "__main__":

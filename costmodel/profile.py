@@ -93,9 +93,10 @@ class CostProfile(BaseModel):
     state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept "
                                           "Spark state row")
     spe_heap_per_state_byte: float = Field(
-        3.6, ge=1, description="bytes of Spark's heap one byte of state (as the state store "
-        "counts it) takes at a micro-batch's peak: the store's versions in memory and the "
-        "batch's own working set (fitted: benchmarks/results/memory_heap.json)"
+        3.6, ge=1, description="bytes of Spark's heap one predicted byte of state "
+        "takes at a micro-batch's peak: the store's versions in memory and the "
+        "batch's own rows (the largest sampled peak: benchmarks/results/README.md, 'Spark's "
+        "capacity as what its heap holds')"
     )
     spe_memory_bytes: float | None = Field(
         None, gt=0, description="Spark state capacity (None: the driver heap beside Spark's "

@@ -167,3 +167,40 @@ def stop_spark() -> None:
     if _SESSION is not None:
         _SESSION.stop()
         _SESSION = None
+
+
+class HeapSampler:
+    """The driver JVM's live heap, sampled in a thread while a run goes on: every `every_s`
+    a full collection (System.gc()), then the heap in use; `peak` is the largest sample.
+    What a run's state and its batches hold, with nothing collectable left in it (a
+    measurement for benchmarks.memory --heap; it slows the run)."""
+
+    def __init__(self, spark, every_s: float = 1.0):
+        import threading
+
+        self._jvm, self.every_s = spark._jvm, every_s
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def live(self) -> int:
+        self._jvm.java.lang.System.gc()
+        mx = self._jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+        return int(mx.getHeapMemoryUsage().getUsed())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(self.live())
+
+    def __enter__(self):  # the sampler itself
+        self.before = self.live()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak(self) -> int:
+        return max(self.samples, default=self.before)
