@@ -93,13 +93,14 @@ def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
     cap = spe_capacity(spark)  # without a session: the one the run will start (no JVM yet)
     update: dict = {} if profile.spe_cores else {"spe_cores": float(cap.cores)}
     if profile.spe_memory_bytes is None:  # the state the heap holds (costmodel.memory)
-        if cap.executor_memory:
-            heap = cap.executors * size_bytes(cap.executor_memory)
+        if cap.executor_memory:  # each executor reserves its own
+            update["spe_memory_bytes"] = cap.executors * heap_state_capacity(
+                size_bytes(cap.executor_memory), profile)
         else:  # local mode: the driver's heap
             conf = spark.sparkContext.getConf() if spark is not None else None
             heap = size_bytes(conf.get("spark.driver.memory", DRIVER_MEMORY) if conf
                               else DRIVER_MEMORY)
-        update["spe_memory_bytes"] = heap_state_capacity(heap, profile)
+            update["spe_memory_bytes"] = heap_state_capacity(heap, profile)
     return profile.model_copy(update=update), cap
 
 

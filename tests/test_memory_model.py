@@ -186,3 +186,23 @@ def test_a_run_without_a_session_plans_for_the_default_one_without_a_jvm():
     assert profile.spe_cores == 2
     rocks, _ = spe_profile(None, None, "rocksdb")
     assert rocks.spe_memory_bytes > 0  # the disk's free space
+
+
+def test_a_local_session_plans_for_its_own_driver_heap():
+    """A session started with a smaller heap (memory_limits' --driver-memory) gets the
+    state that heap holds as Spark's capacity, not the default 4 GB's."""
+    from costmodel.memory import heap_state_capacity
+    from federation.api import spe_profile
+
+    class Session:  # what spe_profile reads of a local session
+        class sparkContext:
+            master = "local[2]"
+
+            @staticmethod
+            def getConf():
+                return {"spark.driver.memory": "1g"}
+
+    p = load_profile()
+    profile, _ = spe_profile(p, Session())
+    assert profile.spe_memory_bytes == heap_state_capacity(2**30, p)
+    assert profile.spe_memory_bytes < spe_profile(p, None)[0].spe_memory_bytes

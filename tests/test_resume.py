@@ -78,9 +78,9 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
 
 @pytest.mark.parametrize("query,placement,kill", [
     # a DB result re-enters Spark; killed after the MIG committed, before Spark did
-    ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:4"),
+    ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:3"),
     # killed with the MIG's rows inserted but not committed
-    ("CQ1", "auto", "mig_rows_in:5"),
+    ("CQ1", "auto", "mig_rows_in:3"),
     # pure Spark, its state in RocksDB: killed at a random moment after its first batch
     ("CQ2", "spe", f"after:{random.Random(2).uniform(0.5, 3.0):.1f}"),
 ])
@@ -88,9 +88,9 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    # pure Spark pays about 2 s per micro-batch: 8 event seconds each (5 batches)
+    # Spark pays about 2 s per micro-batch: 8 event seconds each (5 batches)
     rocks = ("--state-store", "rocksdb") if placement == "spe" else ()
-    cmd = fedq_run(query, placement, data, work, out, 8 if placement == "spe" else 4, *rocks)
+    cmd = fedq_run(query, placement, data, work, out, 8, *rocks)
     hit, ingested, err = run_killed_then_resumed(cmd, kill, work)
     if rocks:  # RocksDB's checkpoint files (the default store writes <version>.delta)
         state = list((work / "checkpoints" / "stage0" / "state").rglob("*"))
