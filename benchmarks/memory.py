@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                if p["predicted"]["spark_rows"] and p["measured"]["spark_bytes"]]
     if per_row:
         fit["spark_bytes_per_predicted_row"] = statistics.median(per_row)
-    heap = [heap_per_state_byte(p) for p in points
-            if "live_heap" in p and p["predicted"]["spark_bytes"] >= HEAP_FIT_MIN_STATE]
-    if heap:
-        fit["spe_heap_per_state_byte"] = max(heap)
+    per_byte = [heap_per_state_byte(p) for p in points
+                if "live_heap" in p and p["predicted"]["spark_bytes"] >= HEAP_FIT_MIN_STATE]
+    if per_byte:
+        fit["spe_heap_per_state_byte"] = max(per_byte)
     db_points = [p for p in points if p["measured"]["db_bytes"]]
     if db_points:
         fit["db_compressed_bytes_per_value"] = fit_compressed(db_points, a.scale, a.plugs)

@@ -4,9 +4,9 @@ docs/cost-model.md, "Memory").
 Run: python -m benchmarks.memory_limits --driver-memory 512m --rate 1000
 
 Spark's heap is lowered (--driver-memory; the state capacity the model assumes is what that
-heap holds, costmodel.memory.heap_state_capacity, as for the default 4 GB) and each query runs at the paper's window sizes over generated
-smart-plug data: the windows filled in micro-batches of 10 event seconds, then
---measure-seconds at one per batch. Every point (query, placement, Spark state store) runs
+heap holds, costmodel.memory.heap_state_capacity, as for the default 4 GB) and each query
+runs at the paper's window sizes over generated smart-plug data: the windows filled in
+micro-batches of 10 event seconds, then --measure-seconds at one per batch. Every point (query, placement, Spark state store) runs
 in a process of its own, since an OutOfMemoryError ends Spark's JVM; its outcome is "ran",
 "out of memory" (the JVM said so) or "failed"/"timed out". Beside it the model's verdict for
 that plan under that capacity (qualified or not). Points: pure Spark with the heap store,

@@ -186,10 +186,10 @@ def capacities(p: CostProfile, driver_memory: str = DRIVER_MEMORY) -> tuple[floa
 
 
 def heap_state_capacity(heap: float, p: CostProfile) -> float:
-    """The state (as Spark's state store counts it, `memoryUsedBytes`) a JVM heap of `heap`
-    bytes holds: the heap beside Spark's reserved memory, over the heap one state byte
-    takes at a micro-batch's peak (`spe_heap_per_state_byte`: the HDFS state store keeps
-    two versions of its map and writes a third, and the batch has its own rows)."""
+    """The predicted Spark state (plan_memory's bytes) a JVM heap of `heap` bytes holds: the
+    heap beside Spark's reserved memory, over the heap one predicted byte of state takes at
+    a micro-batch's peak (`spe_heap_per_state_byte`: the HDFS state store keeps two versions
+    of its map and writes a third, and the batch has its own rows)."""
     return max(heap - SPARK_RESERVED, 0.0) / p.spe_heap_per_state_byte
 
 

@@ -73,9 +73,9 @@ def run(
 def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
                 ) -> tuple[CostProfile, object]:
     """The cost profile for the Spark session the run uses: the cores it has (a cluster's
-    executors' cores, costmodel.profile.spe_row_scale) and the state its heap holds
-    (costmodel.memory.heap_state_capacity: the executors' heap, in local mode the driver's) as the
-    state capacity (RocksDB's: the local disk's free space), unless the profile sets them;
+    executors' cores, costmodel.profile.spe_row_scale) and the state its heap holds as the
+    state capacity (costmodel.memory.heap_state_capacity: each executor's heap, in local
+    mode the driver's; RocksDB's: the local disk's free space), unless the profile sets them;
     (profile, that capacity). Without a session: the one the run will use (the default
     local[2], which the profile was measured on, when none exists)."""
     import shutil
