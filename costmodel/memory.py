@@ -15,7 +15,7 @@ From the same source-driven sizes as the time costs (eqs 1-3, costmodel/sizes.py
   Selections, projections and joins with a database table keep nothing.
 * **DuckDB** keeps, per DB-op, the window rows it reads as rows (the window's size after
   the selections folded in, its kept columns), the slice rows of its sliced aggregates
-  (fine and sealed coarse slices, as db_combine_cost counts them), one instant of each
+  (fine slices for the whole range, sealed coarse ones beside them), one instant of each
   relation input and database tables whole.
 
 Spark's bytes: a fixed overhead per state row plus 8 bytes per column (profile fields
@@ -24,7 +24,8 @@ DuckDB's bytes follow its storage, as `duckdb_memory()` counts them: at each CHE
 (every DB_CHECKPOINT_SLIDES slides, db/store.py) a table's rows are compressed
 (`db_compressed_bytes_per_value`, fitted) into blocks of 256 KiB that its columns share;
 the rows appended until the next CHECKPOINT are held uncompressed, deleted ones included,
-8 bytes a value in blocks of each column's own. The prediction is the peak, just before a
+each value at its type's width in a segment of each column's own (`segment_bytes`). The
+prediction is the peak, just before a
 CHECKPOINT. `python -m benchmarks.memory` measures both engines against it.
 """
 
@@ -42,8 +43,12 @@ from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, US_PER_S
 SPARK_RESERVED = 300 * 2**20
 #: DuckDB's storage block: the unit its tables' column segments are allocated in
 DB_BLOCK = 262_144
-#: bytes of an uncompressed value in a column segment
-DB_VALUE_BYTES = 8
+#: bytes of an uncompressed value in a column segment, per column type (a VARCHAR: its
+#: 16-byte string header; slice starts, counts and partial sums: 8)
+DB_VALUE_BYTES = {"BOOLEAN": 1, "INT": 4, "BIGINT": 8, "DOUBLE": 8, "VARCHAR": 16,
+                  "TIMESTAMP": 8}
+#: rows of a DuckDB row group: each appended one holds a block of its own until a CHECKPOINT
+DB_ROW_GROUP = 122_880
 
 
 @dataclass(frozen=True)
@@ -114,18 +119,30 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
 @dataclass(frozen=True)
 class Table:
     """One table a DB-op keeps: its rows after a CHECKPOINT, the rows appended until the
-    next one (per DB_CHECKPOINT_SLIDES slides) and its columns."""
+    next one (per DB_CHECKPOINT_SLIDES slides) and its column types."""
 
     rows: float
     appended: float
-    columns: int
+    types: tuple[str, ...]
 
     def bytes(self, p: CostProfile) -> float:
-        """DuckDB's memory for it just before a CHECKPOINT (module doc)."""
-        kept = math.ceil(self.rows * self.columns * p.db_compressed_bytes_per_value
-                         / DB_BLOCK)
-        fresh = self.columns * math.ceil(self.appended * DB_VALUE_BYTES / DB_BLOCK)
-        return (kept + fresh) * DB_BLOCK
+        """DuckDB's memory for it just before a CHECKPOINT (module doc): the kept rows
+        compressed; the appended ones at their type's width in blocks of each column's
+        own, and a block per row group."""
+        kept = math.ceil(self.rows * len(self.types) * p.db_compressed_bytes_per_value
+                         / DB_BLOCK) * DB_BLOCK
+        if not self.appended:
+            return kept
+        fresh = sum(segment_bytes(self.appended * DB_VALUE_BYTES[t]) for t in self.types)
+        return kept + fresh + math.ceil(self.appended / DB_ROW_GROUP) * DB_BLOCK
+
+
+def segment_bytes(b: float) -> float:
+    """What DuckDB allocates for `b` bytes of one column appended: a segment that doubles
+    from a small size up to a block, then whole blocks."""
+    if b >= DB_BLOCK:
+        return math.ceil(b / DB_BLOCK) * DB_BLOCK
+    return 2.0 ** math.ceil(math.log2(max(b, 4096.0)))
 
 
 def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
@@ -137,37 +154,41 @@ def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
     out = []
     for ci in d.inputs:
         s = sizes[ci.op_ids[0]]
+        schema = ci.node.schema
         if ci.node.kind == "table":
-            out.append(Table(s.size, 0.0, len(ci.node.schema)))
+            out.append(Table(s.size, 0.0, tuple(schema.values())))
         elif ci.table in d.raw:
-            out.append(Table(s.size, s.rate * cycle_s, len(d.raw_columns.get(ci.table, ())) + 1))
+            types = tuple(schema[c] for c in d.raw_columns.get(ci.table, ()))
+            out.append(Table(s.size, s.rate * cycle_s, ("TIMESTAMP", *types)))
         elif not ci.row_level:  # one instant kept, one appended per slide
-            out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES, len(ci.node.schema) + 1))
+            out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES,
+                             ("TIMESTAMP", *schema.values())))
     for sl in d.slices:
         ci = next((c for c in d.inputs if c.table == sl.source), None)
         if ci is not None:
-            cols = len(sl.keys) + len(sl.partials) + 1
-            out += [Table(kept, per_s * cycle_s, cols)
+            types = ("BIGINT", *(ci.node.schema[k] for k in sl.keys),
+                     *("DOUBLE" for _ in sl.partials))  # slice start, keys, partials
+            out += [Table(kept, per_s * cycle_s, types)
                     for kept, per_s in slice_rows(sl, ci.node, sizes[ci.op_ids[0]])]
     return out
 
 
 def slice_rows(sl, node, s: NodeSize) -> list[tuple[float, float]]:
     """(rows kept, rows gained per second) of each table of one slice table: the groups
-    with rows in a slice x the slices of its longest range; for long windows the fine
-    slices of the open coarse slice and, in a table of their own, the sealed coarse
-    slices (db/sqlgen/slices.py)."""
+    with rows in a slice x the slices of its longest range; for long windows also, in a
+    table of their own, the sealed coarse slices of that range (db/sqlgen/slices.py: the
+    fine slices stay for the whole range, each one an edge of some later window)."""
     groups = key_groups(node, sl.keys, s.size) if sl.keys else 1.0
 
     def per(width_us: int) -> float:
         return min(groups, max(s.rate * width_us / US_PER_S, 1.0))
 
-    fine_per_s = per(sl.width_us) * US_PER_S / sl.width_us
+    fine = (sl.keep_us / sl.width_us * per(sl.width_us),
+            per(sl.width_us) * US_PER_S / sl.width_us)
     if not sl.coarse_us:
-        return [(sl.keep_us / sl.width_us * per(sl.width_us), fine_per_s)]
-    return [(sl.coarse_us / sl.width_us * per(sl.width_us), fine_per_s),
-            (sl.keep_us / sl.coarse_us * per(sl.coarse_us),
-             per(sl.coarse_us) * US_PER_S / sl.coarse_us)]
+        return [fine]
+    return [fine, (sl.keep_us / sl.coarse_us * per(sl.coarse_us),
+                   per(sl.coarse_us) * US_PER_S / sl.coarse_us)]
 
 
 def size_bytes(text: str) -> float:

@@ -87,8 +87,8 @@ class CostProfile(BaseModel):
         "(fitted: benchmarks/results/memory.json)"
     )
     db_compressed_bytes_per_value: float = Field(
-        1.0, gt=0, description="bytes of one value of a DuckDB table after a CHECKPOINT "
-        "compressed it (fitted: benchmarks/results/memory.json)"
+        1.5, gt=0, description="bytes of one value of a DuckDB table after a CHECKPOINT "
+        "compressed it (fitted: benchmarks/results/memory_db.json, memory_db_full.json)"
     )
     state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept "
                                           "Spark state row")
