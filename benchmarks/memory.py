@@ -6,10 +6,13 @@ Run: python -m benchmarks.memory --queries CQ1,CQ2,CQ3,CQ4,CQ5,CQ6 --rates 1000,
 For each query, rate and placement (pure Spark, pure DuckDB, the optimizer's plan) one run
 over generated smart-plug data: the windows are filled in micro-batches of 10 event
 seconds, then --measure-seconds event seconds at one per micro-batch. Measured: the largest
-state of any batch (`RunSummary.peak_state`: Spark's `numRowsTotal` and `memoryUsedBytes`
-of its state operators, every 10th batch; DuckDB's `duckdb_memory()`, every batch),
+state (`RunSummary.peak_state`'s measures: Spark's `numRowsTotal` and `memoryUsedBytes`
+of its state operators, every 10th batch; DuckDB's `duckdb_memory()`, every batch) at
+steady state (`steady_state`: the one-second batches; the peak of every batch is kept
+beside it as `peak`),
 against the memory model's prediction for the plan (`RunSummary.predicted_memory`). Fitted
-and printed: Spark's bytes per predicted state row (median), DuckDB's compressed bytes
+and printed: Spark's bytes per state row version besides its columns (median), DuckDB's
+compressed bytes
 per value (`fit_compressed`) and, with --heap, the heap a predicted byte of Spark state
 takes at a batch's peak (the largest over the points whose state is at least 64 MiB; the
 driver's live heap after a forced collection, every second). Writes
@@ -19,6 +22,7 @@ benchmarks/results/<out>.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import tempfile
@@ -48,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                          "heap per state byte (spe_heap_per_state_byte)")
     ap.add_argument("--out", default="memory.json")
     a = ap.parse_args(argv)
+    from costmodel.profile import load_profile
+
+    spe_per_row = load_profile().spe_state_bytes_per_row
     work = Path(tempfile.mkdtemp(prefix="fedq-mem-"))
     points = []
     try:
@@ -65,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(work / "run", ignore_errors=True)
                     s = r.summary
                     pt = {"query": name, "rate": rate, "plan": plan,
-                          "placement": s.placement, "measured": s.peak_state,
-                          "predicted": s.predicted_memory, "truncated": s.truncated}
+                          "placement": s.placement, "measured": steady_state(r.metrics),
+                          "peak": s.peak_state, "predicted": s.predicted_memory,
+                          "truncated": s.truncated}
                     if heap is not None:
                         pt["live_heap"] = {"before": heap.before, "peak": heap.peak,
                                            "samples": len(heap.samples)}
@@ -79,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     fit = {}
-    per_row = [p["measured"]["spark_bytes"] / p["predicted"]["spark_rows"] for p in points
-               if p["predicted"]["spark_rows"] and p["measured"]["spark_bytes"]]
-    if per_row:
-        fit["spark_bytes_per_predicted_row"] = statistics.median(per_row)
+    per_row = [spe_per_row + (p["measured"]["spark_bytes"] - p["predicted"]["spark_bytes"])
+               / p["predicted"]["spark_versions"] for p in points
+               if p["predicted"].get("spark_versions") and p["measured"]["spark_bytes"]]
+    if per_row:  # the overhead per row version that predicts each point's bytes exactly
+        fit["spe_state_bytes_per_row"] = statistics.median(per_row)
     per_byte = [heap_per_state_byte(p) for p in points
                 if "live_heap" in p and p["predicted"]["spark_bytes"] >= HEAP_FIT_MIN_STATE]
     if per_byte:
@@ -94,11 +103,31 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(rows))
     path = write_result(a.out, {"scale": a.scale, "plugs": a.plugs,
                                 "state_store": a.state_store,
+                                "spe_state_bytes_per_row": spe_per_row,
                                 "measure_seconds": a.measure_seconds, "points": points,
                                 "fit": fit, "table": rows})
     say(f"fit: {fit}")
     say(f"wrote {path}")
     return 0
+
+
+def steady_state(metrics) -> dict[str, int]:
+    """The largest state of each stage at steady state, summed over the stages: in the
+    batches after the first two that read one event second each once the windows were
+    filled in longer ones (Spark's state is read from the batch before; a long batch
+    rewrites every row, which the model's one second does not)."""
+    first = [m for m in metrics if m.stage == 0 and m.event_seconds_done is not None]
+    steps = [b.event_seconds_done - a.event_seconds_done for a, b in itertools.pairwise(first)]
+    last_long = max((i for i, d in enumerate(steps) if d > 1), default=-1)
+    ones = first[last_long + 2:]
+    t0 = ones[1].t if len(ones) > 1 else float("inf")
+    out = {"spark_rows": 0, "spark_bytes": 0, "db_bytes": 0}
+    for stage in {m.stage for m in metrics}:
+        ms = [m for m in metrics if m.stage == stage and m.t > t0]
+        for key, field in (("spark_rows", "spark_state_rows"),
+                           ("spark_bytes", "spark_state_bytes"), ("db_bytes", "db_memory_bytes")):
+            out[key] += max((getattr(m, field) or 0 for m in ms), default=0)
+    return out
 
 
 #: the points the heap per state byte is fitted on: a state large enough to dominate the

@@ -83,7 +83,7 @@ class CostProfile(BaseModel):
     )
     # -- state memory (issue 25, costmodel/memory.py) -------------------------------------
     spe_state_bytes_per_row: float = Field(
-        232.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
+        165.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
         "(fitted: benchmarks/results/memory.json)"
     )
     db_compressed_bytes_per_value: float = Field(
