@@ -53,12 +53,10 @@ DB_ROW_GROUP = 122_880
 
 @dataclass(frozen=True)
 class State:
-    """The state one operator keeps: rows and bytes; in Spark also the row versions held
-    (its rows and the second copies of those one event second rewrites)."""
+    """The state one operator keeps: rows and bytes."""
 
     rows: float
     bytes: float
-    versions: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -115,29 +113,6 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
         if len(rows) == 1 and node.keys:  # the time-interval join
             return rows[0].size + rels[0].size * rows[0].copies
         return sum(k.size * (k.copies if k.row_level else 1.0) for k in kids)
-    return 0.0
-
-
-def spe_updated_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
-    """Rows of one SPE-op's state that one event second of input writes anew (at most all
-    of them): the HDFS state store keeps the version before too, so each costs a second
-    copy until the next batch. An aggregate over window rows: the groups of the open pane
-    in every window holding it; over a relation, or a join of relations: all of them (one
-    instant each); a join with window rows: each side's new rows in every window holding
-    them."""
-    rows = spe_state_rows(node, size, kids)
-    if node.kind == "aggregate":
-        (k,) = kids
-        if not k.row_level:
-            return rows
-        per_pane = min(max(size.groups, 1.0), max(k.rate / max(size.l, 1e-12), 1.0))
-        return min(rows, per_pane * k.copies)
-    if node.kind == "join" and rows:
-        row_sides = [k for k in kids if k.row_level]
-        if not row_sides:
-            return rows
-        return min(rows, sum(k.rate * k.copies for k in row_sides)
-                   + sum(k.size for k in kids if not k.row_level))
     return 0.0
 
 
@@ -258,12 +233,10 @@ def plan_memory(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None,
         if pp.placement.get(o, "spe") != "spe":
             continue
         node = plan.nodes[o]
-        kids = [sizes[c] for c in plan.children[o]]
-        rows = spe_state_rows(node, sizes[o], kids)
+        rows = spe_state_rows(node, sizes[o], [sizes[c] for c in plan.children[o]])
         if rows:
             ncols = len(node.schema) + 1
-            versions = rows + spe_updated_rows(node, sizes[o], kids)
-            spe[o] = State(rows, versions * (p.spe_state_bytes_per_row + col * ncols), versions)
+            spe[o] = State(rows, rows * (p.spe_state_bytes_per_row + col * ncols))
     db = {}
     for d in pp.db_ops:
         tables = db_tables(sizes, d)

@@ -83,17 +83,18 @@ class CostProfile(BaseModel):
     )
     # -- state memory (issue 25, costmodel/memory.py) -------------------------------------
     spe_state_bytes_per_row: float = Field(
-        165.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
-        "(fitted: benchmarks/results/memory.json)"
+        217.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "
+        "(fitted at steady state: benchmarks/results/memory_grid.json, memory_full_spe.json)"
     )
     db_compressed_bytes_per_value: float = Field(
-        1.5, gt=0, description="bytes of one value of a DuckDB table after a CHECKPOINT "
-        "compressed it (fitted: benchmarks/results/memory_db.json, memory_db_full.json)"
+        1.4, gt=0, description="bytes of one value of a DuckDB table after a CHECKPOINT "
+        "compressed it (fitted: benchmarks/results/memory_db.json, memory_db_full.json, "
+        "memory_grid.json, memory_full.json)"
     )
     state_bytes_per_column: float = Field(8.0, ge=0, description="bytes per column of a kept "
                                           "Spark state row")
     spe_heap_per_state_byte: float = Field(
-        3.6, ge=1, description="bytes of Spark's heap one predicted byte of state "
+        3.8, ge=1, description="bytes of Spark's heap one predicted byte of state "
         "takes at a micro-batch's peak: the store's versions in memory and the "
         "batch's own rows (the largest sampled peak: benchmarks/results/README.md, 'Spark's "
         "capacity as what its heap holds')"

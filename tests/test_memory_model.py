@@ -249,3 +249,34 @@ def test_a_local_session_plans_for_its_own_driver_heap():
     profile, _ = spe_profile(p, Session())
     assert profile.spe_memory_bytes == heap_state_capacity(2**30, p)
     assert profile.spe_memory_bytes < spe_profile(p, None)[0].spe_memory_bytes
+
+
+#: the measured state the model is held to (issue 25: within 25%), recorded by
+#: `python -m benchmarks.memory` (commands in benchmarks/results/README.md, "State memory")
+MEASURED = ("memory_grid.json", "memory_full.json", "memory_full_spe.json")
+
+
+def test_the_model_predicts_the_recorded_state_within_a_quarter():
+    """Today's model and profile against every recorded point (CQ1-CQ6 under pure Spark,
+    pure DuckDB and the optimizer's plan at three rates, 30-s windows; CQ1, CQ3, CQ5 at
+    the paper's 5-minute windows): each engine's bytes within 25% of what it counted at
+    steady state. No run: the plans are rebuilt from the recorded placements."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    p = load_profile()
+    out, n = [], 0
+    for name in MEASURED:
+        rec = json.loads((results / name).read_text())
+        for pt in rec["points"]:
+            q = QUERIES[pt["query"]](rate=pt["rate"], scale=rec["scale"], plugs=rec["plugs"])
+            m = plan_memory(plan_for(q, pt["placement"], p)[0], p)
+            for pred, key in ((m.spe_bytes, "spark_bytes"), (m.db_bytes, "db_bytes")):
+                meas = pt["measured"][key]
+                if meas:
+                    n += 1
+                    if not 0.75 <= pred / meas <= 1.25:
+                        out.append((name, pt["query"], pt["rate"], pt["plan"], key,
+                                    round(pred / meas, 2)))
+    assert n >= 60 and not out, out

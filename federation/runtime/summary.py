@@ -99,5 +99,4 @@ def predicted_memory(plan: PhysicalPlan) -> dict[str, float]:
 
     m = plan_memory(plan, load_profile())
     return {"spark_rows": sum(s.rows for s in m.spe.values()), "spark_bytes": m.spe_bytes,
-            "spark_versions": sum(s.versions for s in m.spe.values()),
             "db_rows": sum(s.rows for s in m.db.values()), "db_bytes": m.db_bytes}
