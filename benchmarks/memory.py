@@ -6,16 +6,15 @@ Run: python -m benchmarks.memory --queries CQ1,CQ2,CQ3,CQ4,CQ5,CQ6 --rates 1000,
 For each query, rate and placement (pure Spark, pure DuckDB, the optimizer's plan) one run
 over generated smart-plug data: the windows are filled in micro-batches of 10 event
 seconds, then --measure-seconds event seconds at one per micro-batch. Measured: the largest
-state (`RunSummary.peak_state`'s measures: Spark's `numRowsTotal` and `memoryUsedBytes`
-of its state operators, every 10th batch; DuckDB's `duckdb_memory()`, every batch) at
-steady state (`steady_state`: the one-second batches; the peak of every batch is kept
-beside it as `peak`),
-against the memory model's prediction for the plan (`RunSummary.predicted_memory`). Fitted
-and printed: Spark's bytes per state row besides its columns (median), DuckDB's
-compressed bytes
-per value (`fit_compressed`) and, with --heap, the heap a predicted byte of Spark state
-takes at a batch's peak (the largest over the points whose state is at least 64 MiB; the
-driver's live heap after a forced collection, every second). Writes
+state at steady state (`steady_state`: the one-second batches; Spark's `numRowsTotal` and
+`memoryUsedBytes` of its state operators, every 10th batch; DuckDB's `duckdb_memory()`,
+every batch; the peak over every batch, `RunSummary.peak_state`, is kept beside it as
+`peak`), against the memory model's prediction for the plan
+(`RunSummary.predicted_memory`). Fitted and printed: Spark's bytes per state row besides
+its columns (median), DuckDB's compressed bytes per value (`fit_compressed`) and, with
+--heap, the heap a predicted byte of Spark state takes at a batch's peak (the largest
+over the points whose state is at least 64 MiB; the driver's live heap after a forced
+collection, every second). Writes
 benchmarks/results/<out>.json.
 """
 

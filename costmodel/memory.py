@@ -25,8 +25,8 @@ DuckDB's bytes follow its storage, as `duckdb_memory()` counts them: at each CHE
 (`db_compressed_bytes_per_value`, fitted) into blocks of 256 KiB that its columns share;
 the rows appended until the next CHECKPOINT are held uncompressed, deleted ones included,
 each value at its type's width in a segment of each column's own (`segment_bytes`). The
-prediction is the peak, just before a
-CHECKPOINT. `python -m benchmarks.memory` measures both engines against it.
+prediction is the peak, just before a CHECKPOINT. `python -m benchmarks.memory` measures
+both engines against it.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ class Table:
 
     def bytes(self, p: CostProfile) -> float:
         """DuckDB's memory for it just before a CHECKPOINT (module doc): the kept rows
-        compressed; the appended ones at their type's width in blocks of each column's
-        own, and a block per row group."""
+        compressed; the appended ones at their type's width in a segment of each column's
+        own (`segment_bytes`), and a block per row group."""
         kept = math.ceil(self.rows * len(self.types) * p.db_compressed_bytes_per_value
                          / DB_BLOCK) * DB_BLOCK
         if not self.appended:
