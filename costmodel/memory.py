@@ -37,16 +37,12 @@ from dataclasses import dataclass, field
 
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes, key_groups
-from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, US_PER_S
+from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, DUCKDB_VALUE_BYTES, US_PER_S
 
 #: the heap Spark reserves for itself (its RESERVED_SYSTEM_MEMORY_BYTES)
 SPARK_RESERVED = 300 * 2**20
 #: DuckDB's storage block: the unit its tables' column segments are allocated in
 DB_BLOCK = 262_144
-#: bytes of an uncompressed value in a column segment, per column type (a VARCHAR: its
-#: 16-byte string header; slice starts, counts and partial sums: 8)
-DB_VALUE_BYTES = {"BOOLEAN": 1, "INT": 4, "BIGINT": 8, "DOUBLE": 8, "VARCHAR": 16,
-                  "TIMESTAMP": 8}
 #: rows of a DuckDB row group: each appended one holds a block of its own until a CHECKPOINT
 DB_ROW_GROUP = 122_880
 
@@ -133,7 +129,7 @@ class Table:
                          / DB_BLOCK) * DB_BLOCK
         if not self.appended:
             return kept
-        fresh = sum(segment_bytes(self.appended * DB_VALUE_BYTES[t]) for t in self.types)
+        fresh = sum(segment_bytes(self.appended * DUCKDB_VALUE_BYTES[t]) for t in self.types)
         return kept + fresh + math.ceil(self.appended / DB_ROW_GROUP) * DB_BLOCK
 
 
