@@ -29,6 +29,7 @@ from pathlib import Path
 
 from benchmarks.common import say, write_result
 from federation.api import run
+from federation.runtime.summary import largest_state
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
@@ -121,13 +122,7 @@ def steady_state(metrics) -> dict[str, int]:
     last_long = max((i for i, d in enumerate(steps) if d > 1), default=-1)
     ones = first[last_long + 2:]
     t0 = ones[1].t if len(ones) > 1 else float("inf")
-    out = {"spark_rows": 0, "spark_bytes": 0, "db_bytes": 0}
-    for stage in {m.stage for m in metrics}:
-        ms = [m for m in metrics if m.stage == stage and m.t > t0]
-        for key, field in (("spark_rows", "spark_state_rows"),
-                           ("spark_bytes", "spark_state_bytes"), ("db_bytes", "db_memory_bytes")):
-            out[key] += max((getattr(m, field) or 0 for m in ms), default=0)
-    return out
+    return largest_state([m for m in metrics if m.t > t0])
 
 
 #: the points the heap per state byte is fitted on: a state large enough to dominate the

@@ -75,17 +75,18 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
             C_b=predicted.C_b, C_u=predicted.C_u,
             feasible=predicted.is_feasible),
         db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
-        peak_state=peak_state(ex), predicted_memory=predicted_memory(plan),
+        peak_state=largest_state(ex.metrics), predicted_memory=predicted_memory(plan),
         moved={op_id: m.moved for op_id, m in ex.migs.items() if m.moved},
         spe_capacity=plan.chosen_for,
     )
 
 
-def peak_state(ex: Execution) -> dict[str, int]:
-    """The largest state measured in any batch of each stage, summed over the stages."""
+def largest_state(metrics) -> dict[str, int]:
+    """The largest state measured in any of these batches of each stage, summed over the
+    stages (a run's peak: all its batches)."""
     out = {"spark_rows": 0, "spark_bytes": 0, "db_bytes": 0}
-    for st in ex.staged.stages:
-        ms = [m for m in ex.metrics if m.stage == st.index]
+    for stage in {m.stage for m in metrics}:
+        ms = [m for m in metrics if m.stage == stage]
         for key, field in (("spark_rows", "spark_state_rows"),
                            ("spark_bytes", "spark_state_bytes"), ("db_bytes", "db_memory_bytes")):
             out[key] += max((getattr(m, field) or 0 for m in ms), default=0)
