@@ -23,10 +23,11 @@ from benchmarks.fuzz_queries import HOUSES, OTHER, PLUGS, RATE, queries
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import load_profile
 from db.reference import reference_result
-from federation import count
+from federation import avg, count, max_, min_, sum_
 from federation.errors import PlacementError, QueryValidationError
 from federation.logical import NumberedPlan, QuerySet, window
 from federation.optimizer import optimize
+from federation.optimizer.phase_one import phase_one
 from federation.physical import build_physical_plan
 from federation.results import diff_results
 from federation.smartplug import queries as cq
@@ -108,6 +109,45 @@ def test_pure_duckdb_runs_cq1_to_cq6_together_each_equal_to_its_reference():
     for q in qs.queries:
         want = reference_result(q, rows)
         assert want.num_rows > 0
+        assert diff_results(got[q.name], want) is None, q.name
+
+
+def test_aggregates_of_several_queries_over_the_same_join_share_one_join():
+    """CQ1 and CQ2 join the same window rows with per-plug aggregates and count what
+    passes their own condition: one join, each count FILTERed (db.sqlgen.share). Three
+    generated queries of that shape (a condition that can be NULL, none at all, SUM and
+    MAX besides COUNT, other output orders) and a fourth grouped otherwise (not merged),
+    in one DB-op, each equal to its reference."""
+    pp = build_physical_plan(NumberedPlan.of(cq_set(("cq1_plan", "cq2_plan"))), "db")
+    (d,) = pp.db_ops
+    assert d.sql_text.count(" JOIN ") == 1, d.sql_text
+    assert "FILTER(WHERE" in d.sql_text
+
+    s = smartplug_stream(rate=RATE, plugs=PLUGS)
+    w = window(s, range=6, slide=1).filter("property = 1")
+    keys = ["plug_id", "household_id", "house_id"]
+    def per_plug(**aggs):  # each query joins with its own aggregate, as CQ1 and CQ2 do
+        return w.aggregate(by=keys, **aggs)
+
+    qs = QuerySet((
+        w.join(per_plug(maxv=max_("value")), on=keys).filter("value > 0.8 * maxv").aggregate(
+            by=keys, n_high=count(), s=sum_("value")).rstream("A"),
+        w.join(per_plug(minv=min_("value"), n=count()), on=keys).filter(
+            "value < minv + NULLIF(n, 3)").aggregate(by=keys, top=max_("value")).project(
+            "top", "plug_id", "house_id").rstream("B"),
+        w.join(per_plug(avgv=avg("value")), on=keys).aggregate(
+            by=keys, n_all=count()).rstream("C"),
+        w.join(per_plug(tot=sum_("value")), on=keys).filter("value > 0.01 * tot").aggregate(
+            by=["house_id"], n_some=count()).rstream("D"),
+    ))
+    pp = build_physical_plan(NumberedPlan.of(phase_one(qs, load_profile())), "db")
+    text = "\n".join(d.sql_text for d in pp.db_ops)
+    assert text.count(" JOIN ") == 2, text  # A, B and C in one join; D's own
+    rows = rows_of(seconds=12, rate=RATE, plugs=PLUGS, houses=HOUSES, seed=5)
+    got = pure_db(qs, rows, per_batch_s=3)
+    for q in qs.queries:
+        want = reference_result(q, rows)
+        assert want.num_rows > 0, q.name
         assert diff_results(got[q.name], want) is None, q.name
 
 

@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from db.sqlgen.combine import combine, combine_shared
 from db.sqlgen.operators import operator_sql, table_rows, window_rows
+from db.sqlgen.share import share_joins
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
 from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
@@ -153,7 +154,7 @@ def db_op_sql(
             schema[table] = dict(plan.nodes[oid].columns)
         elif oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
-    query = pushdown(query, schema, merge=True)
+    query = share_joins(pushdown(query, schema, merge=True))
     for q, names_of in zip(_selects(query), _output_names(plan, root)):
         exact_names(q, names_of)
     raw_columns = {t: tuple(c for c in schema[t]
