@@ -17,9 +17,12 @@ those whose instant reached the sink) a median of at most 5 s, ending at most 8 
 first rate is a step too, over its last `--first-s` event seconds); a step's wall interval is read from the ctimes of its files, and a
 step counts only when the producer landed at least 95% of its nominal rate (on two cores
 it competes with fedq: where it falls behind, the search stops there and says so). The run
-stops at the first step that does not keep up (or at the top of the ladder); the query's **live maximum** is the last step that kept up (sustained for
-`--step-s` wall seconds, not 5 minutes: the `--confirm` run does that), and the step that
-failed bounds it from above.
+stops at the first step that does not keep up (or at the top of the ladder); the query's
+**live maximum** is the last step that kept up (sustained for its own length: `--step-s`,
+or a 300-s step of `--rates` for a 5-minute hold), and the step that failed bounds it from
+above. A short step after a lower rate is judged while the 5-minute windows still hold
+mostly the lower rate's rows; a 300-s step ends with them full at its own rate (the
+holds in benchmarks/results/README.md use `--rates LOW,R/2:120,R:300,1.5R:40`).
 
 Per step: the latency of its instants written in the step's second half (result handed to
 the sink minus the ctime of the file holding the instant's last reading, as in
