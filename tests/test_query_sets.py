@@ -115,9 +115,9 @@ def test_pure_duckdb_runs_cq1_to_cq6_together_each_equal_to_its_reference():
 def test_aggregates_of_several_queries_over_the_same_join_share_one_join():
     """CQ1 and CQ2 join the same window rows with per-plug aggregates and count what
     passes their own condition: one join, each count FILTERed (db.sqlgen.share). Three
-    generated queries of that shape (a condition that can be NULL, none at all, SUM and
-    MAX besides COUNT, other output orders) and a fourth grouped otherwise (not merged),
-    in one DB-op, each equal to its reference."""
+    more queries of that shape (a condition that can be NULL, none at all, SUM and MAX
+    besides COUNT, a subset of the keys in another order) and a fourth grouped otherwise
+    (its own join), in one DB-op, each equal to its reference."""
     pp = build_physical_plan(NumberedPlan.of(cq_set(("cq1_plan", "cq2_plan"))), "db")
     (d,) = pp.db_ops
     assert d.sql_text.count(" JOIN ") == 1, d.sql_text

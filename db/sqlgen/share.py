@@ -30,6 +30,8 @@ JOINED = "n_joined"
 
 
 def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+    """`a AND (b AND c)` as [a, b, c], TRUE as none (federation.expressions.split_conjuncts
+    does the former for the plan's expressions; db/ does not import federation code)."""
     if e is None:
         return []
     if isinstance(e, exp.Paren):
@@ -83,15 +85,15 @@ def _shape(q: exp.Expression) -> _Shape | None:
             keys.append(c)
         else:
             cond.append(c)
+    if not keys:
+        return None
     where = q.args.get("where")
     cond += _conjuncts(where.this if where is not None else None)
     shape = _Shape(q, frm.this, join.this, keys, cond)
     for item, is_key in zip(q.expressions, shape.is_key):
         inner = item.unalias()
-        if not keys or not (is_key or (isinstance(item, exp.Alias)
-                                       and isinstance(inner, exp.AggFunc)
-                                       and not inner.find(exp.Distinct, exp.Filter,
-                                                          exp.Window))):
+        if not (is_key or (isinstance(item, exp.Alias) and isinstance(inner, exp.AggFunc)
+                           and not inner.find(exp.Distinct, exp.Filter, exp.Window))):
             return None
     return shape
 
@@ -142,7 +144,7 @@ def share_joins(query: exp.Expression) -> exp.Expression:
         if all(named.get(n, i.sql("duckdb")) == i.sql("duckdb")
                for n, i in shape.key_items.items()):  # one name, one key
             group.append((cte, shape))
-    merged: dict[int, exp.CTE] = {}  # position of the first member -> the merged CTE
+    merged: dict[int, exp.CTE] = {}  # id of a group's first CTE -> the CTE put before it
     for n, members in enumerate(m for m in groups.values() if len(m) > 1):
         name = f"{JOINED}{n}"
         q = _merged(name, [s for _, s in members])
