@@ -52,12 +52,6 @@ def run(
                   if k in GenerateOptions.model_fields}
     gen = GenerateOptions.of(generate, **gen_values)
     opt = RunOptions.of(options, **option_values)
-    if query.kind == "queries" and (opt.follow or opt.source is not None):
-        from federation.errors import OptionError
-
-        raise OptionError("follow" if opt.follow else "source", "several queries run "
-                          "together over data directories for now; follow or a broker runs "
-                          "one query")
     prog = as_progress(progress)
     profile, capacity = spe_profile(profile, spark, opt.state_store)
     prog.phase(f"planning for Spark's {capacity.describe()}")
@@ -141,7 +135,8 @@ class RunHandle:
         self._batches = 0
 
     def results(self, timeout: float | None = None):
-        """(instant, its rows) in instant order as each is computed, until the run ends;
+        """(instant, its rows) in instant order as each is computed, until the run ends
+        (of several queries: (query, instant, rows), each query's instants in order);
         `timeout` seconds without a new instant raise queue.Empty. The run waits when 1,000
         instants are unread (nothing is dropped)."""
         if self._sink is None:

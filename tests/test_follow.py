@@ -39,10 +39,10 @@ def land(files: list[Path], landing: Path, delay: float = 0.0) -> None:
         time.sleep(delay)
 
 
-def reference(files: list[Path], work: Path) -> pa.Table:
+def reference(files: list[Path], work: Path, query: str = "CQ1") -> pa.Table:
     """The reference over the source files' rows (not over the run's spool, so that a
     reading spooled twice or lost would show), which all passed validation."""
-    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
     rows = pa.concat_tables(pq.read_table(p) for p in files)
     assert read_clean_rows(work / "input" / "spool").num_rows == rows.num_rows
     return reference_result(q, rows)
@@ -56,14 +56,15 @@ def source(tmp_path_factory) -> list[Path]:
 
 
 def test_a_following_run_killed_and_resumed_delivers_each_instant_once(tmp_path, source):
-    """Files land while the run follows; results reach the sinks while it runs; kill -9;
-    more files land while nothing runs; the same command resumes, follows on and ends at
-    --until: the Parquet directory equals the reference, each instant once."""
+    """Files land while a run of two queries follows; results reach the sinks while it
+    runs; kill -9; more files land while nothing runs; the same command resumes, follows on
+    and ends at --until: each query's Parquet directory equals its reference, each instant
+    once."""
     landing, work = tmp_path / "landing", tmp_path / "work"
     out = tmp_path / "out"
     until = "2013-09-01T00:00:39"  # the last file's event second: the input ends there
 
-    cmd = [sys.executable, "-c", CLI, "run", "CQ1", "--follow", "--data", str(landing),
+    cmd = [sys.executable, "-c", CLI, "run", "CQ1", "CQ3", "--follow", "--data", str(landing),
            "--until", until, "--scale", repr(SCALE), "--seconds-per-batch", "2",
            "--work-dir", str(work), "--output", str(out), "--quiet", "--idle-timeout", "30"]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
@@ -73,22 +74,25 @@ def test_a_following_run_killed_and_resumed_delivers_each_instant_once(tmp_path,
                              stderr=log)
         land(source[:25], landing, delay=0.3)
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not read_manifest(out) and p.poll() is None:
+        while time.monotonic() < deadline and not read_manifest(out / "CQ1") and \
+                p.poll() is None:
             time.sleep(0.2)
         time.sleep(1)
         os.killpg(p.pid, signal.SIGKILL)  # kill -9 in the middle of following
         p.wait()
-    partial = len(read_manifest(out))
+    partial = len(read_manifest(out / "CQ1"))
     assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
     land(source[25:], landing)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
-    want = reference(source, work)
-    assert want.num_rows and pc.max(want["tau"]).as_py().second == 9  # 00:01:09: all closed
-    assert len(read_manifest(out)) > partial
-    problem = diff_results(read_parquet_sink(out), want)
-    assert problem is None, problem
+    assert sorted(p.name for p in out.iterdir()) == ["CQ1", "CQ3"]
+    assert len(read_manifest(out / "CQ1")) > partial
+    for name, last in (("CQ1", 69), ("CQ3", 45)):  # 39 s + the (longest, inner-joined) range
+        want = reference(source, work, name)
+        assert want.num_rows and pc.max(want["tau"]).as_py().second == last % 60  # all closed
+        problem = diff_results(read_parquet_sink(out / name), want)
+        assert problem is None, f"{name}: {problem}"
 
 
 def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_order(
@@ -135,7 +139,9 @@ def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_o
 
 def test_a_broker_topic_gives_the_rows_of_the_directory(tmp_path, source, spark):
     """The same readings published to a real broker process (the embedded amqtt one) and
-    followed with `source=mqtt://...` give the reference result over the source files."""
+    followed with `source=mqtt://...` by two queries in one run give each query's reference
+    over the source files, in its own directory and from the iterator, which names the
+    query of each instant."""
     from federation.api import start
     from federation.runtime.broker import start_broker
     from federation.smartplug.publish import publish
@@ -143,18 +149,24 @@ def test_a_broker_topic_gives_the_rows_of_the_directory(tmp_path, source, spark)
     broker = start_broker()
     try:
         url = broker.url_for("plugs/readings")
-        q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+        qs = [QUERIES[n](rate=RATE, scale=SCALE, plugs=PLUGS) for n in ("CQ1", "CQ5")]
         out, work = tmp_path / "out", tmp_path / "work"
-        h = start(q, "auto", None, follow=True, source=url, until="2013-09-01T00:00:39",
-                  work_dir=work, output=out, iterate=False, spark=spark)
+        h = start(qs, "auto", None, follow=True, source=url, until="2013-09-01T00:00:39",
+                  work_dir=work, output=out, spark=spark)
         deadline = time.monotonic() + 120
         while not (work / "input").exists() and time.monotonic() < deadline:
             time.sleep(0.2)  # subscribed: the spool is made once the topic is subscribed
         publish(source[0].parent, url, realtime=False, per_message=25, fmt="csv")
+        seen: dict[str, list] = {"CQ1": [], "CQ5": []}
+        for name, _tau, rows in h.results(timeout=300):
+            seen[name].append(rows)
         r = h.wait(timeout=300)
         assert r is not None, h.status()
-        problem = diff_results(read_parquet_sink(out), reference(source, work))
-        assert problem is None, problem
+        for name, parts in seen.items():
+            want = reference(source, work, name)
+            problem = diff_results(read_parquet_sink(out / name), want)
+            assert problem is None, f"{name}: {problem}"
+            assert diff_results(pa.concat_tables(parts), want) is None, name
     finally:
         broker.stop()
 

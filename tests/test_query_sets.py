@@ -272,5 +272,24 @@ def test_the_cli_runs_several_queries_each_to_its_own_file(plug_data, tmp_path, 
     summary = json.loads((tmp_path / "w" / "summary.json").read_text())
     n = sum(pq.read_metadata(p).num_rows for p in out.iterdir())
     assert summary["result_rows"] == n > 0
-    assert main(["run", "CQ1", "CQ5", "--data", str(plug_data), "--follow"]) == 2
-    assert "--follow: several queries" in capsys.readouterr().err
+
+
+def test_a_sink_given_to_several_queries_is_told_each_query():
+    """A sink of a run of several queries gets put(key, rows, query=name); one whose put
+    takes no query is refused before the run, naming the option."""
+    from federation.errors import OptionError
+    from federation.runtime.live import QuerySink
+    from federation.runtime.sinks import QueueSink
+
+    class Plain:
+        def put(self, key, rows):
+            pass
+
+    with pytest.raises(OptionError) as e:
+        QuerySink(Plain(), "CQ1")
+    assert e.value.option == "sinks" and "query" in e.value.message
+    q = QueueSink()
+    QuerySink(q, "CQ5").put((0, 1), pa.table({"tau": [1, 1, 2], "x": [1, 2, 3]}))
+    got = [q.q.get_nowait() for _ in range(2)]
+    assert [(n, t, r.num_rows) for n, t, r in got] == [("CQ5", 1, 2), ("CQ5", 2, 1)]
+

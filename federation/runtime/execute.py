@@ -28,6 +28,7 @@ from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.live import (
     RunHalted,
+    close_sinks,
     open_sinks,
     run_id,
     seconds_by_clock,
@@ -149,8 +150,7 @@ class _Run:
         finally:
             if self.follower is not None:
                 self.follower.stop()
-            for s in (s for q in sinks.values() for s in q):
-                s.close()
+            close_sinks(sinks, opt, self.lg.many)
         wall = time.perf_counter() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
         tables = None if self.follower is not None else {

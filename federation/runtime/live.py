@@ -4,6 +4,7 @@ sinks that get each micro-batch's rows as they are computed."""
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import threading
 import uuid
@@ -54,7 +55,37 @@ def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
         sinks.append(ParquetDirectorySink(out))
     if opt.console:
         sinks.append(ConsoleSink(label=query))
-    return sinks + list(opt.sinks)
+    if query is None:
+        return sinks + list(opt.sinks)
+    return sinks + [QuerySink(s, query) for s in opt.sinks]
+
+
+class QuerySink:
+    """A sink given to a run of several queries, as one query's sink: its rows are handed on
+    with the query's name, `put(key, rows, query=name)`; the run closes the given sink once,
+    at its end (close_sinks), not once per query."""
+
+    def __init__(self, sink, query: str) -> None:
+        params = inspect.signature(sink.put).parameters
+        if "query" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise OptionError("sinks", f"{type(sink).__name__}.put takes no `query`: a sink "
+                              "of several queries receives put(key, rows, query=name)")
+        self.sink, self.query = sink, query
+
+    def put(self, key: tuple[int, int], rows) -> None:
+        self.sink.put(key, rows, query=self.query)
+
+    def close(self) -> None:
+        pass
+
+
+def close_sinks(opened: dict[str, list], opt: RunOptions, many: bool) -> None:
+    """Close every sink of the run once (the given ones of several queries after theirs)."""
+    for s in (s for q in opened.values() for s in q):
+        s.close()
+    if many:
+        for s in opt.sinks:
+            s.close()
 
 
 def _claim_directory(out: Path, rid: str, replace: bool) -> None:

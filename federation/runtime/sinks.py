@@ -28,6 +28,9 @@ __all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink"
 
 
 class Sink(Protocol):
+    """put: a micro-batch's rows; a sink given to a run of several queries is also told
+    whose, put(key, rows, query=name) (federation.runtime.live.QuerySink)."""
+
     def put(self, key: tuple[int, int], rows: pa.Table) -> None: ...
 
     def close(self) -> None: ...
@@ -109,14 +112,15 @@ class ConsoleSink:
 
 
 class QueueSink:
-    """Hands each instant's rows to a queue (`RunHandle.results()`); None marks the end."""
+    """Hands each instant's rows to a queue (`RunHandle.results()`): (instant, rows), of
+    several queries (query, instant, rows); None marks the end."""
 
     def __init__(self, maxsize: int = 1000) -> None:
         self.q: queue.Queue = queue.Queue(maxsize)
 
-    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+    def put(self, key: tuple[int, int], rows: pa.Table, query: str | None = None) -> None:
         for item in group_by_instant(rows):
-            self.q.put(item)
+            self.q.put(item if query is None else (query, *item))
 
     def close(self) -> None:
         self.q.put(None)
