@@ -140,15 +140,25 @@ def test_aggregates_of_several_queries_over_the_same_join_share_one_join():
         w.join(per_plug(tot=sum_("value")), on=keys).filter("value > 0.01 * tot").aggregate(
             by=["house_id"], n_some=count()).rstream("D"),
     ))
-    pp = build_physical_plan(NumberedPlan.of(phase_one(qs, load_profile())), "db")
-    text = "\n".join(d.sql_text for d in pp.db_ops)
-    assert text.count(" JOIN ") == 2, text  # A, B and C in one join; D's own
+    # E and F compare the same column one way (one flipped, one with a condition on the
+    # aggregate alone, one NULL-able): the join keeps the rows above the least bound
+    bound = QuerySet((
+        w.join(per_plug(maxv=max_("value"), n=count()), on=keys).filter(
+            "0.5 * maxv < value AND n > 15").aggregate(by=keys, n_e=count()).rstream("E"),
+        w.join(per_plug(minv=min_("value"), n=count()), on=keys).filter(
+            "value > NULLIF(minv, 0) + 0.0 * n").aggregate(by=keys, n_f=count(),
+                                                           s_f=sum_("value")).rstream("F"),
+    ))
     rows = rows_of(seconds=12, rate=RATE, plugs=PLUGS, houses=HOUSES, seed=5)
-    got = pure_db(qs, rows, per_batch_s=3)
-    for q in qs.queries:
-        want = reference_result(q, rows)
-        assert want.num_rows > 0, q.name
-        assert diff_results(got[q.name], want) is None, q.name
+    for qset, joins, least in ((qs, 2, False), (bound, 1, True)):  # D has its own join
+        pp = build_physical_plan(NumberedPlan.of(phase_one(qset, load_profile())), "db")
+        text = "\n".join(d.sql_text for d in pp.db_ops)
+        assert text.count(" JOIN ") == joins and ("LEAST(" in text) == least, text
+        got = pure_db(qset, rows, per_batch_s=3)
+        for q in qset.queries:
+            want = reference_result(q, rows)
+            assert want.num_rows > 0, q.name
+            assert diff_results(got[q.name], want) is None, q.name
 
 
 @settings(max_examples=12, deadline=None, database=None,
