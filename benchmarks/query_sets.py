@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -76,15 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "fedq-throughput-data")
     ap.add_argument("--out", default="query_sets.json")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of the set against the slowest queries alone (the first "
+                         "runs all six; the others --round-queries, in alternating order)")
+    ap.add_argument("--round-queries", type=int, default=2,
+                    help="how many of the slowest queries alone the later rounds run")
     a = ap.parse_args(argv)
     profile = load_profile()
     names = a.queries.split(",")
     path = Path(a.out) if a.out.endswith(".json") and "/" in a.out else RESULTS / a.out
     doc = json.loads(path.read_text()) if path.exists() else {"points": []}
     for rate in (float(x) for x in a.rates.split(",")):
-        if any(p["rate"] == rate for p in doc["points"]):
-            say(f"{rate:.0f}/s: measured already")
-            continue
         seconds = math.ceil(max(300 * a.scale, 1)) + a.measure_seconds + 2
         data = a.data_dir / f"r{int(rate)}_s{seconds}_p{a.plugs}"
         if not (data / "_manifest.json").exists():
@@ -92,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
             generate(data, rate=rate, seconds=seconds, plugs=a.plugs, seed=1)
         qs = [QUERIES[n](rate=rate, scale=a.scale, plugs=a.plugs) for n in names]
         qset = QuerySet(tuple(qs))
+        done = next((p for p in doc["points"] if p["rate"] == rate), None)
+        if done is not None:
+            say(f"{rate:.0f}/s: measured already")
+            if len(done.get("rounds", [1])) < a.rounds:
+                more_rounds(done, qset, data, a)
+                path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+            continue
         opt_set = optimize(qset, profile=profile)
         alone_cost = {q.name: optimize(q, profile=profile).cost.C_u for q in qs}
         say(f"{rate:.0f}/s together: {opt_set.plan.placement_string}")
@@ -106,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         point.update(derived(point))
         point["commit"] = commit()
         doc["points"].append(point)
+        if a.rounds > 1:
+            more_rounds(point, qset, data, a)
         doc.update(environment())
         doc.update({"plugs": a.plugs, "scale": a.scale, "profile": profile.name,
                     "measure_seconds": a.measure_seconds, "warmup_batch_s": a.warmup_batch})
@@ -115,6 +127,32 @@ def main(argv: list[str] | None = None) -> int:
             f"{point['cost_ratio']:.2f} of the sum")
     plot(doc, path.with_suffix(".png"))
     return 0
+
+
+def more_rounds(point: dict, qset: QuerySet, data: Path, a) -> None:
+    """Rounds 2..--rounds: the set and the slowest queries alone of the first round again,
+    alone first in even rounds (the machine's speed drifts over minutes: the ratio of each
+    round is of runs minutes apart); `rounds` holds each round's rho by run, and
+    `together_over_slowest` the median over rounds of the set's rho over the slowest's."""
+    first = {"together": point["together"]["rho"],
+             **{n: x["rho"] for n, x in point["alone"].items()}}
+    rounds = point.setdefault("rounds", [first])
+    slow = sorted(point["alone"], key=lambda n: point["alone"][n]["rho"])[:a.round_queries]
+    by_name = {q.name: q for q in qset.queries}
+    while len(rounds) < a.rounds:
+        order = ["together", *slow] if len(rounds) % 2 == 0 else [*slow, "together"]
+        got = {}
+        for n in order:
+            say(f"round {len(rounds) + 1}: {n}")
+            got[n] = measure(qset if n == "together" else by_name[n], data, a.budget,
+                             a.warmup_batch)["rho"]
+            say(f"    rho {got[n]:.3f}")
+        rounds.append(got)
+    ratios = [r["together"] / min(v for k, v in r.items() if k != "together") for r in rounds]
+    point["together_over_slowest"] = statistics.median(ratios)
+    point["together_over_slowest_by_round"] = ratios
+    say(f"    together over the slowest alone, by round: "
+        f"{', '.join(f'{x:.2f}' for x in ratios)}; median {point['together_over_slowest']:.2f}")
 
 
 def derived(p: dict) -> dict:
