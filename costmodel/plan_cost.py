@@ -117,10 +117,11 @@ def db_op_cost(
                              for m, (pos, chain) in sliced.items()}:
         maintain += sizes[pos].rate * p.db_fold_s_per_row
     scan = 0.0
+    once = shared_joins(plan, members, sliced)
     for m in members:
         if m in sliced:
             scan += db_combine_cost(plan, sizes, m, sliced[m][0], p)
-        elif m not in in_chains:
+        elif m not in in_chains and m not in once:
             scan += db_scan_cost(plan, sizes, m, p)
     roots = (root,) if isinstance(root, str) else tuple(root)
     c = db_op_cost_of(t_in, maintain, scan, sizes[roots[0]], p)
@@ -154,6 +155,31 @@ def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[
         if w is None or not w.is_time_based:
             continue
         out[m] = (c, tuple(chain))
+    return out
+
+
+def shared_joins(plan: NumberedPlan, members: list[str], sliced: dict) -> set[str]:
+    """The joins of a DB-op computed by an earlier member's join (db.sqlgen.share: grouped
+    aggregates of several queries over the same join are one join): a join whose inputs
+    (the same operator, or aggregates folded into the same slice table), keys and the
+    grouping of the aggregate above it (through selections) are an earlier join's. The
+    rule is written here and in db/ (the layers keep costmodel/ from importing db/)."""
+    parents = getattr(plan, "parents", None) or {}
+    seen, out = set(), set()
+    for m in members:
+        if plan.nodes[m].kind != "join":
+            continue
+        up = parents.get(m, (plan.parent.get(m),))
+        while len(up) == 1 and up[0] in members and plan.nodes[up[0]].kind == "select":
+            up = parents.get(up[0], (plan.parent.get(up[0]),))
+        if len(up) != 1 or up[0] not in members or plan.nodes[up[0]].kind != "aggregate":
+            continue
+        sides = tuple(("slices", sliced[c][0], sliced[c][1], plan.nodes[c].keys)
+                      if c in sliced else c for c in plan.children[m])
+        sig = (sides, plan.nodes[m].keys, plan.nodes[up[0]].keys)
+        if sig in seen:
+            out.add(m)
+        seen.add(sig)
     return out
 
 

@@ -263,6 +263,27 @@ def test_the_optimizer_costs_shared_work_once():
         # the chosen placement runs (its SQL generates) and costs what the search said
         pp = build_physical_plan(r.plan.logical, r.plan.placement)
         assert plan_cost(pp, p).vector == r.cost
+    # CQ1's and CQ2's joins are one join in DuckDB (db.sqlgen.share): costed once
+    import costmodel.plan_cost as pc
+
+    plan = NumberedPlan.of(phase_one(cq_set(("cq1_plan", "cq2_plan"), rate=40000), p))
+    pp = build_physical_plan(plan, "db")
+    (d,) = pp.db_ops
+    (once,) = pc.shared_joins(plan, list(d.members), pc.sliced_aggregates(plan, set(d.members)))
+    assert plan.nodes[once].kind == "join"
+    sizes = pc.SourceDrivenSizes.of(plan)
+    saved = pc.db_scan_cost(plan, sizes, once, p) * sizes[d.root if isinstance(d.root, str)
+                                                         else d.outputs[0]].l
+    twice = pc.shared_joins
+    try:
+        pc.shared_joins = lambda *a: set()
+        without = pc.plan_cost(pp, p).db[d.id].sql
+    finally:
+        pc.shared_joins = twice
+    assert saved > 0 and abs(without - pc.plan_cost(pp, p).db[d.id].sql - saved) < 1e-12
+    plan = NumberedPlan.of(phase_one(cq_set(("cq1_plan", "cq3_plan")), p))
+    (d,) = build_physical_plan(plan, "db").db_ops
+    assert not pc.shared_joins(plan, list(d.members), pc.sliced_aggregates(plan, set(d.members)))
     # a shared selection in Spark is computed once per path to a DB-op or result
     from costmodel.plan_cost import spe_copies
 
