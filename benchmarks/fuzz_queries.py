@@ -1065,11 +1065,13 @@ def as_query_set(g: Generated) -> Generated:
     """`g` run together with a global COUNT over its own result (fuzz.py --sets): the two
     share `g`'s whole plan, whose top is then a result and an input of another operator.
     Placements: `g`'s, the explicit ones carried onto the merged plan,
-    with the COUNT in the other engine than the operator below it (one boundary more)."""
+    with the COUNT in the other engine than the operator below it (one boundary more), and
+    runnable (`physical.db_cycle`: a self-join's equal sides are one operator there)."""
     import dataclasses
 
     from federation.logical import QuerySet
     from federation.optimizer.query_set import aligned
+    from federation.physical import db_cycle, placement_string
 
     a = g.query
     b = a.child.aggregate(by=[], rows_of_q=_count()).rstream("Qn")
@@ -1085,7 +1087,12 @@ def as_query_set(g: Generated) -> Generated:
         eng = dict(x.split("=") for x in pl.split(","))
         mine = {ids[o]: e for o, e in eng.items() if o in ids}
         mine[top] = "spe" if mine.get(merged.tops[a.name]) == "db" else "db"
-        placements.append(",".join(f"{o}={mine.get(o, 'spe')}" for o in merged.r2r_ids))
+        full = {o: mine.get(o, "spe") for o in merged.r2r_ids}
+        # equal subtrees of `g` (a self-join's sides) are one operator of the merged plan:
+        # the SPE-ops between a DB-op and its own output go to db (else refused, rightly)
+        while between := db_cycle(merged, full):
+            full.update(dict.fromkeys(between, "db"))
+        placements.append(placement_string(full))
     return dataclasses.replace(g, query=qs, placements=list(dict.fromkeys(placements)),
                                source=g.source + "  # with Qn: a global COUNT over it",
                                shapes=g.shapes | {"query_set"})

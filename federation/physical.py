@@ -109,16 +109,21 @@ def db_op_groups(plan: NumberedPlan, placement: Mapping[str, str]) -> list[list[
     queries (a DAG), groups at the same stage that read the same input are one DB-op too
     (one input table and one slice table for all its readers: `shared_groups`)."""
     index = {o: i for i, o in enumerate(plan.post_order())}
-    group = _Groups([o for o in plan.post_order() if placement.get(o) == "db"])
-    for o in group.items:
-        for c in plan.children[o]:
-            if placement.get(c) == "db":
-                group.union(o, c)
+    group = _connected(plan, placement)
     if plan.many:
         _refuse_cycles(plan, group)
         shared_groups(plan, placement, group)
     return sorted((sorted(g, key=index.__getitem__) for g in group.sets()),
                   key=lambda g: index[g[0]])
+
+
+def _connected(plan: NumberedPlan, placement: Mapping[str, str]) -> _Groups:
+    group = _Groups([o for o in plan.post_order() if placement.get(o) == "db"])
+    for o in group.items:
+        for c in plan.children[o]:
+            if placement.get(c) == "db":
+                group.union(o, c)
+    return group
 
 
 class _Groups:
@@ -148,6 +153,20 @@ def _refuse_cycles(plan: NumberedPlan, group: _Groups) -> None:
     """A DB-op may not read its own output through SPE-ops: in a plan where an operator
     has several readers (several queries) a placement can put a shared operator and a
     reader of it in one DB-op and another reader between them in Spark."""
+    if (found := _cycle(plan, group)) is not None:
+        members, them = found[0], ", ".join(found[1]) or "SPE-ops"
+        raise PlacementError(f"the DB-op of {', '.join(members)} would read its own output "
+                             f"through Spark ({them} in spe between them): place {them} in "
+                             "db too, or split the DB-op")
+
+
+def db_cycle(plan: NumberedPlan, placement: Mapping[str, str]) -> list[str] | None:
+    """The SPE-ops between a DB-op and its own output under `placement` (what
+    `_refuse_cycles` refuses; the fuzzer places them in db instead), None without one."""
+    return None if (found := _cycle(plan, _connected(plan, placement))) is None else found[1]
+
+
+def _cycle(plan: NumberedPlan, group: _Groups) -> tuple[list[str], list[str]] | None:
     sets = group.sets()
     comp = {o: i for i, g in enumerate(sets) for o in g}
     memo: dict[str, frozenset[int]] = {}
@@ -162,23 +181,19 @@ def _refuse_cycles(plan: NumberedPlan, group: _Groups) -> None:
                                    if c not in comp)) for i, g in enumerate(sets)}
     state: dict[int, int] = {}
 
-    def visit(i: int) -> None:
+    def visit(i: int) -> tuple[list[str], list[str]] | None:
         state[i] = 1
         for j in deps[i]:
             if state.get(j) == 1:
-                between = sorted(o for o in plan.r2r_ids if o not in comp and j in feeds(o)
-                                 and any(comp.get(q) == i for q in plan.parents.get(o, ())))
-                raise PlacementError(
-                    f"the DB-op of {', '.join(sets[i])} would read its own output through "
-                    f"Spark ({', '.join(between) or 'SPE-ops'} in spe between them): place "
-                    f"{', '.join(between) or 'them'} in db too, or split the DB-op")
-            if j not in state:
-                visit(j)
+                return sets[i], sorted(
+                    o for o in plan.r2r_ids if o not in comp and j in feeds(o)
+                    and any(comp.get(q) == i for q in plan.parents.get(o, ())))
+            if j not in state and (found := visit(j)) is not None:
+                return found
         state[i] = 2
+        return None
 
-    for i in range(len(sets)):
-        if i not in state:
-            visit(i)
+    return next((f for i in range(len(sets)) if i not in state and (f := visit(i))), None)
 
 
 def shared_groups(plan: NumberedPlan, placement: Mapping[str, str], group: _Groups) -> None:

@@ -68,6 +68,13 @@ def test_a_db_op_that_would_read_its_own_output_through_spark_is_refused():
     # op1 (the shared selection) and CQ1's join in the DB, the aggregate between in Spark
     with pytest.raises(PlacementError, match=r"own output through Spark \(op2 in spe"):
         build_physical_plan(plan, "op1=db,op3=db")
+    # what the fuzzer does with such a placement: the operators between go to db
+    from federation.physical import db_cycle, parse_placement
+
+    pl = parse_placement(plan, "op1=db,op3=db")
+    assert db_cycle(plan, pl) == ["op2"]
+    assert db_cycle(plan, {**pl, "op2": "db"}) is None
+    build_physical_plan(plan, {**pl, "op2": "db"})
 
 
 def test_relations_over_windows_of_other_ranges_never_share_a_table():
