@@ -164,14 +164,13 @@ def shared_joins(plan: NumberedPlan, members: list[str], sliced: dict) -> set[st
     (the same operator, or aggregates folded into the same slice table), keys and the
     grouping of the aggregate above it (through selections) are an earlier join's. The
     rule is written here and in db/ (the layers keep costmodel/ from importing db/)."""
-    parents = getattr(plan, "parents", None) or {}
     seen, out = set(), set()
     for m in members:
         if plan.nodes[m].kind != "join":
             continue
-        up = parents.get(m, (plan.parent.get(m),))
+        up = _parents(plan, m)
         while len(up) == 1 and up[0] in members and plan.nodes[up[0]].kind == "select":
-            up = parents.get(up[0], (plan.parent.get(up[0]),))
+            up = _parents(plan, up[0])
         if len(up) != 1 or up[0] not in members or plan.nodes[up[0]].kind != "aggregate":
             continue
         sides = tuple(("slices", sliced[c][0], sliced[c][1], plan.nodes[c].keys)

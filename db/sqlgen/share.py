@@ -168,8 +168,8 @@ class _Build:
     def bound(self, conds: list[exp.Expression]) -> exp.Expression | None:
         """One comparison that keeps exactly the pairs some query counts, when every
         query's condition compares the same left operand the same way (>, >= or <, <=):
-        `l.value > LEAST(_j0_e0, _j1_e0)` (LEAST and GREATEST skip NULLs, as OR does a
-        comparison with NULL)."""
+        `l.value > r._jb`, the build side's `_jb` the LEAST (GREATEST) of the queries'
+        build values (they skip NULLs, as OR does a comparison with NULL)."""
         if not conds or any(s is None for s in self.single):
             return None
         lhs = {s[0] for s in self.single}

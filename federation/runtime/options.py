@@ -88,8 +88,9 @@ class RunOptions(CheckedOptions):
     micro-batch and a manifest) or a `.duckdb` file (table `output_table`), `console`
     prints each instant, `sinks` more objects with put(key, rows) and close()
     (federation/runtime/sinks.py; of several queries put(key, rows, query=name): each
-    query's `output` is then `<output>/<query>` or its own table). `source` (`mqtt://HOST:PORT/TOPIC`): follow a broker's
-    topic instead of a directory (federation/runtime/mqtt.py; implies `follow`).
+    query's `output` is then `<output>/<query>` or its own table). `source`
+    (`mqtt://HOST:PORT/TOPIC`): follow a broker's topic instead of a directory
+    (federation/runtime/mqtt.py; implies `follow`).
     `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
     heap) or "rocksdb" (off heap, spilling to local disk: for state beyond the heap).
     """
