@@ -63,6 +63,9 @@ class PlanMemory:
     db: dict[str, State] = field(default_factory=dict)
     spe_capacity: float = math.inf
     db_capacity: float = math.inf
+    #: why the model could not size the plan (`checked_memory`); then nothing is known to
+    #: exceed, and explain says the prediction is unavailable
+    unavailable: str | None = None
 
     @property
     def spe_bytes(self) -> float:
@@ -150,20 +153,17 @@ def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
     out = []
     for ci in d.inputs:
         s = sizes[ci.op_ids[0]]
-        schema = ci.node.schema
+        types = tuple(d.input_columns(ci).values())  # the table as DuckDB creates it
         if ci.node.kind == "table":
-            out.append(Table(s.size, 0.0, tuple(schema.values())))
+            out.append(Table(s.size, 0.0, types))
         elif ci.table in d.raw:
-            types = tuple(schema[c] for c in d.raw_columns.get(ci.table, ()))
             out.append(Table(s.size, s.rate * cycle_s, ("TIMESTAMP", *types)))
         elif not ci.row_level:  # one instant kept, one appended per slide
-            out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES,
-                             ("TIMESTAMP", *schema.values())))
+            out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES, ("TIMESTAMP", *types)))
     for sl in d.slices:
         ci = next((c for c in d.inputs if c.table == sl.source), None)
         if ci is not None:
-            types = ("BIGINT", *(ci.node.schema[k] for k in sl.keys),
-                     *("DOUBLE" for _ in sl.partials))  # slice start, keys, partials
+            types = tuple(sl.columns.values())  # slice start, keys, partials
             out += [Table(kept, per_s * cycle_s, types)
                     for kept, per_s in slice_rows(sl, ci.node, sizes[ci.op_ids[0]])]
     return out
@@ -238,3 +238,14 @@ def plan_memory(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None,
         tables = db_tables(sizes, d)
         db[d.id] = State(sum(t.rows for t in tables), sum(t.bytes(p) for t in tables))
     return PlanMemory(spe, db, *capacities(p, driver_memory))
+
+
+def checked_memory(pp, p: CostProfile, driver_memory: str = DRIVER_MEMORY) -> PlanMemory:
+    """`plan_memory`, or where the model fails on a plan, a PlanMemory that says why
+    (`unavailable`) with nothing predicted: a plan is still planned and explained when its
+    memory cannot be predicted (the check passes it; explain says so)."""
+    try:
+        return plan_memory(pp, p, driver_memory=driver_memory)
+    except Exception as e:  # noqa: BLE001 - a gap in the model never refuses a plan
+        return PlanMemory(spe_capacity=math.inf, db_capacity=math.inf,
+                          unavailable=f"{type(e).__name__}: {e}")

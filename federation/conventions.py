@@ -79,7 +79,7 @@ DUCKDB_TYPES = {"BOOLEAN": "BOOLEAN", "INT": "INTEGER", "BIGINT": "BIGINT",
 #: bytes of an uncompressed value in a DuckDB column segment (a VARCHAR: its 16-byte
 #: string header), what costmodel/memory.py counts for rows appended since a CHECKPOINT
 DUCKDB_VALUE_BYTES = {"BOOLEAN": 1, "INT": 4, "BIGINT": 8, "DOUBLE": 8, "VARCHAR": 16,
-                      "TIMESTAMP": 8}
+                      "TIMESTAMP": 8, "HUGEINT": 16}  # HUGEINT: a slice's integer SUM
 SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double",
                "VARCHAR": "string", "TIMESTAMP": "timestamp"}
 ARROW_TYPES = {"BOOLEAN": "bool", "INT": "int32", "BIGINT": "int64", "DOUBLE": "double",

@@ -88,6 +88,8 @@ def memory_lines(r: OptimizationResult) -> list[str]:
     m = r.memory
     if m is None:
         return []
+    if m.unavailable:
+        return [f"memory: predicted memory unavailable ({m.unavailable}): not checked"]
     verdict = "qualified" if r.qualified else (
         "NOT qualified: " + "; ".join(m.exceeded() or ["it does not keep up (C_b > 1)"]))
     if not r.memory_check:
@@ -174,7 +176,7 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "memory": None if r.memory is None else {
             "spe_bytes": r.memory.spe_bytes, "db_bytes": r.memory.db_bytes,
             "spe_capacity": r.memory.spe_capacity, "db_capacity": r.memory.db_capacity,
-            "exceeded": r.memory.exceeded(),
+            "exceeded": r.memory.exceeded(), "unavailable": r.memory.unavailable,
             "spe_ops": {o: {"rows": st.rows, "bytes": st.bytes} for o, st in r.memory.spe.items()},
             "db_ops": {o: {"rows": st.rows, "bytes": st.bytes} for o, st in r.memory.db.items()}},
         "unqualified": [{"placement": pl, "exceeded": list(why)} for pl, why in r.unqualified],

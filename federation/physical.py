@@ -66,14 +66,14 @@ class DbOp:
     def outputs(self) -> tuple[str, ...]:
         return self.roots or (self.root,)
 
-    @property
-    def sql_text(self) -> str:
-        return self.sql.sql(dialect="duckdb", pretty=True)
+    sql_text = property(lambda self: self.sql.sql(dialect="duckdb", pretty=True))
 
-    @property
-    def fold_texts(self) -> list[str]:
-        """The INSERT source of each slice table, per micro-batch."""
-        return [s.fold.sql(dialect="duckdb", pretty=True) for s in self.slices]
+    def input_columns(self, ci: DbOpInput) -> dict[str, str]:
+        """Input `ci`'s columns (but `_ts`/`_tau`) as runtime/mig.py creates them and
+        costmodel/memory.py sizes: a table's own, the SQL's of raw rows, else all."""
+        cols = ci.node.columns if ci.node.kind == "table" else ci.node.schema.items()
+        kept = self.raw_columns.get(ci.table) if ci.row_level else None
+        return {c: t for c, t in cols if kept is None or c in kept}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ divide the range; a global aggregate over empty windows (one row per instant, as
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import pytest
 
@@ -139,3 +140,67 @@ def test_tuple_window_operators_are_refused_in_spark_and_not_chosen(spark, data,
     r, _ = check(spark, q, "auto", data, tmp_path)
     assert r.summary.placement.startswith("op1=db")
     check(spark, q, "op1=db,op2=spe", data, tmp_path / "b")
+
+
+#: issue 41: grouped by a column a projection computes (its slice table's key is `v2`)
+COMPUTED_KEY = (window(S, range=10, slide=1).project("plug_id", v2="CAST(value AS INT)")
+                .aggregate(by=["v2"], n=count()).rstream("computed_key"))
+
+
+@pytest.mark.parametrize("placement", ["spe", "op1=spe,op2=db", "db"])
+def test_grouped_by_a_computed_column(spark, data, tmp_path, placement, monkeypatch):
+    """Each placement returns the reference rows. Under db the report fails (a test double
+    raises in the predicted memory): the output file is written whole all the same, and
+    the summary says what failed."""
+    import pyarrow.parquet as pq
+
+    from federation.runtime import summary
+
+    if placement == "db":
+        def broken(plan):
+            raise RuntimeError("injected into the report")
+
+        monkeypatch.setattr(summary, "predicted_memory", broken)
+    out = tmp_path / "out.parquet"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = run(COMPUTED_KEY, placement, data, work_dir=tmp_path / "w", output=out,
+                seconds_per_batch=15, spark=spark)
+    want = reference_result(COMPUTED_KEY, read_clean_rows(r.ingest.spool_dir))
+    assert want.num_rows > 0
+    assert diff_results(pq.read_table(out), want) is None, placement
+    s = r.summary
+    if placement == "db":
+        assert s.warnings == ["predicted memory unavailable: RuntimeError: injected into the "
+                              "report (tests/test_query_shapes.py:" + s.warnings[0].split(":")[-1]]
+        assert s.reporting_failures == 1 and s.predicted_memory == {}
+        assert "injected" in (tmp_path / "w" / "summary.json").read_text()
+        assert [str(w.message) for w in seen if w.category.__name__ == "ReportingWarning"] \
+            == s.warnings
+    else:
+        assert s.warnings == [] and s.predicted_memory["db_bytes"] >= 0
+
+
+def test_grouped_by_a_computed_column_from_the_command_line(spark, data, tmp_path, capsys):
+    """`fedq run --query FILE:q` under auto (planned with its memory) writes the rows."""
+    import pyarrow.parquet as pq
+
+    from federation.cli import main
+
+    f = tmp_path / "mine.py"
+    f.write_text("from federation import window, count\n"
+                 "from federation.smartplug import smartplug_stream\n"
+                 "s = smartplug_stream(rate=40, plugs=6, houses=2)\n"
+                 "q = (window(s, range=10, slide=1).project('plug_id', v2='CAST(value AS INT)')\n"
+                 "     .aggregate(by=['v2'], n=count()).rstream('computed_key'))\n")
+    out = tmp_path / "out.parquet"
+    assert main(["run", "--query", f"{f}:q", "--data", str(data), "--output", str(out),
+                 "--seconds-per-batch", "15", "--work-dir", str(tmp_path / "w")]) == 0
+    printed = capsys.readouterr()
+    assert "warning" not in printed.out and "Traceback" not in printed.err
+    from federation.runtime.ingest import IngestResult
+
+    spool = IngestResult.model_validate_json(
+        (tmp_path / "w" / "input" / "ingest.json").read_text()).spool_dir
+    want = reference_result(COMPUTED_KEY, read_clean_rows(spool))
+    assert want.num_rows > 0 and diff_results(pq.read_table(out), want) is None

@@ -57,6 +57,11 @@ class SliceTable:
     #: column order and the widths; two slice tables of one meaning hold the same rows
     #: (a move, runtime/move.py)
     meaning: tuple = ()
+    #: its columns as DuckDB creates them from `fold` (the slice start, the keys with the
+    #: types of the rows the aggregation reads, the partials: COUNT BIGINT, an integer SUM
+    #: HUGEINT, ...): what the memory model sizes (costmodel/memory.py), never re-derived
+    #: from the plan's input nodes, which need not hold a computed or renamed key
+    columns: dict[str, str] = field(default_factory=dict)
 
     @property
     def coarse(self) -> str:
@@ -108,6 +113,19 @@ _PARTIALS = {  # aggregate -> the partials it needs, as (function, argument is d
 }
 
 
+def _partial_type(func: str, double: bool, out_type: str) -> str:
+    """The type DuckDB gives a partial aggregate, from its aggregate's output type: COUNT
+    is BIGINT, an integer SUM HUGEINT (DuckDB's sum of INTEGER or BIGINT), a SUM over the
+    argument cast to DOUBLE (AVG's) DOUBLE, MIN and MAX their argument's type."""
+    if func == "count":
+        return "BIGINT"
+    if double:
+        return "DOUBLE"
+    if func == "sum" and out_type in ("INT", "BIGINT"):
+        return "HUGEINT"
+    return out_type
+
+
 def _partial_expr(func: str, arg: exp.Expression | None, double: bool) -> exp.Expression:
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
@@ -133,11 +151,13 @@ class SliceBuilder:
         g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {}})
         g["ranges"].append(us(self.plan.nodes[chain[0]].row_window().range_s))
         names = {}
-        for _, call in node.aggs:
+        for out, call in node.aggs:
             for func, double in _PARTIALS[call.func]:
                 k = (func, None if call.arg is None else call.arg.sql(), double)
                 if k not in g["partials"]:
                     g["partials"][k] = (f"p{len(g['partials'])}", func, call.arg, double)
+                    g.setdefault("types", {})[g["partials"][k][0]] = _partial_type(
+                        func, double, node.schema[out])
                 names[k] = g["partials"][k][0]
         return sig, names
 
@@ -158,6 +178,9 @@ class SliceBuilder:
             seal = None
             if coarse is not None:
                 seal = _seal(f"s{i}", keys, coarse, [(n, f) for n, f, *_ in partials])
+            rows = self.plan.nodes[g["chain"][-1]].schema  # what the aggregation reads
+            columns = {SLICE: "BIGINT", **{k: rows[k] for k in keys},
+                       **{p[0]: g["types"][p[0]] for p in partials}}
             meaning = (_rows_key(self.plan.nodes[g["chain"][-1]]), keys,
                        tuple((f, None if a is None else a.sql(), d) for _, f, a, d in partials),
                        width, coarse)
@@ -165,7 +188,7 @@ class SliceBuilder:
                                   tuple(p[0] for p in partials), fold,
                                   {c: t for c, t in types.items() if c.lower() in read},
                                   coarse, seal,
-                                  meaning)
+                                  meaning, columns)
         return out
 
     def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:

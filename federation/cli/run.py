@@ -21,6 +21,7 @@ from federation.cli.args import (
     positive,
     query_source,
 )
+from federation.cli.report import print_adaptive, print_summary
 from federation.errors import OptionError
 from federation.runtime.options import RunOptions, work_directory
 
@@ -86,28 +87,8 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
             "every_s": a.decide_every, "margin": a.margin,
             "min_interval_s": a.min_interval, "start_placement": a.placement},
             profile=profile, strategy=a.strategy, progress=progress)
-    print(f"{len(r.segments)} segment(s), {r.migrations} migration(s):")
-    print(f"{'segment':<8} {'from':<20} {'placement':<50} {'started by':<10} {'instants':>8} "
-          f"{'warm-up s':>9} {'wall s':>7} {'rho':>6} {'gap s':>6}")
-    for k, sr in enumerate(r.segments):
-        gap = r.gaps_s[k - 1] if k else None
-        how = sr.strategy.split(" ")[0]
-        start = "start" if sr.segment.start_at is None else str(sr.segment.start_at)
-        print(f"{k + 1:<8} {start:<20} {sr.segment.placement:<50} {how:<10} "
-              f"{sr.result_rows:>8} {sr.warmup_seconds:>9} {sr.wall_s:>7.1f} {sr.rho:>6.2f} "
-              f"{'-' if gap is None else f'{gap:.1f}':>6}")
-        if k:
-            print(f"         why: {sr.segment.reason}")
-            if sr.strategy.startswith("replay ("):
-                print(f"         {sr.strategy}")
-    print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
-          f"decisions {sum(len(s.decisions) for s in r.segments)}")
-    if r.dead_lettered or r.quarantined:
-        why = ", ".join(f"{k}: {n}" for k, n in sorted(r.dead_by_reason.items()))
-        print(f"dead-lettered {r.dead_lettered} row(s)" + (f" ({why})" if why else "")
-              + (f", {len(r.quarantined)} unreadable file(s)" if r.quarantined else "")
-              + f"; kept in {r.deadletter_dir}")
-    if opt.output:
+    path = None
+    if opt.output:  # the results first, then the report
         import pyarrow.parquet as pq
 
         from federation.runtime.options import output_path
@@ -115,6 +96,8 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
         path = output_path(opt.output)
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(r.rows, path)
+    print_adaptive(r)
+    if path:
         print(f"results written to {path}")
     return 0
 
@@ -187,7 +170,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     finally:
         if own_work and work_dir is not None:
             _tidy(work_dir)
-    _print_summary(a, r)
+    print_summary(r, a.json, a.console)
     return 0
 
 
@@ -207,10 +190,12 @@ def _check_placement(q, a: argparse.Namespace) -> None:
 def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
     import signal
     import threading
+    import warnings
 
     from federation.api import run
     from federation.cli.progress import ConsoleProgress
     from federation.runtime.progress import RunProgress
+    from federation.runtime.summary import ReportingWarning
 
     halt = threading.Event()
     saved = {}
@@ -232,38 +217,14 @@ def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
             if a.follow:  # after Spark, whose context installs its own SIGINT handler
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     saved[sig] = signal.signal(sig, on_signal)
-            return run(q, a.placement, data, _options(a, work_dir), generate=gen, profile=profile,
-                       spark=spark, progress=progress, halt=halt,
-                       memory_check=not a.no_memory_check)
+            with warnings.catch_warnings():  # printed with the summary (cli/report.py)
+                warnings.simplefilter("ignore", ReportingWarning)
+                return run(q, a.placement, data, _options(a, work_dir), generate=gen,
+                           profile=profile, spark=spark, progress=progress, halt=halt,
+                           memory_check=not a.no_memory_check)
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
-
-
-def _print_summary(a: argparse.Namespace, r) -> None:
-    s = r.summary
-    if a.json:
-        print(s.model_dump_json(indent=2))
-        return
-    if r.results is not None:  # several queries: each one's rows
-        print("\n".join(f"{n}: {t.num_rows} result rows" for n, t in r.results.items()))
-    elif r.rows is not None and not a.console:  # the console sink printed them as they came
-        print(r.rows.slice(0, 5).to_pandas().to_string(index=False) if r.rows.num_rows else
-              "(no result rows)")
-    print(f"query {s.query}  placement {s.placement}  DB-ops {s.db_ops or 'none'}")
-    if s.spe_capacity:
-        print(f"planned for Spark's {s.spe_capacity}")
-    print(f"result rows {s.result_rows}  event seconds {s.event_seconds}  "
-          f"wall {s.wall_s:.1f}s  achieved {s.achieved_rate_tps:.0f} tuples/s  "
-          f"rho {s.rho:.2f} (steady {s.rho_steady:.2f})")
-    print(f"dead-lettered rows {s.dead_lettered} {s.dead_by_reason or ''}")
-    if s.files_quarantined:
-        print(f"quarantined files {len(s.files_quarantined)}: " + "; ".join(
-            f"{q['file']}: {q['reason']}" for q in s.files_quarantined))
-    if Path(s.deadletter_dir).exists():
-        print(f"dead letters in {s.deadletter_dir}")
-    if s.output:
-        print(f"results written to {s.output}")
 
 
 def add_parsers(sub) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from costmodel.memory import PlanMemory, plan_memory
+from costmodel.memory import PlanMemory, checked_memory
 from costmodel.ordering import CostVector
 from costmodel.plan_cost import PlanCost, plan_cost
 from costmodel.profile import CostProfile, load_profile
@@ -88,14 +88,14 @@ def optimize(
     chosen = None
     for pl in runnable:
         physical = build_physical_plan(logical, pl)
-        memory = plan_memory(physical, profile)
+        memory = checked_memory(physical, profile)
         if memory.fits or not memory_check:
             chosen = physical, memory
             break
         unqualified.append((physical.placement_string, tuple(memory.exceeded())))
     if chosen is None:  # nothing fits: the best plan, reported as not qualified
         physical = build_physical_plan(logical, runnable[0])
-        chosen = physical, plan_memory(physical, profile)
+        chosen = physical, checked_memory(physical, profile)
     physical, memory = chosen
     cost = plan_cost(physical, profile)
     return OptimizationResult(

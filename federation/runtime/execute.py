@@ -13,12 +13,11 @@ import math
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from federation.instants import end_flush_s, extent_of, first_instant, holdback, last_instant
 from federation.logical import Window
@@ -37,10 +36,11 @@ from federation.runtime.live import (
 )
 from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
-from federation.runtime.options import RunOptions, output_path, work_directory
+from federation.runtime.options import RunOptions, work_directory
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
-from federation.runtime.result import BatchMetrics, RunResult, RunSummary
+from federation.runtime.result import BatchMetrics, RunResult
+from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
     bind_sources,
     load_inputs,
@@ -49,7 +49,7 @@ from federation.runtime.sources import (
     spool_dirs,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
-from federation.runtime.summary import run_summary
+from federation.runtime.summary import ReportingWarning, safe_summary
 from federation.runtime.tables import snapshot_tables
 
 
@@ -157,16 +157,22 @@ class _Run:
             q: c.table() for q, c in ex.collectors.items()}
         n_rows = sum(c.rows for c in ex.collectors.values()) if tables is None else sum(
             t.num_rows for t in tables.values())
-        summary = run_summary(ex, self.plan, n_rows, wall, truncated, opt.warmup_batch_s,
-                              opt.drain, opt.seconds_per_batch, self.max_range, self.slide_s,
-                              self.predicted)
-        for m in ex.migs.values():
-            m.close()
-        if tables is not None and not (opt.output and opt.output.suffix == ".duckdb"):
-            _write_results(self.work, tables, summary, opt.output, self.prog, self.lg.many)
-        else:
-            summary.output = None if opt.output is None else str(opt.output)
+        try:  # the results are durable first (the sinks were closed above); then reporting
+            output = opt.output
+            if tables is not None and not (opt.output and opt.output.suffix == ".duckdb"):
+                output = write_output(tables, opt.output, self.prog.phase, self.lg.many)
+            summary = safe_summary(ex, self.plan, n_rows, wall, truncated, opt, self.max_range,
+                                   self.slide_s, self.predicted)
+        finally:
+            for m in ex.migs.values():
+                m.close()
+        summary.output = None if output is None else str(output)
+        try:
             (self.work / "summary.json").write_text(summary.model_dump_json(indent=2))
+        except OSError as e:  # reporting: the results are written already
+            summary.warn(f"summary.json not written: {e}")
+        for w in summary.warnings:  # the CLI prints them in its summary instead
+            warnings.warn(w, ReportingWarning, stacklevel=2)
         rows = None if tables is None else next(iter(tables.values()))
         return RunResult(rows, ex.metrics, summary, self.plan, ingest,
                          tables if self.lg.many else None)
@@ -317,21 +323,6 @@ class _Run:
                     st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
                     f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
                     opt.seconds_per_batch if opt.realtime else None, opt.state_store)
-
-
-def _write_results(work: Path, tables: dict, summary: RunSummary, output, prog: RunProgress,
-                   many: bool) -> None:
-    """summary.json in the work directory, and the result rows at `output` if asked (of
-    several queries: `<output>/<query>.parquet` each)."""
-    (work / "summary.json").write_text(summary.model_dump_json(indent=2))
-    if output is not None:
-        prog.phase("writing output")
-        for q, rows in tables.items():
-            path = Path(output) / f"{q}.parquet" if many else output_path(Path(output))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(rows, path)
-        summary.output = str(output if many else path)
-        (work / "summary.json").write_text(summary.model_dump_json(indent=2))
 
 
 def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:

@@ -78,10 +78,11 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             n = ci.node
             src = str(table_files[n.name]) if table_files and n.name in table_files else (
                 n.db, n.name)
-            specs.append(InputSpec(ci.table, dict(n.columns), False, table_source=src))
+            specs.append(InputSpec(ci.table, db_op.input_columns(ci), False,
+                                   table_source=src))
             continue
         if not ci.row_level:
-            specs.append(InputSpec(ci.table, dict(ci.node.schema), False))
+            specs.append(InputSpec(ci.table, db_op.input_columns(ci), False))
             continue
         wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
                 for o in ci.op_ids]
@@ -92,9 +93,8 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             continue
         # readers of one table may read it with different ranges: keep the longest
         w = max(raw, key=lambda x: x.range_s or 0.0)
-        kept = db_op.raw_columns.get(ci.table)  # the columns the SQL reads
-        cols = {c: t for c, t in ci.node.schema.items() if kept is None or c in kept}
-        specs.append(InputSpec(ci.table, cols, True, w.range_s, w.rows, w.partition_by))
+        specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
+                               w.partition_by))
     return specs, horizon_s
 
 

@@ -92,6 +92,14 @@ class RunSummary(BaseModel):
     output: str | None = None
     #: the cores (and a cluster's executors) the plan was chosen for (spe/session.py)
     spe_capacity: str | None = None
+    #: what of this summary could not be computed, one line each ("predicted memory
+    #: unavailable: ..."): reporting runs after the results are written and never loses them
+    warnings: list[str] = []
+    reporting_failures: int = 0
+
+    def warn(self, line: str) -> None:
+        self.warnings.append(line)
+        self.reporting_failures = len(self.warnings)
 
 
 @dataclass

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from db.sink import DuckDBTableSink
 from federation.parts import atomic_write_parquet
+from federation.runtime.options import output_path
 
 MANIFEST = "_manifest.jsonl"
 __all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink"]
@@ -137,3 +138,17 @@ def group_by_instant(rows: pa.Table) -> list[tuple[object, pa.Table]]:
             out.append((taus[start], rows.slice(start, i - start)))
             start = i
     return out
+
+
+def write_output(tables: dict, output, phase=None, many: bool = False) -> Path | None:
+    """The result rows at `output` if asked (of several queries: `<output>/<query>.parquet`
+    each), before any reporting; where they were written (`phase`: told it starts)."""
+    if output is None:
+        return None
+    if phase is not None:
+        phase("writing output")
+    for q, rows in tables.items():
+        path = Path(output) / f"{q}.parquet" if many else output_path(Path(output))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_parquet(path, rows)  # whole or not at all
+    return Path(output) if many else path

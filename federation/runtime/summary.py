@@ -1,20 +1,82 @@
 """A run's summary from its micro-batches: rho over the whole run, at steady state and with
-the windows full, and what was dead-lettered, moved and predicted."""
+the windows full, and what was dead-lettered, moved and predicted.
+
+The summary is reporting: it runs after the results are durable in their sinks and output
+(runtime/execute.py), and a part of it that fails (the memory model's prediction, DuckDB's
+accounting, rho) becomes a warning in it (`RunSummary.warnings`, counted in
+`reporting_failures`), never a lost result or a traceback (`safe_summary`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import math
 import statistics
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
 
 from federation.physical import PhysicalPlan
 from federation.runtime.microbatch import Execution
 from federation.runtime.result import PredictedCost, RunSummary
 
+T = TypeVar("T")
+
+
+class ReportingWarning(UserWarning):
+    """A part of a run's report (its summary) that could not be computed; the results
+    were written before it."""
+
+
+def safe_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
+                 truncated: bool, opt, max_range: float, slide_s: float,
+                 predicted) -> RunSummary:
+    """`run_summary`, or where it fails as a whole, the counts alone with the failure as
+    a warning (what a run computed is never lost to its report)."""
+    warnings: list[str] = []
+    try:
+        s = run_summary(ex, plan, result_rows, wall, truncated, opt.warmup_batch_s, opt.drain,
+                        opt.seconds_per_batch, max_range, slide_s, predicted, warnings)
+    except Exception as e:  # noqa: BLE001 - reporting: a warning, the results are written
+        nan = float("nan")
+        ing = ex.ingest
+        s = RunSummary(
+            query=plan.logical.root.name, placement=plan.placement_string,
+            db_ops=[c.id + ":" + "+".join(c.members) for c in plan.db_ops],
+            stages=len(ex.staged.stages), result_rows=result_rows, event_seconds=ing.files,
+            input_rows=ing.rows_in, wall_s=wall, rho=nan, rho_steady=nan,
+            rho_windows_full=nan, warmup_batches=0, warmup_batch_s=opt.warmup_batch_s,
+            drained=opt.drain, achieved_rate_tps=nan, truncated=truncated,
+            data_batches=sum(1 for m in ex.metrics if m.stage == 0 and m.data),
+            dead_lettered=ing.rows_dead, dead_by_reason=dict(ing.dead),
+            files_quarantined=ing.quarantined, deadletter_dir=str(ing.deadletter_dir),
+            predicted=None, db_memory_bytes={}, warnings=warnings,
+            reporting_failures=len(warnings))
+        s.warn(f"summary unavailable: {_failure(e)}")
+    return s
+
+
+def _failure(e: BaseException) -> str:
+    """'KeyError: 'v2' (costmodel/memory.py:165)': the error and where it was raised."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" ({'/'.join(tb[-1].filename.split('/')[-2:])}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def reported(warnings: list[str], what: str, fn: Callable[[], T], default: T) -> T:
+    """`fn()`, or `default` with "`what` unavailable: <error>" in `warnings` when it fails."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - reporting: a warning, the results are written
+        warnings.append(f"{what} unavailable: {_failure(e)}")
+        return default
+
 
 def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float,
              truncated: bool, warmup_batch_s: int | None, drain: bool, seconds_per_batch: int,
-             max_range: float, slide_s: float, predicted) -> RunSummary:
+             max_range: float, slide_s: float, predicted,
+             warnings: list[str] | None = None) -> RunSummary:
+    """The summary; what fails of the memory figures is a line in `warnings` (`reported`)."""
+    warnings = [] if warnings is None else warnings
     ingest, metrics = ex.ingest, ex.metrics
     ff_batches = ingest.warmup_files
     data_batches = [m for m in metrics if m.stage == 0 and m.data]
@@ -74,10 +136,14 @@ def run_summary(ex: Execution, plan: PhysicalPlan, result_rows: int, wall: float
         predicted=None if predicted is None else PredictedCost(
             C_b=predicted.C_b, C_u=predicted.C_u,
             feasible=predicted.is_feasible),
-        db_memory_bytes={op_id: m.memory_bytes() for op_id, m in ex.migs.items()},
-        peak_state=largest_state(ex.metrics), predicted_memory=predicted_memory(plan),
+        db_memory_bytes=reported(warnings, "DuckDB's measured memory", lambda: {
+            op_id: m.memory_bytes() for op_id, m in ex.migs.items()}, {}),
+        peak_state=reported(warnings, "peak state", lambda: largest_state(ex.metrics), {}),
+        predicted_memory=reported(warnings, "predicted memory", lambda: predicted_memory(plan),
+                                  {}),
         moved={op_id: m.moved for op_id, m in ex.migs.items() if m.moved},
         spe_capacity=plan.chosen_for,
+        warnings=warnings, reporting_failures=len(warnings),  # evaluated last
     )
 
 
