@@ -18,7 +18,10 @@ placement that an engine cannot run must be refused with a PlacementError naming
 operator (it is never run); anything else must equal the reference. Then a query whose
 result has rows runs once more following a landing directory that a writer fills in bursts
 while it runs (benchmarks/fuzz_follow.py: ended by `until` or, every other live run, by the
-idle clock), its instants taken from the API's iterator (`--no-follow` skips it). On a mismatch or a
+idle clock), its instants taken from the API's iterator (`--no-follow` skips it). Every
+fourth query runs as a set with a global COUNT over its result (`--sets-every`). A run
+whose report fails (a warning in its summary, no predicted memory: anything after the last
+batch counts) is a crash. On a mismatch or a
 crash Hypothesis shrinks the query to a minimal one, which the report shows. The report
 counts the queries per shape (`fuzz_queries.SHAPES`; every record names its query's).
 
@@ -124,6 +127,8 @@ class Runner:
                            reference_rows=sum(w.num_rows for w in want.values()))
                 if problem:
                     rec["problem"] = problem
+                elif (failed := report_failures(r)) is not None:
+                    rec.update(outcome="crash", error=failed)
             except AssertionError:
                 raise
             except Exception as e:  # noqa: BLE001 - a crash is an outcome to report
@@ -160,6 +165,17 @@ class Runner:
             streams = {n.stream.name for n in q.walk() if n.kind == "window"}
             return {n: self.data2 if n == OTHER else self.data for n in streams}
         return self.data
+
+
+def report_failures(r) -> str | None:
+    """What of a run's report failed (issue 41: anything a run does after its last batch
+    counts): its summary's warnings, or a predicted memory missing; None when whole."""
+    s = r.summary
+    if s.warnings:
+        return "report: " + "; ".join(s.warnings)
+    if not s.predicted_memory:
+        return "report: no predicted memory in the summary"
+    return None
 
 
 def _references(q, rows) -> dict:
@@ -203,13 +219,14 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
          placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True,
-         sets: bool = False):
+         sets: bool | int = False):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
     `placements`: run only that many of each query's placements (`some_placements`);
     `follow`: a live run of every query whose result has rows (True), of none (False)
     or of the first n such queries. `sets`: each query runs together with a global COUNT
-    over its result (fuzz_queries.as_query_set), each result against its reference."""
+    over its result (fuzz_queries.as_query_set), each result against its reference; an
+    int k: every k-th query so."""
     runner = Runner(work, spark, seconds, follow)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
@@ -226,7 +243,7 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
         seen.add(g.source)
         if placements:
             g = some_placements(g, placements)
-        if sets:
+        if sets is True or sets and len(seen) % sets == 0:
             g = as_query_set(g)
         try:
             runner.check(g)
@@ -265,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", action="store_true",
                     help="run each query together with a global COUNT over its result (one "
                          "run of two queries sharing the whole plan)")
+    ap.add_argument("--sets-every", type=int, default=4, metavar="K",
+                    help="without --sets: every K-th query so (default 4; 0: none)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
                     help="merge the reports of runs with other seeds (run side by side) into "
                          "one report at --out, instead of running")
@@ -303,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.event_seconds < 1:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
-                            a.placements, a.event_seconds, not a.no_follow, a.sets)
+                            a.placements, a.event_seconds, not a.no_follow,
+                            True if a.sets else max(a.sets_every, 0))
     report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1
@@ -341,7 +361,13 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
         per_query.setdefault(r["query"], []).append(r)
     ran = [q for q, rs in per_query.items()]
     shapes = shape_counts(per_query)
+    classes: dict[str, int] = {}
+    for r in records:
+        if r["outcome"] != "refused":
+            c = placement_class(r["placement"])
+            classes[c] = classes.get(c, 0) + 1
     return {
+        "placement_classes": classes,
         "command": "python -m benchmarks.fuzz " + " ".join(sys.argv[1:]),
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
@@ -364,6 +390,13 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
         "records": records,
         "_queries": ran,
     }
+
+
+def placement_class(pl: str) -> str:
+    """spe, db, auto, explicit (op=engine items) or follow (a live run)."""
+    if pl.startswith("follow"):
+        return "follow"
+    return pl if pl in ("spe", "db", "auto") else "explicit"
 
 
 def shape_counts(per_query: dict[str, list[dict]]) -> dict[str, dict[str, int]]:
@@ -402,6 +435,8 @@ def markdown(rep: dict) -> str:
         "# Differential fuzzing report", "", head, "", queries,
         f"- runs: {rep['runs']}; outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(o.items())),
         bad,
+        "- runs per placement class: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(rep.get("placement_classes", {}).items())),
         "- data: " + ", ".join(f"{k} {n}" for k, n in rep["data"].items()),
         "", rule,
     ]

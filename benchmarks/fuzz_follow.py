@@ -75,7 +75,7 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
             if ending == "idle" and tau >= end:
                 break
         feeder.join()
-        h.stop(timeout=STUCK_S) if ending == "idle" else h.wait(timeout=STUCK_S)
+        res = h.stop(timeout=STUCK_S) if ending == "idle" else h.wait(timeout=STUCK_S)
         got = pa.concat_tables(parts) if parts else want.slice(0, 0)
         problem = diff_results(got, want)
         if problem is None and (seen != sorted(seen) or len(set(seen)) != len(seen)):
@@ -84,6 +84,9 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
                    reference_rows=want.num_rows)
         if problem:
             rec["problem"] = problem
+        elif res is None or res.summary.warnings:  # its report counts too (issue 41)
+            rec.update(outcome="crash", error="report: " + (
+                "; ".join(res.summary.warnings) if res else "the run did not end"))
     except queue.Empty:
         rec.update(outcome="crash", error=f"no new instant for {STUCK_S:g} s "
                    f"(status {h.status() if h else None})")

@@ -74,6 +74,7 @@ SHAPES = (
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
+    "group_by_renamed", "group_by_table_column", "sliced_computed_key",
 )
 #: the second stream a window may read (`s2` in the sources): the smart-plug schema under
 #: another name, its data from another seed, starting later and ending earlier (fuzz.py)
@@ -360,6 +361,8 @@ class _Builder:
         r = self.window()
         if self.chance(50):
             r = self.select(r)
+        if self.chance(15):  # the window's rows with the database table (then often grouped
+            r = self.join(r, 0, table=True)  # by one of its columns)
         return r
 
     # -- unary -----------------------------------------------------------------------------
@@ -529,8 +532,13 @@ class _Builder:
         if keys is None:
             groupable = [c for c in r.node.schema if r.hints.get(c) in GROUPABLE]
             made = [c for c in groupable if c in self.computed_cols]
+            tabled = [c for c in groupable if _lineage(r.node, c)[2] == "table"]
             if self.chance(global_pct):
                 keys = []
+            elif tabled and self.chance(50):  # by a database table's column (issue 41)
+                keys = [d(st.sampled_from(tabled))]
+            elif self.chance(20) and (got := self.derived_key(r)) is not None:
+                r, keys = got[0], [got[1]]  # by a key a projection renames or computes
             elif made and self.chance(50) or not made and self.chance(35):
                 if not made:  # a computed INT, BOOLEAN or VARCHAR column to group by
                     got = self.computed(r, family=d(st.sampled_from(
@@ -576,6 +584,25 @@ class _Builder:
             aggs.append((self.fresh(f[0], f), f, arg, hint))
         return self.aggregate_call(r, keys, aggs)
 
+    def derived_key(self, r: Rel) -> tuple[Rel, str] | None:
+        """`r` under a projection that keeps its columns and adds a groupable one, renamed
+        (`k = plug_id`) or computed (a CASE, a cast, integer arithmetic...), and its name:
+        the key whose slice table the memory model once could not type (issue 41)."""
+        d = self.draw
+        groupable = [c for c in r.node.schema if r.hints.get(c) in GROUPABLE]
+        if groupable and self.chance(50):
+            c = d(st.sampled_from(groupable))
+            out = (self.fresh("k", c.split("_")[0]), bare(c), r.hints[c])
+        else:
+            got = self.computed(r, family=d(st.sampled_from(
+                ["case", "bool", "int_arith", "conversion", "cast"])))
+            if got is None or got[1] not in GROUPABLE:
+                return None
+            out = (self.fresh("g"), *got)
+        keep = [c for c in r.node.schema if c != out[0]]
+        projected = self.project(r, keep, [out])
+        return None if projected is None else (projected, out[0])
+
     # -- whole subtrees --------------------------------------------------------------------
     def relation(self, depth: int, top: bool = True) -> Rel:
         """A subtree: a leaf or a join of window rows, then operators in a random order
@@ -584,7 +611,7 @@ class _Builder:
         r = self.rows_join() if self.chance(40 if top else 8) else self.leaf()
         for _ in range(d(st.integers(1, depth + 1))):
             kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join",
-                                      "join"]))
+                                      "join", "derived"]))
             if kind == "join" and _ops(r.node) >= MAX_OPS:
                 kind = "aggregate"
             if kind == "select":
@@ -593,6 +620,9 @@ class _Builder:
                 r = self.projection(r)
             elif kind == "aggregate":
                 r = self.aggregate(r, global_pct=40 if _below(r.node, "join") else 20) or r
+            elif kind == "derived":  # grouped by a key a projection renames or computes
+                got = self.derived_key(r)
+                r = r if got is None else self.aggregate(got[0], keys=[got[1]]) or r
             else:
                 r = self.join(r, depth - 1)
         return r
@@ -661,9 +691,9 @@ class _Builder:
                     j = self.projection(j, computed=d(st.integers(0, 1)))
         return j
 
-    def join(self, left: Rel, depth: int) -> Rel:
+    def join(self, left: Rel, depth: int, table: bool = False) -> Rel:
         d = self.draw
-        if self.chance(20):  # a database table
+        if table or self.chance(25):  # a database table
             right = self.table()
         elif self.chance(45):  # self-join: the same subtree on both sides
             right = left
@@ -706,6 +736,10 @@ class _Builder:
         out = self.join_call(left, rproj, keys)
         if out is None or estimated_rows(out.node) > MAX_ROWS_PER_INSTANT:
             return left  # a near cross product: skip it
+        tabled = [c for c in rproj.node.schema if c not in keys
+                  and rproj.hints.get(c) in GROUPABLE] if right.node.kind == "table" else []
+        if tabled and self.chance(50):  # aggregated by a table's column (issue 41)
+            out = self.aggregate(out, keys=[self.draw(st.sampled_from(tabled))]) or out
         return out
 
 
@@ -855,6 +889,45 @@ def _origin(node: Node, col: str) -> exp.Expression | None:
             return None
 
 
+def _lineage(node: Node, col: str) -> tuple[bool, bool, str | None]:
+    """Where a column comes from: (computed by a projection, renamed by one, the kind of
+    its leaf: "window", "table", or None for an aggregate's output)."""
+    computed = renamed = False
+    while True:
+        k = node.kind
+        if k == "project":
+            e = dict(node.outputs)[col]
+            if not isinstance(e, exp.Column):
+                computed = True
+                col = next((c.name for c in e.find_all(exp.Column)), None)
+                if col is None:  # a literal
+                    return computed, renamed, None
+            elif e.name != col:
+                renamed = True
+                col = e.name
+            node = node.child
+        elif k in ("select", "rstream"):
+            node = node.child
+        elif k == "aggregate":
+            if col not in node.keys:
+                return computed, renamed, None
+            node = node.child
+        elif k == "join":
+            node = node.left if col in node.left.schema else node.right
+        elif k == "table":
+            return computed, renamed or col not in dict(node.columns), "table"
+        else:
+            return computed, renamed, k
+
+
+def _over_window_rows(node: Node) -> bool:
+    """Window rows through selections and projections alone (what a DB-op folds into a
+    slice table when the aggregation above and these are all in it)."""
+    while node.kind in ("select", "project"):
+        node = node.child
+    return node.kind == "window"
+
+
 def _name_shapes(name: str) -> set[str]:
     out = set()
     if re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", name):
@@ -942,6 +1015,13 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("agg_over_rows_join")
             if any(_origin(c, key) is not None for key in n.keys):
                 out.add("group_by_computed")
+            lineage = [_lineage(c, key) for key in n.keys]
+            if any(renamed for _, renamed, _ in lineage):
+                out.add("group_by_renamed")
+            if any(leaf == "table" for *_, leaf in lineage):
+                out.add("group_by_table_column")
+            if any(comp or ren for comp, ren, _ in lineage) and _over_window_rows(c):
+                out.add("sliced_computed_key")  # a DB-op folds it into a slice table
             for name, call in n.aggs:
                 out |= _name_shapes(name)
                 if call.arg is None:
