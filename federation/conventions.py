@@ -121,23 +121,40 @@ def at_us(micros: int) -> dt.datetime:
 REJECTED_CSV = "_rejected.csv"
 
 
-#: the MQTT broker port when a URL names none
+#: the MQTT broker port when a URL names none: plain (mqtt://) and over TLS (mqtts://)
 MQTT_PORT = 1883
+MQTTS_PORT = 8883
+#: the environment variable an MQTT password is read from (or a file: --mqtt-password-file)
+MQTT_PASSWORD_ENV = "FEDQ_MQTT_PASSWORD"
 
 
 def parse_mqtt_url(url: str) -> tuple[str, int, str]:
-    """(host, port, topic) of `mqtt://host[:port]/topic` (port 1883 by default; the topic
-    may hold `/` and the wildcards `+` and `#`).
+    """(host, port, topic) of `mqtt://[USER@]host[:port]/topic` or `mqtts://...` (TLS; port
+    1883, over TLS 8883, by default; the topic may hold `/` and the wildcards `+` and `#`).
+    A password in the URL is refused: it would show in the process list and the logs.
 
     >>> parse_mqtt_url("mqtt://broker:1884/plugs/+/readings")
     ('broker', 1884, 'plugs/+/readings')
+    >>> parse_mqtt_url("mqtts://alice@broker/plugs")
+    ('broker', 8883, 'plugs')
     """
+    return mqtt_url(url)[:3]
+
+
+def mqtt_url(url: str) -> tuple[str, int, str, bool, str | None]:
+    """(host, port, topic, over TLS, user name or None) of an MQTT URL (`parse_mqtt_url`)."""
     try:
         u = urlsplit(url, allow_fragments=False)  # "#" is the MQTT wildcard
-        port = u.port or MQTT_PORT
+        tls = u.scheme == "mqtts"
+        port = u.port or (MQTTS_PORT if tls else MQTT_PORT)
     except ValueError as e:
         raise ValueError(f"bad MQTT URL {url!r}: {e}") from None
+    if u.password is not None:
+        raise ValueError(f"bad MQTT URL {u.scheme}://{u.username}:***@...: a password in the "
+                         "URL would show in the process list and the logs; give it in "
+                         f"${MQTT_PASSWORD_ENV} or a file (--mqtt-password-file)")
     topic = unquote(u.path[1:]) if u.path.startswith("/") else ""
-    if u.scheme != "mqtt" or not u.hostname or not topic or u.query:
-        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://HOST[:PORT]/TOPIC")
-    return u.hostname, port, topic
+    if u.scheme not in ("mqtt", "mqtts") or not u.hostname or not topic or u.query:
+        raise ValueError(f"bad MQTT URL {url!r}: want mqtt://[USER@]HOST[:PORT]/TOPIC "
+                         "(or mqtts:// over TLS)")
+    return u.hostname, port, topic, tls, None if u.username is None else unquote(u.username)

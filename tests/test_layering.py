@@ -26,7 +26,7 @@ FEDERATION_GROUPS = {
     "model": ["federation.errors", "federation.streams", "federation.expressions",
               "federation.logical", "federation.instants", "federation.results",
               "federation.parts", "federation.smartplug", "federation.nexmark",
-              "federation.importer"],
+              "federation.importer", "federation.brokers"],
     "sql front end": ["federation.sqlfront"],
     "physical": ["federation.physical"],
     "optimizer": ["federation.optimizer"],

@@ -272,3 +272,25 @@ def add_engine_arguments(r) -> None:
                         "RocksDB (off heap, on local disk: for state beyond the heap)")
     r.add_argument("--no-memory-check", action="store_true", help="choose a plan whatever its "
                    "predicted state memory (docs/cost-model.md, Memory)")
+
+
+def add_mqtt_security_arguments(g) -> None:
+    """--mqtt-ca, --mqtt-cert, --mqtt-key, --mqtt-password-file (federation/brokers.py)."""
+    g.add_argument("--mqtt-ca", type=Path, default=None, metavar="FILE",
+                   help="mqtts://: the CA certificate(s) to check the broker's against "
+                        "(default: the system's)")
+    g.add_argument("--mqtt-cert", type=Path, default=None, metavar="FILE",
+                   help="mqtts://: a client certificate (with --mqtt-key)")
+    g.add_argument("--mqtt-key", type=Path, default=None, metavar="FILE",
+                   help="mqtts://: the client certificate's private key")
+    g.add_argument("--mqtt-password-file", type=Path, default=None, metavar="FILE",
+                   help="a file whose first line is the MQTT password (else the environment "
+                        "variable FEDQ_MQTT_PASSWORD; the user is the URL's: "
+                        "mqtts://USER@HOST/TOPIC; never put the password in the URL)")
+
+
+def mqtt_security(a):
+    """The MqttSecurity of the command line's --mqtt-* arguments."""
+    from federation.brokers import MqttSecurity
+
+    return MqttSecurity(a.mqtt_ca, a.mqtt_cert, a.mqtt_key, a.mqtt_password_file)

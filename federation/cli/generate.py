@@ -7,7 +7,14 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from federation.cli.args import Help, count, positive, rate_profile
+from federation.cli.args import (
+    Help,
+    add_mqtt_security_arguments,
+    count,
+    mqtt_security,
+    positive,
+    rate_profile,
+)
 from federation.conventions import REJECTED_CSV
 
 
@@ -97,10 +104,14 @@ def _publish(a: argparse.Namespace, seconds: int) -> int:
     from federation.smartplug.datagen import generate
     from federation.smartplug.publish import endpoint, publish
 
+    security = mqtt_security(a)
     try:
         endpoint(a.publish)
     except ValueError as e:
         print(f"fedq generate: --publish: {e}", file=sys.stderr)
+        return 2
+    if (why := security.problem(a.publish)) is not None:
+        print(f"fedq generate: --{why[0].replace('_', '-')}: {why[1]}", file=sys.stderr)
         return 2
     out = a.out or Path(tempfile.mkdtemp(prefix="fedq-publish-"))
     with ConsoleProgress() as progress:
@@ -112,7 +123,7 @@ def _publish(a: argparse.Namespace, seconds: int) -> int:
                        total=seconds, unit="event seconds")
         try:
             s = publish(out, a.publish, realtime=a.realtime, speed=a.speed,
-                        progress=progress.advance)
+                        progress=progress.advance, security=security)
         except (OSError, TimeoutError, RuntimeError) as e:
             print(f"fedq generate: --publish: {e}", file=sys.stderr)
             return 1
@@ -141,9 +152,10 @@ def add_parser(sub) -> None:
     g.add_argument("--realtime", action="store_true",
                    help="write one event second per wall second (a live producer for "
                         "fedq run --follow); the event time starts now unless --start")
-    g.add_argument("--publish", default=None, metavar="mqtt://HOST:PORT/TOPIC",
+    g.add_argument("--publish", default=None, metavar="mqtt[s]://[USER@]HOST:PORT/TOPIC",
                    help="publish the readings to an MQTT broker's topic (JSON, 100 per "
-                        "message, QoS 1) instead of only writing files")
+                        "message, QoS 1) instead of only writing files; mqtts:// over TLS")
+    add_mqtt_security_arguments(g)
     g.add_argument("--speed", type=positive, default=1.0,
                    help="with --realtime: event seconds per wall second")
     g.add_argument("--rate-profile", type=rate_profile, default=None, metavar="RATE:SECONDS,...",

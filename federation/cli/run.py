@@ -14,6 +14,7 @@ from pathlib import Path
 from federation.cli.args import (
     Help,
     add_engine_arguments,
+    add_mqtt_security_arguments,
     add_query_arguments,
     count,
     data_dirs,
@@ -70,7 +71,9 @@ def _options(a: argparse.Namespace, work_dir: Path):
                          realtime=a.realtime, follow=a.follow,
                          source=a.source, until=a.until,
                          idle_timeout_s=a.idle_timeout, output_table=a.output_table,
-                         console=a.console, state_store=a.state_store)
+                         console=a.console, state_store=a.state_store,
+                         mqtt_ca=a.mqtt_ca, mqtt_cert=a.mqtt_cert, mqtt_key=a.mqtt_key,
+                         mqtt_password_file=a.mqtt_password_file)
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
@@ -279,10 +282,12 @@ def add_parsers(sub) -> None:
         "the same command with the same --work-dir resumes) or --until")
     lv.add_argument("--follow", action="store_true",
                     help="follow --data: read files as they land, never end by itself")
-    lv.add_argument("--source", default=None, metavar="mqtt://HOST:PORT/TOPIC",
+    lv.add_argument("--source", default=None, metavar="mqtt[s]://[USER@]HOST:PORT/TOPIC",
                     help="follow an MQTT broker's topic instead of a directory (messages: "
                          "a JSON reading, a JSON array of readings, or CSV lines in the "
-                         "stream's column order; QoS 1, acknowledged once durable)")
+                         "stream's column order; QoS 1, acknowledged once durable); "
+                         "mqtts:// over TLS")
+    add_mqtt_security_arguments(lv)
     lv.add_argument("--until", type=datetime.fromisoformat, default=None,
                     help="event time (ISO) at which a followed input ends: every window "
                          "over the readings so far is then computed and the run ends")

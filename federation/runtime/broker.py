@@ -39,6 +39,7 @@ class Broker:
     def __init__(self, kind: str, proc: subprocess.Popen, port: int, ready: str,
                  tmpdir: tempfile.TemporaryDirectory | None = None) -> None:
         self.kind, self.proc, self.port, self.host = kind, proc, port, "127.0.0.1"
+        self.tls = False  # set by start_broker: its listener speaks TLS (mqtts://)
         self._tmpdir = tmpdir
         self._lines: list[str] = []
         self._ready = threading.Event()
@@ -56,8 +57,9 @@ class Broker:
     def output(self) -> str:
         return "\n".join(self._lines)
 
-    def url_for(self, topic: str) -> str:
-        return f"mqtt://{self.host}:{self.port}/{topic}"
+    def url_for(self, topic: str, user: str | None = None) -> str:
+        scheme = "mqtts" if self.tls else "mqtt"
+        return f"{scheme}://{user + '@' if user else ''}{self.host}:{self.port}/{topic}"
 
     def _wait_ready(self, timeout_s: float) -> None:
         end = time.monotonic() + timeout_s
@@ -94,11 +96,28 @@ def _launch(kind: str, cmd: list[str], port: int, ready: str,
     return b
 
 
-def start_broker(port: int | None = None) -> Broker:
-    """The embedded amqtt broker on 127.0.0.1:`port` (a free one by default), ready."""
+def start_broker(port: int | None = None, users: dict[str, str] | None = None,
+                 tls: tuple[Path, Path] | None = None) -> Broker:
+    """The embedded amqtt broker on 127.0.0.1:`port` (a free one by default), ready.
+    `users` {name: password}: only they may connect (argon2 hashes in a password file);
+    `tls` (certificate file, key file): its listener speaks TLS only (mqtts://)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "federation.runtime.broker", "--port", str(port)]
-    return _launch("amqtt", cmd, port, READY)
+    tmp = None
+    if users is not None:
+        from pwdlib import PasswordHash
+        from pwdlib.hashers.argon2 import Argon2Hasher
+
+        tmp = tempfile.TemporaryDirectory(prefix="fedq-amqtt-")
+        hasher = PasswordHash((Argon2Hasher(),))
+        pw = Path(tmp.name) / "passwords"
+        pw.write_text("".join(f"{u}:{hasher.hash(p)}\n" for u, p in users.items()))
+        cmd += ["--password-file", str(pw)]
+    if tls is not None:
+        cmd += ["--certfile", str(tls[0]), "--keyfile", str(tls[1])]
+    b = _launch("amqtt", cmd, port, READY, tmp)
+    b.tls = tls is not None
+    return b
 
 
 def start_mosquitto(port: int | None = None) -> Broker:
@@ -123,15 +142,22 @@ def start_mosquitto(port: int | None = None) -> Broker:
     return _launch("mosquitto", [exe, "-c", str(conf)], port, "running", tmp)
 
 
-async def _serve(port: int) -> None:
+async def _serve(port: int, password_file: str | None = None, certfile: str | None = None,
+                 keyfile: str | None = None) -> None:
     import asyncio
 
     from amqtt.broker import Broker as AmqttBroker
 
+    listener = {"type": "tcp", "bind": f"127.0.0.1:{port}"}
+    if certfile:
+        listener.update(ssl=True, certfile=certfile, keyfile=keyfile)
     config = {
-        "listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{port}"}},
-        # clients must send a user name: amqtt keeps the sessions of named clients only
-        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin":
+        "listeners": {"default": listener},
+        # clients must send a user name: amqtt keeps the sessions of named clients only;
+        # with a password file, the names and passwords in it
+        "plugins": {"amqtt.plugins.authentication.FileAuthPlugin":
+                    {"password_file": password_file}} if password_file else
+                   {"amqtt.plugins.authentication.AnonymousAuthPlugin":
                     {"allow_anonymous": False}},
     }
     broker = AmqttBroker(config)
@@ -153,10 +179,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m federation.runtime.broker",
                                  description="An embedded amqtt MQTT broker on 127.0.0.1.")
     ap.add_argument("--port", type=int, default=1883)
+    ap.add_argument("--password-file", default=None,
+                    help="USER:ARGON2-HASH lines: only these users may connect")
+    ap.add_argument("--certfile", default=None, help="TLS: the broker's certificate")
+    ap.add_argument("--keyfile", default=None, help="TLS: its private key")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="[amqtt] %(levelname)s %(message)s")
     logging.getLogger("transitions").setLevel(logging.WARNING)
-    asyncio.run(_serve(args.port))
+    asyncio.run(_serve(args.port, args.password_file, args.certfile, args.keyfile))
 
 
 if __name__ == "__main__":

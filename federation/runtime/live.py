@@ -114,7 +114,8 @@ def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
         from federation.runtime.mqtt import MqttLanding
 
         data = run.work / "landing"
-        feeder = MqttLanding(opt.source, data, run.stream, client_id=f"fedq-{run.run_id}")
+        feeder = MqttLanding(opt.source, data, run.stream, client_id=f"fedq-{run.run_id}",
+                             security=opt.mqtt_security)
         if feeder.start().error is not None:
             feeder.stop()
             raise OptionError("source", str(feeder.error))

@@ -46,6 +46,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from federation.brokers import MqttSecurity, refused
 from federation.conventions import parse_mqtt_url
 from federation.parts import arrow_type
 from federation.streams import StreamDecl
@@ -65,12 +66,13 @@ class MqttLanding:
     dropped, `rejected` messages."""
 
     def __init__(self, url: str, landing_dir: Path, stream: StreamDecl, client_id: str,
-                 flush_s: float = 1.0) -> None:
+                 flush_s: float = 1.0, security: MqttSecurity | None = None) -> None:
         if not flush_s > 0:
             raise ValueError(f"flush_s must be > 0, got {flush_s!r}")
         self.url, (self.host, self.port, self.topic) = url, parse_mqtt_url(url)
         self.dir, self.stream = Path(landing_dir), stream
         self.client_id, self.flush_s = client_id, flush_s
+        self.security = security or MqttSecurity()  # TLS and credentials (federation/brokers.py)
         self.error: BaseException | None = None
         self.messages = self.readings = self.files = self.acked = self.duplicates = 0
         self.rejected = 0
@@ -98,7 +100,11 @@ class MqttLanding:
         self._seq = self._recover()
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id,
                         clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
-        c.username_pw_set("fedq")  # amqtt keeps sessions of named clients only
+        try:
+            self.security.apply(c, self.url)  # TLS, the user (amqtt keeps named sessions)
+        except (OSError, ValueError) as e:
+            self.error = ConnectionError(f"cannot set up TLS for {self.url}: {e}")
+            return self
         c.on_connect, c.on_subscribe = self._on_connect, self._on_subscribe
         c.on_message, c.on_disconnect = self._on_message, self._on_disconnect
         self._client = c
@@ -152,8 +158,7 @@ class MqttLanding:
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self.error = ConnectionError(f"MQTT broker of {self.url} refused the "
-                                         f"connection: {reason_code}")
+            self.error = ConnectionError(refused(self.url, reason_code))
             self._ready.set()
             return
         self.connected = True

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from federation.brokers import MqttSecurity
 from federation.conventions import parse_mqtt_url
 from federation.errors import OptionError, OutputError
 
@@ -90,7 +91,9 @@ class RunOptions(CheckedOptions):
     (federation/runtime/sinks.py; of several queries put(key, rows, query=name): each
     query's `output` is then `<output>/<query>` or its own table). `source`
     (`mqtt://HOST:PORT/TOPIC`): follow a broker's topic instead of a directory
-    (federation/runtime/mqtt.py; implies `follow`).
+    (federation/runtime/mqtt.py; implies `follow`); `mqtts://` over TLS, with `mqtt_ca`,
+    `mqtt_cert` and `mqtt_key` files, the password in `mqtt_password_file` or
+    $FEDQ_MQTT_PASSWORD, never in the URL (federation/brokers.py).
     `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
     heap) or "rocksdb" (off heap, spilling to local disk: for state beyond the heap).
     """
@@ -116,6 +119,10 @@ class RunOptions(CheckedOptions):
     console: bool = False
     sinks: tuple = ()
     state_store: Literal["memory", "rocksdb"] = "memory"
+    mqtt_ca: Path | None = None
+    mqtt_cert: Path | None = None
+    mqtt_key: Path | None = None
+    mqtt_password_file: Path | None = None
 
     @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
     @classmethod
@@ -149,6 +156,11 @@ class RunOptions(CheckedOptions):
             if not self.follow:
                 raise OptionError("source", "needs follow=True, --follow (a broker's topic "
                                   "never ends by itself)")
+            if (why := self.mqtt_security.problem(self.source)) is not None:
+                raise OptionError(*why)
+        elif (given := next((f for f in ("mqtt_ca", "mqtt_cert", "mqtt_key",
+                                          "mqtt_password_file") if getattr(self, f)), None)):
+            raise OptionError(given, "needs an MQTT source (--source mqtts://...)")
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
         if self.until is not None and not self.follow:
@@ -161,6 +173,12 @@ class RunOptions(CheckedOptions):
         if why:
             raise OutputError(why)
         return self
+
+    @property
+    def mqtt_security(self) -> MqttSecurity:
+        """The TLS files and the password's place for `source` (federation/brokers.py)."""
+        return MqttSecurity(self.mqtt_ca, self.mqtt_cert, self.mqtt_key,
+                            self.mqtt_password_file)
 
     def domains_of(self, stream) -> dict[str, set]:
         """The allowed values per column: `domains`, else the stream's declared ones."""

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
+from federation.brokers import MqttSecurity, refused
 from federation.conventions import parse_mqtt_url
 from federation.parts import list_parts
 
@@ -89,7 +90,7 @@ class _Acks:
 def publish(data_dir: str | os.PathLike[str], url: str, *, realtime: bool = True,
             speed: float = 1.0, per_message: int = 100, fmt: Literal["json", "csv"] = "json",
             progress: Callable[[int, int], Any] | None = None,
-            timeout_s: float = 60.0) -> PublishSummary:
+            timeout_s: float = 60.0, security: MqttSecurity | None = None) -> PublishSummary:
     """Publish the readings of `data_dir`'s part files to the topic of `url` (module doc);
     `progress(files_done, files)` after each file. `timeout_s`: the longest wait for the
     broker's acknowledgements."""
@@ -104,14 +105,27 @@ def publish(data_dir: str | os.PathLike[str], url: str, *, realtime: bool = True
     acks = _Acks()
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
                     client_id=f"fedq-pub-{uuid.uuid4().hex[:12]}", protocol=mqtt.MQTTv311)
-    c.username_pw_set("fedq")
+    (security or MqttSecurity()).apply(c, url)  # TLS and credentials (federation/brokers.py)
     c.max_inflight_messages_set(1000)
     c.on_publish = acks.on_publish
+    answered, refusal = threading.Event(), []
+
+    def on_connect(client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            refusal.append(refused(url, reason_code))
+        answered.set()
+
+    c.on_connect = on_connect
     try:
         c.connect(host, port, keepalive=30)
     except OSError as e:
         raise ConnectionError(f"cannot connect to the MQTT broker of {url}: {e}") from None
     c.loop_start()
+    if not answered.wait(timeout_s) or refusal:
+        c.disconnect()
+        c.loop_stop()
+        raise ConnectionError(refusal[0] if refusal else
+                              f"no answer from the MQTT broker of {url} in {timeout_s:g} s")
     t0 = time.monotonic()
     sent = readings = 0
     try:
