@@ -1,6 +1,6 @@
-"""A broker that needs TLS and a password (issue 42, part 4): the embedded amqtt broker
-with a TLS listener (a CA and a server certificate made here with openssl) and a password
-file. The subscriber and the publisher connect with the CA and the password from
+"""A broker that needs TLS and a password (issue 42, part 4): the embedded amqtt broker,
+and Mosquitto where it is installed, with a TLS listener (a CA and a server certificate
+made here with openssl) and a password file. The subscriber and the publisher connect with the CA and the password from
 $FEDQ_MQTT_PASSWORD or a file; a wrong password, an unknown CA and a password in the URL
 are clear one-line errors; the password appears in no error, summary, log or process
 list. The landing layer needs no JVM; one `fedq run --source mqtts://...` runs Spark."""
@@ -22,7 +22,7 @@ from federation.brokers import MqttSecurity
 from federation.conventions import MQTT_PASSWORD_ENV
 from federation.errors import OptionError
 from federation.runtime import RunOptions
-from federation.runtime.broker import start_broker
+from federation.runtime.broker import start_broker, start_mosquitto
 from federation.runtime.ingest import prepare_input, read_clean_rows
 from federation.runtime.mqtt import MqttLanding
 from federation.smartplug import smartplug_stream
@@ -55,14 +55,19 @@ def certs(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["amqtt", "mosquitto"])
 def broker(certs, request):
-    b = start_broker(users={"alice": PASSWORD}, tls=(certs / "server.crt", certs / "server.key"))
+    """The embedded broker, and Mosquitto where it is installed, each with TLS and a
+    password file."""
+    if request.param == "mosquitto" and shutil.which("mosquitto") is None:
+        pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
+    start = start_broker if request.param == "amqtt" else start_mosquitto
+    b = start(users={"alice": PASSWORD}, tls=(certs / "server.crt", certs / "server.key"))
     request.addfinalizer(b.stop)
     return b
 
 
-def test_urls_and_options():
+def test_urls_and_options():  # no broker
     from federation.conventions import mqtt_url
 
     assert mqtt_url("mqtts://alice@h/plugs") == ("h", 8883, "plugs", True, "alice")
@@ -138,6 +143,9 @@ def test_fedq_run_over_tls_with_a_password_equals_the_reference(broker, certs, t
     from db.reference import reference_result
     from federation.results import diff_results
     from federation.smartplug.queries import QUERIES
+
+    if broker.kind != "amqtt":
+        pytest.skip("one whole run, against the default broker (Mosquitto: landing tests)")
 
     src, out, work = tmp_path / "src", tmp_path / "out", tmp_path / "work"
     generate(src, rate=40, seconds=30, plugs=8, seed=3)

@@ -120,18 +120,37 @@ def start_broker(port: int | None = None, users: dict[str, str] | None = None,
     return b
 
 
-def start_mosquitto(port: int | None = None) -> Broker:
+def start_mosquitto(port: int | None = None, users: dict[str, str] | None = None,
+                    tls: tuple[Path, Path] | None = None) -> Broker:
     """mosquitto on 127.0.0.1:`port` (a free one by default), ready; RuntimeError when it
-    is not installed."""
+    is not installed. `users` {name: password}: only they may connect (a password file
+    made with mosquitto_passwd); `tls` (certificate file, key file): TLS only."""
     exe = shutil.which("mosquitto")
     if exe is None:
         raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
     port = port or free_port()
     tmp = tempfile.TemporaryDirectory(prefix="fedq-mosquitto-")
+    Path(tmp.name).chmod(0o755)  # mosquitto started as root reads its files as itself
+    secure = ""
+    if users is not None:
+        pw = Path(tmp.name) / "passwords"
+        pw.write_text("".join(f"{u}:{p}\n" for u, p in users.items()))
+        subprocess.run([shutil.which("mosquitto_passwd") or "mosquitto_passwd", "-U",
+                        str(pw)], check=True, capture_output=True)  # hashes them in place
+        pw.chmod(0o644)
+        secure += f"password_file {pw}\n"
+    if tls is not None:  # copied where mosquitto, run as root, reads as its own user
+        for key, name, src in (("certfile", "server.crt", tls[0]),
+                               ("keyfile", "server.key", tls[1])):
+            dst = Path(tmp.name) / name
+            dst.write_bytes(Path(src).read_bytes())
+            dst.chmod(0o644)
+            secure += f"{key} {dst}\n"
     conf = Path(tmp.name) / "mosquitto.conf"
     conf.write_text(
         f"listener {port} 127.0.0.1\n"
-        "allow_anonymous true\n"
+        f"allow_anonymous {'false' if users is not None else 'true'}\n"
+        f"{secure}"
         "persistence false\n"
         # the subscriber acknowledges a file's messages at once: let them all be in flight
         "max_inflight_messages 0\n"
@@ -139,7 +158,9 @@ def start_mosquitto(port: int | None = None) -> Broker:
         "log_dest stderr\n"  # unbuffered: the ready line comes at once
 
         "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
-    return _launch("mosquitto", [exe, "-c", str(conf)], port, "running", tmp)
+    b = _launch("mosquitto", [exe, "-c", str(conf)], port, "running", tmp)
+    b.tls = tls is not None
+    return b
 
 
 async def _serve(port: int, password_file: str | None = None, certfile: str | None = None,
