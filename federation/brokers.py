@@ -9,10 +9,6 @@ is never in the URL or on the command line: it is read, when the connection is m
 FEDQ_MQTT_PASSWORD; the user name is the URL's (`fedq` when it names none: the embedded
 broker keeps the sessions of named clients only). A broker that refuses the credentials
 is a `ConnectionError` naming the URL without the password.
-
-Example:
-    >>> MqttSecurity().describe("mqtts://alice@broker/plugs")
-    'TLS (system CAs), user alice, no password'
 """
 
 from __future__ import annotations
@@ -60,14 +56,6 @@ class MqttSecurity:
             lines = Path(self.password_file).read_text().splitlines()
             return lines[0] if lines else ""
         return os.environ.get(MQTT_PASSWORD_ENV)
-
-    def describe(self, url: str) -> str:
-        """What the connection uses, for messages (never the password)."""
-        _, _, _, tls, user = mqtt_url(url)
-        how = (f"TLS ({'CA ' + str(self.ca_file) if self.ca_file else 'system CAs'}"
-               f"{', client certificate' if self.cert_file else ''})" if tls else "no TLS")
-        pw = self.password() is not None
-        return f"{how}, user {user or DEFAULT_USER}, {'a' if pw else 'no'} password"
 
     def apply(self, client, url: str) -> None:
         """Set TLS and the credentials on a paho client for `url`."""
