@@ -1,4 +1,4 @@
-"""Connections to an MQTT broker, shared by the subscriber (runtime/mqtt.py) and the
+"""Connections to an MQTT broker, shared by the subscriber (runtime/connectors/mqtt.py) and the
 publisher (smartplug/publish.py): the URL, TLS and credentials.
 
 `mqtt://[USER@]HOST[:PORT]/TOPIC` connects in the clear, `mqtts://...` over TLS (port 8883

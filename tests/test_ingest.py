@@ -209,7 +209,7 @@ def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
     """A following run killed after its input reached --until ends when resumed (it used to
     wait for a file that never comes), and writes the end-of-input flush exactly once."""
     from federation.parts import land_files
-    from federation.runtime.follow import Follower
+    from federation.runtime.follow import Follower, Lane
     from federation.runtime.ingest import Ingestor
     from federation.smartplug.datagen import generate
 
@@ -219,7 +219,8 @@ def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
     stream, until = smartplug_stream(rate=20, plugs=4, houses=2), T0 + dt.timedelta(seconds=4)
 
     def follow(ing):
-        f = Follower(tmp_path / "landing", ing, until=until, poll_s=0.05).start()
+        f = Follower({"smartplug": Lane(tmp_path / "landing", ing)}, until=until,
+                     poll_s=0.05).start()
         assert f.ended.wait(20), "the follower did not end at --until"
         f.stop()
         assert f.error is None, f.error

@@ -104,7 +104,7 @@ def test_one_directory_for_two_streams_is_refused(sources, tmp_path, capsys):
 
     with pytest.raises(OptionError, match=r"2 streams \(smartplug, tariff\).*NAME=DIR"):
         run(rows_join(), "db", sources["smartplug"], work_dir=tmp_path / "w")
-    with pytest.raises(OptionError, match="no directory for stream 'tariff'"):
+    with pytest.raises(OptionError, match="no source for stream 'tariff'"):
         run(rows_join(), "db", {"smartplug": sources["smartplug"]}, work_dir=tmp_path / "w")
     with pytest.raises(OptionError, match="no stream 'weather'"):
         run(rows_join(), "db", {**sources, "weather": sources["tariff"]},
@@ -122,7 +122,7 @@ def test_one_directory_for_two_streams_is_refused(sources, tmp_path, capsys):
     assert main(["run", "--sql", str(sql), "--data", f"tariff={sources['tariff']}",
                  "--work-dir", str(tmp_path / "w2")]) == 2
     err = capsys.readouterr().err
-    assert "--data: no directory for stream 'smartplug'" in err, err
+    assert "--data: no source for stream 'smartplug'" in err, err
 
 
 def check(q, placement, sources, work, spark, per_batch=8):

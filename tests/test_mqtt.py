@@ -22,8 +22,8 @@ import pytest
 
 from federation.conventions import parse_mqtt_url
 from federation.runtime.broker import start_broker, start_mosquitto
+from federation.runtime.connectors.mqtt import REJECTED, MqttLanding
 from federation.runtime.ingest import prepare_input, read_clean_rows
-from federation.runtime.mqtt import REJECTED, MqttLanding
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.smartplug.publish import endpoint, publish
@@ -128,7 +128,7 @@ def test_landing_files_validate_into_the_published_rows(amqtt_broker, tmp_path):
 CHILD = r"""
 import os, signal, sys, threading, time
 from pathlib import Path
-from federation.runtime.mqtt import MqttLanding
+from federation.runtime.connectors.mqtt import MqttLanding
 from federation.smartplug import smartplug_stream
 
 url, landing, cid, die_at = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])

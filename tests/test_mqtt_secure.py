@@ -23,8 +23,8 @@ from federation.conventions import MQTT_PASSWORD_ENV
 from federation.errors import OptionError
 from federation.runtime import RunOptions
 from federation.runtime.broker import start_broker, start_mosquitto
+from federation.runtime.connectors.mqtt import MqttLanding
 from federation.runtime.ingest import prepare_input, read_clean_rows
-from federation.runtime.mqtt import MqttLanding
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.smartplug.publish import publish
@@ -84,8 +84,14 @@ def test_urls_and_options():  # no broker
     with pytest.raises(OptionError, match="is not a file") as e:
         RunOptions.of(follow=True, source="mqtts://h/t", mqtt_password_file="/nope")
     assert e.value.option == "mqtt_password_file"
-    with pytest.raises(OptionError, match="needs an MQTT source"):
-        RunOptions.of(mqtt_ca=__file__)
+    from federation.runtime.sources import bind_sources
+
+    plugs = {"smartplug": smartplug_stream()}
+    for data in ("data/", "datagen:smartplug", {"smartplug": "follow:data/"}):
+        with pytest.raises(OptionError, match="needs an MQTT source"):
+            bind_sources(plugs, data, RunOptions.of(mqtt_ca=__file__))
+    assert bind_sources(plugs, "mqtts://h/t", RunOptions.of(mqtt_ca=__file__))[
+        "smartplug"].kind == "mqtts"
 
 
 def test_tls_and_a_password_deliver_every_reading(broker, certs, tmp_path, monkeypatch):

@@ -127,27 +127,51 @@ def query_source(a):
     return make
 
 
-def data_dirs(values: list[str] | None) -> Path | dict[str, Path] | None:
-    """`--data` given once as a directory, or once per stream as NAME=DIR."""
+def data_dirs(values: list[str] | None) -> Path | str | dict[str, Path | str] | None:
+    """`--data` given once as a directory or source URL, or once per stream as NAME=DIR or
+    NAME=URL (federation/runtime/connectors/); a URL stays a string, a directory a Path."""
     from federation.errors import OptionError
+    from federation.runtime.connectors import is_url
 
     if not values:
         return None
     named = {}
     for v in values:
         m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.+)", v)
+        try:
+            value = v if m is None else m.group(2)
+            value = value if is_url(value) else Path(value)
+        except ValueError as e:
+            raise OptionError("data", str(e)) from None
         if m is None:
             if len(values) > 1:
                 raise OptionError("data", f"{v!r}: give NAME=DIR for each stream when "
                                           "--data is given more than once")
-            return Path(v)
+            return value
         if m.group(1) in named:
             raise OptionError("data", f"stream {m.group(1)!r} given twice")
-        named[m.group(1)] = Path(m.group(2))
+        named[m.group(1)] = value
     return named
 
 
-def sql_maker(path: Path, data: Path | dict[str, Path] | None = None,
+def declared_streams(data) -> list:
+    """The streams the sources of `data` declare: a directory's `_stream.json` (`fedq
+    import`, a generated Nexmark directory), a generator's own schema."""
+    from federation.runtime.connectors import parse_source
+    from federation.streams import load_stream_decl
+
+    named = {} if data is None else data if isinstance(data, dict) else {None: data}
+    out = []
+    for name, value in named.items():
+        spec = parse_source(value)
+        decl = load_stream_decl(spec.path) if spec.path is not None else \
+            spec.declares(name or "smartplug")
+        if decl is not None:
+            out.append(decl)
+    return out
+
+
+def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None,
               tables: Path | None = None):
     """make(rate, scale, plugs) for a SQL file; the streams are the smart-plug stream and
     the streams the data directories declare (`_stream.json`, `fedq import`); other names
@@ -155,15 +179,16 @@ def sql_maker(path: Path, data: Path | dict[str, Path] | None = None,
     from federation.errors import FedqError
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
-    from federation.streams import load_stream_decl
 
     if not path.is_file():
         raise SystemExit(f"fedq: --sql: {path} is not a file")
     if tables is not None and not tables.is_file():
         raise SystemExit(f"fedq: --tables: {tables} is not a file")
     text = path.read_text()
-    dirs = {} if data is None else data if isinstance(data, dict) else {None: data}
-    declared = [x for x in map(load_stream_decl, dirs.values()) if x is not None]
+    try:
+        declared = declared_streams(data)
+    except ValueError as e:
+        raise SystemExit(f"fedq: --data: {e}") from None
 
     def make(rate: float = 2000.0, scale: float = 1.0, plugs: int = 2125):
         if scale != 1.0:

@@ -24,6 +24,7 @@ from federation.cli.args import (
 )
 from federation.cli.report import print_adaptive, print_summary
 from federation.errors import OptionError
+from federation.runtime.connectors import parse_source
 from federation.runtime.options import RunOptions, work_directory
 
 #: the flag of each option an OptionError names (its `option`, as the Python API spells it)
@@ -110,39 +111,46 @@ def _data_and_query(a: argparse.Namespace):
     generation options when there is no data."""
     from federation.runtime import GenerateOptions
 
-    a.data = data_dirs(a.data)
-    make = query_source(a)
-    if isinstance(a.data, dict):  # a directory per stream
-        for name, d in a.data.items():
-            if not d.is_dir():
-                raise OptionError("data", f"{name}={d}: not a directory")
-            if not any(d.glob("part-*.parquet")):
-                raise OptionError("data", f"{name}={d}: no part-*.parquet files")
-        if a.follow or a.source is not None:
-            raise OptionError("follow" if a.follow else "source", "reads one stream for now "
-                              "(a directory per stream is read once)")
-        gen = GenerateOptions.of(rate=a.rate or 2000.0, seconds=a.seconds, plugs=a.plugs or 200)
-        return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
-    if a.data is not None and not a.data.is_dir():
-        raise OptionError("data", f"{a.data} is not a directory")
-    a.follow = a.follow or a.source is not None
     if a.source is not None and a.data is not None:
         raise OptionError("source", "reads a broker's topic: give --source or --data, not both")
-    if a.follow and a.data is None and a.source is None:
+    a.data = data_dirs(a.data) if a.source is None else a.source
+    make = query_source(a)
+    specs = {} if a.data is None else {n: parse_source(v) for n, v in (
+        a.data.items() if isinstance(a.data, dict) else [(None, a.data)])}
+    a.follow = a.follow or any(s.live for s in specs.values())  # a live source never ends
+    if a.follow and not specs:
         raise OptionError("follow", "needs --data (the landing directory to follow) or --source")
-    if a.data is not None and not a.follow and not any(a.data.glob("part-*.parquet")):
-        raise OptionError("data", f"no part-*.parquet files in {a.data}")
+    for name, spec in specs.items():
+        where = f"{name}={spec.path}" if name else str(spec.path)
+        if spec.path is not None and not spec.path.is_dir():
+            raise OptionError("data", f"{where} is not a directory")
+        if spec.kind == "dir" and not a.follow and not any(spec.path.glob("part-*.parquet")):
+            raise OptionError("data", f"{where} holds no part-*.parquet files")
+    if isinstance(a.data, dict):  # a source per stream
+        gen = GenerateOptions.of(rate=a.rate or 2000.0, seconds=a.seconds, plugs=a.plugs or 200)
+        return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
     plugs, rate = a.plugs, a.rate
-    if a.data is not None:
+    spec = specs.get(None)
+    if spec is not None and spec.kind == "datagen":  # the generator's rate and plugs
+        p = spec.params
+        plugs, rate = plugs or _number(p.get("plugs"), int), rate or _number(p.get("rate"))
+    elif spec is not None and spec.path is not None:
         from federation.smartplug.datagen import read_manifest
 
         try:
-            man = read_manifest(a.data)
+            man = read_manifest(spec.path)
             plugs, rate = plugs or man.plugs, rate or man.rate
         except (FileNotFoundError, OSError, ValueError):
             pass
     gen = GenerateOptions.of(rate=rate or 2000.0, seconds=a.seconds, plugs=plugs or 200)
     return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
+
+
+def _number(v, kind=float):
+    try:
+        return None if v is None else kind(v)
+    except ValueError:
+        return None  # the source's own check names it
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -114,8 +114,10 @@ class _Run:
         # each stream's data directory (checked here: a query over several names them)
         self.sources = None if self.h.prepared is not None else \
             bind_sources(self.streams, self.data, self.opt)
-        if self.sources and len(self.sources) == 1:  # {name: dir} for one stream: the dir
-            self.data = next(iter(self.sources.values()))
+        if self.sources and any(s.live for s in self.sources.values()) and not self.opt.follow:
+            self.opt = RunOptions.of(self.opt, follow=True)  # a live source never ends
+        if self.sources and len(self.sources) == 1 and not self.opt.follow:
+            self.data = next(iter(self.sources.values())).path  # the directory replayed
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
         self.max_range = max((w.range_s or 0.0) for w in windows)
         self.extent_s = extent_of(windows)
@@ -189,8 +191,10 @@ class _Run:
         opt, h = self.opt, self.h
         identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
                                 opt.warmup_batch_s, opt.drain)
-        data = opt.source or (str(Path(self.data).resolve()) if len(self.streams) == 1 else {
-            n: str(p.resolve()) for n, p in (self.sources or {}).items()})
+        data = {n: str(s.path.resolve()) if s.path is not None else s.url
+                for n, s in (self.sources or {}).items()}
+        if len(data) <= 1:  # one stream: its directory or URL
+            data = next(iter(data.values()), None) or str(Path(self.data).resolve())
         identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
                          "follow": opt.follow, "until": str(opt.until)})
@@ -202,8 +206,8 @@ class _Run:
         opt, work = self.opt, self.work
         if opt.follow:
             self.follower = start_following(self, resuming, end_flush_s(self.lg.nodes.values()))
-            return self.follower.ing.res if wait_for_first(self.follower, self.halt,
-                                                           self.prog) else None
+            return self.follower.res if wait_for_first(self.follower, self.halt,
+                                                       self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
             if len(self.streams) > 1:
                 return load_inputs(work / "input")

@@ -1,5 +1,7 @@
-"""Following a landing directory: input files are validated into the spool as they land,
-while Spark and DuckDB work on the spool (docs/architecture.md, "Live streams").
+"""Following landing directories, one per stream: input files are validated into each
+stream's spool as they land, while Spark and DuckDB work on the spools
+(docs/architecture.md, "Live streams"). A source that is not a directory (a broker, a
+generator: federation/runtime/connectors/) fills a landing directory of its own.
 
 The writer's convention: write a file under a name that does not match `part-*.parquet`
 (or in another directory of the same file system), then rename it into place; a file is
@@ -7,11 +9,19 @@ read once, when it first appears under its final name (names in event-time order
 data directory's; a file landing after a later one is read all the same, and the lateness
 rule decides on its rows).
 
-A quiet stream still closes its windows: when no file has landed for `idle_timeout_s` of
-wall time, the stream's clock moves on with wall time (the event time of the last reading
-plus the wall seconds since it landed), once per `idle_timeout_s`; a reading that lands
-later below that clock minus the allowed lateness is late (dead-lettered), as any late
-reading.
+Each stream has its own clock (its largest event time). A quiet stream still closes its
+windows: when no file of it has landed for `idle_timeout_s` of wall time, its clock moves
+on with wall time (the event time of its last reading plus the wall seconds since it
+landed), once per `idle_timeout_s`; a reading that lands later below that clock minus the
+allowed lateness is late (dead-lettered), as any late reading. The query's progress is the
+slowest stream's (Spark's watermark and a DB-op's clock are the smallest over the streams),
+so a quiet stream holds the others back by at most its idle timeout.
+
+The start: the run starts once every stream has a reading, or `idle_timeout_s` after the
+first reading of any stream; a stream with no reading then starts its clock at the run's
+first reading (its readings below it minus the lateness are late). The end (`until`):
+once every stream's clock has reached it, every spool ends with the same flush, after the
+last reading of all streams (as at the end of directories replayed together).
 """
 
 from __future__ import annotations
@@ -19,45 +29,70 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.parts import list_parts
 from federation.runtime.ingest import Ingestor
 
 
-class Follower:
-    """A thread that follows `data_dir` into the ingestor's spool until `stop()`, or until
-    the stream's clock reaches `until` (then the input ends there: a flush punctuation
-    `flush_after_s` ahead closes every window, as at the end of a directory)."""
+@dataclass
+class Lane:
+    """One stream followed: its landing directory, its ingestor (spool), and what fills
+    the directory in this process (a broker's subscriber, a generator), if anything: its
+    failure is the run's, and it stops first."""
 
-    def __init__(self, data_dir: Path, ingestor: Ingestor, *, idle_timeout_s: float = 5.0,
+    data: Path
+    ing: Ingestor
+    feeder: object = None
+    seen: set = field(default_factory=set)
+    landed: float = 0.0  # wall time of the last file (or of the start)
+    idled: float = 0.0  # wall time of the last idle step
+    base: dt.datetime | None = None  # the clock when the last file landed
+    done: bool = False  # a bounded source ended, and its every file was read
+
+
+class Follower:
+    """A thread that follows every lane into its spool until `stop()`, or until every
+    stream's clock reaches `until` (then the input ends there: a flush punctuation
+    `flush_after_s` past the last reading closes every window, as at the end of a
+    directory). `res`: what the run reads of the input (one stream's IngestResult, or the
+    InputSet of several, updated as files land)."""
+
+    def __init__(self, lanes: Mapping[str, Lane], *, idle_timeout_s: float = 5.0,
                  until: dt.datetime | None = None, flush_after_s: float = 600.0,
                  poll_s: float = 0.2) -> None:
-        self.data = Path(data_dir)
-        self.ing = ingestor
+        from federation.runtime.sources import InputSet
+
+        self.lanes = dict(lanes)
         self.idle_timeout_s = idle_timeout_s
         self.until = until
         self.flush_after_s = flush_after_s
         self.poll_s = poll_s
         self.halt = threading.Event()
         self.ended = threading.Event()  # the input ended (`until`) or the thread failed
-        self.started = threading.Event()  # the spool holds a reading: the life is known
+        self.started = threading.Event()  # the run's first instant is known (module doc)
         self.error: BaseException | None = None
-        #: what fills the landing directory in this process (an MQTT subscriber), if any:
-        #: its failure is the follower's, and it stops first
-        self.feeder = None
+        self.res = next(iter(self.lanes.values())).ing.res if len(self.lanes) == 1 else \
+            InputSet(inputs={n: lane.ing.res for n, lane in self.lanes.items()})
         self._thread = threading.Thread(target=self._main, name="fedq-follow", daemon=True)
 
+    @property
+    def description(self) -> str:
+        return ", ".join(str(lane.data) for lane in self.lanes.values())
+
     def start(self) -> Follower:
-        if self.ing.res.first_ts is not None:
-            self.started.set()
+        if all(lane.ing.clock is not None for lane in self.lanes.values()):
+            self.started.set()  # a resumed run: every stream had started
         self._thread.start()
         return self
 
     def stop(self) -> None:
         """Read no more files (the one being validated is finished first)."""
-        if self.feeder is not None:
-            self.feeder.stop()
+        for lane in self.lanes.values():
+            if lane.feeder is not None:
+                lane.feeder.stop()
         self.halt.set()
         self._thread.join()
 
@@ -70,44 +105,87 @@ class Follower:
             self.started.set()
 
     def _reached_until(self) -> bool:
-        """True when the clock reached `until`: the input ends (the flush written once)."""
-        ing = self.ing
-        if self.until is None or ing.clock is None or ing.clock < self.until:
+        """True when every stream's input ended (its clock reached `until`, or its bounded
+        source wrote its last file and it was read): the input ends (the flush is written
+        once, at the same event time in every spool)."""
+        lanes = self.lanes.values()
+        if not all(lane.ing.finished or lane.done or (
+                self.until is not None and lane.ing.clock is not None
+                and lane.ing.clock >= self.until) for lane in lanes):
             return False
-        if not ing.finished:
-            ing.finish(self.flush_after_s)
+        if all(lane.ing.clock is None for lane in lanes):
+            return False  # nothing read at all: no life to end
+        last = max(lane.ing.clock for lane in lanes if lane.ing.clock is not None)
+        for lane in lanes:
+            if not lane.ing.finished:
+                lane.ing.finish(self.flush_after_s, last=last)
         self.started.set()
         self.ended.set()
         return True
 
     def _follow(self) -> None:
-        ing = self.ing
-        seen = set(ing.inputs_read)  # a resumed spool's inputs (from its metadata)
+        now = time.monotonic()
+        for lane in self.lanes.values():
+            lane.seen = set(lane.ing.inputs_read)  # a resumed spool's inputs (its metadata)
+            lane.landed = lane.idled = now
+            lane.base = lane.ing.clock
         if self._reached_until():  # a resumed run whose input had ended already
             return
-        landed = time.monotonic()  # wall time of the last file (or of the start)
-        base = ing.clock  # the clock when the last file landed
-        idled = landed
+        first_landed = None  # wall time the run's first reading landed
         while not self.halt.is_set():
-            if self.feeder is not None and self.feeder.error is not None:
-                raise self.feeder.error
-            fresh = [p for p in list_parts(self.data) if p.name not in seen]
-            for p in fresh:
-                if self.halt.is_set():
-                    return
-                ing.add(p)
-                ing.save()
-                seen.add(p.name)
-                landed = idled = time.monotonic()
-                base = ing.clock
-                if ing.clock is not None:
-                    self.started.set()
-                if self._reached_until():
-                    return
+            fresh = {}
+            for name, lane in self.lanes.items():
+                if lane.feeder is not None and lane.feeder.error is not None:
+                    raise lane.feeder.error
+                finished = getattr(lane.feeder, "finished", None)
+                ended = finished is not None and finished.is_set()  # before its last read
+                fresh[name] = self._read(lane)
+                lane.done = lane.done or ended
+                if fresh[name] is None:
+                    return  # halted
             now = time.monotonic()
-            if (not fresh and base is not None and now - landed >= self.idle_timeout_s
-                    and now - idled >= self.idle_timeout_s):
-                ing.idle_to(base + dt.timedelta(seconds=now - landed))
-                ing.save()
-                idled = now
+            clocks = [lane.ing.clock for lane in self.lanes.values()]
+            if not self.started.is_set() and any(c is not None for c in clocks):
+                first_landed = first_landed or now
+                if all(c is not None for c in clocks) or \
+                        now - first_landed >= self.idle_timeout_s:
+                    self._start(now)
+            if self.started.is_set():
+                for name, lane in self.lanes.items():
+                    self._idle(lane, fresh[name], now)
+            if self._reached_until():
+                return
             self.halt.wait(self.poll_s)
+
+    def _read(self, lane: Lane) -> bool | None:
+        """Validate the files new in the lane's directory; whether there were any (None:
+        halted meanwhile)."""
+        fresh = [p for p in list_parts(lane.data) if p.name not in lane.seen]
+        for p in fresh:
+            if self.halt.is_set():
+                return None
+            lane.ing.add(p)
+            lane.ing.save()
+            lane.seen.add(p.name)
+            lane.landed = lane.idled = time.monotonic()
+            lane.base = lane.ing.clock
+        return bool(fresh)
+
+    def _start(self, now: float) -> None:
+        """The run starts: a stream without a reading starts its clock at the first
+        reading of the others (module doc)."""
+        first = min(lane.ing.res.first_ts for lane in self.lanes.values()
+                    if lane.ing.res.first_ts is not None)
+        for lane in self.lanes.values():
+            if lane.ing.clock is None:
+                lane.ing.start_clock(first)
+                lane.ing.save()
+                lane.base, lane.landed, lane.idled = lane.ing.clock, now, now
+        self.started.set()
+
+    def _idle(self, lane: Lane, fresh: bool, now: float) -> None:
+        if (not fresh and lane.base is not None and now - lane.landed >= self.idle_timeout_s
+                and now - lane.idled >= self.idle_timeout_s):
+            lane.ing.idle_to(lane.base + dt.timedelta(seconds=now - lane.landed))
+            lane.ing.save()
+            lane.idled = now

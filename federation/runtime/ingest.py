@@ -295,18 +295,29 @@ class Ingestor:
         self._write(punctuation(self.stream, ticks, TICK) if ticks
                     else punctuation(self.stream, ts).slice(0, 0))
 
+    def start_clock(self, ts: datetime) -> None:
+        """A stream with no reading yet starts its clock at `ts` (a punctuation, no rows):
+        its windows close with the others', and a reading below it minus the lateness is
+        late (federation/runtime/follow.py, the start of several streams)."""
+        if self.res.last_ts is None:
+            self.res.last_ts = ts
+            self._write(punctuation(self.stream, ts).slice(0, 0))
+
     def save(self) -> None:
         """The spool's state so far (ingest.json): what a resumed run goes on from."""
         text = self.res.model_dump_json(indent=2).encode()
         atomic_write_bytes(self.dead_dir / "ingest.json", text)
         atomic_write_bytes(self.work / "ingest.json", text)
 
-    def finish(self, flush_after_s: float | None) -> IngestResult:
+    def finish(self, flush_after_s: float | None, last: datetime | None = None
+               ) -> IngestResult:
         """The end of input: a flush punctuation far enough ahead that every window closes
-        (None: none, the windows open at the end stay open), and ingest.json."""
+        (None: none, the windows open at the end stay open), and ingest.json. `last`: the
+        last reading of every stream the query reads (default: this one's clock)."""
         res = self.res
-        if res.last_ts is not None and flush_after_s is not None:
-            flush = res.last_ts + timedelta(seconds=flush_after_s + self.allowed_lateness_s)
+        last = last or res.last_ts
+        if last is not None and flush_after_s is not None:
+            flush = last + timedelta(seconds=flush_after_s + self.allowed_lateness_s)
             write_part(self.spool / f"part-{res.spool_files:08d}.parquet",
                        punctuation(self.stream, flush), SPOOL_MTIME + res.spool_files)
             self.finished = True

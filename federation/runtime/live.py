@@ -9,16 +9,20 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from federation.errors import FedqError, OptionError
-from federation.runtime.follow import Follower
+from federation.runtime.connectors import SourceContext
+from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
 from federation.runtime.options import RunOptions
 from federation.runtime.progress import RunProgress
 
 RUN_ID_FILE = "run-id"
+RUN_START_FILE = "run-start"
 
 
 class RunHalted(FedqError):
@@ -104,41 +108,56 @@ def _claim_directory(out: Path, rid: str, replace: bool) -> None:
 
 
 def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
-    """The follower of a run (execute._Run) over its data directory, going on from the
-    spool of an interrupted run; `flush_after_s`: how far the flush at `until` goes."""
-    opt = run.opt
-    kw = {"allowed_lateness_s": opt.allowed_lateness_s, "domains": opt.domains_of(run.stream),
-          "tick_s": run.slide_s, "horizon_s": opt.event_horizon_s, "file_list": False}
-    feeder = None
-    if opt.source is not None:  # a broker's topic, written into landing files here
-        from federation.runtime.mqtt import MqttLanding
+    """The follower of a run (execute._Run) over every stream's source
+    (federation/runtime/connectors/), going on from the spools of an interrupted run;
+    `flush_after_s`: how far the flush at `until` goes. Each source is opened (a broker
+    subscribed, a generator started) before its spool is made: nothing published since is
+    lost."""
+    opt, several = run.opt, len(run.sources) > 1
+    ctx = SourceContext(client_id=f"fedq-{run.run_id}", security=opt.mqtt_security,
+                        start=run_start(run.work, resuming), resuming=resuming)
+    lanes: dict[str, Lane] = {}
+    try:
+        for name, spec in run.sources.items():
+            stream = run.streams[name]
+            landing = spec.landing(run.work, name, several)
+            feeder = spec.open(landing, stream, replace(
+                ctx, client_id=f"{ctx.client_id}-{name}" if several else ctx.client_id))
+            lanes[name] = Lane(landing, None, feeder)
+            kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": run.slide_s,
+                  "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
+                  "file_list": False}
+            input_dir = run.work / "input" / name if several else run.work / "input"
+            ing = Ingestor.resumed(input_dir, stream, **kw) if resuming else \
+                Ingestor(input_dir, stream, **kw)
+            if not resuming:
+                ing.count_csv_rejects(landing)
+            lanes[name].ing = ing
+    except BaseException:
+        for lane in lanes.values():
+            if lane.feeder is not None:
+                lane.feeder.stop()
+        raise
+    return Follower(lanes, idle_timeout_s=opt.idle_timeout_s, until=opt.until,
+                    flush_after_s=flush_after_s).start()
 
-        data = run.work / "landing"
-        feeder = MqttLanding(opt.source, data, run.stream, client_id=f"fedq-{run.run_id}",
-                             security=opt.mqtt_security)
-        if feeder.start().error is not None:
-            feeder.stop()
-            raise OptionError("source", str(feeder.error))
-    else:
-        data = Path(run.data)
-        if not data.is_dir():
-            raise OptionError("data", f"{data} is not a directory")
-    input_dir = run.work / "input"  # made once subscribed: nothing published since is lost
-    ing = Ingestor.resumed(input_dir, run.stream, **kw) if resuming else \
-        Ingestor(input_dir, run.stream, **kw)
-    if not resuming:
-        ing.count_csv_rejects(data)
-    f = Follower(data, ing, idle_timeout_s=opt.idle_timeout_s, until=opt.until,
-                 flush_after_s=flush_after_s)
-    f.feeder = feeder
-    return f.start()
+
+def run_start(work: Path, resuming: bool) -> datetime:
+    """The run's start in wall time (whole seconds, UTC): a generator's first event time,
+    the same for every stream and kept across resumes."""
+    path = work / RUN_START_FILE
+    if resuming and path.exists():
+        return datetime.fromisoformat(path.read_text().strip())
+    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    path.write_text(now.isoformat() + "\n")
+    return now
 
 
 def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress) -> bool:
-    """Wait until the spool holds a reading (the query's first instant is then known);
-    False when halted first."""
+    """Wait until the run's first instant is known (follow.py: a reading in every stream,
+    or the idle timeout after the first); False when halted first."""
     if not follower.started.is_set():
-        prog.phase(f"waiting for the first file in {follower.data}")
+        prog.phase(f"waiting for the first file in {follower.description}")
     while not follower.started.wait(0.2):
         if halt.is_set():
             return False

@@ -91,7 +91,7 @@ class RunOptions(CheckedOptions):
     (federation/runtime/sinks.py; of several queries put(key, rows, query=name): each
     query's `output` is then `<output>/<query>` or its own table). `source`
     (`mqtt://HOST:PORT/TOPIC`): follow a broker's topic instead of a directory
-    (federation/runtime/mqtt.py; implies `follow`); `mqtts://` over TLS, with `mqtt_ca`,
+    (federation/runtime/connectors/mqtt.py; implies `follow`); `mqtts://` over TLS, with `mqtt_ca`,
     `mqtt_cert` and `mqtt_key` files, the password in `mqtt_password_file` or
     $FEDQ_MQTT_PASSWORD, never in the URL (federation/brokers.py).
     `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
@@ -158,9 +158,6 @@ class RunOptions(CheckedOptions):
                                   "never ends by itself)")
             if (why := self.mqtt_security.problem(self.source)) is not None:
                 raise OptionError(*why)
-        elif (given := next((f for f in ("mqtt_ca", "mqtt_cert", "mqtt_key",
-                                          "mqtt_password_file") if getattr(self, f)), None)):
-            raise OptionError(given, "needs an MQTT source (--source mqtts://...)")
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
         if self.until is not None and not self.follow:
@@ -173,6 +170,12 @@ class RunOptions(CheckedOptions):
         if why:
             raise OutputError(why)
         return self
+
+    @property
+    def mqtt_options(self) -> list[str]:
+        """The MQTT security options given (they need an MQTT source)."""
+        return [f for f in ("mqtt_ca", "mqtt_cert", "mqtt_key", "mqtt_password_file")
+                if getattr(self, f)]
 
     @property
     def mqtt_security(self) -> MqttSecurity:

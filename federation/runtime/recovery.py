@@ -81,8 +81,11 @@ def claim(work: Path, identity: dict) -> bool:
         except ValueError:
             old = None
         if old == identity:
-            # the spool is complete: one stream's ingest.json, or inputs.json of several
-            return ((work / "input" / "ingest.json").exists()
+            # a following run goes on from whatever its spools hold (each stream's state
+            # is in its last spool file: ingest.Ingestor.resumed); a replayed one needs
+            # a complete spool: one stream's ingest.json, or inputs.json of several
+            return (bool(identity.get("follow"))
+                    or (work / "input" / "ingest.json").exists()
                     or (work / "input" / "inputs.json").exists())
         if old is not None:
             diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in identity.items()

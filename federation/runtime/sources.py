@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from federation.conventions import SPOOL_MTIME
 from federation.errors import OptionError
 from federation.parts import write_part
+from federation.runtime.connectors import SourceSpec, parse_source
 from federation.runtime.ingest import IngestResult, punctuation, read_clean_rows
 from federation.streams import StreamDecl
 
@@ -37,36 +38,44 @@ def query_streams(nodes) -> dict[str, StreamDecl]:
     return dict(sorted(found.items()))
 
 
-def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str, Path] | None:
-    """Each stream's data directory from `data`: one directory (a query over one stream)
-    or a mapping {stream name: directory}. OptionError("data") names what is missing; a
-    followed directory or a broker (RunOptions.follow, .source) reads one stream for now."""
+def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str, SourceSpec]:
+    """Each stream's source (federation/runtime/connectors/) from `data`: one directory or
+    source URL (a query over one stream), or a mapping {stream name: directory or URL};
+    for one stream `opt.source` (a broker's topic) may stand for it. OptionError("data")
+    names what is missing or malformed."""
     names = list(streams)
-    for option in ("follow", "source"):
-        if len(names) > 1 and opt is not None and getattr(opt, option):
-            raise OptionError(option, f"reads one stream for now; the query reads "
-                                      f"{', '.join(names)}")
     if data is None:
         if opt is not None and opt.source:
-            return None  # a broker, not a directory
-        raise OptionError("data", "needs a data directory")
+            data = opt.source
+        else:
+            raise OptionError("data", "needs a data directory or a source URL")
     if not isinstance(data, Mapping):
         if len(names) > 1:
             raise OptionError("data", (
                 f"the query reads {len(names)} streams ({', '.join(names)}): give each its "
-                f"own directory, --data NAME=DIR per stream (in the API a mapping "
+                f"own source, --data NAME=DIR or NAME=URL per stream (in the API a mapping "
                 f"{{'{names[0]}': DIR, ...}}); one directory holds one stream"))
-        return {names[0]: Path(data)}
-    given = {str(k): Path(v) for k, v in data.items()}
+        data = {names[0]: data}
+    given = {str(k): v for k, v in data.items()}
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise OptionError("data", f"no stream {unknown[0]!r} in the query (it reads "
                                   f"{', '.join(names)})")
     missing = [n for n in names if n not in given]
     if missing:
-        raise OptionError("data", f"no directory for stream {missing[0]!r}: give --data "
-                                  f"{missing[0]}=DIR")
-    return {n: given[n] for n in names}
+        raise OptionError("data", f"no source for stream {missing[0]!r}: give --data "
+                                  f"{missing[0]}=DIR (or a URL)")
+    out = {}
+    for n in names:
+        try:
+            out[n] = parse_source(given[n])
+        except ValueError as e:
+            raise OptionError("data", f"{n}: {e}") from None
+    given_tls = [] if opt is None else opt.mqtt_options
+    if given_tls and not any(s.kind in ("mqtt", "mqtts") for s in out.values()):
+        raise OptionError(given_tls[0], "needs an MQTT source (--data NAME=mqtts://... or "
+                                        "--source mqtts://...)")
+    return out
 
 
 class InputSet(BaseModel):
@@ -153,13 +162,13 @@ def write_flush(res: IngestResult, stream: StreamDecl, at: datetime) -> None:
                SPOOL_MTIME + res.spool_files)
 
 
-def prepare_inputs(sources: Mapping[str, Path], streams: Mapping[str, StreamDecl],
+def prepare_inputs(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
                    input_dir: Path, prepare, flush_after_s: float | None,
                    allowed_lateness_s: float) -> InputSet:
     """Validate every stream's directory into `input_dir/<stream>` (`prepare(data, work,
     stream)`: `ingest.prepare_input` with the run's options, no flush), then one flush for
     all after the last reading of any, and inputs.json (the spools are complete)."""
-    results = {n: prepare(sources[n], input_dir / n, streams[n]) for n in streams}
+    results = {n: prepare(sources[n].path, input_dir / n, streams[n]) for n in streams}
     inputs = InputSet(inputs=results)
     if flush_after_s is not None and inputs.last_ts is not None:
         at = inputs.last_ts + timedelta(seconds=flush_after_s + allowed_lateness_s)

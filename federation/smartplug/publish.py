@@ -1,5 +1,5 @@
 """Replaying a generated data directory to an MQTT broker, as smart plugs would send their
-readings: the demo's source and the tests' (federation/runtime/mqtt.py subscribes).
+readings: the demo's source and the tests' (federation/runtime/connectors/mqtt.py subscribes).
 
 Readings go out in the directory's order, `per_message` readings per QoS-1 message (a
 message never spans two event seconds), as a JSON array of objects or as CSV lines in the

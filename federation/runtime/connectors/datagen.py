@@ -1,0 +1,175 @@
+"""A generator as a live source: `datagen:smartplug?rate=..&plugs=..` and
+`datagen:nexmark?rate=..` emit event second `s` of the generator once `s / speed` wall
+seconds have passed since the run started (as Flink's `datagen` and RisingWave's `nexmark`
+connectors), so a live demo or benchmark needs no producer process.
+
+Parameters (all optional): `rate` (smartplug: readings per second, default 2000; nexmark:
+events per second over its three streams, default 1000), `seed` (0), `speed` (1.0: real
+time; 10: ten event seconds per wall second), `burst` (event seconds written at once at
+the start, a backlog that fills the windows; 0), `seconds` (a bounded source: its input
+ends after that many event seconds, and the run ends once every stream's has; default
+unbounded); smartplug also `plugs` and `houses`; nexmark
+`stream` (person, auction or bid; default the stream's name).
+
+Event time starts at `start` (an ISO time, UTC unless it has a zone), by default at the
+run's start (`SourceContext.start`, whole seconds, the same for every stream of the run,
+kept across resumes). Each event second is a landing file
+`part-<s:08d>.parquet`; a resumed run goes on at the first second not landed (the
+generators are deterministic: a second written again is the same file)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from federation.errors import OptionError
+from federation.parts import list_parts, write_part
+from federation.streams import StreamDecl
+
+GENERATORS = ("smartplug", "nexmark")
+_INTS = ("seed", "burst", "seconds", "plugs", "houses")
+_FLOATS = ("rate", "speed")
+_COMMON = {"rate", "seed", "speed", "burst", "seconds", "start"}
+_TAKES = {"smartplug": {*_COMMON, "plugs", "houses"}, "nexmark": {*_COMMON, "stream"}}
+
+
+def params_of(spec) -> dict:
+    """The generator's parameters, checked: OptionError("data") names the bad one."""
+    p = dict(spec.params)
+    gen = p.pop("generator", "")
+    if gen not in GENERATORS:
+        raise OptionError("data", f"{spec.url}: no generator {gen!r} (datagen:smartplug or "
+                                  "datagen:nexmark)")
+    known = _TAKES[gen]
+    out: dict = {"generator": gen}
+    for k, v in p.items():
+        if k not in known:
+            raise OptionError("data", f"{spec.url}: datagen:{gen} takes no {k!r} (it takes "
+                                      f"{', '.join(sorted(known))})")
+        try:
+            out[k] = v if k == "stream" else datetime.fromisoformat(v) if k == "start" else (
+                int(v) if k in _INTS else float(v))
+        except ValueError:
+            raise OptionError("data", f"{spec.url}: {k}={v!r} is not "
+                                      f"{'a time' if k == 'start' else 'a number'}") from None
+        if k not in ("stream", "start", "seed", "burst") and not out[k] > 0:
+            raise OptionError("data", f"{spec.url}: {k} must be > 0, got {v}")
+    return out
+
+
+def declares(spec, name: str) -> StreamDecl | None:
+    """The stream a generator declares: the smart-plug stream at its rate, a Nexmark
+    stream (named `name`, or the `stream` parameter)."""
+    p = params_of(spec)
+    if p["generator"] == "smartplug":
+        from federation.smartplug import DEFAULT_PLUGS, smartplug_stream
+
+        return smartplug_stream(rate=p.get("rate", 2000.0), plugs=p.get("plugs", DEFAULT_PLUGS),
+                                houses=p.get("houses", 40), name=name)
+    from federation.nexmark import nexmark_streams
+
+    streams = nexmark_streams(p.get("rate", 1000.0))
+    decl = streams.get(p.get("stream", name))
+    return None if decl is None else decl.model_copy(update={"name": name})
+
+
+def open_source(spec, landing: Path, stream: StreamDecl, ctx) -> DatagenFeeder:
+    return DatagenFeeder(spec, landing, stream, ctx.start).start()
+
+
+class DatagenFeeder:
+    """Writes the generator's event seconds into `landing` at its pace (module doc) until
+    `stop()`; `.error` is the failure of its thread, else None; `.seconds` written."""
+
+    def __init__(self, spec, landing: Path, stream: StreamDecl, start: datetime) -> None:
+        self.p = params_of(spec)
+        self.url, self.dir, self.stream = spec.url, Path(landing), stream
+        start = self.p.get("start", start)
+        if start.tzinfo is not None:
+            start = start.astimezone(timezone.utc).replace(tzinfo=None)
+        self.start_ts = start.replace(microsecond=0)
+        self.error: BaseException | None = None
+        self.seconds = 0
+        self.finished = threading.Event()  # a bounded one (`seconds`) wrote its last second
+        self._halt = threading.Event()
+        self._second = self._generator()
+        want = [(f.name, str(f.type)) for f in _arrow(stream)]
+        got = [(f.name, str(f.type)) for f in self._second(0, dry=True).schema]
+        if want != got:
+            raise OptionError("data", f"{stream.name}={spec.url}: the generator's columns "
+                                      f"{got} are not the stream's {want}")
+        self._thread = threading.Thread(target=self._main, name="fedq-datagen", daemon=True)
+
+    def _generator(self):
+        p, gen = self.p, self.p["generator"]
+        if gen == "nexmark":
+            from federation.nexmark.datagen import Events
+
+            rate = round(p.get("rate", 1000.0))
+            if rate < 50:
+                raise OptionError("data", f"{self.url}: rate: at least 50 events per second "
+                                          "(one person in every 50)")
+            events = Events(rate, p.get("seed", 0), self.start_ts)
+            which = p.get("stream", self.stream.name)
+            return lambda s, dry=False: events.second(s)[which]
+        from federation.smartplug.plugs import _PlugModel
+
+        def fresh():
+            return _PlugModel(rate=p.get("rate", 2000.0), houses=p.get("houses", 40),
+                              plugs=p.get("plugs"), seed=p.get("seed", 0), start=self.start_ts)
+
+        state = {"model": fresh(), "next": 0}
+
+        def second(s: int, dry: bool = False):
+            if dry:  # the schema only: a throwaway model
+                return fresh().second(0)
+            if s < state["next"]:
+                state["model"], state["next"] = fresh(), 0
+            while state["next"] < s:  # the model is sequential: catch up (a resumed run)
+                state["model"].second(state["next"])
+                state["next"] += 1
+            state["next"] += 1
+            return state["model"].second(s)
+
+        return second
+
+    def start(self) -> DatagenFeeder:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _main(self) -> None:
+        try:
+            self._emit()
+        except BaseException as e:  # noqa: BLE001 - handed to the run via .error
+            self.error = e
+
+    def _emit(self) -> None:
+        p = self.p
+        s0 = s = len(list_parts(self.dir))  # a resumed run goes on after what landed
+        t0, speed, burst = time.monotonic(), p.get("speed", 1.0), p.get("burst", 0)
+        end = p.get("seconds")
+        while not self._halt.is_set() and (end is None or s < end):
+            due = t0 + max(0, s - max(s0, burst) + 1) / speed
+            if self._halt.wait(max(0.0, due - time.monotonic())):
+                return
+            # a second without readings of this stream (a few persons a second) lands an
+            # empty file all the same: the position is the number of files
+            write_part(self.dir / f"part-{s:08d}.parquet", self._second(s), time.time())
+            s += 1
+            self.seconds += 1
+        if end is not None and s >= end:
+            self.finished.set()
+
+
+def _arrow(stream: StreamDecl):
+    from federation.parts import arrow_schema
+
+    return arrow_schema(stream.all_columns)

@@ -1,0 +1,206 @@
+"""Several streams live, each from its own source (federation/runtime/connectors/): the
+source URLs, the generators as live sources, the follower of several streams (its start,
+idling and end: no JVM), and whole runs of Nexmark q8 against the reference: from two
+generators, and from a followed directory and a generator killed with -9 and resumed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from federation.conventions import KIND, PUNCTUATION
+from federation.errors import OptionError
+from federation.nexmark import nexmark_streams
+from federation.parts import land_files, list_parts
+from federation.results import diff_results
+from federation.runtime.connectors import SourceContext, parse_source
+from federation.runtime.sinks import read_manifest, read_parquet_sink
+
+ROOT = Path(__file__).resolve().parents[1]
+Q8 = ROOT / "benchmarks" / "queries_sql" / "nexmark" / "q8.sql"
+CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
+NX_START = "2015-07-15T00:00:00"  # the Nexmark generator's default start (BASE_TIME)
+
+
+def q8(rate: float = 1000.0):
+    from federation.sqlfront import sql
+
+    return sql(Q8.read_text(), nexmark_streams(rate))
+
+
+def test_source_urls_and_their_errors(tmp_path):
+    from federation.cli.args import data_dirs, declared_streams
+
+    kinds = {u: parse_source(u) for u in ("data/", "follow:data/", "mqtts://h/t",
+                                          "datagen:nexmark?rate=500")}
+    assert [(s.kind, s.live) for s in kinds.values()] == [
+        ("dir", False), ("follow", True), ("mqtts", True), ("datagen", True)]
+    with pytest.raises(ValueError, match="no source kind 'kafka'"):
+        parse_source("kafka://h/t")
+    assert data_dirs(["person=datagen:nexmark?rate=500", "auction=data/a"]) == {
+        "person": "datagen:nexmark?rate=500", "auction": Path("data/a")}
+    decl = {d.name: d for d in declared_streams({"person": "datagen:nexmark?rate=500",
+                                                 "plugs": "datagen:smartplug?rate=40"})}
+    assert decl["person"].columns == nexmark_streams()["person"].columns
+    assert decl["plugs"].stats.rate_tps == 40
+    ctx = SourceContext("t", start=dt.datetime(2026, 1, 1))
+    for url, said in (("datagen:nexmark?rat=1", "takes no 'rat'"),
+                      ("datagen:nexmark?speed=0", "speed must be > 0"),
+                      ("datagen:weather", "no generator 'weather'"),
+                      ("datagen:smartplug?start=noon", "start='noon' is not a time")):
+        with pytest.raises(OptionError, match=said) as e:
+            parse_source(url).open(tmp_path / "x", nexmark_streams()["person"], ctx)
+        assert e.value.option == "data"
+    with pytest.raises(OptionError, match="the generator's columns"):  # not the stream's
+        parse_source("datagen:smartplug").open(tmp_path / "y", nexmark_streams()["bid"], ctx)
+
+
+def test_a_generator_is_paced_in_wall_time_and_resumes_with_the_same_files(tmp_path):
+    """A bounded generator (`seconds`) writes its burst at once and the rest at `speed`
+    event seconds per wall second; started again over its landing directory it goes on
+    after the last file, and a second written again is the same rows."""
+    from federation.smartplug import smartplug_stream
+
+    spec = parse_source("datagen:smartplug?rate=50&plugs=10&speed=20&burst=4&seconds=12")
+    ctx, stream, land = SourceContext("t", start=dt.datetime(2026, 1, 1)), smartplug_stream(), \
+        tmp_path / "land"
+    t0 = time.monotonic()
+    f = spec.open(land, stream, ctx)
+    assert f.finished.wait(10) and f.error is None
+    took = time.monotonic() - t0
+    assert 0.35 <= took < 5, took  # 8 paced seconds at 20 per wall second
+    files = list_parts(land)
+    assert [p.name for p in files] == [f"part-{s:08d}.parquet" for s in range(12)]
+    first = pq.read_table(files[0])
+    assert first.num_rows == 50 and first["ts"][0].as_py() >= dt.datetime(2026, 1, 1)
+    assert pq.read_table(files[-1])["ts"][0].as_py() >= dt.datetime(2026, 1, 1, 0, 0, 11)
+    kept = {p.name: pq.read_table(p) for p in files}
+    for p in files[7:]:
+        p.unlink()  # a crash lost them: the source writes them again, the same
+    f.stop()
+    g = spec.open(land, stream, ctx)
+    assert g.finished.wait(10) and g.error is None and g.seconds == 5
+    assert all(pq.read_table(p).equals(kept[p.name]) for p in list_parts(land))
+
+
+def _lane(tmp_path: Path, name: str):
+    from federation.runtime.follow import Lane
+    from federation.runtime.ingest import Ingestor
+    from federation.smartplug import smartplug_stream
+
+    landing = tmp_path / "landing" / name
+    landing.mkdir(parents=True)
+    ing = Ingestor(tmp_path / "input" / name, smartplug_stream(rate=20, plugs=4, name=name),
+                   file_list=False)
+    return Lane(landing, ing)
+
+
+def test_two_streams_followed_start_together_idle_and_end_with_one_flush(tmp_path):
+    """Files land in stream a only: the run starts after the idle timeout, b's clock
+    starting at a's first reading; then b idles along with wall time; once both clocks pass
+    `until`, both spools end with the same flush punctuation."""
+    from federation.runtime.follow import Follower
+    from federation.smartplug.datagen import generate
+
+    src = tmp_path / "src"
+    generate(src, rate=20, seconds=4, plugs=4, houses=2, seed=3)
+    files = sorted(src.glob("part-*.parquet"))
+    t0 = pq.read_table(files[0])["ts"][0].as_py()
+    lanes = {n: _lane(tmp_path, n) for n in ("a", "b")}
+    f = Follower(lanes, idle_timeout_s=0.5, poll_s=0.05, flush_after_s=60,
+                 until=t0 + dt.timedelta(seconds=5)).start()
+    land_files(files[:2], lanes["a"].data)
+    time.sleep(0.25)
+    assert not f.started.is_set()  # b may still come
+    assert f.started.wait(5) and f.error is None
+    assert lanes["b"].ing.clock == lanes["a"].ing.res.first_ts
+    assert f.res.first_ts == lanes["a"].ing.res.first_ts  # what the run reads: both streams
+    land_files(files[2:], lanes["a"].data)
+    assert f.ended.wait(20), "the input did not end once both clocks passed until"
+    f.stop()
+    assert f.error is None
+    flush = [pq.read_table(list_parts(lane.ing.spool)[-1]) for lane in lanes.values()]
+    assert all(t.column(KIND).to_pylist() == [PUNCTUATION] for t in flush)
+    assert flush[0]["ts"].equals(flush[1]["ts"])
+    a, b = lanes["a"].ing.res, lanes["b"].ing.res
+    # a idled too while b was awaited: its later rows below its clock are late
+    assert a.rows_in == 4 * 20 and a.rows_ok + a.rows_dead == a.rows_in and b.rows_in == 0
+
+
+def _reference(rows: dict[str, pa.Table]) -> pa.Table:
+    want = reference_result(q8(), rows)
+    assert want.num_rows > 0
+    return want
+
+
+@pytest.mark.spark
+def test_nexmark_q8_live_from_two_generators_equals_the_reference(tmp_path, spark):
+    """`datagen:nexmark` for person and for auction, bounded: the run follows both and
+    ends when both have ended; under pure DuckDB and with the join in Spark."""
+    from federation.api import run
+    from federation.runtime.sources import read_clean_inputs
+
+    url = f"datagen:nexmark?rate=1000&speed=10&seconds=40&start={NX_START}"
+    for placement in ("db", "op1=db,op2=db,op3=db,op4=db,op5=spe"):
+        out = tmp_path / placement[:6] / "out"
+        r = run(q8(), placement, {"person": url, "auction": url}, spark=spark,
+                work_dir=out.parent / "work", output=out, seconds_per_batch=4)
+        rows = read_clean_inputs(r.ingest)
+        landed = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(
+            out.parent / "work" / "landing" / n)) for n in ("person", "auction")}
+        assert {n: t.num_rows for n, t in rows.items()} == {
+            n: t.num_rows for n, t in landed.items()}  # nothing lost between
+        problem = diff_results(read_parquet_sink(out), _reference(landed))
+        assert problem is None, f"{placement}: {problem}"
+
+
+@pytest.mark.spark
+def test_a_followed_directory_and_a_generator_killed_and_resumed(tmp_path):
+    """person from a followed directory (files landed by the test), auction from the
+    generator: kill -9 once results are out, more person files land while nothing runs,
+    the same command resumes both streams: every instant once, equal to the reference."""
+    from federation.nexmark.datagen import generate
+
+    nx = tmp_path / "nx"
+    generate(nx, rate=1000, seconds=40)
+    persons = sorted((nx / "person").glob("part-*.parquet"))
+    landing, work, out = tmp_path / "landing", tmp_path / "work", tmp_path / "out"
+    landing.mkdir()
+    shutil.copy(nx / "person" / "_stream.json", landing)  # the stream it holds, declared
+    cmd = [sys.executable, "-c", CLI, "run", "--sql", str(Q8), "--data",
+           f"person=follow:{landing}", "--data",
+           f"auction=datagen:nexmark?rate=1000&speed=4&seconds=40&start={NX_START}",
+           "--until", "2015-07-15T00:00:39", "--placement", "db", "--seconds-per-batch", "4",
+           "--work-dir", str(work), "--output", str(out), "--quiet", "--idle-timeout", "60"]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    with open(tmp_path / "first.log", "w") as log:
+        p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
+                             stderr=log)
+        land_files(persons[:25], landing)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not read_manifest(out) and p.poll() is None:
+            time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    partial = len(read_manifest(out))
+    assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
+    land_files(persons[25:], landing)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
+    assert len(read_manifest(out)) > partial
+    rows = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(nx / n))
+            for n in ("person", "auction")}
+    problem = diff_results(read_parquet_sink(out), _reference(rows))
+    assert problem is None, problem
