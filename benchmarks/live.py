@@ -30,6 +30,15 @@ records when each instant's rows were handed over. What each figure includes:
   that kept up over that estimate (ingest is outside the replay's rho: it runs before
   Spark starts; live pays it inside).
 
+`--nexmark`: Nexmark q8 (persons who open an auction in the 10-s window they registered
+in) live over two streams, each from its own generator in this process
+(`--data person=datagen:nexmark?rate=R`, the same for auction: no producer process, and
+the generators' CPU is in `python`), one event second per wall second after a 10-s burst;
+`--rates` are Nexmark events per second over all three streams (person and auction are
+1/50 and 3/50 of them; each generator makes every event and keeps its stream's, so both
+pay for the bids they drop). Latency of instant tau: its rows at the sink minus the later
+of the two files holding event second tau - 1; keeps up as above. No replay point.
+
 Writes benchmarks/results/live.json (and a plot). Nothing else may run on the machine.
 """
 
@@ -168,6 +177,60 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
             "input_rows": s.input_rows, "dead_lettered": s.dead_lettered}, landing
 
 
+def nexmark_point(rate: float, minutes: float, spark, work: Path) -> dict:
+    """Nexmark q8 live from two generators (module doc)."""
+    from federation.api import start
+    from federation.nexmark import nexmark_streams
+    from federation.sqlfront import sql
+
+    root = Path(__file__).resolve().parent / "queries_sql" / "nexmark" / "q8.sql"
+    q = sql(root.read_text(), nexmark_streams(rate))
+    burst, seconds = 11, 11 + round(minutes * 60)
+    t_start = dt.datetime(2015, 7, 15)
+    url = (f"datagen:nexmark?rate={rate:g}&burst={burst}&seconds={seconds}"
+           f"&start={t_start.isoformat()}")
+    sink, backlog = LatencySink(), []
+    jvm = spark.sparkContext._gateway.proc.pid
+    cpu0 = {"python": cpu_s(os.getpid()), "jvm": cpu_s(jvm)}
+
+    def watch(m) -> None:
+        if m.stage == 0 and m.backlog_s is not None:
+            backlog.append((time.time(), m.backlog_s))
+
+    t0 = time.time()
+    h = start(q, "auto", {"person": url, "auction": url}, work_dir=work, iterate=False,
+              sinks=(sink,), spark=spark, seconds_per_batch=1, progress=watch)
+    r = h.wait()
+    wall = time.time() - t0
+    cpu = {"python": cpu_s(os.getpid()) - cpu0["python"], "jvm": cpu_s(jvm) - cpu0["jvm"]}
+    lat, steady_lat = [], []
+    measured_from = t0 + (minutes * 60) / 2
+    for tau, at in sorted(sink.at.items()):
+        k = round((tau - t_start).total_seconds()) - 1
+        if burst <= k < seconds:
+            written = max((work / "landing" / n / f"part-{k:08d}.parquet").stat().st_ctime
+                          for n in ("person", "auction"))
+            lat.append(at - written)
+            if written >= measured_from:
+                steady_lat.append(at - written)
+    half = [(t, b) for t, b in backlog if t >= measured_from]
+    med = statistics.median(b for _, b in half) if half else None
+    trend = slope([t for t, _ in half], [b for _, b in half])
+    s = r.summary
+    return {"query": "nexmark q8 (person, auction)", "rate": rate, "minutes": minutes,
+            "placement": s.placement, "wall_s": wall, "instants": len(lat),
+            "latency_p50_s": percentile(lat, 50), "latency_p99_s": percentile(lat, 99),
+            "latency_max_s": max(lat) if lat else None, "steady_instants": len(steady_lat),
+            "steady_latency_p50_s": percentile(steady_lat, 50),
+            "steady_latency_p99_s": percentile(steady_lat, 99),
+            "backlog_median_s": med, "backlog_slope": trend,
+            "keeps_up": med is not None and med <= 3 and (trend is None or trend < 0.05),
+            "cpu_s": {"ingest": s.ingest_cpu_s, "duckdb": sum(m.db_s for m in r.metrics),
+                      **cpu},
+            "input_rows": s.input_rows, "result_rows": s.result_rows,
+            "dead_lettered": s.dead_lettered}
+
+
 def replay_point(query: str, rate: float, plugs: int, scale: float, spark, data: Path,
                  work: Path, placement: str = "auto", plan_rate: float | None = None) -> dict:
     """`plan_rate`: the rate the query is declared at (an explicit placement names the
@@ -193,9 +256,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plugs", type=int, default=2125)
     ap.add_argument("--scale", type=float, default=1.0, help="window range scale")
     ap.add_argument("--out", default="live.json")
+    ap.add_argument("--nexmark", action="store_true",
+                    help="Nexmark q8 over two generated streams (module doc); --rates in "
+                         "events/s")
     a = ap.parse_args(argv)
     spark = get_spark()
     points = []
+    if a.nexmark:
+        for rate in [float(x) for x in a.rates.split(",")]:
+            work = Path(tempfile.mkdtemp(prefix="fedq-live-nx-"))
+            try:
+                say(f"nexmark q8 at {rate:g} events/s: live for {a.minutes:g} min")
+                p = nexmark_point(rate, a.minutes, spark, work)
+                say(f"  keeps up {p['keeps_up']} (backlog median {p['backlog_median_s']}), "
+                    f"latency p50 {p['latency_p50_s']} p99 {p['latency_p99_s']}")
+                points.append(p)
+                write_result(a.out, {"points": points, "protocol": __doc__})
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        say(f"wrote {write_result(a.out, {'points': points, 'protocol': __doc__})}")
+        return 0
     for query in a.queries.split(","):
         for rate in [float(x) for x in a.rates.split(",")]:
             work = Path(tempfile.mkdtemp(prefix="fedq-live-"))

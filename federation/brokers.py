@@ -77,3 +77,41 @@ def refused(url: str, reason) -> str:
         hint = (f": check the user name in the URL and the password in ${MQTT_PASSWORD_ENV} "
                 "or --mqtt-password-file")
     return f"the MQTT broker of {url} refused the connection ({text}){hint}"
+
+
+def connect(url: str, security: MqttSecurity | None, client_id: str,
+            timeout_s: float = 20.0, inflight: int = 1000, clean_session: bool = True):
+    """A paho client connected to the broker of `url` (its network loop running), once the
+    broker accepted the connection; ConnectionError names the URL when it cannot be
+    reached or refuses (`refused`)."""
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    host, port, _, _, _ = mqtt_url(url)
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                    protocol=mqtt.MQTTv311, clean_session=clean_session)
+    try:
+        (security or MqttSecurity()).apply(c, url)  # TLS and credentials
+    except (OSError, ValueError) as e:
+        raise ConnectionError(f"cannot set up TLS for {url}: {e}") from None
+    c.max_inflight_messages_set(inflight)
+    answered, refusal = threading.Event(), []
+
+    def on_connect(client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            refusal.append(refused(url, reason_code))
+        answered.set()
+
+    c.on_connect = on_connect
+    try:
+        c.connect(host, port, keepalive=30)
+    except OSError as e:
+        raise ConnectionError(f"cannot connect to the MQTT broker of {url}: {e}") from None
+    c.loop_start()
+    if not answered.wait(timeout_s) or refusal:
+        c.disconnect()
+        c.loop_stop()
+        raise ConnectionError(refusal[0] if refusal else
+                              f"no answer from the MQTT broker of {url} in {timeout_s:g} s")
+    return c

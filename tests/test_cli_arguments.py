@@ -109,7 +109,8 @@ def test_every_command_has_examples_and_every_option_says_what_it_does(command, 
 
 @pytest.mark.parametrize("extra,option,words", [
     (["--follow"], "--follow", "needs --data"),
-    (["--until", "2013-09-01T00:10:00", "--data", "{data}"], "--until", "needs follow"),
+    (["--until", "2013-09-01T00:10:00", "--data", "{data}"], "--until",
+     "needs --follow or a live source"),
     (["--follow", "--data", "{data}", "--output", "{tmp}/x.parquet"], "--output",
      "a following run writes a directory of parts or a .duckdb file"),
     (["--follow", "--adaptive", "--data", "{data}"], "--follow", "cannot follow one yet"),

@@ -33,10 +33,36 @@ CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))
 NX_START = "2015-07-15T00:00:00"  # the Nexmark generator's default start (BASE_TIME)
 
 
+PERSONS = ("INSERT INTO persons SELECT state, COUNT(*) AS n, MAX(id) AS last_id FROM "
+           "TUMBLE(TABLE person, DESCRIPTOR(dateTime), INTERVAL '10' SECOND) "
+           "GROUP BY window_start, window_end, state")
+
+
 def q8(rate: float = 1000.0):
     from federation.sqlfront import sql
 
     return sql(Q8.read_text(), nexmark_streams(rate))
+
+
+def q8_and_persons():
+    """q8 and a query over one of its streams, as one run of two queries."""
+    from federation.logical import query_set
+    from federation.sqlfront import sql
+
+    return query_set([q8(), sql(PERSONS, nexmark_streams(1000.0))])
+
+
+def check_outputs(out: Path, q, rows: dict[str, pa.Table]) -> None:
+    """Every query's Parquet directory (`out/<query>` for several) equals its reference
+    over `rows` (what the sources produced)."""
+    members = getattr(q, "queries", [q])
+    for m in members:
+        used = {w.stream.name for w in m.walk() if w.kind == "window"}
+        want = reference_result(m, {k: rows[k] for k in used})
+        assert want.num_rows > 0, m.name
+        problem = diff_results(read_parquet_sink(out / m.name if len(members) > 1 else out),
+                               want)
+        assert problem is None, f"{m.name}: {problem}"
 
 
 def test_source_urls_and_their_errors(tmp_path):
@@ -178,7 +204,9 @@ def test_a_followed_directory_and_a_generator_killed_and_resumed(tmp_path):
     landing, work, out = tmp_path / "landing", tmp_path / "work", tmp_path / "out"
     landing.mkdir()
     shutil.copy(nx / "person" / "_stream.json", landing)  # the stream it holds, declared
-    cmd = [sys.executable, "-c", CLI, "run", "--sql", str(Q8), "--data",
+    (tmp_path / "persons.sql").write_text(PERSONS)
+    cmd = [sys.executable, "-c", CLI, "run", "--sql", str(Q8), "--sql",
+           str(tmp_path / "persons.sql"), "--data",
            f"person=follow:{landing}", "--data",
            f"auction=datagen:nexmark?rate=1000&speed=4&seconds=40&start={NX_START}",
            "--until", "2015-07-15T00:00:39", "--placement", "db", "--seconds-per-batch", "4",
@@ -189,18 +217,65 @@ def test_a_followed_directory_and_a_generator_killed_and_resumed(tmp_path):
                              stderr=log)
         land_files(persons[:25], landing)
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not read_manifest(out) and p.poll() is None:
+        while time.monotonic() < deadline and not read_manifest(out / "q8") and \
+                p.poll() is None:
             time.sleep(0.2)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-    partial = len(read_manifest(out))
+    partial = len(read_manifest(out / "q8"))
     assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
     land_files(persons[25:], landing)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
-    assert len(read_manifest(out)) > partial
+    assert len(read_manifest(out / "q8")) > partial
     rows = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(nx / n))
             for n in ("person", "auction")}
-    problem = diff_results(read_parquet_sink(out), _reference(rows))
-    assert problem is None, problem
+    check_outputs(out, q8_and_persons(), rows)
+
+
+@pytest.mark.spark
+def test_two_topics_of_a_broker_for_two_streams_and_two_queries(tmp_path, spark):
+    """person and auction each on its own topic of the embedded broker, published while
+    the run follows both; q8 and a query over person alone, in one run, end at --until,
+    their results published to a third topic: each query's messages (deduped on `id`)
+    equal its reference over every published reading."""
+    from federation.api import start
+    from federation.nexmark.datagen import generate
+    from federation.runtime.broker import start_broker
+    from federation.smartplug.publish import publish
+    from tests.test_mqtt import collect
+
+    nx = tmp_path / "nx"
+    generate(nx, rate=1000, seconds=30)
+    broker = start_broker()
+    try:
+        urls = {n: broker.url_for(f"nexmark/{n}") for n in ("person", "auction")}
+        sub, got = collect(broker.url_for("nexmark/results"), "t-results")
+        h = start(q8_and_persons(), "db", urls, iterate=False, spark=spark,
+                  output=broker.url_for("nexmark/results"), work_dir=tmp_path / "work",
+                  seconds_per_batch=4, idle_timeout_s=60,
+                  until=dt.datetime.fromisoformat(NX_START) + dt.timedelta(seconds=29))
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "work" / "input" / "person").exists() and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)  # both subscribed once the spools exist
+        for n, url in urls.items():
+            publish(nx / n, url, realtime=False, per_message=50)
+        r = h.wait(timeout=600)
+        assert r is not None and r.summary.dead_lettered == 0
+        time.sleep(1)
+        sub.disconnect()
+    finally:
+        broker.stop()
+    rows = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(nx / n))
+            for n in ("person", "auction")}
+    messages = {m["id"]: m for m in got}
+    for m in q8_and_persons().queries:
+        used = {w.stream.name for w in m.walk() if w.kind == "window"}
+        want = reference_result(m, {k: rows[k] for k in used})
+        mine = [{"tau": dt.datetime.fromisoformat(d["instant"]), **row}
+                for d in messages.values() if d["query"] == m.name for row in d["rows"]]
+        assert want.num_rows > 0 and mine, m.name
+        problem = diff_results(pa.Table.from_pylist(mine, schema=want.schema), want)
+        assert problem is None, f"{m.name}: {problem}"

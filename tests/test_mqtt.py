@@ -249,3 +249,53 @@ def test_failures_are_clear(amqtt_broker, tmp_path):
     with pytest.raises(RuntimeError, match="exited with code") as e:
         start_broker(amqtt_broker.port)  # the port is taken
     assert "its output" in str(e.value)
+
+
+def collect(url: str, client_id: str):
+    """A subscriber to `url` (QoS 1) that keeps every message's JSON document."""
+    import paho.mqtt.client as mqtt
+
+    got, ready = [], threading.Event()
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                    protocol=mqtt.MQTTv311)
+    c.username_pw_set("fedq")  # the embedded broker wants a user name
+    c.on_connect = lambda cl, *_: cl.subscribe(parse_mqtt_url(url)[2], qos=1)
+    c.on_subscribe = lambda *_: ready.set()
+    c.on_message = lambda cl, u, m: got.append(json.loads(m.payload))
+    host, port, _ = parse_mqtt_url(url)
+    c.connect(host, port)
+    c.loop_start()
+    assert ready.wait(10), "no subscription"
+    return c, got
+
+
+def test_results_published_once_per_query_and_instant(amqtt_broker, tmp_path):
+    """The MQTT sink: a message per instant of a micro-batch, acknowledged before `put`
+    returns; the same batch put again (a replay after a crash) has the same ids, so a
+    consumer that dedupes on `id` sees every instant once; a topic with wildcards and an
+    unreachable broker are clear errors."""
+    import datetime as dt
+
+    from federation.runtime.connectors.mqtt_sink import MqttSink
+
+    url = amqtt_broker.url_for("results/q")
+    sub, got = collect(url, "t-results")
+    t0 = dt.datetime(2026, 1, 1)
+    rows = pa.table({"tau": [t0, t0, t0 + dt.timedelta(seconds=1)], "house": [1, 2, 1],
+                     "load": [0.5, 1.5, None]})
+    sink = MqttSink(url, "q", "run1")
+    sink.put((0, 7), rows)
+    sink.put((0, 7), rows)  # replayed
+    sink.close()
+    _wait(lambda: len(got) == 4, 10, "four messages")
+    sub.disconnect()
+    assert [m["id"] for m in got[:2]] == ["run1/q/0-7/2026-01-01T00:00:00",
+                                          "run1/q/0-7/2026-01-01T00:00:01"]
+    assert {m["id"]: m for m in got}.keys() == {m["id"] for m in got[:2]}
+    assert got[0]["rows"] == [{"house": 1, "load": 0.5}, {"house": 2, "load": 1.5}]
+    assert got[1] == {"id": got[1]["id"], "query": "q", "instant": "2026-01-01T00:00:01",
+                      "rows": [{"house": 1, "load": None}]}
+    with pytest.raises(ValueError, match="wildcards"):
+        MqttSink(amqtt_broker.url_for("results/#"), "q", "run1")
+    with pytest.raises(ConnectionError, match="cannot connect"):
+        MqttSink("mqtt://127.0.0.1:9/x", "q", "run1", timeout_s=2)

@@ -86,6 +86,9 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
     if data is None:
         raise OptionError("adaptive", "needs --data (the rates are measured from the data)")
     opt = _options(a, work_dir)
+    if isinstance(opt.output, str):
+        raise OptionError("output", "an adaptive run writes its result at its end: give a "
+                                    ".parquet file or a directory")
     with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
         r = decide_and_run(q, data, RunOptions.of(opt, output=None), decide={
             "every_s": a.decide_every, "margin": a.margin,
@@ -118,6 +121,9 @@ def _data_and_query(a: argparse.Namespace):
     specs = {} if a.data is None else {n: parse_source(v) for n, v in (
         a.data.items() if isinstance(a.data, dict) else [(None, a.data)])}
     a.follow = a.follow or any(s.live for s in specs.values())  # a live source never ends
+    if a.until is not None and not a.follow:
+        raise OptionError("until", "needs --follow or a live source (a directory read once "
+                                   "ends at its last file)")
     if a.follow and not specs:
         raise OptionError("follow", "needs --data (the landing directory to follow) or --source")
     for name, spec in specs.items():
@@ -144,6 +150,11 @@ def _data_and_query(a: argparse.Namespace):
             pass
     gen = GenerateOptions.of(rate=rate or 2000.0, seconds=a.seconds, plugs=plugs or 200)
     return a.data, make(rate=gen.rate, scale=a.scale, plugs=gen.plugs), gen
+
+
+def _output(text: str) -> Path | str:
+    """--output: a path, or a broker's topic (a URL stays a string)."""
+    return text if text.startswith(("mqtt://", "mqtts://")) else Path(text)
 
 
 def _number(v, kind=float):
@@ -247,14 +258,18 @@ def add_parsers(sub) -> None:
                     "a summary and where the results and dead letters are.",
         epilog="examples:\n  fedq run CQ3 --data data/ --output out/cq3.parquet\n"
                "  fedq run --sql benchmarks/queries_sql/cq1.sql --data data/ --placement db\n"
-               "  fedq run CQ1 --data data/ --work-dir run1/   # same command again: resumes",
+               "  fedq run CQ1 --data data/ --work-dir run1/   # same command again: resumes\n"
+               "  fedq run --sql benchmarks/queries_sql/nexmark/q8.sql --console "
+               "--data 'person=datagen:nexmark?rate=1000' "
+               "--data 'auction=datagen:nexmark?rate=1000'   # live, two streams",
         formatter_class=Help)
     add_query_arguments(r)
     r.add_argument("--placement", default="auto",
                    help="auto | spe | db | op1=db,op3=spe,... (ids from fedq explain)")
-    r.add_argument("--data", action="append", default=None, metavar="[NAME=]DIR",
-                   help="directory of part-*.parquet (generated when left out); a query "
-                        "over several streams gives each its own: --data NAME=DIR per stream")
+    r.add_argument("--data", action="append", default=None, metavar="[NAME=]SOURCE",
+                   help="a directory of part-*.parquet (generated when left out), follow:DIR, "
+                        "mqtt[s]://HOST:PORT/TOPIC or datagen:smartplug|nexmark?rate=N; a "
+                        "query over several streams gives each its own: --data NAME=SOURCE")
     r.add_argument("--rate", type=positive, default=None, help="tuples/s (default: the data's manifest, else 2000)")
     r.add_argument("--seconds", type=count, default=60, help="event seconds to generate")
     r.add_argument("--plugs", type=count, default=None, help="plugs (default: the data's manifest, else 200)")
@@ -267,10 +282,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--event-horizon", type=positive, default=3600.0,
                    help="seconds: a reading further than this ahead of the stream's clock "
                         "(or from the first file's other readings) is dead-lettered")
-    r.add_argument("--output", type=Path, default=None,
+    r.add_argument("--output", type=_output, default=None,
                    help="results: a .parquet file, a directory (a following run: one part per "
-                        "micro-batch and _manifest.jsonl, as they are computed) or a .duckdb "
-                        "file (table --output-table, rows as they are computed)")
+                        "micro-batch and _manifest.jsonl, as they are computed), a .duckdb "
+                        "file (table --output-table, rows as they are computed) or "
+                        "mqtt[s]://HOST:PORT/TOPIC (a message per query and instant)")
     r.add_argument("--output-table", default="results",
                    help="the table of a .duckdb --output (appended; --overwrite replaces it)")
     r.add_argument("--overwrite", action="store_true", help="replace an existing --output")

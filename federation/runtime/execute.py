@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from federation.errors import OptionError
 from federation.instants import end_flush_s, extent_of, first_instant, holdback, last_instant
 from federation.logical import Window
 from federation.physical import PhysicalPlan
@@ -36,7 +37,7 @@ from federation.runtime.live import (
 )
 from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
-from federation.runtime.options import RunOptions, work_directory
+from federation.runtime.options import RunOptions, per_batch_output, work_directory
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
 from federation.runtime.result import BatchMetrics, RunResult
@@ -116,6 +117,9 @@ class _Run:
             bind_sources(self.streams, self.data, self.opt)
         if self.sources and any(s.live for s in self.sources.values()) and not self.opt.follow:
             self.opt = RunOptions.of(self.opt, follow=True)  # a live source never ends
+        if self.opt.until is not None and not self.opt.follow:
+            raise OptionError("until", "needs follow=True, --follow or a live source (a "
+                                       "directory read once ends at its last file)")
         if self.sources and len(self.sources) == 1 and not self.opt.follow:
             self.data = next(iter(self.sources.values())).path  # the directory replayed
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
@@ -161,7 +165,7 @@ class _Run:
             t.num_rows for t in tables.values())
         try:  # the results are durable first (the sinks were closed above); then reporting
             output = opt.output
-            if tables is not None and not (opt.output and opt.output.suffix == ".duckdb"):
+            if tables is not None and not per_batch_output(opt.output):
                 output = write_output(tables, opt.output, self.prog.phase, self.lg.many)
             summary = safe_summary(ex, self.plan, n_rows, wall, truncated, opt, self.max_range,
                                    self.slide_s, self.predicted)

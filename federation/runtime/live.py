@@ -18,7 +18,7 @@ from federation.runtime.connectors import SourceContext
 from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
-from federation.runtime.options import RunOptions
+from federation.runtime.options import RunOptions, is_url
 from federation.runtime.progress import RunProgress
 
 RUN_ID_FILE = "run-id"
@@ -42,15 +42,23 @@ def run_id(work: Path, resuming: bool) -> str:
 
 def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
                query: str | None = None) -> list:
-    """The run's sinks (federation/runtime/sinks.py): the output when it is a .duckdb file
-    or a following run's directory, the console, and the given ones. `query`: the sinks of
+    """The run's sinks (federation/runtime/sinks.py): the output when it is a .duckdb file,
+    a broker's topic (connectors/mqtt_sink.py) or a following run's directory, the
+    console, and the given ones. `query`: the sinks of
     one query of several (its table in the .duckdb file is named after it, its directory is
     `<output>/<query>`, the console names it)."""
     from federation.runtime.sinks import ConsoleSink, DuckDBTableSink, ParquetDirectorySink
 
     sinks = []
     out = opt.output
-    if out is not None and out.suffix == ".duckdb":
+    if is_url(out):  # a broker's topic: one message per query and instant
+        from federation.runtime.connectors.mqtt_sink import MqttSink
+
+        try:
+            sinks.append(MqttSink(out, query or opt.output_table, rid, opt.mqtt_security))
+        except (ConnectionError, ValueError) as e:
+            raise OptionError("output", str(e)) from None
+    elif out is not None and out.suffix == ".duckdb":
         sinks.append(DuckDBTableSink(out, query or opt.output_table, rid,
                                      replace=opt.overwrite and not resuming))
     elif out is not None and opt.follow:

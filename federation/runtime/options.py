@@ -101,7 +101,7 @@ class RunOptions(CheckedOptions):
     seconds_per_batch: int = 1
     allowed_lateness_s: float = 0.0
     event_horizon_s: float = 3600.0
-    output: Path | None = None
+    output: Path | str | None = None
     overwrite: bool = False
     work_dir: Path | None = None
     fresh: bool = False
@@ -134,6 +134,15 @@ class RunOptions(CheckedOptions):
     def _positive(cls, v, info):
         return None if v is None and info.field_name == "budget_s" else _finite(v)
 
+    @field_validator("output", mode="before")
+    @classmethod
+    def _output(cls, v):
+        """A path, or an MQTT URL (a string: a Path would fold its //)."""
+        if isinstance(v, str) and v.startswith(("mqtt://", "mqtts://")):
+            parse_mqtt_url(v)  # ValueError names what is wrong
+            return v
+        return None if v is None else Path(v)
+
     @field_validator("output_table", mode="before")
     @classmethod
     def _table(cls, v):
@@ -158,11 +167,10 @@ class RunOptions(CheckedOptions):
                                   "never ends by itself)")
             if (why := self.mqtt_security.problem(self.source)) is not None:
                 raise OptionError(*why)
+        if is_url(self.output) and (why := self.mqtt_security.problem(self.output)):
+            raise OptionError(*why)
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
-        if self.until is not None and not self.follow:
-            raise OptionError("until", "needs follow=True, --follow (a directory read once ends at "
-                              "its last file)")
         if self.warmup_batch_s is not None and self.seconds_per_batch != 1:
             raise OptionError("warmup_batch_s", "needs seconds_per_batch=1, got "
                               f"seconds_per_batch={self.seconds_per_batch}")
@@ -209,6 +217,17 @@ class GenerateOptions(CheckedOptions):
         return _whole(v)
 
 
+def is_url(output) -> bool:
+    """True when `output` is a broker's topic (results published as they are computed)."""
+    return isinstance(output, str) and output.startswith(("mqtt://", "mqtts://"))
+
+
+def per_batch_output(output) -> bool:
+    """True when `output` gets each micro-batch's rows as they are computed in any run (a
+    .duckdb table, a broker's topic), not one file at the end of a run over a directory."""
+    return output is not None and (is_url(output) or Path(output).suffix == ".duckdb")
+
+
 def output_path(output: Path) -> Path:
     """Where `output` is written at the end of a run: the file itself (.parquet or a
     .duckdb sink) or results.parquet inside."""
@@ -220,8 +239,8 @@ def check_output(output: Path | str | None, overwrite: bool = False,
     """Why the results cannot be written to `output`, or None; checked before any work.
     A .duckdb file may exist (its table gets the rows); a followed run's directory too
     (it holds the parts of this run, or another's: checked when the run starts)."""
-    if output is None:
-        return None
+    if output is None or is_url(output):
+        return None  # a broker: published as computed, checked when the run connects
     output = Path(output)
     if follow and output.suffix == ".parquet":
         return "a following run writes a directory of parts or a .duckdb file, not one file"

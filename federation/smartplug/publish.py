@@ -26,7 +26,7 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from federation.brokers import MqttSecurity, refused
+from federation.brokers import MqttSecurity, connect
 from federation.conventions import parse_mqtt_url
 from federation.parts import list_parts
 
@@ -96,36 +96,15 @@ def publish(data_dir: str | os.PathLike[str], url: str, *, realtime: bool = True
     broker's acknowledgements."""
     import paho.mqtt.client as mqtt
 
-    host, port, topic = endpoint(url)
+    topic = endpoint(url)[2]
     if fmt not in ("json", "csv"):
         raise ValueError(f"fmt must be 'json' or 'csv', got {fmt!r}")
     if per_message < 1 or not speed > 0:
         raise ValueError(f"per_message must be >= 1 and speed > 0, got {per_message}, {speed}")
     parts = list_parts(Path(data_dir))
     acks = _Acks()
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
-                    client_id=f"fedq-pub-{uuid.uuid4().hex[:12]}", protocol=mqtt.MQTTv311)
-    (security or MqttSecurity()).apply(c, url)  # TLS and credentials (federation/brokers.py)
-    c.max_inflight_messages_set(1000)
+    c = connect(url, security, f"fedq-pub-{uuid.uuid4().hex[:12]}", timeout_s)
     c.on_publish = acks.on_publish
-    answered, refusal = threading.Event(), []
-
-    def on_connect(client, userdata, flags, reason_code, properties) -> None:
-        if reason_code.is_failure:
-            refusal.append(refused(url, reason_code))
-        answered.set()
-
-    c.on_connect = on_connect
-    try:
-        c.connect(host, port, keepalive=30)
-    except OSError as e:
-        raise ConnectionError(f"cannot connect to the MQTT broker of {url}: {e}") from None
-    c.loop_start()
-    if not answered.wait(timeout_s) or refusal:
-        c.disconnect()
-        c.loop_stop()
-        raise ConnectionError(refusal[0] if refusal else
-                              f"no answer from the MQTT broker of {url} in {timeout_s:g} s")
     t0 = time.monotonic()
     sent = readings = 0
     try:
