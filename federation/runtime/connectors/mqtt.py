@@ -31,30 +31,21 @@ The broker must let a file's messages be in flight to one client at once (mosqui
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
 import threading
-import time
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from federation.brokers import MqttSecurity, refused
 from federation.conventions import parse_mqtt_url
-from federation.runtime.connectors.messages import column, parse_payload
+from federation.runtime.connectors.messages import (  # noqa: F401 - tests import them here
+    HASHES_KEY,
+    MAX_READINGS,
+    REJECTED,
+    MessageLanding,
+)
 from federation.streams import StreamDecl
 
-HASHES_KEY = b"fedq.mqtt.hashes"
-REJECTED = "_rejected.jsonl"
-MAX_READINGS = 50_000  # a landing file holds at most about that many readings
-DEDUP_FILES = 100  # the hashes of that many last landing files are remembered
-_LANDING = re.compile(r"^part-(\d{12})\.parquet$")
 
-
-class MqttLanding:
+class MqttLanding(MessageLanding):
     """Subscribes to the topic of `url` (QoS 1, persistent session `client_id`) and writes
     its messages into `landing_dir` as landing files (module doc). `start()`, `stop()`;
     `.error` is an exception of its threads or of the connection, else None. Counters:
@@ -63,28 +54,12 @@ class MqttLanding:
 
     def __init__(self, url: str, landing_dir: Path, stream: StreamDecl, client_id: str,
                  flush_s: float = 1.0, security: MqttSecurity | None = None) -> None:
-        if not flush_s > 0:
-            raise ValueError(f"flush_s must be > 0, got {flush_s!r}")
+        super().__init__(landing_dir, stream, flush_s, name="fedq-mqtt")
         self.url, (self.host, self.port, self.topic) = url, parse_mqtt_url(url)
-        self.dir, self.stream = Path(landing_dir), stream
-        self.client_id, self.flush_s = client_id, flush_s
+        self.client_id = client_id
         self.security = security or MqttSecurity()  # TLS and credentials (federation/brokers.py)
-        self.error: BaseException | None = None
-        self.messages = self.readings = self.files = self.acked = self.duplicates = 0
-        self.rejected = 0
         self.connected = False
-        self._lock = threading.Lock()  # the buffer
-        self._flushing = threading.Lock()  # one flush at a time, in sequence order
-        self._rows: list[dict | list] = []  # parsed readings (dicts, or CSV value lists)
-        self._hashes: set[str] = set()  # of the payloads in _rows
-        self._acks: list[tuple[int, int]] = []  # (mid, qos) to acknowledge after the write
-        self._rejects: list[str] = []  # lines for _rejected.jsonl
-        self._first_at: float | None = None  # wall time of the oldest message not acked
-        self._seen: set[str] = set()
-        self._recent: list[list[str]] = []  # hashes per landing file, oldest first
-        self._ready, self._halt = threading.Event(), threading.Event()
-        self._closing = False
-        self._thread = threading.Thread(target=self._main, name="fedq-mqtt", daemon=True)
+        self._ready = threading.Event()
         self._client = None
 
     def start(self, timeout_s: float = 20.0) -> MqttLanding:
@@ -136,19 +111,11 @@ class MqttLanding:
             self._client.disconnect()
             self._client.loop_stop()
 
-    def _main(self) -> None:
-        while not self._halt.wait(0.05):
-            first = self._first_at
-            if first is not None and time.monotonic() - first >= self.flush_s:
-                try:
-                    self._flush()
-                except Exception as e:  # noqa: BLE001 - handed to the caller via .error
-                    self._fail(e)
-                    return
+    def acknowledge(self, tokens: list[tuple[int, int]]) -> None:
+        for mid, qos in tokens:
+            self._client.ack(mid, qos)
 
-    def _fail(self, e: BaseException) -> None:
-        self.error = e
-        self._closing = True  # buffer no more: nothing will be acknowledged
+    def disconnect(self) -> None:
         if self._client is not None:
             self._client.disconnect()
 
@@ -175,97 +142,12 @@ class MqttLanding:
         if self._closing:
             return
         try:
-            self._receive(msg.topic, msg.payload, (msg.mid, msg.qos))
+            self.receive(msg.topic, msg.payload, (msg.mid, msg.qos))
             if len(self._rows) >= MAX_READINGS:
                 self._flush()  # blocks the network thread: memory stays bounded
         except Exception as e:  # noqa: BLE001 - paho would swallow or die
             self._fail(e)
 
-    def _receive(self, topic: str, payload: bytes, ack: tuple[int, int]) -> None:
-        digest = hashlib.sha256(payload).hexdigest()
-        rows, why = parse_payload(payload, len(self.stream.all_columns))
-        with self._lock:
-            self.messages += 1
-            if self._first_at is None:
-                self._first_at = time.monotonic()
-            self._acks.append(ack)
-            if digest in self._seen or digest in self._hashes:
-                self.duplicates += 1
-            elif why is not None:
-                self.rejected += 1
-                text = payload.decode("utf-8", "replace")[:2000]
-                self._rejects.append(json.dumps({"topic": topic, "payload": text,
-                                                 "reason": why}) + "\n")
-            else:
-                self._rows.extend(rows)
-                self._hashes.add(digest)
-
-    def _flush(self) -> None:
-        """Write the buffer as one landing file (if it holds readings) and the rejected
-        messages, durably, then acknowledge every message of it."""
-        with self._flushing:
-            with self._lock:
-                rows, hashes, acks, rejects = self._rows, self._hashes, self._acks, self._rejects
-                self._rows, self._hashes, self._acks, self._rejects = [], set(), [], []
-                self._first_at = None
-            if rejects:
-                with open(self.dir / REJECTED, "a", encoding="utf-8") as f:
-                    f.writelines(rejects)
-                    f.flush()
-                    os.fsync(f.fileno())
-            if rows:
-                self._write(self.table(rows), sorted(hashes))
-                self.readings += len(rows)
-            self._acknowledge(acks)
-
-    def _acknowledge(self, acks: list[tuple[int, int]]) -> None:
-        for mid, qos in acks:
-            self._client.ack(mid, qos)
-        self.acked += len(acks)
-
-    def table(self, rows: list) -> pa.Table:
-        """The landing table of parsed readings: the stream's columns (module doc)."""
-        cols = {}
-        for k, (name, typ) in enumerate(self.stream.all_columns.items()):
-            values = [r.get(name) if isinstance(r, dict) else r[k] for r in rows]
-            cols[name] = column(values, typ)
-        return pa.table(cols)
-
-    def _write(self, table: pa.Table, hashes: list[str]) -> None:
-        table = table.replace_schema_metadata({HASHES_KEY: json.dumps(hashes)})
-        path = self.dir / f"part-{self._seq:012d}.parquet"
-        tmp = path.with_name("." + path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(self.dir, os.O_RDONLY)  # the rename is durable too
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._seq += 1
-        self.files += 1
-        self._remember(hashes)
-
-    def _remember(self, hashes: list[str]) -> None:
-        self._recent.append(hashes)
-        self._seen.update(hashes)
-        while len(self._recent) > DEDUP_FILES:
-            self._seen.difference_update(self._recent.pop(0))
-
-    def _recover(self) -> int:
-        """The next sequence number; loads the hashes of the last landing files and removes
-        temporary files of a crashed writer (their messages were not acknowledged)."""
-        for p in self.dir.glob(".part-*.parquet.tmp"):
-            p.unlink()
-        seqs = sorted(int(m.group(1)) for p in self.dir.iterdir()
-                      if (m := _LANDING.match(p.name)))
-        for s in seqs[-DEDUP_FILES:]:
-            meta = pq.read_schema(self.dir / f"part-{s:012d}.parquet").metadata or {}
-            self._remember(json.loads(meta[HASHES_KEY]) if HASHES_KEY in meta else [])
-        return seqs[-1] + 1 if seqs else 0
 
 
 def open_source(spec, landing: Path, stream: StreamDecl, ctx) -> MqttLanding:
