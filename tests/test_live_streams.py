@@ -279,3 +279,40 @@ def test_two_topics_of_a_broker_for_two_streams_and_two_queries(tmp_path, spark)
         assert want.num_rows > 0 and mine, m.name
         problem = diff_results(pa.Table.from_pylist(mine, schema=want.schema), want)
         assert problem is None, f"{m.name}: {problem}"
+
+
+@pytest.mark.spark
+def test_nexmark_q5_from_a_followed_directory_and_q7_from_the_generator(tmp_path, spark):
+    """The bid stream live: q5 (the hottest auctions, sliding windows) following a
+    directory whose files land while it runs, ended by `until`; q7 (the highest bids of
+    each tumbling window) from `datagen:nexmark`, bounded. Each equals the reference."""
+    import threading
+
+    from federation.api import run
+    from federation.nexmark.datagen import generate
+    from federation.sqlfront import sql
+
+    nx = tmp_path / "nx"
+    generate(nx, rate=1000, seconds=24)
+    bids = pa.concat_tables(pq.read_table(p) for p in list_parts(nx / "bid"))
+    streams = nexmark_streams(1000.0)
+    text = {n: (ROOT / "benchmarks" / "queries_sql" / "nexmark" / f"{n}.sql").read_text()
+            for n in ("q5", "q7")}
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    files = list_parts(nx / "bid")
+    lander = threading.Thread(target=lambda: [  # a file every 0.1 s while the run follows
+        (land_files([p], landing), time.sleep(0.1)) for p in files])
+    lander.start()
+    until = dt.datetime.fromisoformat(NX_START) + dt.timedelta(seconds=23)
+    generator = f"datagen:nexmark?rate=1000&speed=10&seconds=24&start={NX_START}"
+    for name, data in (("q5", f"follow:{landing}"), ("q7", generator)):
+        out = tmp_path / name
+        run(sql(text[name], streams), "auto", data, spark=spark, output=out,
+            work_dir=tmp_path / f"w{name}", seconds_per_batch=4, idle_timeout_s=60,
+            until=until if name == "q5" else None)
+        lander.join()
+        want = reference_result(sql(text[name], streams), {"bid": bids})
+        assert want.num_rows > 0
+        problem = diff_results(read_parquet_sink(out), want)
+        assert problem is None, f"{name}: {problem}"
