@@ -74,9 +74,6 @@ def _nexmark(a: argparse.Namespace) -> int:
             print(f"fedq generate: --{flag.replace('_', '-')} does not apply to --nexmark",
                   file=sys.stderr)
             return 2
-    if a.realtime:
-        print("fedq generate: --realtime does not apply to --nexmark (yet)", file=sys.stderr)
-        return 2
     if a.out is None:
         print("fedq generate: --out: the directory to write person/, auction/ and bid/ "
               "into is needed", file=sys.stderr)
@@ -85,8 +82,11 @@ def _nexmark(a: argparse.Namespace) -> int:
         progress.phase(f"generating Nexmark into {a.out}", total=a.seconds,
                        unit="event seconds")
         try:
-            s = generate(a.out, rate=a.rate, seconds=a.seconds, seed=a.seed,
-                         start=a.start or BASE_TIME, progress=progress.advance)
+            start = a.start or (datetime.now().replace(microsecond=0) if a.realtime
+                                else BASE_TIME)
+            s = generate(a.out, rate=a.rate, seconds=a.seconds, seed=a.seed, start=start,
+                         progress=progress.advance,
+                         realtime=a.speed if a.realtime else None)
         except ValueError as e:
             print(f"fedq generate: --{e}", file=sys.stderr)
             return 2

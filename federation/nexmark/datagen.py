@@ -186,11 +186,23 @@ class Events:
                 "bid": self.bid(n[kind >= 4])}
 
 
+def _declare(dirs: dict[str, Path], streams: dict[str, StreamDecl]) -> None:
+    for name, decl in streams.items():
+        text = json.dumps(json.loads(decl.model_dump_json(by_alias=True)), indent=2)
+        tmp = dirs[name] / f".{STREAM_FILE}.tmp"
+        tmp.write_text(text)
+        tmp.replace(dirs[name] / STREAM_FILE)
+
+
 def generate(out: str | Path, *, rate: float = 10_000, seconds: int = 60, seed: int = 0,
              start: datetime = BASE_TIME,
-             progress: Callable[[int, int], object] | None = None) -> NexmarkSummary:
+             progress: Callable[[int, int], object] | None = None,
+             realtime: float | None = None) -> NexmarkSummary:
     """Write `seconds` event seconds of `rate` events per second into out/person,
-    out/auction and out/bid (module doc); files of an earlier run there are removed."""
+    out/auction and out/bid (module doc); files of an earlier run there are removed.
+    `realtime` (a speed, 1.0 = real time): second `s` is written once `(s + 1) / speed`
+    wall seconds have passed (a live producer for `fedq run --follow`; the stream
+    declarations are written first, so a follower knows the schemas at once)."""
     rate = round(float(rate))
     if rate < TOTAL_PROPORTION:
         raise ValueError(f"rate: at least {TOTAL_PROPORTION} events per second (one person "
@@ -205,24 +217,29 @@ def generate(out: str | Path, *, rate: float = 10_000, seconds: int = 60, seed: 
         for p in list_parts(d):
             p.unlink()
     events = Events(rate, seed, start)
+    if realtime:  # the declarations first (from the declared rate): a follower needs them
+        _declare(dirs, nexmark_streams(rate))
     rows = dict.fromkeys(SCHEMAS, 0)
     sample: dict[str, list[pa.Table]] = {k: [] for k in SCHEMAS}
     mtime = time.time() - seconds - 1
     for sec in range(seconds):
+        if realtime:
+            time.sleep(max(0.0, t0 + (sec + 1) / realtime - time.perf_counter()))
         for name, t in events.second(sec).items():
             if t.num_rows:
-                write_part(dirs[name] / f"part-{sec:08d}.parquet", t, mtime + sec)
+                write_part(dirs[name] / f"part-{sec:08d}.parquet", t,
+                           time.time() if realtime else mtime + sec)
             if rows[name] < STATS_ROWS:
                 sample[name].append(t)
             rows[name] += t.num_rows
         if progress is not None:
             progress(sec + 1, seconds)
+    measured = {}
     for name, decl in nexmark_streams(rate).items():
-        measured = stats_of(pa.concat_tables(sample[name]), decl)
         d = json.loads(decl.model_dump_json(by_alias=True))
-        d["stats"] = json.loads(measured.model_dump_json())
-        StreamDecl.model_validate(d)
-        (dirs[name] / STREAM_FILE).write_text(json.dumps(d, indent=2))
+        d["stats"] = json.loads(stats_of(pa.concat_tables(sample[name]), decl).model_dump_json())
+        measured[name] = StreamDecl.model_validate(d)
+    _declare(dirs, measured)
     side_input(root / SIDE_INPUT)
     return NexmarkSummary(out=str(root), rate=rate, seconds=seconds, seed=seed,
                           events=rate * seconds, rows=rows,
