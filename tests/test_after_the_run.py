@@ -39,8 +39,8 @@ def computed_key():
 
 def renamed_key():
     return (window(_stream(), range="10 s", slide="1 s")
-            .project("value", plug="plug_id")
-            .aggregate(by=["plug"], n=count(), top=max_("value")).rstream("renamed_key"))
+            .project("value", plugId="plug_id")  # mixed case: DuckDB's slice SQL folds it
+            .aggregate(by=["plugId"], n=count(), top=max_("value")).rstream("renamed_key"))
 
 
 def integer_sum():
@@ -93,7 +93,9 @@ def duckdb_tables(pp) -> dict[str, dict[str, str]]:
         try:
             for t in [*(s.table for s in specs), *(s.name for s in d.slices)]:
                 cols = db.con.execute(f'DESCRIBE "{t}"').fetchall()
-                out[f"{d.id}.{t}"] = {c: FROM_DUCKDB.get(ty.split("(")[0], ty)
+                # names as DuckDB compares them (a slice table's SQL may fold an unquoted
+                # alias such as propertyMax; the bytes do not depend on it)
+                out[f"{d.id}.{t}"] = {c.lower(): FROM_DUCKDB.get(ty.split("(")[0], ty)
                                       for c, ty, *_ in cols if c not in (TS, TAU)}
         finally:
             db.con.close()
@@ -110,7 +112,7 @@ def declared_tables(pp) -> dict[str, dict[str, str]]:
             ) else dict(ci.node.schema)
         for s in d.slices:
             out[f"{d.id}.{s.name}"] = dict(s.columns)
-    return out
+    return {t: {c.lower(): ty for c, ty in cols.items()} for t, cols in out.items()}
 
 
 def check_report(pp) -> None:

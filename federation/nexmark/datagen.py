@@ -177,13 +177,13 @@ class Events:
                          t.extra(n, 9, np.full(len(n), 32), 100)],
                         schema=arrow_schema(SCHEMAS["bid"]))
 
-    def second(self, sec: int) -> dict[str, pa.Table]:
-        """The events of event second `sec` (from the start), by stream."""
+    def second(self, sec: int, only: str | None = None) -> dict[str, pa.Table]:
+        """The events of event second `sec` (from the start), by stream (`only`: of that
+        stream alone, the others not made)."""
         n = np.arange(sec * self.rate, (sec + 1) * self.rate, dtype=np.int64)
         kind = n % TOTAL_PROPORTION
-        return {"person": self.person(n[kind == 0]),
-                "auction": self.auction(n[(kind >= 1) & (kind <= 3)]),
-                "bid": self.bid(n[kind >= 4])}
+        masks = {"person": kind == 0, "auction": (kind >= 1) & (kind <= 3), "bid": kind >= 4}
+        return {k: getattr(self, k)(n[m]) for k, m in masks.items() if only in (None, k)}
 
 
 def _declare(dirs: dict[str, Path], streams: dict[str, StreamDecl]) -> None:

@@ -209,7 +209,9 @@ class _Run:
         handoff, or the data directory validated into a new spool (ingest.py)."""
         opt, work = self.opt, self.work
         if opt.follow:
-            self.follower = start_following(self, resuming, end_flush_s(self.lg.nodes.values()))
+            self.follower = start_following(
+                self.sources, self.streams, work, self.run_id, opt, self.slide_s, resuming,
+                end_flush_s(self.lg.nodes.values()))
             return self.follower.res if wait_for_first(self.follower, self.halt,
                                                        self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it

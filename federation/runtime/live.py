@@ -8,18 +8,19 @@ import inspect
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from federation.errors import FedqError, OptionError
-from federation.runtime.connectors import SourceContext
+from federation.runtime.connectors import SourceContext, SourceSpec
 from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
 from federation.runtime.options import RunOptions, is_url
 from federation.runtime.progress import RunProgress
+from federation.streams import StreamDecl
 
 RUN_ID_FILE = "run-id"
 RUN_START_FILE = "run-start"
@@ -115,27 +116,30 @@ def _claim_directory(out: Path, rid: str, replace: bool) -> None:
     owner.write_text(rid + "\n")
 
 
-def start_following(run, resuming: bool, flush_after_s: float) -> Follower:
-    """The follower of a run (execute._Run) over every stream's source
-    (federation/runtime/connectors/), going on from the spools of an interrupted run;
-    `flush_after_s`: how far the flush at `until` goes. Each source is opened (a broker
-    subscribed, a generator started) before its spool is made: nothing published since is
-    lost."""
-    opt, several = run.opt, len(run.sources) > 1
-    ctx = SourceContext(client_id=f"fedq-{run.run_id}", security=opt.mqtt_security,
-                        start=run_start(run.work, resuming), resuming=resuming)
+def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
+                    work: Path, rid: str, opt: RunOptions, slide_s: float, resuming: bool,
+                    flush_after_s: float) -> Follower:
+    """The follower of every stream's source (federation/runtime/connectors/), going on
+    from the spools of an interrupted run in `work`; `rid`: the run's id (the brokers'
+    sessions are named after it); `slide_s`: the query's slide (the spools' tick grid);
+    `flush_after_s`: how far the flush at the end of input goes. Each source is opened (a
+    broker subscribed, a generator started) before its spool is made: nothing published
+    since is lost."""
+    several = len(sources) > 1
+    ctx = SourceContext(client_id=f"fedq-{rid}", security=opt.mqtt_security,
+                        start=run_start(work, resuming), resuming=resuming)
     lanes: dict[str, Lane] = {}
     try:
-        for name, spec in run.sources.items():
-            stream = run.streams[name]
-            landing = spec.landing(run.work, name, several)
+        for name, spec in sources.items():
+            stream = streams[name]
+            landing = spec.landing(work, name, several)
             feeder = spec.open(landing, stream, replace(
                 ctx, client_id=f"{ctx.client_id}-{name}" if several else ctx.client_id))
             lanes[name] = Lane(landing, None, feeder)
-            kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": run.slide_s,
+            kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": slide_s,
                   "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
                   "file_list": False}
-            input_dir = run.work / "input" / name if several else run.work / "input"
+            input_dir = work / "input" / name if several else work / "input"
             ing = Ingestor.resumed(input_dir, stream, **kw) if resuming else \
                 Ingestor(input_dir, stream, **kw)
             if not resuming:

@@ -113,7 +113,10 @@ class DatagenFeeder:
                                           "(one person in every 50)")
             events = Events(rate, p.get("seed", 0), self.start_ts)
             which = p.get("stream", self.stream.name)
-            return lambda s, dry=False: events.second(s)[which]
+            if which not in ("person", "auction", "bid"):
+                raise OptionError("data", f"{self.url}: no Nexmark stream {which!r} (person, "
+                                          "auction or bid: the stream's name or stream=)")
+            return lambda s, dry=False: events.second(s, only=which)[which]
         from federation.smartplug.plugs import _PlugModel
 
         def fresh():
