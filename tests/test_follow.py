@@ -5,7 +5,6 @@ in its sinks), closes the windows of a quiet stream, and ends at --until."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -167,57 +166,5 @@ def test_a_broker_topic_gives_the_rows_of_the_directory(tmp_path, source, spark)
             problem = diff_results(read_parquet_sink(out / name), want)
             assert problem is None, f"{name}: {problem}"
             assert diff_results(pa.concat_tables(parts), want) is None, name
-    finally:
-        broker.stop()
-
-
-def test_a_run_over_a_broker_killed_and_resumed_delivers_each_instant_once(tmp_path, source):
-    """The whole run over an MQTT topic (not only its landing layer, tests/test_mqtt.py):
-    readings published while it runs, kill -9, more published while it is down (the broker
-    keeps them for the run's session, QoS 1), the run started again: it resumes, and its
-    Parquet directory equals the reference over every published reading, each instant once.
-    Needs mosquitto (amqtt drops unacknowledged messages of a killed client, amqtt#401)."""
-    from federation.runtime.broker import start_mosquitto
-    from federation.smartplug.publish import publish
-
-    if shutil.which("mosquitto") is None:
-        pytest.skip("mosquitto is not installed: amqtt cannot redeliver to a killed client")
-    first, rest = tmp_path / "first", tmp_path / "rest"
-    for d, files in ((first, source[:25]), (rest, source[25:])):
-        d.mkdir()
-        for p in files:
-            shutil.copy(p, d / p.name)
-    broker = start_mosquitto()
-    try:
-        url = broker.url_for("plugs/readings")
-        work, out = tmp_path / "work", tmp_path / "out"
-        cmd = [sys.executable, "-c", CLI, "run", "CQ1", "--source", url,
-               "--until", "2013-09-01T00:00:39", "--scale", repr(SCALE),
-               "--seconds-per-batch", "2", "--work-dir", str(work), "--output", str(out),
-               "--quiet", "--idle-timeout", "30"]
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        with open(tmp_path / "first.log", "w") as log:
-            p = subprocess.Popen(cmd, start_new_session=True, env=env,
-                                 stdout=subprocess.DEVNULL, stderr=log)
-            deadline = time.monotonic() + 120
-            while not (work / "input").exists() and time.monotonic() < deadline:
-                time.sleep(0.2)  # subscribed once the spool directory exists
-            publish(first, url, realtime=False, per_message=25, fmt="csv")
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and not read_manifest(out) and p.poll() is None:
-                time.sleep(0.2)
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        partial = len(read_manifest(out))
-        assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
-        publish(rest, url, realtime=False, per_message=25, fmt="csv")  # while it is down
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
-                           check=False)
-        assert r.returncode == 0, r.stderr[-3000:]
-        assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
-        assert len(read_manifest(out)) > partial
-        want = reference(source, work)
-        problem = diff_results(read_parquet_sink(out), want)
-        assert problem is None, problem
     finally:
         broker.stop()

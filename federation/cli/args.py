@@ -92,6 +92,11 @@ def add_query_arguments(p) -> None:
     p.add_argument("--tables", type=Path, default=None, metavar="FILE.duckdb",
                    help="a DuckDB database file whose tables a --sql query reads by name "
                         "(joined with windows; read as they are when the run starts)")
+    p.add_argument("--stream", dest="stream_decls", type=Path, action="append", default=None,
+                   metavar="FILE.json",
+                   help="a stream's declaration (name, schema, event-time column: the "
+                        "_stream.json that fedq import writes) for a --sql query over a source "
+                        "that declares none, such as a broker's topic; repeatable")
     p.add_argument("--query", dest="query_file", action="append", default=None,
                    metavar="FILE.py:NAME",
                    help="a DSL query in a Python file: NAME is an Rstream, or a function "
@@ -107,7 +112,8 @@ def query_source(a):
         files = sorted(path.glob("*.sql")) if path.is_dir() else [path]
         if not files:
             raise SystemExit(f"fedq: --sql: no .sql file in {path}")
-        makers += [sql_maker(f, getattr(a, "data", None), a.tables) for f in files]
+        makers += [sql_maker(f, getattr(a, "data", None), a.tables,
+                             getattr(a, "stream_decls", None)) for f in files]
     makers += [dsl_maker(spec) for spec in a.query_file or ()]
     if not makers:
         raise SystemExit("fedq: give a query: a name (CQ1..CQ6), --sql FILE or "
@@ -172,13 +178,16 @@ def declared_streams(data) -> list:
 
 
 def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None,
-              tables: Path | None = None):
+              tables: Path | None = None, decl_files: list[Path] | None = None):
     """make(rate, scale, plugs) for a SQL file; the streams are the smart-plug stream and
     the streams the data directories declare (`_stream.json`, `fedq import`); other names
     are tables of the DuckDB file `tables` (--tables)."""
+    from pydantic import ValidationError
+
     from federation.errors import FedqError
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
+    from federation.streams import StreamDecl
 
     if not path.is_file():
         raise SystemExit(f"fedq: --sql: {path} is not a file")
@@ -189,6 +198,15 @@ def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None
         declared = declared_streams(data)
     except ValueError as e:
         raise SystemExit(f"fedq: --data: {e}") from None
+    for f in decl_files or ():
+        try:
+            declared.append(StreamDecl.model_validate_json(Path(f).read_text()))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "(top)"
+            raise SystemExit(f"fedq: --stream {f}: {where}: {first['msg']}") from None
+        except OSError as e:
+            raise SystemExit(f"fedq: --stream {f}: {e.strerror or e}") from None
 
     def make(rate: float = 2000.0, scale: float = 1.0, plugs: int = 2125):
         if scale != 1.0:
@@ -201,7 +219,9 @@ def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None
             q = sql(text, streams, tables=tables)  # named by INSERT INTO, else by the file
             return q if re.search(r"(?i)\binsert\s+into\b", text) else q.child.rstream(path.stem)
         except FedqError as e:
-            raise SystemExit(f"fedq: --sql {path}: {e}") from None
+            hint = ("; a source that declares none (a broker's topic) needs --stream "
+                    "FILE.json" if "unknown stream" in str(e) else "")
+            raise SystemExit(f"fedq: --sql {path}: {e}{hint}") from None
 
     return make
 
