@@ -37,7 +37,10 @@ def run(
     **option_values,
 ) -> RunResult:
     """Run `query` under a placement ("auto", "spe", "db" or explicit) over a directory of
-    event-second Parquet files (a query over several streams: {stream name: directory}); with `data=None` over smart-plug data generated as
+    event-second Parquet files, or a source URL (`follow:DIR`, `mqtt://HOST/TOPIC`,
+    `datagen:nexmark?rate=N`: federation/runtime/connectors/; a live one makes the run
+    follow); a query over several streams takes {stream name: directory or URL}. With
+    `data=None`, over smart-plug data generated as
     `generate` says (GenerateOptions: rate, seconds, plugs, seed; the smart-plug stream
     only). `options` (RunOptions) or their fields as keywords, and the generation options
     as keywords too (`rate=...`), are checked before any work; a bad one raises OptionError
