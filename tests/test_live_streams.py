@@ -65,6 +65,29 @@ def check_outputs(out: Path, q, rows: dict[str, pa.Table]) -> None:
         assert problem is None, f"{m.name}: {problem}"
 
 
+def kill9_then_resume(cmd: list[str], log: Path, results: Path, while_up, while_down) -> None:
+    """Start `cmd` (a `fedq run` that follows), feed it (`while_up()`), kill -9 once the
+    Parquet directory `results` lists a part, feed more while nothing runs
+    (`while_down()`), then the same command: it resumes, ends, and adds parts."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
+                             stderr=f)
+        while_up()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not read_manifest(results) and p.poll() is None:
+            time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    partial = len(read_manifest(results))
+    assert p.returncode == -signal.SIGKILL and partial, log.read_text()
+    while_down()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
+    assert len(read_manifest(results)) > partial
+
+
 def test_source_urls_and_their_errors(tmp_path):
     from federation.cli.args import data_dirs, declared_streams
 
@@ -211,24 +234,9 @@ def test_a_followed_directory_and_a_generator_killed_and_resumed(tmp_path):
            f"auction=datagen:nexmark?rate=1000&speed=4&seconds=40&start={NX_START}",
            "--until", "2015-07-15T00:00:39", "--placement", "db", "--seconds-per-batch", "4",
            "--work-dir", str(work), "--output", str(out), "--quiet", "--idle-timeout", "60"]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    with open(tmp_path / "first.log", "w") as log:
-        p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
-                             stderr=log)
-        land_files(persons[:25], landing)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not read_manifest(out / "q8") and \
-                p.poll() is None:
-            time.sleep(0.2)
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-    partial = len(read_manifest(out / "q8"))
-    assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
-    land_files(persons[25:], landing)
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
-    assert len(read_manifest(out / "q8")) > partial
+    kill9_then_resume(cmd, tmp_path / "first.log", out / "q8",
+                      lambda: land_files(persons[:25], landing),
+                      lambda: land_files(persons[25:], landing))
     rows = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(nx / n))
             for n in ("person", "auction")}
     check_outputs(out, q8_and_persons(), rows)
@@ -375,30 +383,19 @@ def test_two_topics_killed_and_resumed_deliver_each_instant_once(tmp_path):
                "--until", "2015-07-15T00:00:39", "--placement", "db",
                "--seconds-per-batch", "4", "--work-dir", str(work), "--output", str(out),
                "--quiet", "--idle-timeout", "60"]
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        with open(tmp_path / "first.log", "w") as log:
-            p = subprocess.Popen(cmd, start_new_session=True, env=env,
-                                 stdout=subprocess.DEVNULL, stderr=log)
+
+        def publish_first() -> None:
             deadline = time.monotonic() + 120
             while not (work / "input" / "auction").exists() and time.monotonic() < deadline:
                 time.sleep(0.2)  # subscribed once the spools exist
             for n, u in urls.items():
                 publish(halves["first", n], u, realtime=False, per_message=50)
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and not read_manifest(out / "q8") and \
-                    p.poll() is None:
-                time.sleep(0.2)
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        partial = len(read_manifest(out / "q8"))
-        assert p.returncode == -signal.SIGKILL and partial, (tmp_path / "first.log").read_text()
-        for n, u in urls.items():  # while it is down
-            publish(halves["rest", n], u, realtime=False, per_message=50)
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
-                           check=False)
-        assert r.returncode == 0, r.stderr[-3000:]
-        assert "fedq: resuming" in r.stderr, r.stderr[-2000:]
-        assert len(read_manifest(out / "q8")) > partial
+
+        def publish_rest() -> None:  # while it is down
+            for n, u in urls.items():
+                publish(halves["rest", n], u, realtime=False, per_message=50)
+
+        kill9_then_resume(cmd, tmp_path / "first.log", out / "q8", publish_first, publish_rest)
     finally:
         broker.stop()
     rows = {n: pa.concat_tables(pq.read_table(p) for p in list_parts(nx / n))
