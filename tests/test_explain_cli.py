@@ -62,3 +62,15 @@ def test_sweep_marks_where_the_placement_changes(capsys):
 def test_unknown_query():
     with pytest.raises(SystemExit, match="unknown query 'CQ9'"):
         main(["explain", "CQ9"])
+
+
+def test_explain_plans_at_a_generators_rate(capsys):
+    """`--data datagen:smartplug?rate=N` plans at the generator's rate, as `--rate N`."""
+    def costs(*argv):
+        assert main(["explain", "CQ1", "--json", *argv]) == 0
+        d = json.loads(capsys.readouterr().out)
+        return d["placement"], d["C_b"]
+
+    assert costs("--data", "datagen:smartplug?rate=50000") == costs("--rate", "50000")
+    assert costs("--data", "datagen:smartplug?rate=500") == costs("--rate", "500")
+    assert costs("--rate", "500") != costs("--rate", "50000")

@@ -41,8 +41,17 @@ def cmd_explain(a: argparse.Namespace) -> int:
 
         declared = load_stream_decl(a.data)
 
+    gen_rate = None  # a generator's own rate (--data datagen:smartplug?rate=N)
+    if isinstance(a.data, str) and a.data.startswith("datagen:smartplug"):
+        from federation.runtime.connectors import parse_source
+
+        try:
+            gen_rate = float(parse_source(a.data).params.get("rate", 2000.0))
+        except ValueError:
+            gen_rate = None  # the run names the bad parameter
+
     def mk(rate: float | None):
-        q = make(rate=rate or 2000.0, scale=a.scale, plugs=a.plugs)
+        q = make(rate=rate or gen_rate or 2000.0, scale=a.scale, plugs=a.plugs)
         if declared is not None and rate is not None:  # --rate / --sweep: the declared
             from federation.adaptive import with_rate  # stream at that rate too
 
