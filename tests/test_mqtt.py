@@ -22,7 +22,8 @@ import pytest
 
 from federation.conventions import parse_mqtt_url
 from federation.runtime.broker import start_broker, start_mosquitto
-from federation.runtime.connectors.mqtt import REJECTED, MqttLanding
+from federation.runtime.connectors.messages import REJECTED
+from federation.runtime.connectors.mqtt import MqttLanding
 from federation.runtime.ingest import prepare_input, read_clean_rows
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate

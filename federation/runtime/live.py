@@ -127,7 +127,7 @@ def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, Str
     since is lost."""
     several = len(sources) > 1
     ctx = SourceContext(client_id=f"fedq-{rid}", security=opt.mqtt_security,
-                        start=run_start(work, resuming), resuming=resuming)
+                        start=run_start(work, resuming))
     lanes: dict[str, Lane] = {}
     try:
         for name, spec in sources.items():

@@ -1,5 +1,5 @@
 """Sources as connectors: where each stream's readings come from, chosen by the URL given
-for the stream (docs/streams.md, "Sources"; docs/architecture.md, "Adding a source").
+for the stream (docs/architecture.md, "Sources": how to add a kind).
 
 | URL | kind | module |
 |---|---|---|
@@ -50,9 +50,6 @@ class SourceSpec:
     path: Path | None = None  # a directory's
     params: dict = field(default_factory=dict)  # a generator's (datagen:NAME?k=v&...)
 
-    def __str__(self) -> str:
-        return self.url
-
     def open(self, landing: Path, stream: StreamDecl, ctx: SourceContext):
         """The feeder of this source into `landing` (started), or None (module doc)."""
         return importlib.import_module(KINDS[self.kind]).open_source(self, landing, stream,
@@ -81,7 +78,6 @@ class SourceContext:
     client_id: str
     security: object = None
     start: datetime | None = None
-    resuming: bool = False
 
 
 def parse_source(value: str | Path) -> SourceSpec:

@@ -25,12 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from federation.errors import OptionError
-from federation.parts import list_parts, write_part
+from federation.parts import arrow_schema, list_parts, write_part
 from federation.streams import StreamDecl
 
 GENERATORS = ("smartplug", "nexmark")
-_INTS = ("seed", "burst", "seconds", "plugs", "houses")
-_FLOATS = ("rate", "speed")
+_INTS = ("seed", "burst", "seconds", "plugs", "houses")  # the others are floats
 _COMMON = {"rate", "seed", "speed", "burst", "seconds", "start"}
 _TAKES = {"smartplug": {*_COMMON, "plugs", "houses"}, "nexmark": {*_COMMON, "stream"}}
 
@@ -95,7 +94,7 @@ class DatagenFeeder:
         self.finished = threading.Event()  # a bounded one (`seconds`) wrote its last second
         self._halt = threading.Event()
         self._second = self._generator()
-        want = [(f.name, str(f.type)) for f in _arrow(stream)]
+        want = [(f.name, str(f.type)) for f in arrow_schema(stream.all_columns)]
         got = [(f.name, str(f.type)) for f in self._second(0, dry=True).schema]
         if want != got:
             raise OptionError("data", f"{stream.name}={spec.url}: the generator's columns "
@@ -105,12 +104,14 @@ class DatagenFeeder:
     def _generator(self):
         p, gen = self.p, self.p["generator"]
         if gen == "nexmark":
+            from federation.nexmark import TOTAL_PROPORTION
             from federation.nexmark.datagen import Events
 
             rate = round(p.get("rate", 1000.0))
-            if rate < 50:
-                raise OptionError("data", f"{self.url}: rate: at least 50 events per second "
-                                          "(one person in every 50)")
+            if rate < TOTAL_PROPORTION:
+                raise OptionError("data", f"{self.url}: rate: at least {TOTAL_PROPORTION} "
+                                          f"events per second (one person in every "
+                                          f"{TOTAL_PROPORTION})")
             events = Events(rate, p.get("seed", 0), self.start_ts)
             which = p.get("stream", self.stream.name)
             if which not in ("person", "auction", "bid"):
@@ -170,9 +171,3 @@ class DatagenFeeder:
             self.seconds += 1
         if end is not None and s >= end:
             self.finished.set()
-
-
-def _arrow(stream: StreamDecl):
-    from federation.parts import arrow_schema
-
-    return arrow_schema(stream.all_columns)

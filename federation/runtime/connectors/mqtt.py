@@ -36,12 +36,7 @@ from pathlib import Path
 
 from federation.brokers import MqttSecurity, refused
 from federation.conventions import parse_mqtt_url
-from federation.runtime.connectors.messages import (  # noqa: F401 - tests import them here
-    HASHES_KEY,
-    MAX_READINGS,
-    REJECTED,
-    MessageLanding,
-)
+from federation.runtime.connectors.messages import MAX_READINGS, MessageLanding
 from federation.streams import StreamDecl
 
 
