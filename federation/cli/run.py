@@ -25,7 +25,7 @@ from federation.cli.args import (
 from federation.cli.report import print_adaptive, print_summary
 from federation.errors import OptionError
 from federation.runtime.connectors import parse_source
-from federation.runtime.options import RunOptions, work_directory
+from federation.runtime.options import RunOptions, is_topic, work_directory
 
 #: the flag of each option an OptionError names (its `option`, as the Python API spells it)
 FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--allowed-lateness",
@@ -154,7 +154,7 @@ def _data_and_query(a: argparse.Namespace):
 
 def _output(text: str) -> Path | str:
     """--output: a path, or a broker's topic (a URL stays a string)."""
-    return text if text.startswith(("mqtt://", "mqtts://")) else Path(text)
+    return text if is_topic(text) else Path(text)
 
 
 def _number(v, kind=float):

@@ -18,7 +18,7 @@ from federation.runtime.connectors import SourceContext, SourceSpec
 from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
-from federation.runtime.options import RunOptions, is_url
+from federation.runtime.options import RunOptions, is_topic
 from federation.runtime.progress import RunProgress
 from federation.streams import StreamDecl
 
@@ -52,7 +52,7 @@ def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
 
     sinks = []
     out = opt.output
-    if is_url(out):  # a broker's topic: one message per query and instant
+    if is_topic(out):  # a broker's topic: one message per query and instant
         from federation.runtime.connectors.mqtt_sink import MqttSink
 
         try:

@@ -138,7 +138,7 @@ class RunOptions(CheckedOptions):
     @classmethod
     def _output(cls, v):
         """A path, or an MQTT URL (a string: a Path would fold its //)."""
-        if isinstance(v, str) and v.startswith(("mqtt://", "mqtts://")):
+        if is_topic(v):
             parse_mqtt_url(v)  # ValueError names what is wrong
             return v
         return None if v is None else Path(v)
@@ -167,7 +167,7 @@ class RunOptions(CheckedOptions):
                                   "never ends by itself)")
             if (why := self.mqtt_security.problem(self.source)) is not None:
                 raise OptionError(*why)
-        if is_url(self.output) and (why := self.mqtt_security.problem(self.output)):
+        if is_topic(self.output) and (why := self.mqtt_security.problem(self.output)):
             raise OptionError(*why)
         if self.follow and (self.warmup_batch_s or self.max_files or not self.drain):
             raise OptionError("follow", "takes no warmup_batch_s, max_files or drain=False")
@@ -217,7 +217,7 @@ class GenerateOptions(CheckedOptions):
         return _whole(v)
 
 
-def is_url(output) -> bool:
+def is_topic(output) -> bool:
     """True when `output` is a broker's topic (results published as they are computed)."""
     return isinstance(output, str) and output.startswith(("mqtt://", "mqtts://"))
 
@@ -225,7 +225,7 @@ def is_url(output) -> bool:
 def per_batch_output(output) -> bool:
     """True when `output` gets each micro-batch's rows as they are computed in any run (a
     .duckdb table, a broker's topic), not one file at the end of a run over a directory."""
-    return output is not None and (is_url(output) or Path(output).suffix == ".duckdb")
+    return output is not None and (is_topic(output) or Path(output).suffix == ".duckdb")
 
 
 def output_path(output: Path) -> Path:
@@ -239,7 +239,7 @@ def check_output(output: Path | str | None, overwrite: bool = False,
     """Why the results cannot be written to `output`, or None; checked before any work.
     A .duckdb file may exist (its table gets the rows); a followed run's directory too
     (it holds the parts of this run, or another's: checked when the run starts)."""
-    if output is None or is_url(output):
+    if output is None or is_topic(output):
         return None  # a broker: published as computed, checked when the run connects
     output = Path(output)
     if follow and output.suffix == ".parquet":

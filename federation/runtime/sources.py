@@ -27,7 +27,7 @@ from federation.errors import OptionError
 from federation.parts import write_part
 from federation.runtime.connectors import SourceSpec, parse_source
 from federation.runtime.ingest import IngestResult, punctuation, read_clean_rows
-from federation.runtime.options import is_url
+from federation.runtime.options import is_topic
 from federation.streams import StreamDecl
 
 INPUTS_FILE = "inputs.json"
@@ -72,7 +72,7 @@ def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str,
             out[n] = parse_source(given[n])
         except ValueError as e:
             raise OptionError("data", f"{n}: {e}") from None
-    given_tls = [] if opt is None or is_url(opt.output) else opt.mqtt_options
+    given_tls = [] if opt is None or is_topic(opt.output) else opt.mqtt_options
     if given_tls and not any(s.kind in ("mqtt", "mqtts") for s in out.values()):
         raise OptionError(given_tls[0], "needs an MQTT source or output (--data "
                                         "NAME=mqtts://..., --source or --output mqtts://...)")

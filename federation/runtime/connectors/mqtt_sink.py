@@ -20,7 +20,7 @@ from decimal import Decimal
 import pyarrow as pa
 
 from federation.brokers import MqttSecurity, connect
-from federation.conventions import mqtt_url
+from federation.smartplug.publish import endpoint
 
 
 class MqttSink:
@@ -29,9 +29,7 @@ class MqttSink:
     def __init__(self, url: str, query: str, run_id: str,
                  security: MqttSecurity | None = None, timeout_s: float = 60.0) -> None:
         self.url, self.query, self.run, self.timeout_s = url, query, run_id, timeout_s
-        self.topic = mqtt_url(url)[2]
-        if "+" in self.topic or "#" in self.topic:
-            raise ValueError(f"cannot publish to a topic with wildcards: {url!r}")
+        self.topic = endpoint(url)[2]  # ValueError for a topic with wildcards
         self.client = connect(url, security, f"fedq-{run_id}-out-{query}", timeout_s,
                               clean_session=False)
         self.published = 0
