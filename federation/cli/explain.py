@@ -44,11 +44,9 @@ def cmd_explain(a: argparse.Namespace) -> int:
     gen_rate = None  # a generator's own rate (--data datagen:smartplug?rate=N)
     if isinstance(a.data, str) and a.data.startswith("datagen:smartplug"):
         from federation.runtime.connectors import parse_source
+        from federation.runtime.connectors.datagen import rate_and_plugs
 
-        try:
-            gen_rate = float(parse_source(a.data).params.get("rate", 2000.0))
-        except ValueError:
-            gen_rate = None  # the run names the bad parameter
+        gen_rate = rate_and_plugs(parse_source(a.data))[0]
 
     def mk(rate: float | None):
         q = make(rate=rate or gen_rate or 2000.0, scale=a.scale, plugs=a.plugs)

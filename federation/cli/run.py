@@ -138,8 +138,10 @@ def _data_and_query(a: argparse.Namespace):
     plugs, rate = a.plugs, a.rate
     spec = specs.get(None)
     if spec is not None and spec.kind == "datagen":  # the generator's rate and plugs
-        p = spec.params
-        plugs, rate = plugs or _number(p.get("plugs"), int), rate or _number(p.get("rate"))
+        from federation.runtime.connectors.datagen import rate_and_plugs
+
+        given_rate, given_plugs = rate_and_plugs(spec)
+        plugs, rate = plugs or given_plugs, rate or given_rate
     elif spec is not None and spec.path is not None:
         from federation.smartplug.datagen import read_manifest
 
@@ -155,13 +157,6 @@ def _data_and_query(a: argparse.Namespace):
 def _output(text: str) -> Path | str:
     """--output: a path, or a broker's topic (a URL stays a string)."""
     return text if is_topic(text) else Path(text)
-
-
-def _number(v, kind=float):
-    try:
-        return None if v is None else kind(v)
-    except ValueError:
-        return None  # the source's own check names it
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -58,6 +58,18 @@ def params_of(spec) -> dict:
     return out
 
 
+def rate_and_plugs(spec) -> tuple[float | None, int | None]:
+    """The `rate` and `plugs` a generator's URL gives, for planning (None: not given, or
+    not a number: the source's own check names it when it opens)."""
+    out = []
+    for key, kind in (("rate", float), ("plugs", int)):
+        try:
+            out.append(None if key not in spec.params else kind(spec.params[key]))
+        except ValueError:
+            out.append(None)
+    return out[0], out[1]
+
+
 def declares(spec, name: str) -> StreamDecl | None:
     """The stream a generator declares: the smart-plug stream at its rate, a Nexmark
     stream (named `name`, or the `stream` parameter)."""
