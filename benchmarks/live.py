@@ -101,6 +101,40 @@ class LatencySink:
         pass
 
 
+def watch_backlog(backlog: list[tuple[float, int]]):
+    """A progress callback appending (wall time, backlog seconds) of stage 0's batches."""
+    def watch(m) -> None:
+        if m.stage == 0 and m.backlog_s is not None:
+            backlog.append((time.time(), m.backlog_s))
+
+    return watch
+
+
+def latencies(sink: LatencySink, t_start: dt.datetime, burst: int, seconds: int,
+              written_at, t0: float, measured_from: float):
+    """Each instant's latency (module doc) past the burst: (all, steady, per instant as
+    (event second, written at - t0, latency)); `written_at(k)`: the wall time the file(s)
+    of event second k landed."""
+    lat, steady, per_instant = [], [], []
+    for tau, at in sorted(sink.at.items()):
+        k = round((tau - t_start).total_seconds()) - 1  # its last reading's event second
+        if burst <= k < seconds:
+            written = written_at(k)
+            lat.append(at - written)
+            per_instant.append((k, round(written - t0, 3), round(at - written, 3)))
+            if written >= measured_from:  # after the burst is caught up: steady state
+                steady.append(at - written)
+    return lat, steady, per_instant
+
+
+def backlog_verdict(backlog: list[tuple[float, int]], measured_from: float):
+    """(median, least-squares slope, keeps up) of the backlog from `measured_from` on."""
+    half = [(t, b) for t, b in backlog if t >= measured_from]
+    med = statistics.median(b for _, b in half) if half else None
+    trend = slope([t for t, _ in half], [b for _, b in half])
+    return med, trend, med is not None and med <= 3 and (trend is None or trend < 0.05)
+
+
 def producer(out: Path, rate: float, seconds: int, plugs: int, start: dt.datetime,
              burst: int) -> subprocess.Popen:
     code = ("import datetime as dt, sys; from federation.smartplug.datagen import generate; "
@@ -127,10 +161,7 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
     jvm = spark.sparkContext._gateway.proc.pid
     cpu0 = {"python": cpu_s(os.getpid()), "jvm": cpu_s(jvm)}
 
-    def watch(m) -> None:
-        if m.stage == 0 and m.backlog_s is not None:
-            backlog.append((time.time(), m.backlog_s))
-
+    watch = watch_backlog(backlog)
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     prod = producer(landing, rate, seconds, plugs, t_start, burst)
     t0 = time.time()
@@ -145,20 +176,11 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
     cpu = {"python": cpu_s(os.getpid()) - cpu0["python"], "jvm": cpu_s(jvm) - cpu0["jvm"],
            "producer": (children.ru_utime + children.ru_stime
                         - children0.ru_utime - children0.ru_stime)}
-    lat, steady_lat, per_instant = [], [], []
     measured_from = t0 + (minutes * 60) / 2
-    for tau, at in sorted(sink.at.items()):
-        k = round((tau - t_start).total_seconds()) - 1  # its last reading's event second
-        if burst <= k < seconds:
-            written = (landing / f"part-{k:08d}.parquet").stat().st_ctime
-            lat.append(at - written)
-            per_instant.append((k, round(written - t0, 3), round(at - written, 3)))
-            if written >= measured_from:  # after the burst is caught up: steady state
-                steady_lat.append(at - written)
-    half = [(t, b) for t, b in backlog if t >= measured_from]
-    med = statistics.median(b for _, b in half) if half else None
-    trend = slope([t for t, _ in half], [b for _, b in half])
-    keeps_up = med is not None and med <= 3 and (trend is None or trend < 0.05)
+    lat, steady_lat, per_instant = latencies(
+        sink, t_start, burst, seconds,
+        lambda k: (landing / f"part-{k:08d}.parquet").stat().st_ctime, t0, measured_from)
+    med, trend, keeps_up = backlog_verdict(backlog, measured_from)
     s = r.summary
     db_s = sum(m.db_s for m in r.metrics)
     return {"query": query, "rate": rate, "minutes": minutes, "plugs": plugs,
@@ -193,29 +215,19 @@ def nexmark_point(rate: float, minutes: float, spark, work: Path) -> dict:
     jvm = spark.sparkContext._gateway.proc.pid
     cpu0 = {"python": cpu_s(os.getpid()), "jvm": cpu_s(jvm)}
 
-    def watch(m) -> None:
-        if m.stage == 0 and m.backlog_s is not None:
-            backlog.append((time.time(), m.backlog_s))
-
     t0 = time.time()
     h = start(q, "auto", {"person": url, "auction": url}, work_dir=work, iterate=False,
-              sinks=(sink,), spark=spark, seconds_per_batch=1, progress=watch)
+              sinks=(sink,), spark=spark, seconds_per_batch=1,
+              progress=watch_backlog(backlog))
     r = h.wait()
     wall = time.time() - t0
     cpu = {"python": cpu_s(os.getpid()) - cpu0["python"], "jvm": cpu_s(jvm) - cpu0["jvm"]}
-    lat, steady_lat = [], []
     measured_from = t0 + (minutes * 60) / 2
-    for tau, at in sorted(sink.at.items()):
-        k = round((tau - t_start).total_seconds()) - 1
-        if burst <= k < seconds:
-            written = max((work / "landing" / n / f"part-{k:08d}.parquet").stat().st_ctime
-                          for n in ("person", "auction"))
-            lat.append(at - written)
-            if written >= measured_from:
-                steady_lat.append(at - written)
-    half = [(t, b) for t, b in backlog if t >= measured_from]
-    med = statistics.median(b for _, b in half) if half else None
-    trend = slope([t for t, _ in half], [b for _, b in half])
+    lat, steady_lat, _ = latencies(
+        sink, t_start, burst, seconds,
+        lambda k: max((work / "landing" / n / f"part-{k:08d}.parquet").stat().st_ctime
+                      for n in ("person", "auction")), t0, measured_from)
+    med, trend, keeps_up = backlog_verdict(backlog, measured_from)
     s = r.summary
     return {"query": "nexmark q8 (person, auction)", "rate": rate, "minutes": minutes,
             "placement": s.placement, "wall_s": wall, "instants": len(lat),
@@ -224,7 +236,7 @@ def nexmark_point(rate: float, minutes: float, spark, work: Path) -> dict:
             "steady_latency_p50_s": percentile(steady_lat, 50),
             "steady_latency_p99_s": percentile(steady_lat, 99),
             "backlog_median_s": med, "backlog_slope": trend,
-            "keeps_up": med is not None and med <= 3 and (trend is None or trend < 0.05),
+            "keeps_up": keeps_up,
             "cpu_s": {"ingest": s.ingest_cpu_s, "duckdb": sum(m.db_s for m in r.metrics),
                       **cpu},
             "input_rows": s.input_rows, "result_rows": s.result_rows,
