@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast cluster-test check-java venv clean peers-setup
+.PHONY: demo test test-long test-fast cluster-test check-java venv clean peers-setup
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -26,13 +26,18 @@ demo: venv check-java
 	$(PY) -m benchmarks.demo
 
 # two worker processes (pytest-xdist), whole files each: the JVM-free tests are CPU-bound
-# and a Spark test leaves a core idle between micro-batches
+# and a Spark test leaves a core idle between micro-batches. `test` runs a pairwise sample
+# of the exhaustive matrix (every placement, kill point and batch size: tests marked long)
 test: venv check-java
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not long"
+
+# the whole matrix (about 40 minutes on two cores)
+test-long: venv check-java
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # the fast lane: every test that starts no JVM (no Java needed)
 test-fast: venv
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not spark and not cluster"
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not spark and not cluster"
 
 # a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
 cluster-test: venv check-java

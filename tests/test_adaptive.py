@@ -198,7 +198,7 @@ def test_a_run_that_decides_while_it_runs_equals_the_reference(spark, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("strategy", ["move", "replay"])
+@pytest.mark.parametrize("strategy", ["move", pytest.param("replay", marks=pytest.mark.long)])
 def test_move_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
     """CQ3 in DuckDB, then its join and projection in Spark over the two aggregates' results
     (DB -> SPE for op5, op6), then all in DuckDB again (SPE -> DB): a move takes the

@@ -3,7 +3,7 @@ installed PySpark's launch classes (spe/standalone.py). `fedq explain --master` 
 `fedq run --master spark://...` read the executors' cores and heap from the cluster and
 plan for them (shuffle partitions follow the cores); the SPE part runs on the executors,
 the MIGs on the driver, and the result equals the reference evaluator's. `make
-cluster-test` runs only this."""
+cluster-test` runs only this (and `make test-long`; `make test` does not)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from federation.runtime.ingest import read_clean_rows
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+# three more JVMs (a master, two workers) and two applications: `make cluster-test` and
+# `make test-long` run it, `make test` does not
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.long]
 CLI = "import sys; from federation.cli import main; sys.exit(main(sys.argv[1:]))"
 RATE, PLUGS, SCALE = 60, 20, 1 / 6
 
@@ -44,7 +46,7 @@ def test_cq1_auto_on_a_two_worker_cluster_plans_for_its_cores_and_equals_the_ref
         ex = json.loads(_fedq("explain", "CQ1", "--master", cluster.url, "--json",
                               env=env).stdout)
         r = _fedq("run", "CQ1", "--placement", "auto", "--master", cluster.url, "--data",
-                  str(data), "--scale", repr(SCALE), "--seconds-per-batch", "4",
+                  str(data), "--scale", repr(SCALE), "--seconds-per-batch", "10",
                   "--work-dir", str(work), "--output", str(out), "--quiet", "--json", env=env)
         assert cluster.executors_launched() >= 4, "the runs did not use both workers"
     # the cluster's capacity, read from it: 2 executors x 2 cores (local mode plans for 2)

@@ -233,7 +233,7 @@ def test_a_followed_directory_and_a_generator_killed_and_resumed(tmp_path):
            f"person=follow:{landing}", "--data",
            f"auction=datagen:nexmark?rate=1000&speed=4&seconds=40&start={NX_START}",
            "--until", "2015-07-15T00:00:39", "--placement", "db", "--seconds-per-batch", "4",
-           "--work-dir", str(work), "--output", str(out), "--quiet", "--idle-timeout", "60"]
+           "--work-dir", str(work), "--output", str(out), "--quiet", "--idle-timeout", "300"]
     kill9_then_resume(cmd, tmp_path / "first.log", out / "q8",
                       lambda: land_files(persons[:25], landing),
                       lambda: land_files(persons[25:], landing))
@@ -346,6 +346,7 @@ def test_nexmark_generated_in_real_time_is_the_same_events(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.long  # make test kills and resumes a followed directory and a generator
 def test_two_topics_killed_and_resumed_deliver_each_instant_once(tmp_path):
     """The whole run over two MQTT topics (persons, auctions): readings published while it
     runs, kill -9, more published while it is down (Mosquitto keeps them for each stream's
@@ -382,7 +383,7 @@ def test_two_topics_killed_and_resumed_deliver_each_instant_once(tmp_path):
                "--stream", str(nx / "auction" / "_stream.json"),
                "--until", "2015-07-15T00:00:39", "--placement", "db",
                "--seconds-per-batch", "4", "--work-dir", str(work), "--output", str(out),
-               "--quiet", "--idle-timeout", "60"]
+               "--quiet", "--idle-timeout", "300"]
 
         def publish_first() -> None:
             deadline = time.monotonic() + 120

@@ -21,6 +21,7 @@ from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
+from tests.sampling import LONG, sampled
 
 pytestmark = pytest.mark.spark
 
@@ -76,14 +77,19 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
     return hit, ingested, r.stderr
 
 
-@pytest.mark.parametrize("query,placement,kill", [
+#: `make test` kills the mixed plan (a MIG's commit and Spark's); two more kinds of kill, a
+#: JVM each twice, are `make test-long`'s
+_KILLS = [
     # a DB result re-enters Spark; killed after the MIG committed, before Spark did
     ("CQ3", "op1=db,op2=db,op3=db,op4=db,op5=spe,op6=spe", "after_commit:3"),
     # killed with the MIG's rows inserted but not committed
     ("CQ1", "auto", "mig_rows_in:3"),
     # pure Spark, its state in RocksDB: killed at a random moment after its first batch
     ("CQ2", "spe", f"after:{random.Random(2).uniform(0.5, 3.0):.1f}"),
-])
+]
+
+
+@pytest.mark.parametrize("query,placement,kill", sampled(_KILLS, keep=_KILLS[:1]))
 def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, kill):
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
@@ -106,6 +112,7 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     assert "] micro-batches" not in err  # --quiet: no progress
 
 
+@LONG
 def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
     """The fallback of runtime/execute.py: Spark's operator state is lost after the kill
     (its state directory removed), Spark refuses the restart, the run starts over from the

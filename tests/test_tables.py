@@ -16,6 +16,8 @@ from federation.results import diff_results
 from federation.runtime.ingest import read_clean_rows
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
+from tests.sampling import sampled
+from tests.test_many_streams import PLACEMENTS
 
 HOUSES, SECONDS = 4, 20
 PLUGS = smartplug_stream(rate=40, plugs=12, houses=HOUSES)
@@ -101,13 +103,16 @@ def test_the_db_op_reads_the_table_in_place_and_the_optimizer_knows_its_size(set
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("make", [rows_join, table_join_aggregate])
-def test_a_table_join_equals_the_reference_in_every_placement(make, setup, tmp_path, spark):
-    from tests.test_many_streams import alternating, check
+@pytest.mark.parametrize("make,which", sampled(
+    [(m, p) for m in (rows_join, table_join_aggregate) for p in PLACEMENTS],
+    keep=[(rows_join, "spe"), (table_join_aggregate, "alternating")]),
+    ids=lambda v: getattr(v, "__name__", v))
+def test_a_table_join_equals_the_reference_in_every_placement(make, which, setup, tmp_path,
+                                                              spark):
+    from tests.test_many_streams import check, placements_of
 
     q = make(setup / "ref.duckdb")
-    for pl in ("spe", "db", "auto", alternating(q)):
-        check(q, pl, setup / "plugs", tmp_path / pl.replace(",", "_"), spark)
+    check(q, placements_of(q, which), setup / "plugs", tmp_path / "w", spark)
 
 
 @pytest.mark.spark

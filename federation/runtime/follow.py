@@ -130,6 +130,7 @@ class Follower:
             lane.landed = lane.idled = now
             lane.base = lane.ing.clock
         if self._reached_until():  # a resumed run whose input had ended already
+            self._warn_unread()
             return
         first_landed = None  # wall time the run's first reading landed
         while not self.halt.is_set():
@@ -156,6 +157,19 @@ class Follower:
             if self._reached_until():
                 return
             self.halt.wait(self.poll_s)
+
+    def _warn_unread(self) -> None:
+        """Files that landed after the input ended (a resumed run whose streams had reached
+        `until`, by their readings or by the idle clock) are not read: say so."""
+        import sys
+
+        for name, lane in self.lanes.items():
+            unread = [p.name for p in list_parts(lane.data) if p.name not in lane.seen]
+            if unread:
+                print(f"fedq: stream {name}: {len(unread)} file(s) landed in {lane.data} after "
+                      f"its input ended at {lane.ing.clock} (--until, or the idle clock) and "
+                      f"are not read: {', '.join(unread[:3])}{' ...' if len(unread) > 3 else ''}",
+                      file=sys.stderr)
 
     def _read(self, lane: Lane) -> bool | None:
         """Validate the files new in the lane's directory; whether there were any (None:
