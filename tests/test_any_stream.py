@@ -98,15 +98,12 @@ def _run_timed(cmd: list[str], env: dict | None = None) -> tuple[int, list[tuple
 
 
 @pytest.mark.spark
-def test_sql_over_an_imported_csv_equals_the_reference(imported, tmp_path, spark):
+def test_sql_over_an_imported_csv_equals_the_reference(imported, tmp_path):
     """`fedq run --sql` (auto: every operator of warm_rooms.sql in DuckDB, `fedq explain`),
     also the progress of `fedq run` when its output is not a terminal: every phase is named
     as it starts, and no stretch of the run is silent for 10 s; and what a run without
-    --work-dir leaves in the temporary directory: its dead letters only. Pure Spark runs the
-    same text in-process (a CLI run pays a JVM of its own)."""
+    --work-dir leaves in the temporary directory: its dead letters only."""
     import os
-
-    from federation.api import run
 
     out = tmp_path / "out.parquet"
     cmd = [sys.executable, "-c", CLI, "run", "--sql", str(EXAMPLES / "warm_rooms.sql"),
@@ -134,6 +131,16 @@ def test_sql_over_an_imported_csv_equals_the_reference(imported, tmp_path, spark
     assert want.num_rows > 50
     problem = diff_results(pq.read_table(out), want)
     assert problem is None, f"auto: {problem}"
+
+
+@pytest.mark.spark
+@pytest.mark.long  # make test runs this text under auto (all in DuckDB) above
+def test_sql_over_an_imported_csv_in_spark_equals_the_reference(imported, tmp_path, spark):
+    from federation.api import run
+
+    q = sql((EXAMPLES / "warm_rooms.sql").read_text(), {"sensors": load_stream_decl(imported)})
+    rows = pa.concat_tables(pq.read_table(p) for p in sorted(imported.glob("part-*.parquet")))
+    want = reference_result(q, rows)
     # pure Spark pays about 2 s per micro-batch: 30 event seconds each
     r = run(q, "spe", imported, seconds_per_batch=30, spark=spark, work_dir=tmp_path / "spe")
     assert r.summary.dead_lettered == 2
