@@ -155,10 +155,11 @@ def _lane(tmp_path: Path, name: str):
     return Lane(landing, ing)
 
 
-def test_two_streams_followed_start_together_idle_and_end_with_one_flush(tmp_path):
+def test_two_streams_followed_start_together_idle_and_end_with_one_flush(tmp_path, capfd):
     """Files land in stream a only: the run starts after the idle timeout, b's clock
     starting at a's first reading; then b idles along with wall time; once both clocks pass
-    `until`, both spools end with the same flush punctuation."""
+    `until`, both spools end with the same flush punctuation; resumed then, a file landed
+    since is named as not read."""
     from federation.runtime.follow import Follower
     from federation.smartplug.datagen import generate
 
@@ -185,6 +186,23 @@ def test_two_streams_followed_start_together_idle_and_end_with_one_flush(tmp_pat
     a, b = lanes["a"].ing.res, lanes["b"].ing.res
     # a idled too while b was awaited: its later rows below its clock are late
     assert a.rows_in == 4 * 20 and a.rows_ok + a.rows_dead == a.rows_in and b.rows_in == 0
+    # resumed after its input ended: a file landed since is not read, and the run says so
+    from federation.runtime.follow import Lane
+    from federation.runtime.ingest import Ingestor
+
+    late = tmp_path / "late" / "part-00000099.parquet"
+    late.parent.mkdir()
+    shutil.copy(files[-1], late)
+    land_files([late], lanes["a"].data)
+    again = {n: Lane(lane.data, Ingestor.resumed(lane.ing.work, lane.ing.stream))
+             for n, lane in lanes.items()}
+    f = Follower(again, idle_timeout_s=0.5, poll_s=0.05, flush_after_s=60,
+                 until=t0 + dt.timedelta(seconds=5)).start()
+    assert f.ended.wait(5) and f.error is None
+    f.stop()
+    err = capfd.readouterr().err
+    assert "stream a: 1 file(s) landed" in err and "part-00000099.parquet" in err, err
+    assert "stream b" not in err, err
 
 
 def _reference(rows: dict[str, pa.Table]) -> pa.Table:
