@@ -35,9 +35,9 @@ test: venv check-java
 test-long: venv check-java
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-# the fast lane: every test that starts no JVM (no Java needed)
+# the fast lane: every test of make test that starts no JVM (no Java needed)
 test-fast: venv
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not spark and not cluster"
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not spark and not cluster and not long"
 
 # a Spark standalone master and worker on this machine, CQ1 auto against it (also in `test`)
 cluster-test: venv check-java
