@@ -99,7 +99,7 @@ class Runner:
         want = None
         for pl in g.placements:
             rec = {"query": g.source, "placement": pl, "batch_s": g.batch_s,
-                   "shapes": sorted(g.shapes)}
+                   "feed": g.feed, "shapes": sorted(g.shapes)}
             t0 = time.perf_counter()
             try:
                 if pl not in ("auto",):
@@ -117,7 +117,7 @@ class Runner:
                 # run is refused (it could only be resumed, runtime/recovery.py)
                 r = run(g.query, pl, self.data_of(g.query),
                         work_dir=self.work / f"q{self.k}" / f"p{g.placements.index(pl)}",
-                        seconds_per_batch=g.batch_s, spark=self.spark)
+                        seconds_per_batch=g.batch_s, feed=g.feed, spark=self.spark)
                 if want is None:
                     want = _references(g.query, read_clean_inputs(r.ingest))
                 problem = "; ".join(f"{n}: {x}" for n, w in want.items()

@@ -63,7 +63,7 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
     h = None
     try:
         h = start(g.query, placement, landing, follow=True, work_dir=work / "run",
-                  seconds_per_batch=g.batch_s, spark=spark, **options)
+                  seconds_per_batch=g.batch_s, feed=g.feed, spark=spark, **options)
         feeder = threading.Thread(target=land_in_bursts, daemon=True,
                                   args=(files, landing, random.Random(g.source)))
         feeder.start()

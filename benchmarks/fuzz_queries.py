@@ -117,9 +117,13 @@ class Generated:
     placements: list[str] = field(default_factory=list)
     batch_s: int = 5
     shapes: frozenset[str] = frozenset()
+    #: how a stage without SPE-ops is fed (federation/runtime/direct.py): its spool read
+    #: in the process, or Spark forwarding every row
+    feed: str = "direct"
 
     def __repr__(self) -> str:  # Hypothesis prints this for a falsifying example
-        return f"{self.source}  # placements {self.placements}, {self.batch_s} s per batch"
+        return (f"{self.source}  # placements {self.placements}, {self.batch_s} s per batch, "
+                f"feed {self.feed}")
 
 
 @dataclass(frozen=True)
@@ -1092,8 +1096,9 @@ def queries(draw, max_depth: int = 3) -> Generated:
     q = r.node.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))
+    feed = draw(st.sampled_from(["direct", "spe"]))
     return Generated(q, f"{r.src}.rstream('Q')", placements, batch,
-                     shapes_of(q, placements, b.raw))
+                     shapes_of(q, placements, b.raw), feed)
 
 
 def _explicit_placements(draw, q: Rstream) -> list[str]:

@@ -1,7 +1,7 @@
 """Reference evaluator (docs/architecture.md, benchmark protocol): each slide instant's result computed directly.
 
 For a finite input it materializes, at every slide instant tau, each window's contents and
-evaluates the operators one by one with DuckDB's relational API. It shares no code with the
+evaluates the operators one by one in one DuckDB statement per instant. It shares no code with the
 DB-op path (db.sqlgen, db.store) beyond reading the files.
 """
 
@@ -41,19 +41,19 @@ class ReferenceEvaluator:
             self.db_tables[name] = f"table_rows_{i}"
             self.con.register(self.db_tables[name], t)
 
-    def table(self, node):
+    def table(self, node) -> str:
         """A database table's rows through its selections and projections (`steps`)."""
-        rel = self.con.sql(f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
-                           f"FROM {self.db_tables[node.name]}")
+        sql = (f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
+               f"FROM {self.db_tables[node.name]}")
         for what, v in node.steps:
             if what == "where":
-                rel = rel.filter(v.sql(dialect="duckdb", identify=True))
+                sql = f"SELECT * FROM ({sql}) AS t WHERE {v.sql(dialect='duckdb', identify=True)}"
             else:
-                rel = rel.project(", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
-                                            f"{_q(n)}" for n, e in v))
-        return rel
+                sql = "SELECT " + ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+                                            f"{_q(n)}" for n, e in v) + f" FROM ({sql}) AS t"
+        return sql
 
-    def window(self, w: Window, tau: dt.datetime):
+    def window(self, w: Window, tau: dt.datetime) -> str:
         # a column the rows lack is NULL: a run reads only the columns its query reads
         # (federation/optimizer/columns.py), and no operator reads the others
         have = self.have[w.stream.name]
@@ -64,18 +64,18 @@ class ReferenceEvaluator:
         src = self.tables[w.stream.name]
         if w.is_time_based:
             lo = tau - dt.timedelta(seconds=w.range_s)
-            return self.con.sql(
-                f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
-                f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
+            return (f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
+                    f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
         # ties in event time are broken by the other columns (as db.sqlgen does)
         desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
         part = ("PARTITION BY " + ", ".join(_q(k) for k in w.partition_by)) if w.partition_by \
             else ""
-        return self.con.sql(
-            f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, {desc}) AS rn "
-            f"FROM {src} WHERE {ts} < {t}) WHERE rn <= {w.rows}")
+        return (f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, "
+                f"{desc}) AS rn FROM {src} WHERE {ts} < {t}) WHERE rn <= {w.rows}")
 
-    def eval(self, node: Node, tau: dt.datetime):
+    def eval(self, node: Node, tau: dt.datetime) -> str:
+        """The SQL of `node`'s rows at instant `tau` (one statement per instant: DuckDB binds
+        it once, where a chain of relations bound every step)."""
         if node.kind == "window":
             return self.window(node, tau)
         if node.kind == "table":
@@ -84,11 +84,11 @@ class ReferenceEvaluator:
             return self.eval(node.child, tau)
         if node.kind == "select":
             pred = node.predicate.sql(dialect="duckdb", identify=True)
-            return self.eval(node.child, tau).filter(pred)
+            return f"SELECT * FROM ({self.eval(node.child, tau)}) AS t WHERE {pred}"
         if node.kind == "project":
-            return self.eval(node.child, tau).project(
-                ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
-                          for n, e in node.outputs))
+            outs = ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
+                             for n, e in node.outputs)
+            return f"SELECT {outs} FROM ({self.eval(node.child, tau)}) AS t"
         if node.kind == "aggregate":
             aggs = []
             for name, call in node.aggs:
@@ -100,23 +100,23 @@ class ReferenceEvaluator:
                     e = f"CAST({e} AS BIGINT)"
                 aggs.append(f"{e} AS {_q(name)}")
             keys = ", ".join(_q(k) for k in node.keys)
-            rel = self.eval(node.child, tau)
-            return rel.aggregate(", ".join(filter(None, [keys, *aggs])), keys)
+            group = f" GROUP BY {keys}" if keys else ""
+            return (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
+                    f"FROM ({self.eval(node.child, tau)}) AS t{group}")
         if node.kind == "join":
-            left = self.eval(node.left, tau).set_alias("lhs")
-            right = self.eval(node.right, tau).set_alias("rhs")
             cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
             rkeys = {b for _, b in node.keys}
             cols = [f"lhs.{_q(c)}" for c in node.left.schema]
             cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]
-            return left.join(right, cond).select(", ".join(cols))
+            return (f"SELECT {', '.join(cols)} FROM ({self.eval(node.left, tau)}) AS lhs "
+                    f"JOIN ({self.eval(node.right, tau)}) AS rhs ON {cond}")
         raise TypeError(type(node).__name__)
 
     def evaluate(self, query: Rstream, taus: list[dt.datetime]) -> pa.Table:
         """Result rows at every tau, with a `tau` column first."""
         parts = []
         for tau in taus:
-            t = self.eval(query, tau).to_arrow_table()
+            t = self.con.sql(self.eval(query, tau)).to_arrow_table()
             if t.num_rows:
                 t = t.add_column(0, "tau", pa.array([tau] * t.num_rows, pa.timestamp("us")))
                 parts.append(t)

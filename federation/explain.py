@@ -9,6 +9,7 @@ from costmodel.plan_cost import PlanCost
 from federation.logical import Window
 from federation.optimizer import OptimizationResult, optimize
 from federation.physical import PhysicalPlan, spe_limits
+from federation.runtime.direct import stage_feeds
 
 
 def plan_tree(plan: PhysicalPlan, cost: PlanCost) -> list[str]:
@@ -101,6 +102,15 @@ def memory_lines(r: OptimizationResult) -> list[str]:
     return out
 
 
+def feed_line(p: PhysicalPlan) -> str:
+    """How each stage gets its micro-batches under the default feed (runtime/direct.py)."""
+    feeds = stage_feeds(p)
+    says = ", ".join(f"stage {i} {f}" for i, f in enumerate(feeds))
+    if all(f == "direct" for f in feeds):
+        return f"feed: direct ({says}: its spool read by fedq, no Spark query, no JVM)"
+    return f"feed: {says} (direct: the spool read by fedq; spark: a streaming query)"
+
+
 def explain_text(r: OptimizationResult) -> str:
     """Human-readable explain output."""
     p = r.plan
@@ -124,6 +134,7 @@ def explain_text(r: OptimizationResult) -> str:
     for _, why in engine_limits(p):
         out.append(f"engine limit: {why}")
     out += sharing_lines(p)
+    out.append(feed_line(p))
     out.append(f"phase one: {r.phase_one_s * 1000:.2f} ms  phase two: {r.phase_two_s * 1000:.2f} ms")
     for d in p.db_ops:
         ins = ", ".join(
@@ -185,6 +196,7 @@ def explain_json(r: OptimizationResult) -> dict[str, Any]:
         "subplans": r.subplans,
         "join_shape": r.join_shape,
         "engine_limits": [{"operator": o, "reason": why} for o, why in engine_limits(p)],
+        "stage_feeds": stage_feeds(p),
         "phase_one_s": r.phase_one_s,
         "phase_two_s": r.phase_two_s,
         "db_ops": [

@@ -7,8 +7,10 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -33,10 +35,14 @@ class SparkSettings(BaseModel):
 
 
 def get_spark(settings: SparkSettings | None = None):
-    """The process's Spark session (created on first use)."""
+    """The process's Spark session (created on first use). A SIGINT handler the caller
+    installed before (a following run's halt, federation/cli/run.py) is kept: Spark's
+    context would replace it with one that cancels its jobs."""
     global _SESSION
     if _SESSION is not None:
         return _SESSION
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
     settings = settings or SparkSettings()
     # Spark's Python workers are separate processes: make them run this interpreter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -67,6 +73,8 @@ def get_spark(settings: SparkSettings | None = None):
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel(settings.log_level)
+    if callable(before) and before is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, before)
     _SESSION = spark
     if local_capacity(settings.master) is None:  # a cluster: read its cores once, here
         _read_cluster(spark)

@@ -315,6 +315,11 @@ def add_engine_arguments(r) -> None:
     r.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
                    help="where Spark keeps window state: its heap (Spark's default) or "
                         "RocksDB (off heap, on local disk: for state beyond the heap)")
+    r.add_argument("--feed", choices=["direct", "spe"], default="direct",
+                   help="how a stage without Spark operators gets its micro-batches: read "
+                        "from the spool by fedq itself (direct: no JVM for a plan all in "
+                        "DuckDB) or forwarded by a Spark streaming query (spe, the paper's "
+                        "setting)")
     r.add_argument("--no-memory-check", action="store_true", help="choose a plan whatever its "
                    "predicted state memory (docs/cost-model.md, Memory)")
 

@@ -72,7 +72,7 @@ def _options(a: argparse.Namespace, work_dir: Path):
                          realtime=a.realtime, follow=a.follow,
                          source=a.source, until=a.until,
                          idle_timeout_s=a.idle_timeout, output_table=a.output_table,
-                         console=a.console, state_store=a.state_store,
+                         console=a.console, state_store=a.state_store, feed=a.feed,
                          mqtt_ca=a.mqtt_ca, mqtt_cert=a.mqtt_cert, mqtt_key=a.mqtt_key,
                          mqtt_password_file=a.mqtt_password_file)
 
@@ -225,13 +225,12 @@ def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
     try:
         with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
             spark = None
-            if a.master or a.follow:
+            if a.master:
                 from spe.session import SparkSettings, get_spark
 
-                progress.phase(f"connecting to Spark at {a.master}" if a.master else
-                               "starting Spark")
-                spark = get_spark(SparkSettings(master=a.master) if a.master else None)
-            if a.follow:  # after Spark, whose context installs its own SIGINT handler
+                progress.phase(f"connecting to Spark at {a.master}")
+                spark = get_spark(SparkSettings(master=a.master))
+            if a.follow:  # kept when Spark starts (spe/session.get_spark)
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     saved[sig] = signal.signal(sig, on_signal)
             with warnings.catch_warnings():  # printed with the summary (cli/report.py)

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from federation.errors import OptionError
-from federation.instants import end_flush_s, extent_of, first_instant, holdback, last_instant
+from federation.instants import end_flush_s, extent_of, first_instant, last_instant
 from federation.logical import Window
 from federation.physical import PhysicalPlan
+from federation.runtime.direct import DirectFeed, build_direct, direct_ok, needs_spark
 from federation.runtime.drive import drive, drive_following
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
@@ -37,6 +38,7 @@ from federation.runtime.live import (
 )
 from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
+from federation.runtime.move import spark_tail_s
 from federation.runtime.options import RunOptions, per_batch_output, work_directory
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
@@ -201,7 +203,7 @@ class _Run:
             data = next(iter(data.values()), None) or str(Path(self.data).resolve())
         identity.update({"data": data, "max_files": opt.max_files,
                          "start_at": str(h.start_at), "stop_at": str(h.stop_at),
-                         "follow": opt.follow, "until": str(opt.until)})
+                         "follow": opt.follow, "until": str(opt.until), "feed": opt.feed})
         return claim_work(self.work, identity, opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
@@ -280,7 +282,7 @@ class _Run:
         ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        event_seconds_done, self.prog.batch, watch=h.watch,
-                       tail_s=_spark_tail_s(plan, spb), halt=self.halt)
+                       tail_s=spark_tail_s(plan, spb), halt=self.halt)
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
             ex.event_seconds_done = seconds_by_clock(staged, ingest)
@@ -300,12 +302,15 @@ class _Run:
         return ex
 
     def _start_stages(self, ex: Execution, ingest: IngestResult) -> None:
-        """Spark's streaming query of every stage, each micro-batch handed to a BatchHandler."""
-        from spe.pipeline import start_query
-        from spe.session import get_spark
-
+        """Every stage's micro-batches, each handed to a BatchHandler: from Spark's
+        streaming query, or from the direct feed where the stage has no SPE-op (direct.py;
+        a plan without SPE-ops starts no JVM)."""
         opt, staged = self.opt, ex.staged
-        if self.spark is None:
+        direct = {st.index for st in staged.stages
+                  if opt.feed == "direct" and direct_ok(staged, st)}
+        if self.spark is None and needs_spark(staged, direct):
+            from spe.session import get_spark
+
             self.prog.phase("starting Spark")
             self.spark = get_spark()
         self.prog.phase("setting up the stages")
@@ -315,34 +320,28 @@ class _Run:
         # backlog is caught up in a few batches instead of one file per batch
         files_per_batch = max(opt.seconds_per_batch, 60) if opt.follow else opt.seconds_per_batch
         spools = spool_dirs(ingest) or {self.stream.name: ingest.spool_dir}
-        builder = StageBuilder(self.spark, staged,
-                               {n: (self.streams[n], d) for n, d in spools.items()},
-                               self.reentry_dirs, files_per_batch,
+        spools = {n: (self.streams[n], d) for n, d in spools.items()}
+        builder = StageBuilder(self.spark, staged, spools, self.reentry_dirs, files_per_batch,
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
                                self.table_files)
-        for st in staged.stages:
-            builder.build(st)
+        layouts = {st.index: build_direct(staged, st, spools) if st.index in direct
+                   else builder.build(st) for st in staged.stages}
         if opt.follow:  # no end known: no total, no time left
             self.prog.phase("micro-batches (following)", unit="event seconds")
         else:
             self.prog.phase("micro-batches", total=ingest.files, unit="event seconds")
         ex.t_start = time.perf_counter()
+        trigger = opt.seconds_per_batch if opt.realtime else None
         for st in staged.stages:
-            if st.outputs:
-                st.query = start_query(
-                    st.df, BatchHandler(ex, st), str(chk_root / f"stage{st.index}"),
-                    f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}",
-                    opt.seconds_per_batch if opt.realtime else None, opt.state_store)
+            if not st.outputs:
+                continue
+            name, chk = f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}", \
+                chk_root / f"stage{st.index}"
+            if st.index in direct:
+                st.query = DirectFeed(BatchHandler(ex, st).handle, *layouts[st.index],
+                                      files_per_batch, chk, name, not opt.follow, trigger)
+            else:
+                from spe.pipeline import start_query
 
-
-def _spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
-    """How far past a migration's instant stage 0 must go for Spark to emit its own results
-    of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
-    batches' event time (Spark moves its watermark a batch after the data), and the range
-    of every join of window rows below (Spark holds the watermark back by it)."""
-    from federation.runtime.move import spark_window_state
-
-    if not spark_window_state(plan):
-        return 0.0
-    max_range, slide_s, joins = holdback(plan.logical.nodes.values())
-    return max_range * joins + 3 * max(slide_s, seconds_per_batch)
+                st.query = start_query(st.df, BatchHandler(ex, st), str(chk), name, trigger,
+                                       opt.state_store)

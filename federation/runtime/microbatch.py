@@ -25,16 +25,12 @@ import pyarrow.compute as pc
 from db.store import naive_timestamps
 from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
 from federation.parts import arrow_type, atomic_write_parquet
+from federation.runtime.direct import Halted, Unpacked
 from federation.runtime.ingest import IngestResult
 from federation.runtime.mig import MigRuntime, split_outputs, tau_to_wt, wt_to_tau
 from federation.runtime.recovery import ResultParts, StageLog, fault_point
 from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
-
-
-class Halted(RuntimeError):
-    """A micro-batch that arrived after the run was halted (left to a resumed run)."""
-
 
 END_OF_INPUT_BATCH = 10**8
   # the key of the parts written when the input is drained
@@ -163,6 +159,23 @@ class Execution:
                 mig.commit(END_OF_INPUT_BATCH)
 
 
+def unpack(tbl: pa.Table, n_outputs: int, clock_sources: list[int]) -> Unpacked:
+    """Spark's tagged union (spe/pipeline.tag_outputs) as the rows of each output and the
+    largest clock of each source."""
+    outcol = tbl.column(OUT)
+    clocks = {}
+    for j in clock_sources:
+        c = tbl.filter(pc.equal(outcol, clock_tag(j))).column(CLOCK)
+        clocks[j] = pc.max(naive_timestamps(pa.table({"c": c})).column("c")).as_py() \
+            if len(c) else None
+    parts = {}
+    for k in range(n_outputs):
+        sub = tbl.filter(pc.equal(outcol, k)).column(packed(k))
+        if len(sub):
+            parts[k] = pa.Table.from_struct_array(sub.combine_chunks())
+    return Unpacked(parts, clocks)
+
+
 class BatchHandler:
     """The `foreachBatch` of one stage (module doc)."""
 
@@ -171,6 +184,19 @@ class BatchHandler:
         self.st = st
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        """Spark's foreachBatch: the tagged union in one Arrow transfer (module doc)."""
+
+        def quiet() -> None:
+            from spe.pipeline import quiet_query_errors
+
+            quiet_query_errors(batch_df.sparkSession, True)  # stopped on purpose
+
+        self.handle(batch_id, lambda: unpack(batch_df.toArrow(), len(self.st.outputs),
+                                             self.st.clock_sources), quiet)
+
+    def handle(self, batch_id: int, read: Callable[[], Unpacked],
+               on_halt: Callable[[], None] | None = None) -> None:
+        """One micro-batch, read by `read` (from Spark, or the direct feed: direct.py)."""
         ex, st = self.ex, self.st
         with ex.lock:
             if st.last_done is not None and batch_id <= st.last_done:
@@ -178,23 +204,22 @@ class BatchHandler:
             if st.index == 0 and ex.stopping.is_set():
                 return  # stopped at a migration: this input is the next placement's
             if ex.halt.is_set():
-                from spe.pipeline import quiet_query_errors
-
-                quiet_query_errors(batch_df.sparkSession, True)  # stopped on purpose
+                if on_halt is not None:
+                    on_halt()
                 raise Halted(f"stage {st.index} batch {batch_id}: halted, not handled")
             fault_point("batch_start")
             t0 = time.perf_counter()
-            tbl = batch_df.toArrow()
+            batch = read()
             t1 = time.perf_counter()
             prev_clock = dict(st.clock)
-            self._advance_clock(tbl)
+            self._advance_clock(batch)
             clock = watermark(st.clock, st.clock_sources, 0.0)
             if st.index == 0:
                 ex.consider_stop(clock)
             # a MIG that committed this batch before a crash skips it (recovery.py)
             live = {op_id: ex.migs[op_id].begin(batch_id)
                     for op_id in ex.staged.db_ops_of(st.index)}
-            rows_in, result_rows = self._take_rows(tbl, batch_id, live)
+            rows_in, result_rows = self._take_rows(batch, batch_id, live)
             fault_point("mig_rows_in")
             db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
             st.last_done = batch_id
@@ -206,23 +231,19 @@ class BatchHandler:
             if st.index == 0:
                 ex.stop_due(st, clock)
 
-    def _advance_clock(self, tbl: pa.Table) -> None:
-        outcol = tbl.column(OUT)
+    def _advance_clock(self, batch: Unpacked) -> None:
         for j in self.st.clock_sources:
-            c = tbl.filter(pc.equal(outcol, clock_tag(j))).column(CLOCK)
-            if len(c):
-                hi = pc.max(naive_timestamps(pa.table({"c": c})).column("c")).as_py()
+            hi = batch.clocks.get(j)
+            if hi is not None:
                 self.st.clock[j] = max(hi, self.st.clock.get(j, hi))
 
-    def _take_rows(self, tbl: pa.Table, batch_id: int, live: dict[str, bool]
+    def _take_rows(self, batch: Unpacked, batch_id: int, live: dict[str, bool]
                    ) -> tuple[int, int]:
-        outcol = tbl.column(OUT)
         rows_in = result_rows = 0
         for k, what in enumerate(self.st.outputs):
-            sub = tbl.filter(pc.equal(outcol, k)).column(packed(k))
-            if len(sub) == 0:
+            part = batch.parts.get(k)
+            if part is None or part.num_rows == 0:
                 continue
-            part = pa.Table.from_struct_array(sub.combine_chunks())
             rows_in += part.num_rows
             if what[0] == "mig":
                 op_id, table = what[1]

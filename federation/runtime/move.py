@@ -39,6 +39,7 @@ from sqlglot import exp
 from db.sqlgen import row_chain
 from db.store import InputSpec, binding_error, moved_table
 from federation.conventions import TS
+from federation.instants import holdback
 from federation.logical import Node, Project, Rstream, Select, Window
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
@@ -155,3 +156,14 @@ def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s:
     if why:
         return None, f"{have.label()} without a column the new DB-op needs ({why})"
     return sql, ""
+
+
+def spark_tail_s(plan: PhysicalPlan, seconds_per_batch: int) -> float:
+    """How far past a migration's instant stage 0 must go for Spark to emit its own results
+    of the instants before it: 0 when Spark keeps no window state at stage 0; else a few
+    batches' event time (Spark moves its watermark a batch after the data), and the range
+    of every join of window rows below (Spark holds the watermark back by it)."""
+    if not spark_window_state(plan):
+        return 0.0
+    max_range, slide_s, joins = holdback(plan.logical.nodes.values())
+    return max_range * joins + 3 * max(slide_s, seconds_per_batch)

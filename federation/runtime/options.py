@@ -94,6 +94,9 @@ class RunOptions(CheckedOptions):
     (federation/runtime/connectors/mqtt.py; implies `follow`); `mqtts://` over TLS, with `mqtt_ca`,
     `mqtt_cert` and `mqtt_key` files, the password in `mqtt_password_file` or
     $FEDQ_MQTT_PASSWORD, never in the URL (federation/brokers.py).
+    `feed`: how a stage without SPE-ops gets its micro-batches: "direct" (default: read from
+    its spool in this process, no Spark query; federation/runtime/direct.py) or "spe" (a
+    Spark streaming query forwards every row, the setting of Ji et al.).
     `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
     heap) or "rocksdb" (off heap, spilling to local disk: for state beyond the heap).
     """
@@ -119,6 +122,7 @@ class RunOptions(CheckedOptions):
     console: bool = False
     sinks: tuple = ()
     state_store: Literal["memory", "rocksdb"] = "memory"
+    feed: Literal["direct", "spe"] = "direct"
     mqtt_ca: Path | None = None
     mqtt_cert: Path | None = None
     mqtt_key: Path | None = None
