@@ -29,6 +29,9 @@ per event second) dominates (benchmarks/results/README.md, "Measurement protocol
 100,000/s about 0.03-0.05 CPU s per event second, which a deployment ingesting live pays on
 top of the plan's work (a following run counts it inside rho).
 
+Stages without SPE-ops are fed by Spark (`--feed spe`, the paper's setting and every point
+before issue 45); `--feed direct` measures fedq's default, recorded as `feed` in the point.
+
 Labels whose placement equals one already measured at the same query and rate are
 recorded as `same_as` that point instead of running it twice. Results accumulate in
 benchmarks/results/<out>.json (or at --out when it is a path ending in .json); a rerun
@@ -161,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"allow fewer than {MIN_MEASURE_SECONDS} measured event seconds; "
                     f"every point of the run is marked protocol {QUICK!r}")
     ap.add_argument("--budget", type=float, default=300.0, help="wall seconds per point")
+    ap.add_argument("--feed", choices=["spe", "direct"], default="spe",
+                    help="how a stage without SPE-ops is fed: spe (default: the paper's "
+                         "setting, Spark forwards every row to the DB-ops, as every point "
+                         "before issue 45) or direct (fedq reads the spool itself)")
     ap.add_argument("--spe-budget", type=float, default=30.0,
                     help="wall seconds per pure-SPE point (measured on what ran)")
     ap.add_argument("--warmup-batch", type=int, default=10,
@@ -232,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     ff = a.warmup_batch if a.warmup_batch > 1 else None
                     r = run(q, placement, data, work_dir=work, seconds_per_batch=1,
                             budget_s=budget, progress=_Progress(), warmup_batch_s=ff,
-                            drain=False)
+                            drain=False, feed=a.feed)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                 s = r.summary
@@ -249,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     predicted_feasible=pc.is_feasible, wall_s=time.time() - t0,
                     data_batches=s.data_batches, result_rows=s.result_rows,
                     protocol=protocol, measure_seconds=a.measure_seconds, commit=commit(),
-                    ingest_cpu_s=s.ingest_cpu_s,
+                    feed=a.feed, ingest_cpu_s=s.ingest_cpu_s,
                     ingest_rows_per_cpu_s=s.ingest_rows_per_cpu_s,
                 ).record()
                 ing = (f"  ingest {s.ingest_cpu_s:.1f} CPU s "
@@ -332,6 +339,8 @@ class ThroughputPoint(BaseModel):
     #: CPU seconds of the ingest (validation and spool, before Spark starts: outside rho)
     ingest_cpu_s: float | None = None
     ingest_rows_per_cpu_s: float | None = None
+    #: how stages without SPE-ops were fed (--feed; None: before issue 45, Spark's feed)
+    feed: str | None = None
 
     def record(self) -> dict:
         return self.model_dump(exclude_none=True) | {"budget_s": self.budget_s,
