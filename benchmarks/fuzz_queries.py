@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1096,7 +1097,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
     q = r.node.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))
-    feed = draw(st.sampled_from(["direct", "spe"]))
+    # the feed from the source, not drawn: the same queries as before the direct feed
+    feed = random.Random(r.src).choice(["direct", "spe"])
     return Generated(q, f"{r.src}.rstream('Q')", placements, batch,
                      shapes_of(q, placements, b.raw), feed)
 

@@ -47,15 +47,16 @@ def reference(name, data_dir, tmp_path_factory, spool):
 
 
 def run_and_check(spark, name, placement, data_dir, tmp_path_factory, per_batch=20,
-                  declared_rate=RATE):
+                  declared_rate=RATE, feed="direct"):
     # declared_rate: the stream statistics the plan is optimized for (Phase-One's join
     # order, and so the operator ids of a placement, can depend on it); the data stay.
     # per_batch: three data batches (batch sizes vary in the fuzzer and below)
-    key = (name, str(placement), per_batch, declared_rate)
+    # feed: how stages without SPE-ops get their batches (federation/runtime/direct.py)
+    key = (name, str(placement), per_batch, declared_rate, feed)
     if key not in _cache:
         work = tmp_path_factory.mktemp(f"{name}_run")
         _cache[key] = run(make(name, declared_rate), placement, data_dir, work_dir=work,
-                          seconds_per_batch=per_batch, spark=spark)
+                          seconds_per_batch=per_batch, spark=spark, feed=feed)
     r = _cache[key]
     want = reference(name, data_dir, tmp_path_factory, r.ingest.spool_dir)
     assert want.num_rows > 0
@@ -80,6 +81,19 @@ def placement_at(name: str, rate: float) -> str:
 def test_pure_placements_match_reference(spark, name, placement, data_dir, tmp_path_factory):
     r = run_and_check(spark, name, placement, data_dir, tmp_path_factory)
     assert r.summary.dead_lettered == 0
+
+
+#: Spark's feed of stages without SPE-ops (--feed spe, the paper's setting): a plan all in
+#: DuckDB, and DB-ops over the windows below an SPE-op (the direct feed's in
+#: tests/test_direct_feed.py and wherever a plan has such stages)
+@pytest.mark.parametrize("name,placement", sampled(
+    [("CQ3", "db"), ("CQ6", "db"), ("CQ4", "op1=db,op2=db,op3=spe,op4=db")],
+    keep=[("CQ3", "db")]))
+def test_spark_feed_matches_reference(spark, name, placement, data_dir, tmp_path_factory):
+    r = run_and_check(spark, name, placement, data_dir, tmp_path_factory, feed="spe")
+    work = r.ingest.spool_dir.parents[1]
+    assert (work / "checkpoints" / "stage0" / "commits").is_dir()  # Spark's own log
+    assert not (work / "checkpoints" / "stage0" / "feed.json").exists()
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
