@@ -40,10 +40,13 @@ def spool_source(spark, columns: dict[str, str], ts_column: str, path: str,
     return src.filter(f"{KIND} = {DATA} OR {TS} IS NULL").drop(KIND), clock, ticks
 
 
-def reentry_source(spark, columns: dict[str, str], path: str) -> tuple[SpeStream, DataFrame]:
-    """A DB-op's results re-entering Spark: (relation rows with `_wt`, clock rows)."""
+def reentry_source(spark, columns: dict[str, str], path: str, files_per_batch: int = 1
+                   ) -> tuple[SpeStream, DataFrame]:
+    """A DB-op's results re-entering Spark: (relation rows with `_wt`, clock rows), up to
+    `files_per_batch` of its files (one per micro-batch of the stage before) a batch."""
     sch = spark_schema({WT: "TIMESTAMP", **columns, PUNCT: "BOOLEAN"})
-    src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", 1).parquet(path)
+    src = (spark.readStream.schema(sch).option("maxFilesPerTrigger", files_per_batch)
+           .parquet(path)
            .withWatermark(WT, "0 milliseconds"))
     clock = src.filter(f"{PUNCT} AND {WT} IS NOT NULL").select(F.col(WT).alias(CLOCK))
     rows = src.filter(f"NOT {PUNCT} OR {WT} IS NULL").drop(PUNCT)

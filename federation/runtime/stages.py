@@ -227,7 +227,7 @@ class StageBuilder:
 
         lg = self.staged.plan.logical
         rows, clock = reentry_source(self.spark, dict(lg.nodes[oid].schema),
-                                     str(self.reentry_dirs[oid]))
+                                     str(self.reentry_dirs[oid]), self.seconds_per_batch)
         self._sources.append(clock)
         return rows
 
