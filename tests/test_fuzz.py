@@ -27,15 +27,18 @@ def test_generated_queries_match_the_reference_cut_at_every_boundary(spark, tmp_
     # also in benchmarks.fuzz's long profile); the seed re-drawn when the generator
     # gained keys renamed or computed (issue 41): of its 4 queries two read one stream and
     # have rows (the live runs need both)
-    records, failure = fuzz(4, seed_value=20261206, work=tmp_path, spark=spark,
+    # `make test`: the first three of the four queries
+    n = 4 if live else 3
+    records, failure = fuzz(n, seed_value=20261206, work=tmp_path, spark=spark,
                             placements=placements, follow=2 if live else 0,
                             seconds=12 if not live else 20)
     assert failure is None, failure
-    assert len({r["query"] for r in records}) == 4
+    assert len({r["query"] for r in records}) == n
     runs = [r for r in records if r["outcome"] != "refused"]
-    assert len(runs) >= 3 * placements + 2 * live and all(r["outcome"] == "match" for r in runs)
-    # 12 event seconds (fewer batches) in `make test`: at least three queries have rows
-    assert sum(1 for r in runs if r.get("reference_rows")) >= 3, [
+    assert len(runs) >= (n - 1) * placements + 2 * live and all(
+        r["outcome"] == "match" for r in runs)
+    # 12 event seconds (fewer batches) in `make test`: at least n - 1 queries have rows
+    assert sum(1 for r in runs if r.get("reference_rows")) >= n - 1, [
         (r["query"], r.get("reference_rows")) for r in runs]
     followed = sorted(r["placement"].split(":")[0] for r in runs
                       if r["placement"].startswith("follow"))
