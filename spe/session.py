@@ -35,14 +35,35 @@ class SparkSettings(BaseModel):
 
 
 def get_spark(settings: SparkSettings | None = None):
-    """The process's Spark session (created on first use). A SIGINT handler the caller
-    installed before (a following run's halt, federation/cli/run.py) is kept: Spark's
-    context would replace it with one that cancels its jobs."""
-    global _SESSION
+    """The process's Spark session (created on first use). Where the caller installed a
+    SIGINT handler of its own (a following run's halt, federation/cli/run.py), the session
+    is created in a helper thread: Spark's context, created in the main thread, replaces
+    the handler with one that cancels its jobs (and, hit while the context starts, fails
+    with a traceback)."""
     if _SESSION is not None:
         return _SESSION
     main = threading.current_thread() is threading.main_thread()
-    before = signal.getsignal(signal.SIGINT) if main else None
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    if callable(handler) and handler is not signal.default_int_handler:
+        made: dict = {}
+
+        def create() -> None:
+            try:
+                made["session"] = _create(settings)
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+                made["error"] = e
+
+        t = threading.Thread(target=create, daemon=True, name="fedq-spark-start")
+        t.start()
+        t.join()  # a signal runs the caller's handler meanwhile, then the join goes on
+        if "error" in made:
+            raise made["error"]
+        return made["session"]
+    return _create(settings)
+
+
+def _create(settings: SparkSettings | None):
+    global _SESSION
     settings = settings or SparkSettings()
     # Spark's Python workers are separate processes: make them run this interpreter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -73,8 +94,6 @@ def get_spark(settings: SparkSettings | None = None):
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel(settings.log_level)
-    if callable(before) and before is not signal.default_int_handler:
-        signal.signal(signal.SIGINT, before)
     _SESSION = spark
     if local_capacity(settings.master) is None:  # a cluster: read its cores once, here
         _read_cluster(spark)

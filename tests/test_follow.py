@@ -172,3 +172,38 @@ def test_a_broker_topic_gives_the_rows_of_the_directory(tmp_path, source, spark)
             assert diff_results(pa.concat_tables(parts), want) is None, name
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize("placement", ["db", "spe"])
+def test_ctrl_c_stops_a_following_run_after_its_batch_and_the_same_command_resumes(
+        tmp_path, source, placement):
+    """SIGINT to the whole process group (Ctrl-C in a terminal, the JVM included): the run
+    says it stops after the micro-batch in progress and exits 0; the same command resumes
+    and ends at --until with each instant once. A plan all in DuckDB starts no JVM (its
+    stage is fed directly); a Spark plan starts Spark inside the run, after the CLI
+    installed its handler, and Spark keeps it (spe/session.get_spark)."""
+    landing, work, out = tmp_path / "landing", tmp_path / "work", tmp_path / "out"
+    cmd = [sys.executable, "-c", CLI, "run", "CQ1", "--follow", "--data", str(landing),
+           "--until", "2013-09-01T00:00:39", "--placement", placement, "--scale", repr(SCALE),
+           "--seconds-per-batch", "8", "--work-dir", str(work), "--output", str(out),
+           "--quiet", "--idle-timeout", "300"]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    landing.mkdir()
+    land(source[:20], landing)
+    p = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    # after its first micro-batch (pure Spark emits CQ1's first instants a batch later)
+    handled = work / "state" / "stage0.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not handled.exists() and p.poll() is None:
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGINT)
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == 0 and handled.exists(), err[-3000:]
+    assert "SIGINT: stopping after the micro-batch in progress" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    land(source[20:], landing)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0 and "fedq: resuming" in r.stderr, r.stderr[-3000:]
+    problem = diff_results(read_parquet_sink(out), reference(source, work))
+    assert problem is None, f"{placement}: {problem}"
