@@ -52,7 +52,7 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
     from federation.results import diff_results
 
     rec = {"query": g.source, "placement": f"follow-{ending}:{placement}",
-           "batch_s": g.batch_s, "shapes": sorted(g.shapes)}
+           "batch_s": g.batch_s, "feed": g.feed, "shapes": sorted(g.shapes)}
     files = sorted(data.glob("part-*.parquet"))
     landing = work / "landing"
     landing.mkdir(parents=True)
