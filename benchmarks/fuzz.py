@@ -366,8 +366,13 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
         if r["outcome"] != "refused":
             c = placement_class(r["placement"])
             classes[c] = classes.get(c, 0) + 1
+    feeds: dict[str, int] = {}  # how stages without SPE-ops were fed (runtime/direct.py)
+    for r in records:
+        if r["outcome"] != "refused":
+            feeds[str(r.get("feed"))] = feeds.get(str(r.get("feed")), 0) + 1
     return {
         "placement_classes": classes,
+        "feeds": feeds,
         "command": "python -m benchmarks.fuzz " + " ".join(sys.argv[1:]),
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
@@ -437,6 +442,8 @@ def markdown(rep: dict) -> str:
         bad,
         "- runs per placement class: " + ", ".join(
             f"{k} {n}" for k, n in sorted(rep.get("placement_classes", {}).items())),
+        "- runs per feed of the stages without SPE-ops: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(rep.get("feeds", {}).items())),
         "- data: " + ", ".join(f"{k} {n}" for k, n in rep["data"].items()),
         "", rule,
     ]
