@@ -33,8 +33,6 @@ from federation.logical import Table, Window
 from federation.parts import atomic_write_bytes
 from federation.runtime.stages import Stage, StagedPlan
 
-FEEDS = ("direct", "spe")
-
 
 class Halted(RuntimeError):
     """A micro-batch that arrived after the run was halted (left to a resumed run)."""
@@ -47,7 +45,6 @@ class DirectInput:
     name: str
     spool: Path
     ts_column: str
-    columns: tuple[str, ...]
 
 
 @dataclass
@@ -106,8 +103,7 @@ def build_direct(staged: StagedPlan, st: Stage, spools: dict) -> tuple[list, lis
             idx = next((i for i, s in enumerate(streams) if s.name == name), None)
             if idx is None:
                 decl, spool = spools[name]
-                streams.append(DirectInput(name, Path(spool), decl.ts_column,
-                                           tuple(decl.columns)))
+                streams.append(DirectInput(name, Path(spool), decl.ts_column))
                 idx = len(streams) - 1
             st.outputs.append(("mig", (c.id, ci.table)))
             layout.append((idx, (TS, *ci.node.schema)))
