@@ -23,12 +23,12 @@ def spark():
 #: test` hands whole files to two workers (pytest-xdist, --dist loadfile, in this order with
 #: --no-loadscope-reorder: xdist's own order puts files with few tests, the fuzzer's
 #: among them, last), and a long file that starts last leaves one core idle until it ends
-LONGEST_FIRST = ("test_fuzz.py", "test_query_shapes.py", "test_live_streams.py",
+LONGEST_FIRST = ("test_query_shapes.py", "test_fuzz.py", "test_follow.py", "test_live_streams.py",
                  "test_nexmark.py", "test_query_sets.py", "test_stranger_queries.py",
                  "test_differential.py", "test_db_store.py", "test_adaptive.py",
                  "test_resume.py", "test_any_stream.py", "test_mqtt_secure.py",
                  "test_optimizer.py", "test_recovery.py", "test_tables.py", "test_cluster.py",
-                 "test_follow.py", "test_many_streams.py")
+                 "test_many_streams.py")
 
 
 def pytest_collection_modifyitems(items) -> None:

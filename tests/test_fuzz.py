@@ -21,16 +21,17 @@ from federation.logical import Rstream, table
                                              pytest.param(3, True, marks=pytest.mark.long)])
 def test_generated_queries_match_the_reference_cut_at_every_boundary(spark, tmp_path,
                                                                      placements, live):
-    # `make test`: each query in the placement that cuts it at every engine boundary;
-    # `make test-long`: three placements each, and the first two queries once more with
-    # live input: one ended by --until, one by the idle clock (benchmarks/fuzz_follow.py,
-    # also in benchmarks.fuzz's long profile); the seed re-drawn when the generator
-    # gained keys renamed or computed (issue 41): of its 4 queries two read one stream and
-    # have rows (the live runs need both)
-    # `make test`: the first three of the four queries
+    # `make test`: each query in the placement that cuts it at every engine boundary (seed
+    # 1: the first query of every seed, a near copy fed directly, and a tuple window
+    # grouped by a computed column, issue 41; 69 s of an idle machine, 2026-12-02, loop
+    # 0.61 s); `make test-long`: three placements each, and the first two queries once
+    # more with live input: one ended by --until, one by the idle clock
+    # (benchmarks/fuzz_follow.py, also in benchmarks.fuzz's long profile); the seed
+    # re-drawn when the generator gained keys renamed or computed (issue 41): of its 4
+    # queries two read one stream and have rows (the live runs need both)
     n = 4 if live else 3
-    records, failure = fuzz(n, seed_value=20261206, work=tmp_path, spark=spark,
-                            placements=placements, follow=2 if live else 0,
+    records, failure = fuzz(n, seed_value=20261206 if live else 1, work=tmp_path,
+                            spark=spark, placements=placements, follow=2 if live else 0,
                             seconds=12 if not live else 20)
     assert failure is None, failure
     assert len({r["query"] for r in records}) == n
