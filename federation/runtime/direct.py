@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.conventions import DATA, KIND, PUNCTUATION, TS
+from federation.errors import FedqError
 from federation.logical import Table, Window
 from federation.parts import atomic_write_bytes
 from federation.runtime.stages import Stage, StagedPlan
@@ -129,7 +130,10 @@ class DirectFeed:
         self._cv = threading.Condition()
         self._polls = self._idle_at = 0
         self._done = False
-        saved = json.loads(self.log.read_text()) if self.log.exists() else None
+        try:
+            saved = json.loads(self.log.read_text()) if self.log.exists() else None
+        except ValueError as e:  # a resumed run starts over (execute.py)
+            raise FedqError(f"the offset log {self.log} is unreadable ({e})") from None
         self.batch = 0
         self.next = {s.name: 0 for s in streams}
         self._replay = None

@@ -24,13 +24,13 @@ from federation.instants import end_flush_s, extent_of, first_instant, last_inst
 from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.direct import DirectFeed, build_direct, direct_ok, needs_spark
-from federation.runtime.drive import drive, drive_following
+from federation.runtime.drive import drive, drive_following, stop_queries
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.live import (
     RunHalted,
     close_sinks,
-    open_sinks,
+    open_run_sinks,
     run_id,
     seconds_by_clock,
     start_following,
@@ -41,7 +41,13 @@ from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.move import spark_tail_s
 from federation.runtime.options import RunOptions, per_batch_output, work_directory
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.recovery import ResultParts, StageLog, claim_work, run_identity
+from federation.runtime.recovery import (
+    ResultParts,
+    claim_work,
+    load_stage_logs,
+    results_dir,
+    run_identity,
+)
 from federation.runtime.result import BatchMetrics, RunResult
 from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
@@ -54,6 +60,7 @@ from federation.runtime.sources import (
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import ReportingWarning, safe_summary
 from federation.runtime.tables import snapshot_tables
+from federation.runtime.takeover import TAKEOVER, TakeOver, take_over
 
 
 class _ResumeFailed(Exception):
@@ -91,8 +98,12 @@ def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
         first = next((ln for ln in cause if "Exception" in ln or "Error" in ln),
                      cause[0] if cause else repr(e.__cause__))
         print(f"fedq: could not resume ({first[:300]}); starting over", file=sys.stderr)
+        run.taken = take_over(opt, run.work, run.run_id, run.lg, StagedPlan.of(plan).columns)
         run.opt = RunOptions.of(opt, fresh=True)
         return run.execute()
+    finally:
+        for s in opt.sinks:  # the given sinks: once, after the last attempt
+            s.close()
 
 
 @dataclass
@@ -108,6 +119,7 @@ class _Run:
     predicted: object
     h: Handoff
     halt: threading.Event
+    taken: TakeOver | None = None  # set when a fresh run takes over a resumed one
 
     def __post_init__(self) -> None:
         self.lg = self.plan.logical
@@ -133,16 +145,19 @@ class _Run:
         self.work = work_directory(opt.work_dir)
         resuming = self._claim()
         self.follower = None
-        self.run_id = run_id(self.work, resuming)
-        sinks = {q: open_sinks(opt, self.work, self.run_id, resuming,
-                               q if self.lg.many else None) for q in self.lg.tops}
+        taken = TakeOver.load(self.work) if resuming else self.taken
+        if taken is None:
+            (self.work / TAKEOVER).unlink(missing_ok=True)
+        self.run_id = run_id(self.work, resuming or taken is not None)
+        sinks = open_run_sinks(opt, self.work, self.run_id, resuming or taken is not None,
+                               self.lg.tops, self.lg.many)
         try:
             ingest = self._read_input(resuming)
             if ingest is None:  # halted while waiting for the first reading
                 raise RunHalted("halted before the first reading landed")
-            ex = self._set_up(ingest, resuming, sinks)
-            self._start_stages(ex, ingest)
+            ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
             try:
+                self._start_stages(ex, ingest)
                 if self.follower is None:
                     truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
                 else:
@@ -151,6 +166,7 @@ class _Run:
             except Exception as e:
                 if not resuming:
                     raise
+                stop_queries(ex.staged.stages)
                 for m in ex.migs.values():
                     m.close()
                 (self.work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
@@ -158,7 +174,7 @@ class _Run:
         finally:
             if self.follower is not None:
                 self.follower.stop()
-            close_sinks(sinks, opt, self.lg.many)
+            close_sinks(sinks, opt)
         wall = time.perf_counter() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
         tables = None if self.follower is not None else {
@@ -194,17 +210,12 @@ class _Run:
     def _claim(self) -> bool:
         """Claim the work directory; True when this resumes an interrupted run of the same
         identity (recovery.py), else everything of an earlier run is removed."""
-        opt, h = self.opt, self.h
-        identity = run_identity(self.plan, opt.seconds_per_batch, opt.allowed_lateness_s,
-                                opt.warmup_batch_s, opt.drain)
         data = {n: str(s.path.resolve()) if s.path is not None else s.url
                 for n, s in (self.sources or {}).items()}
         if len(data) <= 1:  # one stream: its directory or URL
             data = next(iter(data.values()), None) or str(Path(self.data).resolve())
-        identity.update({"data": data, "max_files": opt.max_files,
-                         "start_at": str(h.start_at), "stop_at": str(h.stop_at),
-                         "follow": opt.follow, "until": str(opt.until), "feed": opt.feed})
-        return claim_work(self.work, identity, opt.fresh)
+        identity = run_identity(self.plan, self.opt, data, self.h.start_at, self.h.stop_at)
+        return claim_work(self.work, identity, self.opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a
@@ -261,13 +272,7 @@ class _Run:
             return min(ff_seconds + (batches - ff_batches) * spb, ingest.files)
 
         staged = StagedPlan.of(plan)
-        self.reentry_dirs = {}  # per DB-op output that SPE-ops read
-        for c in plan.db_ops:
-            for oid in c.outputs:
-                if staged.reenters(oid):
-                    d = work / "reentry" / (c.id if len(c.outputs) == 1 else f"{c.id}-{oid}")
-                    d.mkdir(parents=True, exist_ok=True)
-                    self.reentry_dirs[oid] = d
+        self.reentry_dirs = staged.reentry_dirs(work / "reentry")
         self.table_files = table_files = snapshot_tables(  # the version every instant sees
             self.lg.nodes.values(), work / "input" / "tables", resuming)
         threads, memory = mig_resources(len(plan.db_ops))
@@ -277,8 +282,8 @@ class _Run:
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,
                                  table_files=table_files)
                 for c in plan.db_ops}
-        collectors = {q: ResultParts(work / "results" / q if self.lg.many else work / "results",
-                                     staged.columns[q], sinks[q]) for q in staged.tops}
+        collectors = {q: ResultParts(results_dir(work, q, self.lg.many), staged.columns[q],
+                                     sinks[q]) for q in staged.tops}
         ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        event_seconds_done, self.prog.batch, watch=h.watch,
@@ -286,15 +291,7 @@ class _Run:
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
             ex.event_seconds_done = seconds_by_clock(staged, ingest)
-        resumed_at = None
-        for st in staged.stages:
-            log = ex.stage_logs[st.index] = StageLog(work / "state" / f"stage{st.index}.json")
-            saved = log.load() if resuming else None
-            if saved:
-                st.clock, st.last_done = saved["clock"], saved["batch"]
-                st.data_batches = saved["data_batches"]
-                if st.index == 0:
-                    resumed_at = (saved["batch"] + 1, min(saved["clock"].values(), default=None))
+        ex.stage_logs, resumed_at = load_stage_logs(staged.stages, work / "state", resuming)
         if resuming:
             b, t = resumed_at or (0, None)
             say = f"fedq: resuming {self.lg.root.name} in {work} at batch {b}"

@@ -84,6 +84,7 @@ class QuerySink:
             raise OptionError("sinks", f"{type(sink).__name__}.put takes no `query`: a sink "
                               "of several queries receives put(key, rows, query=name)")
         self.sink, self.query = sink, query
+        self.durable = getattr(sink, "durable", True)
 
     def put(self, key: tuple[int, int], rows) -> None:
         self.sink.put(key, rows, query=self.query)
@@ -92,13 +93,18 @@ class QuerySink:
         pass
 
 
-def close_sinks(opened: dict[str, list], opt: RunOptions, many: bool) -> None:
-    """Close every sink of the run once (the given ones of several queries after theirs)."""
-    for s in (s for q in opened.values() for s in q):
+def open_run_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
+                   queries: list[str], many: bool) -> dict[str, list]:
+    """Each query's sinks (open_sinks; of one query, its name is not needed)."""
+    return {q: open_sinks(opt, work, rid, resuming, q if many else None) for q in queries}
+
+
+def close_sinks(opened: dict[str, list], opt: RunOptions) -> None:
+    """Close the sinks a run opened (the given ones, `opt.sinks`, are closed by execute
+    after the run's last attempt: a fresh run that takes over hands them on)."""
+    given = {id(s) for s in opt.sinks}
+    for s in (s for q in opened.values() for s in q if id(s) not in given):
         s.close()
-    if many:
-        for s in opt.sinks:
-            s.close()
 
 
 def _claim_directory(out: Path, rid: str, replace: bool) -> None:

@@ -60,15 +60,19 @@ class ResumeError(FedqError, ValueError):
     """The work directory holds another run."""
 
 
-def run_identity(plan, seconds_per_batch: int, allowed_lateness_s: float,
-                 warmup_batch_s: int | None, drain: bool) -> dict:
-    """What must not change between a run and its resumption."""
+def run_identity(plan, opt, data, start_at=None, stop_at=None) -> dict:
+    """What must not change between a run and its resumption: the plan, the options
+    (RunOptions) that shape its batches, its data (a directory, URL or one per stream)
+    and a handoff's start and stop instants."""
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
     return {"query": lg.root.name, "placement": plan.placement_string,
             "plan_sha": hashlib.sha256(text.encode()).hexdigest()[:16],
-            "seconds_per_batch": seconds_per_batch, "allowed_lateness_s": allowed_lateness_s,
-            "warmup_batch_s": warmup_batch_s, "drain": drain}
+            "seconds_per_batch": opt.seconds_per_batch,
+            "allowed_lateness_s": opt.allowed_lateness_s,
+            "warmup_batch_s": opt.warmup_batch_s, "drain": opt.drain, "data": data,
+            "max_files": opt.max_files, "start_at": str(start_at), "stop_at": str(stop_at),
+            "follow": opt.follow, "until": str(opt.until), "feed": opt.feed}
 
 
 def claim(work: Path, identity: dict) -> bool:
@@ -115,6 +119,26 @@ class StageLog:
         d = {"batch": batch, "clock": {str(k): v.isoformat() for k, v in clock.items()},
              "data_batches": data_batches}
         atomic_write_bytes(self.path, json.dumps(d).encode())
+
+
+def load_stage_logs(stages, state: Path, resuming: bool) -> tuple[dict[int, StageLog], tuple]:
+    """Each stage's log in `state`; a resumed run's stages get their saved clocks, last
+    batch and data batches. Also (next batch, event time) of stage 0 when it resumes."""
+    logs, resumed_at = {}, None
+    for st in stages:
+        log = logs[st.index] = StageLog(state / f"stage{st.index}.json")
+        saved = log.load() if resuming else None
+        if saved:
+            st.clock, st.last_done = saved["clock"], saved["batch"]
+            st.data_batches = saved["data_batches"]
+            if st.index == 0:
+                resumed_at = (saved["batch"] + 1, min(saved["clock"].values(), default=None))
+    return logs, resumed_at
+
+
+def results_dir(work: Path, query: str, many: bool) -> Path:
+    """Where a query's result parts are (per query when the run has several)."""
+    return work / "results" / query if many else work / "results"
 
 
 class ResultParts:

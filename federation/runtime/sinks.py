@@ -96,6 +96,8 @@ def read_parquet_sink(directory: Path) -> pa.Table:
 class ConsoleSink:
     """Prints each instant's rows as it is computed (`fedq run --console`)."""
 
+    durable = False  # keeps nothing: a fresh run that takes over hands it no old rows
+
     def __init__(self, out=None, label: str | None = None) -> None:
         self.out = out
         self.label = f"{label} " if label else ""  # the query's name, of several
@@ -115,6 +117,8 @@ class ConsoleSink:
 class QueueSink:
     """Hands each instant's rows to a queue (`RunHandle.results()`): (instant, rows), of
     several queries (query, instant, rows); None marks the end."""
+
+    durable = False
 
     def __init__(self, maxsize: int = 1000) -> None:
         self.q: queue.Queue = queue.Queue(maxsize)

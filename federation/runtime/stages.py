@@ -127,6 +127,18 @@ class StagedPlan:
         return [c for c, s in self.db_op_stage.items() if s == stage]
 
 
+    def reentry_dirs(self, root: Path) -> dict[str, Path]:
+        """A directory under `root` per DB-op output that SPE-ops read (made here)."""
+        out = {}
+        for c in self.plan.db_ops:
+            for oid in c.outputs:
+                if self.reenters(oid):
+                    d = root / (c.id if len(c.outputs) == 1 else f"{c.id}-{oid}")
+                    d.mkdir(parents=True, exist_ok=True)
+                    out[oid] = d
+        return out
+
+
 class StageBuilder:
     """Builds each stage's streaming DataFrame: its sources, the SPE-ops translated into
     Spark operators, and the tagged union of its outputs (one per MIG input, the result)."""
