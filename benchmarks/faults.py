@@ -2,17 +2,16 @@
 
 Run: python -m benchmarks.faults --trials 24 [--seed 1] [--out faults.json]
 
-Each trial runs `fedq run` on small smart-plug data (30 plugs, 60 event seconds, windows
-of 10/30/50 s, 2 event seconds per micro-batch) with one of the cases below, kills its
-whole process group with SIGKILL one to three times, each time either after a random
-wall time or at a named point of the micro-batch cycle (FEDQ_FAULT, durable.FAULT_POINTS:
-at the start of a batch, after the MIG's rows are in, just before and just after the
-DuckDB commit, at the end of a batch), then lets the same command finish. The result must
-equal the reference evaluator's: same rows per slide instant, no duplicates, no missing
-instants. A fresh uninterrupted run per case gives the work a resumed run saves (micro-
-batches and wall time of the last, resumed run against the fresh one). Writes
-benchmarks/results/<out> with every trial, kills and mismatches.
-"""
+Each trial runs `fedq run` on small smart-plug data (30 plugs, 60 event seconds, windows of
+10/30/50 s, 2 event seconds per micro-batch) with one of the cases below, kills its whole
+process group with SIGKILL one to three times, each time either after a random wall time or
+at a named point of the micro-batch cycle (FEDQ_FAULT, runtime/recovery.FAULT_POINTS: at the
+start of a batch, after the MIG's rows are in, just before and just after the DuckDB commit,
+at the end of a batch), then lets the same command finish. The result must equal the
+reference evaluator's: same rows per slide instant, no duplicates, no missing instants. A
+fresh uninterrupted run per case gives the work a resumed run saves (micro-batches and wall
+time of the last, resumed run against the fresh one). Writes benchmarks/results/<out> with
+every trial, kills and mismatches."""
 
 from __future__ import annotations
 

@@ -36,14 +36,6 @@ def create_table(table: str, columns: dict[str, str]) -> str:
     return render(exp.Create(this=schema, kind="TABLE"))
 
 
-def insert_from(table: str, source: str, columns: list[str]) -> str:
-    """INSERT INTO table (columns) SELECT columns FROM source."""
-    cols = [quoted_column(c) for c in columns]
-    target = exp.Schema(this=quoted_table(table), expressions=[exp.to_identifier(c, quoted=True)
-                                                         for c in columns])
-    return render(exp.insert(exp.select(*cols).from_(source), target))
-
-
 def delete_before(table: str, column: str, range_s: float | None = None) -> str:
     """DELETE the rows whose `column` is before the parameter (minus `range_s` seconds)."""
     bound: exp.Expression = exp.cast(exp.Placeholder(), "TIMESTAMP")

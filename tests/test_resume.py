@@ -40,7 +40,7 @@ def fedq_run(query: str, placement: str, data, work, out, per_batch: int = 4,
 def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool, str]:
     """Run `cmd` and kill it: "after:<s>" seconds after Spark committed its first
     micro-batch (a moment in the middle of the run), or at a fault point "<point>:<n>"
-    (durable.FAULT_POINTS); then run it again to the end. Returns whether the kill hit a
+    (recovery.FAULT_POINTS); then run it again to the end. Returns whether the kill hit a
     running process, whether its input was complete by then, the resumed run's stderr."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("FEDQ_FAULT", None)

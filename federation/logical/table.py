@@ -121,7 +121,3 @@ def fold_tables(node: Node) -> Node:
                 ("select", n.outputs),))  # type: ignore[attr-defined]
         return n
     return node.transform(rule)
-
-
-def reads_a_stream(node: Node) -> bool:
-    return any(n.kind == "window" for n in node.walk())

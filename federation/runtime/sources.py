@@ -1,4 +1,5 @@
-"""The streams of a query and where each one's readings come from (docs/streams.md).
+"""The streams of a query and where each one's readings come from (docs/architecture.md,
+"Live input").
 
 A query reads one or more declared streams; each has its own data directory, validated
 into its own spool (`ingest.py`) against its own schema. A query over one stream keeps the

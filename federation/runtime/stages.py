@@ -104,10 +104,6 @@ class StagedPlan:
         """The DB-op that computes the (first) query's result, if any."""
         return self.plan.db_op_of(self.root_child)
 
-    @property
-    def result_columns(self) -> list[str]:
-        return next(iter(self.columns.values()))
-
     def queries_at(self, oid: str) -> list[str]:
         """The queries whose result is operator `oid`'s rows."""
         return [q for q, t in self.tops.items() if t == oid]
