@@ -15,6 +15,7 @@ class DuckDBTableSink:
     new run appends to the table (`replace`: drops it first)."""
 
     def __init__(self, path: Path, table: str, run: str, replace: bool = False) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(path))
         self.table, self.run = table, run
         self.con.execute("CREATE TABLE IF NOT EXISTS fedq_batches (tbl VARCHAR, run VARCHAR, "

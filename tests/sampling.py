@@ -1,6 +1,6 @@
 """`make test` runs a pairwise sample of the exhaustive matrix (every placement of a query,
 every kill point, every batch size); the rest is marked `long` and runs in `make
-test-long` (README, "Tests")."""
+test-long` (README)."""
 
 from __future__ import annotations
 

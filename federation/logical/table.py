@@ -6,7 +6,7 @@ Selections and projections over a table fold into the leaf (`steps`): the table'
 a join is one input wherever the join runs (read in place in a DB-op, a broadcast static
 DataFrame in Spark). Which version of the table a run reads: the table as it is when the
 run starts, copied once into the run's work directory (federation/runtime/tables.py);
-docs in the README, "Database tables in a query".
+docs in docs/user-guide.md, "Database tables in a query".
 """
 
 from __future__ import annotations

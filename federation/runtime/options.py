@@ -251,9 +251,7 @@ def check_output(output: Path | str | None, overwrite: bool = False,
     path = output_path(output)
     if path.exists() and not overwrite and output.suffix != ".duckdb" and not follow:
         return f"{path} exists; pass --overwrite to replace it"
-    parent = path.parent
-    if output.suffix == ".parquet" and not parent.is_dir():
-        return f"directory {parent} does not exist"
+    parent = path.parent  # made at the end of the run where missing, as Spark's writers do
     probe = parent
     while not probe.exists():
         probe = probe.parent

@@ -3,7 +3,7 @@ starts, from its DuckDB file into the work directory (`input/tables/<name>.parqu
 engine reads that copy: DB-ops load it into their DuckDB, Spark broadcasts it. So every
 instant of a run sees the table as it was when the run started, whatever the placement;
 a resumed run (kill -9) reads the copy it made; an update to the table reaches the
-query's next run (README, "Database tables in a query")."""
+query's next run (docs/user-guide.md, "Database tables in a query")."""
 
 from __future__ import annotations
 
