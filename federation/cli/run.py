@@ -34,7 +34,8 @@ FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--al
          "margin": "--margin", "min_interval_s": "--min-interval", "strategy": "--strategy",
          "placement": "--placement", "adaptive": "--adaptive", "decide": "--adaptive",
          "options": "fedq run", "follow": "--follow", "until": "--until",
-         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table", "source": "--source"}
+         "idle_timeout_s": "--idle-timeout", "output_table": "--output-table", "source": "--source",
+         "metrics_port": "--metrics-port"}
 
 
 def _fail(option: str, message: str) -> int:
@@ -74,7 +75,8 @@ def _options(a: argparse.Namespace, work_dir: Path):
                          idle_timeout_s=a.idle_timeout, output_table=a.output_table,
                          console=a.console, state_store=a.state_store, feed=a.feed,
                          mqtt_ca=a.mqtt_ca, mqtt_cert=a.mqtt_cert, mqtt_key=a.mqtt_key,
-                         mqtt_password_file=a.mqtt_password_file)
+                         mqtt_password_file=a.mqtt_password_file,
+                         metrics_port=a.metrics_port)
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
@@ -315,6 +317,9 @@ def add_parsers(sub) -> None:
     add_engine_arguments(r)
     r.add_argument("--console", action="store_true", help="print each instant's rows as computed")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while the "
+                        "run runs (0: a free port, printed)")
     ad = r.add_argument_group("re-optimization while running (--adaptive)", "every "
         "--decide-every event seconds the run measures the last window (input rate, "
         "selectivities, its own pace); when the optimizer's plan for those statistics is "

@@ -36,6 +36,7 @@ from federation.runtime.live import (
     start_following,
     wait_for_first,
 )
+from federation.runtime.metrics import start_metrics
 from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.move import spark_tail_s
@@ -44,6 +45,7 @@ from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import (
     ResultParts,
     claim_work,
+    first_error,
     load_stage_logs,
     results_dir,
     run_identity,
@@ -94,10 +96,8 @@ def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
     try:
         return run.execute()
     except _ResumeFailed as e:
-        cause = str(e.__cause__).strip().splitlines()
-        first = next((ln for ln in cause if "Exception" in ln or "Error" in ln),
-                     cause[0] if cause else repr(e.__cause__))
-        print(f"fedq: could not resume ({first[:300]}); starting over", file=sys.stderr)
+        print(f"fedq: could not resume ({first_error(e.__cause__)}); starting over",
+              file=sys.stderr)
         run.taken = take_over(opt, run.work, run.run_id, run.lg, StagedPlan.of(plan).columns)
         run.opt = RunOptions.of(opt, fresh=True)
         return run.execute()
@@ -151,11 +151,13 @@ class _Run:
         self.run_id = run_id(self.work, resuming or taken is not None)
         sinks = open_run_sinks(opt, self.work, self.run_id, resuming or taken is not None,
                                self.lg.tops, self.lg.many)
+        metrics = None
         try:
             ingest = self._read_input(resuming)
             if ingest is None:  # halted while waiting for the first reading
                 raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
+            metrics = start_metrics(opt, ex, self.plan, self.stream.name)
             try:
                 self._start_stages(ex, ingest)
                 if self.follower is None:
@@ -175,6 +177,8 @@ class _Run:
             if self.follower is not None:
                 self.follower.stop()
             close_sinks(sinks, opt)
+            if metrics:
+                metrics.stop()
         wall = time.perf_counter() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
         tables = None if self.follower is not None else {

@@ -99,6 +99,8 @@ class RunOptions(CheckedOptions):
     Spark streaming query forwards every row, the setting of Ji et al.).
     `state_store`: where Spark keeps its operators' state, "memory" (Spark's default, the
     heap) or "rocksdb" (off heap, spilling to local disk: for state beyond the heap).
+    `metrics_port`: serve Prometheus metrics on that port of 127.0.0.1 while the run runs
+    (0: a free port, printed; federation/runtime/metrics.py).
     """
 
     seconds_per_batch: int = 1
@@ -127,6 +129,7 @@ class RunOptions(CheckedOptions):
     mqtt_cert: Path | None = None
     mqtt_key: Path | None = None
     mqtt_password_file: Path | None = None
+    metrics_port: int | None = None
 
     @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
     @classmethod
@@ -146,6 +149,14 @@ class RunOptions(CheckedOptions):
             parse_mqtt_url(v)  # ValueError names what is wrong
             return v
         return None if v is None else Path(v)
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _port(cls, v):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or
+                              not 0 <= v <= 65535):
+            raise ValueError(f"must be a port number 0-65535, got {v!r}")
+        return v
 
     @field_validator("output_table", mode="before")
     @classmethod

@@ -31,8 +31,10 @@ import signal
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from federation.conventions import TAU
 from federation.errors import FedqError
 from federation.parts import atomic_write_bytes, atomic_write_parquet
 from federation.runtime.result import results_table
@@ -121,6 +123,14 @@ class StageLog:
         atomic_write_bytes(self.path, json.dumps(d).encode())
 
 
+def first_error(e: BaseException) -> str:
+    """The line of an error that names it (Spark's exception leads, its plan follows)."""
+    lines = str(e).strip().splitlines()
+    first = next((ln for ln in lines if "Exception" in ln or "Error" in ln),
+                 lines[0] if lines else repr(e))
+    return first[:300]
+
+
 def load_stage_logs(stages, state: Path, resuming: bool) -> tuple[dict[int, StageLog], tuple]:
     """Each stage's log in `state`; a resumed run's stages get their saved clocks, last
     batch and data batches. Also (next batch, event time) of stage 0 when it resumes."""
@@ -151,10 +161,12 @@ class ResultParts:
         self.columns = columns
         self.sinks = list(sinks)
         self.rows = 0  # handed on by this process (a replayed batch counts again)
+        self.instants = 0
 
     def put(self, key: tuple, t: pa.Table) -> None:
         atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
         self.rows += t.num_rows
+        self.instants += len(pc.unique(t.column(TAU))) if t.num_rows else 0
         if self.sinks and t.num_rows:
             rows = results_table([t], self.columns)
             for s in self.sinks:

@@ -1,0 +1,97 @@
+"""Prometheus metrics of a running query (federation/runtime/metrics.py): scraped over HTTP
+while a following run works, they count what the run read, dead-lettered and delivered,
+and the endpoint goes away with the run. No JVM: the plan is all in DuckDB."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from federation.parts import land_files
+from federation.smartplug.datagen import generate
+from federation.smartplug.queries import QUERIES
+
+RATE, PLUGS, SECONDS, SCALE = 60, 30, 12, 0.1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[tuple, float]:
+    """Every sample: (name, sorted labels) -> value."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text.decode()) for s in f.samples}
+
+
+def test_a_following_run_serves_what_it_read_dead_lettered_and_delivered(tmp_path):
+    from federation.api import start
+
+    src, landing = tmp_path / "src", tmp_path / "landing"
+    generate(src, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=11)
+    files = sorted(src.glob("part-*.parquet"))
+    bad = pq.read_table(files[3])  # a NaN reading: a dead letter with its reason
+    bad = bad.set_column(bad.schema.get_field_index("value"), "value",
+                         pa.array([float("nan")] + bad["value"].to_pylist()[1:]))
+    pq.write_table(bad, files[3])
+    landing.mkdir()
+    port = free_port()
+    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    h = start(q, "db", landing, follow=True, work_dir=tmp_path / "work", metrics_port=port,
+              seconds_per_batch=2, idle_timeout_s=300)
+    land_files(files, landing)
+    rows = sum(pq.read_metadata(p).num_rows for p in files)
+    seen = 0
+    for tau, _ in h.results(timeout=120):
+        seen += 1
+        if tau.second >= SECONDS - 1:
+            break
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the last file may be in validation, the batch
+        m = scrape(port)                 # reported after its rows reached the sinks
+        if m.get(("fedq_stream_rows_in_total", (("stream", "smartplug"),))) == rows and \
+                ("fedq_stage_batches_total", (("stage", "0"),)) in m:
+            break
+        time.sleep(0.2)
+    assert m[("fedq_stream_rows_in_total", (("stream", "smartplug"),))] == rows
+    dead = {k: v for k, v in m.items() if k[0] == "fedq_stream_dead_letters_total"}
+    assert sum(dead.values()) == 1 and "NaN" in str(list(dead)), dead
+    assert m[("fedq_stream_rows_accepted_total", (("stream", "smartplug"),))] == rows - 1
+    assert m[("fedq_query_instants_total", (("query", "CQ1"),))] >= seen
+    assert m[("fedq_query_result_rows_total", (("query", "CQ1"),))] > 0
+    assert m[("fedq_stage_batches_total", (("stage", "0"),))] >= 1
+    assert m[("fedq_stage_batch_duration_seconds_count", (("stage", "0"),))] == \
+        m[("fedq_stage_batches_total", (("stage", "0"),))]
+    assert m[("fedq_run_info", (("feed", "direct"), ("placement", h_placement(m)),
+                                ("query", "CQ1")))] == 1
+    assert ("fedq_state_bytes", (("engine", "duckdb"), ("kind", "predicted"))) in m
+    assert m[("fedq_run_rho", ())] > 0
+    clock = m[("fedq_stream_clock_timestamp_seconds", (("stream", "smartplug"),))]
+    last = pc.max(pa.concat_tables(pq.read_table(p) for p in files)["ts"]).as_py()
+    assert abs(clock - last.replace(tzinfo=__import__("datetime").timezone.utc).timestamp()) < 1
+    h.stop(timeout=60)
+    with pytest.raises(urllib.error.URLError):
+        scrape(port)
+
+
+def h_placement(m) -> str:
+    return next(dict(k[1])["placement"] for k in m if k[0] == "fedq_run_info")
+
+
+def test_a_bad_metrics_port_is_refused_naming_the_option():
+    from federation.errors import OptionError
+    from federation.runtime.options import RunOptions
+
+    with pytest.raises(OptionError, match="metrics_port: must be a port number 0-65535"):
+        RunOptions.of(metrics_port=70000)
