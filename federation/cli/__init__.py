@@ -1,11 +1,11 @@
-"""`fedq`: explain, run, generate, import and stats (one command with subcommands)."""
+"""`fedq`: explain, run, status, generate, import and stats (one command with subcommands)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from federation.cli import data, explain, generate, run
+from federation.cli import data, explain, generate, run, status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_parser(sub)
     generate.add_parser(sub)
     run.add_parsers(sub)
+    status.add_parser(sub)
     data.add_parsers(sub)
     a = p.parse_args(argv)
     return int(a.func(a) or 0)

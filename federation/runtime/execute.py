@@ -16,7 +16,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.errors import OptionError
@@ -44,6 +44,7 @@ from federation.runtime.options import RunOptions, per_batch_output, work_direct
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import (
     ResultParts,
+    WorkLock,
     claim_work,
     first_error,
     load_stage_logs,
@@ -102,7 +103,7 @@ def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
         run.opt = RunOptions.of(opt, fresh=True)
         return run.execute()
     finally:
-        for s in opt.sinks:  # the given sinks: once, after the last attempt
+        for s in [*opt.sinks, *run.locks]:  # given sinks once, after the last attempt
             s.close()
 
 
@@ -120,6 +121,7 @@ class _Run:
     h: Handoff
     halt: threading.Event
     taken: TakeOver | None = None  # set when a fresh run takes over a resumed one
+    locks: list = field(default_factory=list)  # the work directories this run holds
 
     def __post_init__(self) -> None:
         self.lg = self.plan.logical
@@ -143,7 +145,9 @@ class _Run:
     def execute(self) -> RunResult:
         opt = self.opt
         self.work = work_directory(opt.work_dir)
-        resuming = self._claim()
+        self.locks.append(WorkLock.hold(self.work))  # released by execute() at the end
+        resuming = claim_work(self.work, run_identity(self.plan, self.opt, self.sources,
+                                                      self.data, self.h), opt.fresh)
         self.follower = None
         taken = TakeOver.load(self.work) if resuming else self.taken
         if taken is None:
@@ -210,16 +214,6 @@ class _Run:
         last = last_instant(ex.ingest.last_ts, self.extent_s, self.slide_s)
         for m in ex.migs.values():
             m.end_life(last)
-
-    def _claim(self) -> bool:
-        """Claim the work directory; True when this resumes an interrupted run of the same
-        identity (recovery.py), else everything of an earlier run is removed."""
-        data = {n: str(s.path.resolve()) if s.path is not None else s.url
-                for n, s in (self.sources or {}).items()}
-        if len(data) <= 1:  # one stream: its directory or URL
-            data = next(iter(data.values()), None) or str(Path(self.data).resolve())
-        identity = run_identity(self.plan, self.opt, data, self.h.start_at, self.h.stop_at)
-        return claim_work(self.work, identity, self.opt.fresh)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a

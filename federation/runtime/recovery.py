@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.conventions import TAU
-from federation.errors import FedqError
+from federation.errors import FedqError, OptionError
 from federation.parts import atomic_write_bytes, atomic_write_parquet
 from federation.runtime.result import results_table
 
@@ -62,10 +62,76 @@ class ResumeError(FedqError, ValueError):
     """The work directory holds another run."""
 
 
-def run_identity(plan, opt, data, start_at=None, stop_at=None) -> dict:
+LOCK_FILE = "lock"
+
+
+class WorkLock:
+    """This process runs in the work directory: an exclusive lock on `<work>/lock` (which
+    names the process), so that a second run on the directory (the same command in another
+    terminal) is refused instead of corrupting the first one's state. The lock goes with
+    the process, also after kill -9 (flock)."""
+
+    def __init__(self, work: Path) -> None:
+        import fcntl
+
+        self.f = open(work / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.seek(0)
+            pid = self.f.read().strip() or "?"
+            self.f.close()
+            raise OptionError("work_dir", f"{work} is in use by another fedq run (process "
+                                          f"{pid}); wait for it to end, stop it, or name "
+                                          "another work directory") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(f"{os.getpid()}\n")
+        self.f.flush()
+
+    @classmethod
+    def hold(cls, work: Path) -> WorkLock:
+        """The lock of `work` (this process's, if it holds it already: a fresh run that
+        takes over a resumed one in the same directory)."""
+        key = Path(work).resolve()
+        lock = _HELD.get(key)
+        if lock is None or lock.f.closed:
+            lock = _HELD[key] = cls(work)
+        return lock
+
+    def close(self) -> None:
+        if not self.f.closed:
+            self.f.close()  # closing the file releases the lock
+
+
+_HELD: dict[Path, WorkLock] = {}
+
+
+def lock_holder(work: Path) -> int | None:
+    """The process that runs in `work` now, or None when no run holds it."""
+    import fcntl
+
+    path = work / LOCK_FILE
+    if not path.exists():
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = f.read().strip()
+            return int(text) if text.isdigit() else -1
+    return None
+
+
+def run_identity(plan, opt, sources, data, h) -> dict:
     """What must not change between a run and its resumption: the plan, the options
-    (RunOptions) that shape its batches, its data (a directory, URL or one per stream)
-    and a handoff's start and stop instants."""
+    (RunOptions) that shape its batches, its data (each stream's directory or URL in
+    `sources`, else the directory `data`) and a handoff's (`h`) start and stop instants."""
+    data = {n: str(s.path.resolve()) if s.path is not None else s.url
+            for n, s in (sources or {}).items()} or {"": str(Path(data).resolve())}
+    if len(data) == 1:  # one stream: its directory or URL
+        data = next(iter(data.values()))
+    start_at, stop_at = h.start_at, h.stop_at
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
     return {"query": lg.root.name, "placement": plan.placement_string,
