@@ -95,3 +95,45 @@ def test_a_bad_metrics_port_is_refused_naming_the_option():
 
     with pytest.raises(OptionError, match="metrics_port: must be a port number 0-65535"):
         RunOptions.of(metrics_port=70000)
+
+
+def test_the_status_page_shows_the_plan_and_the_run_in_a_browser(tmp_path):
+    """The page a user opens beside the metrics, rendered by headless Chromium: the plan's
+    operators with their engines and DB-op, the stream, the stage, the query's results."""
+    import shutil
+
+    from federation.api import start
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium)")
+    src, landing = tmp_path / "src", tmp_path / "landing"
+    generate(src, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=11)
+    landing.mkdir()
+    port = free_port()
+    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    placement = "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db"
+    h = start(q, placement, landing, follow=True, work_dir=tmp_path / "work",
+              metrics_port=port, seconds_per_batch=2, idle_timeout_s=300)
+    land_files(sorted(src.glob("part-*.parquet")), landing)
+    for tau, _ in h.results(timeout=120):
+        if tau.second >= SECONDS - 1:
+            break
+    time.sleep(0.5)  # the batch's metrics follow its rows
+    shot = tmp_path / "status.png"
+    url = f"http://127.0.0.1:{port}/"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1000"]
+    import subprocess
+
+    dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    subprocess.run([browser, *flags, f"--screenshot={shot}", url], capture_output=True,
+                   timeout=60, check=True)
+    h.stop(timeout=60)
+    assert shot.exists() and shot.stat().st_size > 10_000  # a page was drawn
+    assert "fedq: CQ1" in dom and "running" in dom and f"placement <b>{placement}</b>" in dom
+    for op in ("op1", "op2", "op3", "op4", "op5", "op6"):  # every operator, in DuckDB
+        assert f"{op}</span></td><td><span class=\"db\">DB</span></td><td>db1</td>" in dom, op
+    assert dom.count("<span class=\"leaf\">leaf</span>") == 2  # the two windows
+    assert "<td>smartplug</td>" in dom and "ParquetDirectorySink" not in dom
+    assert "QueueSink" in dom and "<h2>Stages</h2>" in dom and "rho" in dom

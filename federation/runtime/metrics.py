@@ -31,9 +31,10 @@ handles the reset).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from federation.runtime.result import BatchMetrics
@@ -58,6 +59,8 @@ class RunMetrics:
         self.predicted: dict[str, int] = {}
         self.inputs: Callable[[], Mapping] = dict
         self.queries: Callable[[], Mapping] = dict
+        self.plan, self.cost, self.state = None, None, "running"  # for the status page
+        self.started = time.monotonic()
         self._lock = threading.Lock()
         self.server = None
         self.registry.register(_Live(self))
@@ -77,8 +80,11 @@ class RunMetrics:
 
     # -- serving -------------------------------------------------------------------------
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
-        """Serve the metrics on `port` (0: a free one); the port."""
-        self.server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        """Serve the metrics and the status page (statuspage.py) on `port` (0: a free
+        one); the port."""
+        from federation.runtime.statuspage import serve
+
+        self.server = serve(self, make_wsgi_app(self.registry), port, addr)
         return self.server.server_port
 
     def stop(self) -> None:
@@ -189,14 +195,20 @@ def start_metrics(opt, ex, plan, stream: str) -> RunMetrics | None:
     inputs = getattr(ex.ingest, "inputs", None) or {stream: ex.ingest}
     m.inputs = lambda: inputs
     m.queries = lambda: ex.collectors
+    m.plan = plan
     try:
+        from costmodel.plan_cost import plan_cost
+        from costmodel.profile import load_profile
         from federation.runtime.summary import predicted_memory
 
         mem = predicted_memory(plan)
         m.predicted = {"duckdb": int(mem["db_bytes"]), "spark": int(mem["spark_bytes"])}
+        v = plan_cost(plan, load_profile()).vector
+        m.cost = (v.C_b, v.C_u)
     except Exception as e:  # noqa: BLE001 - reporting: the metric is left out
         print(f"fedq: predicted state not in the metrics ({type(e).__name__}: {e})",
               file=sys.stderr)
     port = m.serve(opt.metrics_port)
-    print(f"fedq: metrics on http://127.0.0.1:{port}/metrics", file=sys.stderr)
+    print(f"fedq: metrics on http://127.0.0.1:{port}/metrics, status page on "
+          f"http://127.0.0.1:{port}/", file=sys.stderr)
     return m

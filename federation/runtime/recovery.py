@@ -228,11 +228,14 @@ class ResultParts:
         self.sinks = list(sinks)
         self.rows = 0  # handed on by this process (a replayed batch counts again)
         self.instants = 0
+        self.last_tau = None  # the last instant handed to the sinks
 
     def put(self, key: tuple, t: pa.Table) -> None:
         atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
         self.rows += t.num_rows
-        self.instants += len(pc.unique(t.column(TAU))) if t.num_rows else 0
+        if t.num_rows:
+            self.instants += len(pc.unique(t.column(TAU)))
+            self.last_tau = pc.max(t.column(TAU)).as_py()
         if self.sinks and t.num_rows:
             rows = results_table([t], self.columns)
             for s in self.sinks:
