@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long test-fast cluster-test check-java venv clean peers-setup
+.PHONY: demo test test-long test-fast cluster-test check-java venv clean peers-setup browser-setup
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PYTHON) scripts/heartbeat.py "upgrading pip in $(VENV)" -- $(PY) -m pip install --quiet --upgrade pip || true
 	@$(PYTHON) scripts/heartbeat.py "installing fedq and its dependencies into $(VENV) (pyspark is large: a first install takes a minute or more)" -- $(PY) -m pip install --quiet -e '.[test]' || true
-	@$(PY) -c 'import pyspark, duckdb, sqlglot, pyarrow, pydantic, federation' || \
+	@$(PY) -c 'import pyspark, duckdb, sqlglot, pyarrow, pydantic, prometheus_client, federation' || \
 	  { echo "installation into $(VENV) failed; see the pip output above"; exit 1; }
 	@touch $(STAMP)
 
@@ -49,6 +49,14 @@ peers-setup: check-java
 	@test -x .venv-flink/bin/python || $(PYTHON) -m venv .venv-flink
 	@$(PYTHON) scripts/heartbeat.py "installing apache-flink 2.3.0 into .venv-flink (about 850 MB)" -- .venv-flink/bin/python -m pip install --quiet 'apache-flink==2.3.0'
 	@.venv-flink/bin/python -c 'import pyflink; print("PyFlink ready in .venv-flink")'
+
+# headless Chromium for the status page's browser test (tests/test_metrics.py, skipped
+# without it): Debian's package where apt-get runs as root; .ci/run calls this first
+browser-setup:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  $(PYTHON) scripts/heartbeat.py "installing chromium (Debian) for the status page's browser test" -- \
+	  sh -c 'export DEBIAN_FRONTEND=noninteractive; timeout 600 apt-get install -y -q chromium >/dev/null 2>&1 || { timeout 300 apt-get update -q >/dev/null 2>&1 && timeout 600 apt-get install -y -q chromium >/dev/null 2>&1; }'; } || \
+	  echo "chromium is not installed: the status page's browser test will be skipped"
 
 clean:
 	rm -rf $(VENV) .pytest_cache
