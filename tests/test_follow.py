@@ -39,10 +39,11 @@ def land(files: list[Path], landing: Path, delay: float = 0.0) -> None:
         time.sleep(delay)
 
 
-def reference(files: list[Path], work: Path, query: str = "CQ1") -> pa.Table:
+def reference(files: list[Path], work: Path, query: str = "CQ1",
+              scale: float = SCALE) -> pa.Table:
     """The reference over the source files' rows (not over the run's spool, so that a
     reading spooled twice or lost would show), which all passed validation."""
-    q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
+    q = QUERIES[query](rate=RATE, scale=scale, plugs=PLUGS)
     rows = pa.concat_tables(pq.read_table(p) for p in files)
     assert read_clean_rows(work / "input" / "spool").num_rows == rows.num_rows
     return reference_result(q, rows)
@@ -109,30 +110,31 @@ def test_a_quiet_stream_closes_its_windows_and_the_iterator_yields_instants_in_o
 
     landing, work = tmp_path / "landing", tmp_path / "work"
     landing.mkdir()
-    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    # 15-s windows (half CQ1's scale): the idle clock moves with wall time to close them
+    q = QUERIES["CQ1"](rate=RATE, scale=SCALE / 2, plugs=PLUGS)
     db = tmp_path / "sink.duckdb"
     h = start(q, "auto", landing, follow=True, idle_timeout_s=1.0, seconds_per_batch=2,
               work_dir=work, spark=spark, output=db, output_table="cq1")
     feeder = threading.Thread(target=land, args=(source[:20], landing, 0.1))
     feeder.start()
     feeder.join()
-    # the last reading is at 00:00:19; its window (30 s) closes at instant 00:00:49
+    # the last reading is at 00:00:19; its window (15 s) closes at instant 00:00:34
     seen, parts = [], []
     for tau, rows in h.results(timeout=180):
         seen.append(tau)
         parts.append(rows)
-        if tau.minute == 0 and tau.second >= 49:
+        if tau.minute == 0 and tau.second >= 34:
             break
     r = h.stop(timeout=120)
     assert r is not None and r.summary.result_rows >= sum(p.num_rows for p in parts)
     err = capfd.readouterr().err  # a stop on purpose prints no Spark error (fd 2: the JVM's)
     assert "terminated with error" not in err, err[-3000:]
     assert seen == sorted(seen) and len(set(seen)) == len(seen), "instants out of order"
-    want = reference(source[:20], work)
+    want = reference(source[:20], work, scale=SCALE / 2)
     got = pa.concat_tables(parts)
     hi = pc.max(got["tau"])
     assert diff_results(got, want.filter(pc.less_equal(want["tau"], hi))) is None
-    assert pc.max(want["tau"]).as_py().second == 49  # every window of the data closed
+    assert pc.max(want["tau"]).as_py().second == 34  # every window of the data closed
     assert h.status()["running"] is False
     con = duckdb.connect(str(db))
     in_db = con.sql("SELECT * FROM cq1").to_arrow_table()

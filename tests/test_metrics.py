@@ -4,6 +4,7 @@ and the endpoint goes away with the run. No JVM: the plan is all in DuckDB."""
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 import time
 import urllib.error
@@ -79,7 +80,7 @@ def test_a_following_run_serves_what_it_read_dead_lettered_and_delivered(tmp_pat
     assert m[("fedq_run_rho", ())] > 0
     clock = m[("fedq_stream_clock_timestamp_seconds", (("stream", "smartplug"),))]
     last = pc.max(pa.concat_tables(pq.read_table(p) for p in files)["ts"]).as_py()
-    assert abs(clock - last.replace(tzinfo=__import__("datetime").timezone.utc).timestamp()) < 1
+    assert abs(clock - last.replace(tzinfo=dt.timezone.utc).timestamp()) < 1
     h.stop(timeout=60)
     with pytest.raises(urllib.error.URLError):
         scrape(port)

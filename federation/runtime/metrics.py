@@ -78,6 +78,13 @@ class RunMetrics:
         if self.then is not None:
             self.then(m)
 
+    def snapshot(self) -> tuple[dict, dict, dict, dict[str, int]]:
+        """(last BatchMetrics, batches, DuckDB seconds) per stage and the measured state
+        bytes per engine, copied under the lock (the collector's and the page's view)."""
+        with self._lock:
+            return (dict(self.last), dict(self.batches), dict(self.db_s),
+                    {e: sum(v.values()) for e, v in self.measured.items() if v})
+
     # -- serving -------------------------------------------------------------------------
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve the metrics and the status page (statuspage.py) on `port` (0: a free
@@ -109,9 +116,7 @@ class _Live:
         info.add_metric(list(m.info.values()), 1.0)
         yield info
         yield from _streams(m.inputs())
-        with m._lock:
-            last, batches, db_s = dict(m.last), dict(m.batches), dict(m.db_s)
-            measured = {e: sum(v.values()) for e, v in m.measured.items() if v}
+        last, batches, db_s, measured = m.snapshot()
         for name, doc, values in (
                 ("fedq_stage_batches", "Micro-batches handled by this process", batches),
                 ("fedq_stage_duckdb_seconds", "Wall time in DuckDB", db_s)):
@@ -201,9 +206,10 @@ def start_metrics(opt, ex, plan, stream: str) -> RunMetrics | None:
         from costmodel.profile import load_profile
         from federation.runtime.summary import predicted_memory
 
-        mem = predicted_memory(plan)
+        profile = load_profile()
+        mem = predicted_memory(plan, profile)
         m.predicted = {"duckdb": int(mem["db_bytes"]), "spark": int(mem["spark_bytes"])}
-        v = plan_cost(plan, load_profile()).vector
+        v = plan_cost(plan, profile).vector
         m.cost = (v.C_b, v.C_u)
     except Exception as e:  # noqa: BLE001 - reporting: the metric is left out
         print(f"fedq: predicted state not in the metrics ({type(e).__name__}: {e})",

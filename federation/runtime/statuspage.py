@@ -56,8 +56,7 @@ def render(m) -> str:
         rows.append((e(name), f"{r.rows_in:,}", f"{r.rows_in / elapsed:,.0f}/s",
                      f"{sum(r.dead.values()):,}", e(str(r.last_ts))))
     parts.append(_table("Streams", ["stream", "rows in", "rate", "dead letters", "clock"], rows))
-    with m._lock:
-        last, batches = dict(m.last), dict(m.batches)
+    last, batches, _, _ = m.snapshot()
     parts.append(_table("Stages", ["stage", "batches", "last batch s", "clock", "backlog s",
                                    "rho"],
                         [(str(s), str(batches.get(s, 0)), f"{b.wall_s:.2f}", e(str(b.clock)),

@@ -159,11 +159,12 @@ def largest_state(metrics) -> dict[str, int]:
     return out
 
 
-def predicted_memory(plan: PhysicalPlan) -> dict[str, float]:
-    """The memory model's state per engine for this plan (costmodel/memory.py)."""
+def predicted_memory(plan: PhysicalPlan, profile=None) -> dict[str, float]:
+    """The memory model's state per engine for this plan (costmodel/memory.py), under
+    `profile` (default: the user's calibrated one, else the shipped one)."""
     from costmodel.memory import plan_memory
     from costmodel.profile import load_profile
 
-    m = plan_memory(plan, load_profile())
+    m = plan_memory(plan, profile or load_profile())
     return {"spark_rows": sum(s.rows for s in m.spe.values()), "spark_bytes": m.spe_bytes,
             "db_rows": sum(s.rows for s in m.db.values()), "db_bytes": m.db_bytes}
