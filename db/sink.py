@@ -18,6 +18,7 @@ class DuckDBTableSink:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(path))
         self.table, self.run = table, run
+        self.where = f"table {table} of {path}"
         self.con.execute("CREATE TABLE IF NOT EXISTS fedq_batches (tbl VARCHAR, run VARCHAR, "
                          "stage INTEGER, batch BIGINT, rows BIGINT, "
                          "PRIMARY KEY (tbl, run, stage, batch))")

@@ -52,3 +52,31 @@ class OutputError(OptionError):
 
     def __init__(self, message: str) -> None:
         super().__init__("output", message)
+
+
+class RunFailed(FedqError):
+    """A run stopped on an error around it after it started (a full disk, a sink that
+    fails, an input that cannot be read): the message names the cause, the micro-batch
+    that was not committed, and how to go on. The work directory is left as a crash
+    leaves it, so the same command resumes once the cause is mended
+    (federation/runtime/recovery.py).
+
+    Example:
+        >>> e = RunFailed("the sink of CQ1 (Parquet directory out) failed: disk full",
+        ...               work="w", at="stage 0, micro-batch 5")
+        >>> print(e)
+        stage 0, micro-batch 5: the sink of CQ1 (Parquet directory out) failed: disk full; \
+nothing after the last committed micro-batch is kept: once that is mended, the same command \
+resumes from w
+    """
+
+    def __init__(self, cause: str, work: object = None, at: str | None = None) -> None:
+        self.cause, self.work, self.at = cause, work, at
+        tail = "" if work is None else (
+            "; nothing after the last committed micro-batch is kept: once that is mended, the "
+            f"same command resumes from {work}")
+        super().__init__(f"{at}: {cause}{tail}" if at else f"{cause}{tail}")
+
+
+class SinkFailed(FedqError):
+    """A sink could not take a query's rows: names the query, the sink and the cause."""

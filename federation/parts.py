@@ -4,6 +4,7 @@ the runtime's ingest."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -56,14 +57,27 @@ def land_files(files: Iterable[Path], landing: Path) -> None:
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     """Write a Parquet file atomically (a hidden temporary name, then a rename)."""
     tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
+    _write_table(table, tmp, path)
     os.replace(tmp, path)
+
+
+def _write_table(table: pa.Table, tmp: Path, path: Path) -> None:
+    """pq.write_table to `tmp`, for `path`: an error names `path` (Arrow's message of a
+    full disk names no file) and leaves no temporary file behind, where it can."""
+    try:
+        pq.write_table(table, tmp)
+    except OSError as e:
+        with contextlib.suppress(OSError):  # a read-only file system refuses this too
+            tmp.unlink(missing_ok=True)
+        if e.errno is None or e.filename is not None:
+            raise
+        raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
 
 
 def write_part(path: Path, table: pa.Table, mtime: float) -> None:
     """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
     the given mtime (Spark's file source orders by it), then a rename."""
     tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
+    _write_table(table, tmp, path)
     os.utime(tmp, (mtime, mtime))
     os.replace(tmp, path)

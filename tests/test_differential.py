@@ -96,8 +96,13 @@ def test_spark_feed_matches_reference(spark, name, placement, data_dir, tmp_path
     assert not (work / "checkpoints" / "stage0" / "feed.json").exists()
 
 
-@pytest.mark.parametrize("name", sorted(QUERIES))
-@pytest.mark.parametrize("rate", [2000, 40000])
+#: `make test` leaves out the choices that are pure DuckDB plans of
+#: test_pure_placements_match_reference already (every query at 2,000/s and CQ6 at 40,000/s
+#: are all in DuckDB; CQ1, CQ3 and CQ6 run there)
+@pytest.mark.parametrize("name,rate", sampled(
+    [(n, r) for r in (2000, 40000) for n in sorted(QUERIES)],
+    keep=[("CQ2", 2000), ("CQ4", 2000), ("CQ5", 2000),
+          *[(n, 40000) for n in sorted(QUERIES) if n != "CQ6"]]))
 def test_optimizer_choice_matches_reference(spark, name, rate, data_dir, tmp_path_factory):
     run_and_check(spark, name, placement_at(name, rate), data_dir, tmp_path_factory,
                   declared_rate=rate)

@@ -137,4 +137,4 @@ def test_the_status_page_shows_the_plan_and_the_run_in_a_browser(tmp_path):
         assert f"{op}</span></td><td><span class=\"db\">DB</span></td><td>db1</td>" in dom, op
     assert dom.count("<span class=\"leaf\">leaf</span>") == 2  # the two windows
     assert "<td>smartplug</td>" in dom and "ParquetDirectorySink" not in dom
-    assert "QueueSink" in dom and "<h2>Stages</h2>" in dom and "rho" in dom
+    assert "results() iterator" in dom and "<h2>Stages</h2>" in dom and "rho" in dom

@@ -162,7 +162,7 @@ def _output(text: str) -> Path | str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from federation.errors import FedqError
+    from federation.errors import FedqError, RunFailed
     from federation.runtime.live import RunHalted
 
     own_work = a.work_dir is None  # a temporary work directory, tidied after the run
@@ -183,6 +183,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     except RunHalted as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 0
+    except RunFailed as e:  # a full disk, a failing sink: resumable (runtime/failure.py)
+        print(f"fedq run: {e.at + ': ' if e.at else ''}{e.cause}; nothing after the last "
+              "committed micro-batch is kept" + (
+                  "; a run with --work-dir DIR resumes after such a failure" if own_work else
+                  f": once that is mended, the same command resumes from {e.work}"),
+              file=sys.stderr)
+        return 1
     except FedqError as e:
         print(f"fedq run: {e}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.direct import DirectFeed, build_direct, direct_ok, needs_spark
 from federation.runtime.drive import drive, drive_following, stop_queries
+from federation.runtime.failure import run_failed
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult, prepare_input
 from federation.runtime.live import (
@@ -170,11 +171,15 @@ class _Run:
                     truncated = drive_following(ex, self.follower, self.halt, self.prog,
                                                 self._end_life)
             except Exception as e:
-                if not resuming:
-                    raise
                 stop_queries(ex.staged.stages)
                 for m in ex.migs.values():
                     m.close()
+                failed = run_failed(e, ex, self.work, self.follower is not None
+                                    and e is self.follower.error)
+                if failed is not None:  # a full disk, a failing sink: resumed once mended
+                    raise failed from e
+                if not resuming:
+                    raise
                 (self.work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
                 raise _ResumeFailed() from e
         finally:
@@ -281,7 +286,7 @@ class _Run:
                                  table_files=table_files)
                 for c in plan.db_ops}
         collectors = {q: ResultParts(results_dir(work, q, self.lg.many), staged.columns[q],
-                                     sinks[q]) for q in staged.tops}
+                                     sinks[q], q) for q in staged.tops}
         ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        event_seconds_done, self.prog.batch, watch=h.watch,

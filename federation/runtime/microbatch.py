@@ -70,6 +70,15 @@ class ReentrySpool:
         atomic_write_parquet(path, table)
 
 
+@dataclass(frozen=True)
+class BatchFailure:
+    """A micro-batch whose handler failed (nothing of it was committed)."""
+
+    stage: int
+    batch: int
+    error: BaseException
+
+
 @dataclass
 class Execution:
     """The state of one run that every stage's batch handler shares."""
@@ -101,6 +110,8 @@ class Execution:
     #: set, no new micro-batch is handled: the handler raises, so Spark does not commit
     #: it and a resumed run does it (a following run stopped by a signal, live.py)
     halt: threading.Event = field(default_factory=threading.Event)
+    #: the first error a micro-batch's handler raised (the run reports it: failure.py)
+    failure: BatchFailure | None = None
 
     def consider_stop(self, clock: dt.datetime | None) -> None:
         if self.watch is None or self.stop_at is not None or clock is None:
@@ -213,29 +224,38 @@ class BatchHandler:
                 if on_halt is not None:
                     on_halt()
                 raise Halted(f"stage {st.index} batch {batch_id}: halted, not handled")
-            fault_point("batch_start")
-            t0 = time.perf_counter()
-            batch = read()
-            t1 = time.perf_counter()
-            prev_clock = dict(st.clock)
-            self._advance_clock(batch)
-            clock = watermark(st.clock, st.clock_sources, 0.0)
-            if st.index == 0:
-                ex.consider_stop(clock)
-            # a MIG that committed this batch before a crash skips it (recovery.py)
-            live = {op_id: ex.migs[op_id].begin(batch_id)
-                    for op_id in ex.staged.db_ops_of(st.index)}
-            rows_in, result_rows = self._take_rows(batch, batch_id, live)
-            fault_point("mig_rows_in")
-            db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
-            st.last_done = batch_id
-            self._record(batch_id, t0, t1, rows_in, result_rows + mig_rows, db_s, slides,
-                         prev_clock)
-            if st.index in ex.stage_logs:
-                ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
-            fault_point("batch_end")
-            if st.index == 0:
-                ex.stop_due(st, clock)
+            try:
+                self._handle(batch_id, read)
+            except Exception as e:  # the run names it (runtime/failure.py), not Spark's trace
+                if ex.failure is None:
+                    ex.failure = BatchFailure(st.index, batch_id, e)
+                raise
+
+    def _handle(self, batch_id: int, read: Callable[[], Unpacked]) -> None:
+        ex, st = self.ex, self.st
+        fault_point("batch_start")
+        t0 = time.perf_counter()
+        batch = read()
+        t1 = time.perf_counter()
+        prev_clock = dict(st.clock)
+        self._advance_clock(batch)
+        clock = watermark(st.clock, st.clock_sources, 0.0)
+        if st.index == 0:
+            ex.consider_stop(clock)
+        # a MIG that committed this batch before a crash skips it (recovery.py)
+        live = {op_id: ex.migs[op_id].begin(batch_id)
+                for op_id in ex.staged.db_ops_of(st.index)}
+        rows_in, result_rows = self._take_rows(batch, batch_id, live)
+        fault_point("mig_rows_in")
+        db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
+        st.last_done = batch_id
+        self._record(batch_id, t0, t1, rows_in, result_rows + mig_rows, db_s, slides,
+                     prev_clock)
+        if st.index in ex.stage_logs:
+            ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
+        fault_point("batch_end")
+        if st.index == 0:
+            ex.stop_due(st, clock)
 
     def _advance_clock(self, batch: Unpacked) -> None:
         for j in self.st.clock_sources:

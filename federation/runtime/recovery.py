@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.conventions import TAU
-from federation.errors import FedqError, OptionError
+from federation.errors import FedqError, OptionError, SinkFailed
 from federation.parts import atomic_write_bytes, atomic_write_parquet
 from federation.runtime.result import results_table
 
@@ -221,8 +221,8 @@ class ResultParts:
     """The query's result rows as parts on disk, keyed by (stage, batch id), then handed
     to the run's sinks (federation/runtime/sinks.py) as the user sees them."""
 
-    def __init__(self, directory: Path, columns: list[str], sinks=()) -> None:
-        self.dir = directory
+    def __init__(self, directory: Path, columns: list[str], sinks=(), query: str = "") -> None:
+        self.dir, self.query = directory, query
         self.dir.mkdir(parents=True, exist_ok=True)
         self.columns = columns
         self.sinks = list(sinks)
@@ -239,7 +239,16 @@ class ResultParts:
         if self.sinks and t.num_rows:
             rows = results_table([t], self.columns)
             for s in self.sinks:
-                s.put(key, rows)
+                try:
+                    s.put(key, rows)
+                except Exception as e:
+                    from federation.runtime.sinks import sink_label
+
+                    taus = rows.column("tau")  # as the user sees them
+                    raise SinkFailed(
+                        f"the sink of {self.query or 'the query'} ({sink_label(s)}) failed "
+                        f"on the rows of instants {taus[0]} to {taus[-1]}: "
+                        f"{type(e).__name__}: {e}") from e
 
     def table(self) -> pa.Table:
         return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],

@@ -25,7 +25,8 @@ from federation.parts import atomic_write_parquet
 from federation.runtime.options import output_path
 
 MANIFEST = "_manifest.jsonl"
-__all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink"]
+__all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink",
+           "sink_label"]
 
 
 class Sink(Protocol):
@@ -45,6 +46,7 @@ class ParquetDirectorySink:
 
     def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
+        self.where = f"Parquet directory {self.dir}"  # how errors name it (sink_label)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.manifest = self.dir / MANIFEST
         self.listed = {e["file"] for e in read_manifest(self.dir)}
@@ -97,6 +99,7 @@ class ConsoleSink:
     """Prints each instant's rows as it is computed (`fedq run --console`)."""
 
     durable = False  # keeps nothing: a fresh run that takes over hands it no old rows
+    where = "the console"
 
     def __init__(self, out=None, label: str | None = None) -> None:
         self.out = out
@@ -119,6 +122,7 @@ class QueueSink:
     several queries (query, instant, rows); None marks the end."""
 
     durable = False
+    where = "the API's results() iterator"
 
     def __init__(self, maxsize: int = 1000) -> None:
         self.q: queue.Queue = queue.Queue(maxsize)
@@ -129,6 +133,14 @@ class QueueSink:
 
     def close(self) -> None:
         self.q.put(None)
+
+
+def sink_label(sink) -> str:
+    """How an error and the status page name a sink: its `where` (a sink of the user's
+    own: its class), through the wrappers of a query set and a take-over (`.sink`)."""
+    while hasattr(sink, "sink"):
+        sink = sink.sink
+    return getattr(sink, "where", None) or type(sink).__name__
 
 
 def group_by_instant(rows: pa.Table) -> list[tuple[object, pa.Table]]:

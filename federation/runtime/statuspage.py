@@ -12,6 +12,7 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from federation.logical import Window
+from federation.runtime.sinks import sink_label
 
 STYLE = ("body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
          "table{border-collapse:collapse;margin:.5em 0 1.2em}"
@@ -66,16 +67,10 @@ def render(m) -> str:
     parts.append(_table("Queries", ["query", "result rows", "instants", "last instant",
                                     "sinks"],
                         [(e(q), f"{c.rows:,}", f"{c.instants:,}", e(str(c.last_tau)),
-                          e(", ".join(_sink_name(s) for s in c.sinks) or "the run's result"))
+                          e(", ".join(sink_label(s) for s in c.sinks) or "the run's result"))
                          for q, c in sorted(m.queries().items())]))
     parts.append("<p><a href='/metrics'>metrics</a></p></body></html>")
     return "".join(parts)
-
-
-def _sink_name(s) -> str:
-    while hasattr(s, "sink"):  # a take-over's or a query set's wrapper
-        s = s.sink
-    return type(s).__name__
 
 
 def _table(title: str, head: list[str], rows: list[tuple]) -> str:

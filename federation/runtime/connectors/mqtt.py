@@ -31,7 +31,9 @@ The broker must let a file's messages be in flight to one client at once (mosqui
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from pathlib import Path
 
 from federation.brokers import MqttSecurity, refused
@@ -54,6 +56,7 @@ class MqttLanding(MessageLanding):
         self.client_id = client_id
         self.security = security or MqttSecurity()  # TLS and credentials (federation/brokers.py)
         self.connected = False
+        self._lost: float | None = None  # wall time the connection was lost, till back
         self._ready = threading.Event()
         self._client = None
 
@@ -119,6 +122,10 @@ class MqttLanding(MessageLanding):
             self.error = ConnectionError(refused(self.url, reason_code))
             self._ready.set()
             return
+        if self._lost is not None:
+            print(f"fedq: reconnected to the MQTT broker of {self.url} after "
+                  f"{time.monotonic() - self._lost:.1f} s", file=sys.stderr, flush=True)
+            self._lost = None
         self.connected = True
         if flags.session_present:
             self._ready.set()
@@ -132,6 +139,11 @@ class MqttLanding(MessageLanding):
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         self.connected = False  # paho reconnects by itself unless we disconnected
+        if not self._closing and self._lost is None:
+            self._lost = time.monotonic()
+            print(f"fedq: lost the MQTT broker of {self.url} ({reason_code}); reconnecting "
+                  "(what it received meanwhile comes with the session)", file=sys.stderr,
+                  flush=True)
 
     def _on_message(self, client, userdata, msg) -> None:
         if self._closing:

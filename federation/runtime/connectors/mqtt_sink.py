@@ -29,6 +29,7 @@ class MqttSink:
     def __init__(self, url: str, query: str, run_id: str,
                  security: MqttSecurity | None = None, timeout_s: float = 60.0) -> None:
         self.url, self.query, self.run, self.timeout_s = url, query, run_id, timeout_s
+        self.where = f"MQTT topic {url}"
         self.topic = endpoint(url)[2]  # ValueError for a topic with wildcards
         self.client = connect(url, security, f"fedq-{run_id}-out-{query}", timeout_s,
                               clean_session=False)
