@@ -138,3 +138,37 @@ def test_the_status_page_shows_the_plan_and_the_run_in_a_browser(tmp_path):
     assert dom.count("<span class=\"leaf\">leaf</span>") == 2  # the two windows
     assert "<td>smartplug</td>" in dom and "ParquetDirectorySink" not in dom
     assert "results() iterator" in dom and "<h2>Stages</h2>" in dom and "rho" in dom
+
+
+def test_an_adaptive_run_serves_its_migrations_and_its_segments(tmp_path):
+    """An adaptive run (two given segments, both all in DuckDB: no JVM) serves each
+    segment's metrics on the same port: in its second segment one migration, the running
+    placement, and the status page's table of segments with the reason of each."""
+    import datetime as dt
+
+    from federation.adaptive.decide import Segment
+    from federation.adaptive.migrate import run_adaptive
+
+    src = tmp_path / "src"
+    generate(src, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=11)
+    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
+    t = dt.datetime(2013, 9, 1, 0, 0, 6)
+    second = "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db"
+    segs = [Segment(start_at=None, stop_at=t, placement="db", rate=RATE, reason="start"),
+            Segment(start_at=t, stop_at=None, placement=second, rate=RATE,
+                    reason="the rate rose (given)")]
+    port, seen = free_port(), []
+
+    def on_batch(m) -> None:  # the last micro-batch's view is the second segment's
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+        seen.append((scrape(port), page.decode()))
+
+    r = run_adaptive(q, src, segs, work_dir=tmp_path / "work", metrics_port=port,
+                     progress=on_batch, seconds_per_batch=2)
+    assert len(r.segments) == 2 and seen, "no micro-batch of the second segment was seen"
+    assert seen[0][0][("fedq_adaptive_migrations_total", ())] == 0
+    metrics, page = seen[-1]
+    assert metrics[("fedq_adaptive_migrations_total", ())] == 1
+    assert metrics[("fedq_adaptive_segment_info", (("placement", second), ("since", str(t)),
+                                                   ("strategy", "move")))] == 1
+    assert "<h2>Adaptive segments</h2>" in page and "the rate rose (given)" in page

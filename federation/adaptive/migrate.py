@@ -139,6 +139,7 @@ class _Chain:
         self.warm_s = math.ceil(max(w.range_s for w in windows)) + 1
         self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
         self.position = {n: i for i, n in enumerate(self.whole.file_names)}
+        self.history: list[dict[str, str]] = []  # each segment's, for the metrics
 
     def takeover(self, seg: Segment, pp, prev) -> tuple[dict | None, str]:
         """How a segment starts: (moved state, "start" | "move" | "replay (why)")."""
@@ -192,11 +193,15 @@ class _Chain:
             self.prog.batch(m)
 
         seg_work = self.work / f"segment{k}" / "work"
+        self.history.append({"placement": seg.placement, "strategy": how, "reason": seg.reason,
+                             "since": "the first instant" if seg.start_at is None
+                             else str(seg.start_at)})
         r: RunResult = execute(
             pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start_at if moved is not None else None,
-                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=sub))
+                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=sub,
+                            segments=tuple(self.history)))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
             seg = seg.model_copy(update={"stop_at": r.summary.stopped_at})

@@ -162,7 +162,7 @@ class _Run:
             if ingest is None:  # halted while waiting for the first reading
                 raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
-            metrics = start_metrics(opt, ex, self.plan, self.stream.name)
+            metrics = start_metrics(opt, ex, self.plan, self.stream.name, self.h.segments)
             try:
                 self._start_stages(ex, ingest)
                 if self.follower is None:

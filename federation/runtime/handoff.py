@@ -30,6 +30,8 @@ class Handoff:
     (`summary.stopped_at`).
     `prepared`: input already validated into a spool (`ingest.sub_spool`); the run's data
     directory is then only named in its identity.
+    `segments`: the adaptive run's segments so far, this one last ({"placement", "since",
+    "strategy", "reason"}), for its metrics and status page (federation/runtime/metrics.py).
     """
 
     start_at: dt.datetime | None = None
@@ -37,3 +39,4 @@ class Handoff:
     moved: Mapping[str, MovedState] = field(default_factory=dict)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     prepared: IngestResult | None = None
+    segments: tuple[Mapping[str, str], ...] = ()

@@ -23,6 +23,8 @@ micro-batch or landed file:
 | `fedq_query_instants_total` | query | instants with rows handed to the sinks |
 | `fedq_run_rho` | | event seconds per wall second so far (>= 1 keeps up) |
 | `fedq_state_bytes` | engine, kind | state held: `measured` (DuckDB's and Spark's own accounting, every 10th batch) and `predicted` (costmodel/memory.py) |
+| `fedq_adaptive_migrations_total` | | migrations of an adaptive run so far |
+| `fedq_adaptive_segment_info` | placement, strategy, since | 1: the placement an adaptive run runs now, how it took over (start, move, replay) and from which instant |
 
 Counters count what this process did: a resumed run starts them at 0 (Prometheus' rate()
 handles the reset).
@@ -60,6 +62,7 @@ class RunMetrics:
         self.inputs: Callable[[], Mapping] = dict
         self.queries: Callable[[], Mapping] = dict
         self.plan, self.cost, self.state = None, None, "running"  # for the status page
+        self.segments: list[Mapping[str, str]] = []  # an adaptive run's (start_metrics)
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self.server = None
@@ -155,6 +158,16 @@ class _Live:
         for engine, v in sorted(m.predicted.items()):
             state.add_metric([engine, "predicted"], v)
         yield state
+        if m.segments:
+            yield CounterMetricFamily("fedq_adaptive_migrations",
+                                      "Migrations of the adaptive run so far",
+                                      value=len(m.segments) - 1)
+            seg = GaugeMetricFamily("fedq_adaptive_segment_info",
+                                    "The placement the adaptive run runs now",
+                                    labels=["placement", "strategy", "since"])
+            now = m.segments[-1]
+            seg.add_metric([now["placement"], now["strategy"], now["since"]], 1.0)
+            yield seg
 
 
 def _streams(inputs: Mapping):
@@ -186,10 +199,11 @@ def _unix(t) -> float:
     return t.timestamp()
 
 
-def start_metrics(opt, ex, plan, stream: str) -> RunMetrics | None:
+def start_metrics(opt, ex, plan, stream: str, segments=()) -> RunMetrics | None:
     """The metrics of the run `ex` (microbatch.Execution) served on `opt.metrics_port`
     (None without one): told its micro-batches, reading each stream's ingest records (of a
-    query over one stream, `stream`'s) and each query's results."""
+    query over one stream, `stream`'s) and each query's results; `segments`: an adaptive
+    run's so far, this one last (handoff.Handoff)."""
     import sys
 
     if opt.metrics_port is None:
@@ -200,7 +214,7 @@ def start_metrics(opt, ex, plan, stream: str) -> RunMetrics | None:
     inputs = getattr(ex.ingest, "inputs", None) or {stream: ex.ingest}
     m.inputs = lambda: inputs
     m.queries = lambda: ex.collectors
-    m.plan = plan
+    m.plan, m.segments = plan, list(segments)
     try:
         from costmodel.plan_cost import plan_cost
         from costmodel.profile import load_profile

@@ -69,6 +69,11 @@ def render(m) -> str:
                         [(e(q), f"{c.rows:,}", f"{c.instants:,}", e(str(c.last_tau)),
                           e(", ".join(sink_label(s) for s in c.sinks) or "the run's result"))
                          for q, c in sorted(m.queries().items())]))
+    if m.segments:  # an adaptive run: its decisions, the running placement last
+        parts.append(_table("Adaptive segments", ["#", "placement", "since", "taken over by",
+                                                  "reason"],
+                            [(str(k + 1), e(s["placement"]), e(s["since"]), e(s["strategy"]),
+                              e(s["reason"])) for k, s in enumerate(m.segments)]))
     parts.append("<p><a href='/metrics'>metrics</a></p></body></html>")
     return "".join(parts)
 
