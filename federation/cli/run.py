@@ -228,7 +228,9 @@ def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
 
     def on_signal(signum, frame) -> None:
         print(f"\nfedq run: {signal.Signals(signum).name}: stopping after the micro-batch in "
-              "progress (the same command resumes)", file=sys.stderr)
+              "progress " + ("(the same command resumes)" if a.work_dir else
+                             "(its temporary work directory is removed: a run with "
+                             "--work-dir DIR resumes)"), file=sys.stderr)
         halt.set()
 
     try:
