@@ -136,12 +136,21 @@ class Execution:
         """The (first) query's result parts."""
         return next(iter(self.collectors.values()))
 
-    def put_result(self, oid: str, key: tuple, rows: pa.Table) -> int:
-        """Rows of operator `oid` to every query whose result they are; their count."""
+    def put_result(self, oid: str, key: tuple, rows: pa.Table, complete: bool = True) -> int:
+        """Rows of operator `oid` to every query whose result they are; their count
+        (`complete`: ResultParts.put)."""
         names = self.staged.queries_at(oid)
         for q in names:
-            self.collectors[q].put(key, rows)
+            self.collectors[q].put(key, rows, complete)
         return rows.num_rows if names else 0
+
+    def release(self, st: Stage, key: tuple, done) -> None:
+        """The instants up to `done` of the results Spark computes in stage `st` are
+        complete: to the sinks that show instants in order (ResultParts.release)."""
+        for what in st.outputs:
+            if what[0] != "mig":
+                for q in self.staged.queries_at(what[1]):
+                    self.collectors[q].release(key, done)
 
     def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> int:
         """A DB-op's rows, each output's to the queries whose result it is and to its
@@ -168,6 +177,8 @@ class Execution:
                 _, out, _ = mig.advance(far)
                 self.hand_on(mig, (stage, END_OF_INPUT_BATCH), out, far)
                 mig.commit(END_OF_INPUT_BATCH)
+            st = next(s for s in self.staged.stages if s.index == stage)
+            self.release(st, (stage, END_OF_INPUT_BATCH), None)
 
 
 def unpack(tbl: pa.Table, n_outputs: int, clock_sources: list[int]) -> Unpacked:
@@ -248,6 +259,9 @@ class BatchHandler:
         rows_in, result_rows = self._take_rows(batch, batch_id, live)
         fault_point("mig_rows_in")
         db_s, slides, mig_rows = self._run_migs(batch_id, prev_clock, live)
+        done = watermark(st.clock, st.clock_sources, ex.lateness_s if st.index == 0 else 0.0)
+        if done is not None:
+            ex.release(st, (st.index, batch_id), done)
         st.last_done = batch_id
         self._record(batch_id, t0, t1, rows_in, result_rows + mig_rows, db_s, slides,
                      prev_clock)
@@ -277,7 +291,7 @@ class BatchHandler:
                     self.ex.migs[op_id].add(table, part)
             else:
                 result_rows += self.ex.put_result(what[1], (self.st.index, batch_id),
-                                                  wt_to_tau(part))
+                                                  wt_to_tau(part), complete=False)
         return rows_in, result_rows
 
     def _run_migs(self, batch_id: int, prev_clock: dict, live: dict[str, bool]

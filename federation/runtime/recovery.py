@@ -219,18 +219,28 @@ def results_dir(work: Path, query: str, many: bool) -> Path:
 
 class ResultParts:
     """The query's result rows as parts on disk, keyed by (stage, batch id), then handed
-    to the run's sinks (federation/runtime/sinks.py) as the user sees them."""
+    to the run's sinks (federation/runtime/sinks.py) as the user sees them.
+
+    A durable sink (a Parquet directory, a table, a topic) gets each micro-batch's rows
+    at once, keyed. A sink that shows instants as they come (the console, the API's
+    iterator: `durable = False`) gets each instant once and in order: rows that Spark
+    computes as their input arrives (window rows, a join or selection of them, not an
+    aggregate) are held until the stage's clock completes their instant (`release`)."""
 
     def __init__(self, directory: Path, columns: list[str], sinks=(), query: str = "") -> None:
         self.dir, self.query = directory, query
         self.dir.mkdir(parents=True, exist_ok=True)
         self.columns = columns
         self.sinks = list(sinks)
+        self.ordered = [s for s in self.sinks if not getattr(s, "durable", True)]
+        self.held: list[pa.Table] = []  # rows of instants not complete yet, for `ordered`
         self.rows = 0  # handed on by this process (a replayed batch counts again)
         self.instants = 0
         self.last_tau = None  # the last instant handed to the sinks
 
-    def put(self, key: tuple, t: pa.Table) -> None:
+    def put(self, key: tuple, t: pa.Table, complete: bool = True) -> None:
+        """A micro-batch's rows; `complete`: their instants have all their rows (a DB-op's
+        and a Spark aggregate's), else they wait for `release` before the ordered sinks."""
         atomic_write_parquet(self.dir / f"part-{key[0]}-{key[1]:09d}.parquet", t)
         self.rows += t.num_rows
         if t.num_rows:
@@ -238,17 +248,40 @@ class ResultParts:
             self.last_tau = pc.max(t.column(TAU)).as_py()
         if self.sinks and t.num_rows:
             rows = results_table([t], self.columns)
-            for s in self.sinks:
-                try:
-                    s.put(key, rows)
-                except Exception as e:
-                    from federation.runtime.sinks import sink_label
+            durable = [s for s in self.sinks if s not in self.ordered]
+            self._hand(durable, key, rows)
+            if self.ordered and complete and not self.held:
+                self._hand(self.ordered, key, rows)
+            elif self.ordered:
+                self.held.append(rows)
 
-                    taus = rows.column("tau")  # as the user sees them
-                    raise SinkFailed(
-                        f"the sink of {self.query or 'the query'} ({sink_label(s)}) failed "
-                        f"on the rows of instants {taus[0]} to {taus[-1]}: "
-                        f"{type(e).__name__}: {e}") from e
+    def release(self, key: tuple, done) -> None:
+        """Hand the held rows of the instants up to `done` (all: None) to the ordered
+        sinks, in instant order."""
+        if not self.held:
+            return
+        rows = pa.concat_tables(self.held).sort_by("tau")
+        if done is not None:
+            ready = pc.less_equal(rows.column("tau"), pa.scalar(done, rows.column("tau").type))
+            rows, rest = rows.filter(ready), rows.filter(pc.invert(ready))
+            self.held = [rest] if rest.num_rows else []
+        else:
+            self.held = []
+        if rows.num_rows:
+            self._hand(self.ordered, key, rows)
+
+    def _hand(self, sinks: list, key: tuple, rows: pa.Table) -> None:
+        for s in sinks:
+            try:
+                s.put(key, rows)
+            except Exception as e:
+                from federation.runtime.sinks import sink_label
+
+                taus = rows.column("tau")  # as the user sees them
+                raise SinkFailed(
+                    f"the sink of {self.query or 'the query'} ({sink_label(s)}) failed on "
+                    f"the rows of instants {taus[0]} to {taus[-1]}: {type(e).__name__}: "
+                    f"{e}") from e
 
     def table(self) -> pa.Table:
         return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
