@@ -163,6 +163,8 @@ class _Run:
                 raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
             metrics = start_metrics(opt, ex, self.plan, self.stream.name, self.h.segments)
+            if self.follower is not None:  # the DB-ops' last instant, before the end's flush
+                self.follower.when_ended(lambda: self._end_life(ex))
             try:
                 self._start_stages(ex, ingest)
                 if self.follower is None:
@@ -215,10 +217,11 @@ class _Run:
                          tables if self.lg.many else None)
 
     def _end_life(self, ex: Execution) -> None:
-        """A followed input ended (`until`): its last instant is known to every DB-op."""
+        """A followed input ended: every DB-op knows its last instant (a tuple window goes on)."""
         last = last_instant(ex.ingest.last_ts, self.extent_s, self.slide_s)
-        for m in ex.migs.values():
-            m.end_life(last)
+        with ex.lock:
+            for m in ex.migs.values():
+                m.end_life(last)
 
     def _read_input(self, resuming: bool) -> IngestResult:
         """The validated input: the spool of the interrupted run, the prepared one of a

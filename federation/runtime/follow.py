@@ -74,6 +74,8 @@ class Follower:
         self.ended = threading.Event()  # the input ended (`until`) or the thread failed
         self.started = threading.Event()  # the run's first instant is known (module doc)
         self.error: BaseException | None = None
+        self._on_end, self._ending = None, False  # when_ended
+        self._end_lock = threading.Lock()
         self.res = next(iter(self.lanes.values())).ing.res if len(self.lanes) == 1 else \
             InputSet(inputs={n: lane.ing.res for n, lane in self.lanes.items()})
         self._thread = threading.Thread(target=self._main, name="fedq-follow", daemon=True)
@@ -81,6 +83,14 @@ class Follower:
     @property
     def description(self) -> str:
         return ", ".join(str(lane.data) for lane in self.lanes.values())
+
+    def when_ended(self, fn) -> None:
+        """`fn()` once the input ends, before the end's flush is written (at once if it
+        has ended): the run bounds its DB-ops' last instant (execute._end_life)."""
+        with self._end_lock:
+            self._on_end = fn
+            if self._ending:
+                fn()
 
     def start(self) -> Follower:
         if all(lane.ing.clock is not None for lane in self.lanes.values()):
@@ -116,6 +126,10 @@ class Follower:
         if all(lane.ing.clock is None for lane in lanes):
             return False  # nothing read at all: no life to end
         last = max(lane.ing.clock for lane in lanes if lane.ing.clock is not None)
+        with self._end_lock:
+            self._ending = True
+            if self._on_end is not None:
+                self._on_end()
         for lane in lanes:
             if not lane.ing.finished:
                 lane.ing.finish(self.flush_after_s, last=last)
