@@ -31,7 +31,7 @@ demo: venv check-java
 test: venv check-java
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not long"
 
-# the whole matrix (39 minutes on two cores on 2026-12-01; make test: 16, 2026-12-02)
+# the whole matrix (39 minutes on two cores on 2026-12-01; make test: 12, 2026-12-02)
 test-long: venv check-java
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
