@@ -422,40 +422,54 @@ def test_two_topics_killed_and_resumed_deliver_each_instant_once(tmp_path):
     check_outputs(out, q8_and_persons(), rows)
 
 
+def tiers_of_two_streams():
+    """Two smart-plug-shaped streams `a` and `b` (40 readings/s, 6 plugs, 2 houses), each
+    joined with the fuzzer's DuckDB table and counted per tier: a set of two queries."""
+    from benchmarks.fuzz_queries import TABLE, table_db
+    from federation import count, window
+    from federation.logical import query_set, table
+    from federation.smartplug import smartplug_stream
+
+    devices = table(TABLE, db=table_db()).project("house_id", "household_id", tier="rank")
+    streams = {n: smartplug_stream(rate=40, plugs=6, houses=2, name=n) for n in ("a", "b")}
+    return query_set([(window(streams[n], range="4 s", slide="2 s")
+                       .join(devices, on=["house_id", "household_id"])
+                       .aggregate(by=["tier"], n=count()).rstream(f"tiers_{n}"))
+                      for n in ("a", "b")])
+
+
+def check_tiers(qs, dirs: dict[str, Path], out: Path, label: str = "") -> None:
+    """Each query of `tiers_of_two_streams` in `out` equals its reference over the part
+    files of its stream's directory in `dirs` and the table (not empty)."""
+    import duckdb
+
+    from benchmarks.fuzz_queries import TABLE, table_db
+
+    con = duckdb.connect(str(table_db()), read_only=True)
+    rows_t = con.sql(f"SELECT * FROM {TABLE}").to_arrow_table()
+    con.close()
+    for m in qs.queries:
+        name = m.name[len("tiers_"):]
+        rows = pa.concat_tables(pq.read_table(p) for p in list_parts(dirs[name]))
+        want = reference_result(m, {name: rows}, {TABLE: rows_t})
+        assert want.num_rows > 0, m.name
+        problem = diff_results(read_parquet_sink(out / m.name), want)
+        assert problem is None, f"{label} {m.name}: {problem}"
+
+
 @pytest.mark.spark
 def test_two_live_streams_and_a_database_table(tmp_path, spark):
     """Two smart-plug-shaped streams from two generators (different seeds), each joined
     with a DuckDB table's rows and counted per tier, as two queries of one following run;
     under pure DuckDB and under the optimizer's plan: each equals its reference over
     what the generators wrote and the table."""
-    import duckdb
-
-    from benchmarks.fuzz_queries import TABLE, table_db
-    from federation import count, window
     from federation.api import run
-    from federation.logical import query_set, table
-    from federation.smartplug import smartplug_stream
 
-    devices = table(TABLE, db=table_db()).project("house_id", "household_id", tier="rank")
-    streams = {n: smartplug_stream(rate=40, plugs=6, houses=2, name=n) for n in ("a", "b")}
-    qs = query_set([(window(streams[n], range="4 s", slide="2 s")
-                     .join(devices, on=["house_id", "household_id"])
-                     .aggregate(by=["tier"], n=count()).rstream(f"tiers_{n}"))
-                    for n in ("a", "b")])
+    qs = tiers_of_two_streams()
     urls = {n: f"datagen:smartplug?rate=40&plugs=6&houses=2&seed={k}&speed=10&seconds=16"
                f"&start=2026-01-01T00:00:00" for k, n in enumerate(("a", "b"))}
-    con = duckdb.connect(str(table_db()), read_only=True)
-    rows_t = con.sql(f"SELECT * FROM {TABLE}").to_arrow_table()
-    con.close()
     for placement in ("db", "auto"):
         out, work = tmp_path / placement / "out", tmp_path / placement / "work"
         run(qs, placement, urls, spark=spark, output=out, work_dir=work,
             seconds_per_batch=4)
-        rows = {n: pa.concat_tables(pq.read_table(p)
-                                    for p in list_parts(work / "landing" / n)) for n in urls}
-        for m in qs.queries:
-            name = m.name[len("tiers_"):]
-            want = reference_result(m, {name: rows[name]}, {TABLE: rows_t})
-            assert want.num_rows > 0, m.name
-            problem = diff_results(read_parquet_sink(out / m.name), want)
-            assert problem is None, f"{placement} {m.name}: {problem}"
+        check_tiers(qs, {n: work / "landing" / n for n in urls}, out, placement)

@@ -7,34 +7,19 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from db.reference import reference_result
 from federation.parts import land_files, list_parts
-from federation.results import diff_results
-from federation.runtime.sinks import read_parquet_sink
 from federation.smartplug.datagen import generate
+from tests.test_live_streams import check_tiers, tiers_of_two_streams
 
 START = dt.datetime(2013, 9, 1)
 
 
 def test_a_followed_directory_and_a_broker_topic_each_joined_with_a_table(tmp_path):
-    from benchmarks.fuzz_queries import TABLE, table_db
-    from federation import count, window
     from federation.api import start
-    from federation.logical import query_set, table
     from federation.runtime.broker import start_broker
-    from federation.smartplug import smartplug_stream
     from federation.smartplug.publish import publish
 
-    devices = table(TABLE, db=table_db()).project("house_id", "household_id", tier="rank")
-    streams = {n: smartplug_stream(rate=40, plugs=6, houses=2, name=n) for n in ("a", "b")}
-    qs = query_set([(window(streams[n], range="4 s", slide="2 s")
-                     .join(devices, on=["house_id", "household_id"])
-                     .aggregate(by=["tier"], n=count()).rstream(f"tiers_{n}"))
-                    for n in ("a", "b")])
+    qs = tiers_of_two_streams()
     src = {n: tmp_path / f"src_{n}" for n in ("a", "b")}
     for k, (n, d) in enumerate(src.items()):
         generate(d, rate=40, seconds=16, plugs=6, houses=2, seed=k)
@@ -57,13 +42,4 @@ def test_a_followed_directory_and_a_broker_topic_each_joined_with_a_table(tmp_pa
         assert r is not None and r.summary.dead_lettered == 0, h.status()
     finally:
         broker.stop()
-    con = duckdb.connect(str(table_db()), read_only=True)
-    rows_t = con.sql(f"SELECT * FROM {TABLE}").to_arrow_table()
-    con.close()
-    for m in qs.queries:
-        name = m.name[len("tiers_"):]
-        rows = pa.concat_tables(pq.read_table(p) for p in list_parts(src[name]))
-        want = reference_result(m, {name: rows}, {TABLE: rows_t})
-        assert want.num_rows > 0, m.name
-        problem = diff_results(read_parquet_sink(out / m.name), want)
-        assert problem is None, f"{m.name}: {problem}"
+    check_tiers(qs, src, out)

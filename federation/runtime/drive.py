@@ -53,8 +53,7 @@ def drive(ex: Execution, budget_s: float | None, drain: bool, prog: RunProgress)
     return truncated.is_set()
 
 
-def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunProgress,
-                    end_life) -> bool:
+def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunProgress) -> bool:
     """A following run: the stages work on the spool as the follower grows it, until
     `halt` (then the micro-batch in progress finishes and commits, and no other starts: a
     resumed run goes on from there) or until the input ends (`until`: then as a run over a
@@ -67,8 +66,7 @@ def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunPro
             exc = None if st.query is None else st.query.exception()
             if exc is not None:
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
-        if follower.ended.is_set():
-            end_life(ex)
+        if follower.ended.is_set():  # the DB-ops know their last instant (when_ended)
             return drive(ex, None, True, prog)
     follower.stop()
     ex.halt.set()

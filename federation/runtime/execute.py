@@ -170,8 +170,7 @@ class _Run:
                 if self.follower is None:
                     truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
                 else:
-                    truncated = drive_following(ex, self.follower, self.halt, self.prog,
-                                                self._end_life)
+                    truncated = drive_following(ex, self.follower, self.halt, self.prog)
             except Exception as e:
                 stop_queries(ex.staged.stages)
                 for m in ex.migs.values():

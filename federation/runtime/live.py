@@ -20,6 +20,7 @@ from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
 from federation.runtime.options import RunOptions, is_topic
 from federation.runtime.progress import RunProgress
+from federation.runtime.sinks import is_durable
 from federation.streams import StreamDecl
 
 RUN_ID_FILE = "run-id"
@@ -84,7 +85,7 @@ class QuerySink:
             raise OptionError("sinks", f"{type(sink).__name__}.put takes no `query`: a sink "
                               "of several queries receives put(key, rows, query=name)")
         self.sink, self.query = sink, query
-        self.durable = getattr(sink, "durable", True)
+        self.durable = is_durable(sink)
 
     def put(self, key: tuple[int, int], rows) -> None:
         self.sink.put(key, rows, query=self.query)

@@ -38,6 +38,7 @@ from federation.conventions import TAU
 from federation.errors import FedqError, OptionError, SinkFailed
 from federation.parts import atomic_write_bytes, atomic_write_parquet
 from federation.runtime.result import results_table
+from federation.runtime.sinks import is_durable, sink_label
 
 RUN_FILE = "run.json"
 #: fault injection for tests and benchmarks.faults: FEDQ_FAULT="<point>:<n>" kills this
@@ -232,7 +233,8 @@ class ResultParts:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.columns = columns
         self.sinks = list(sinks)
-        self.ordered = [s for s in self.sinks if not getattr(s, "durable", True)]
+        self.durable = [s for s in self.sinks if is_durable(s)]
+        self.ordered = [s for s in self.sinks if not is_durable(s)]
         self.held: list[pa.Table] = []  # rows of instants not complete yet, for `ordered`
         self.rows = 0  # handed on by this process (a replayed batch counts again)
         self.instants = 0
@@ -248,8 +250,7 @@ class ResultParts:
             self.last_tau = pc.max(t.column(TAU)).as_py()
         if self.sinks and t.num_rows:
             rows = results_table([t], self.columns)
-            durable = [s for s in self.sinks if s not in self.ordered]
-            self._hand(durable, key, rows)
+            self._hand(self.durable, key, rows)
             if self.ordered and complete and not self.held:
                 self._hand(self.ordered, key, rows)
             elif self.ordered:
@@ -275,8 +276,6 @@ class ResultParts:
             try:
                 s.put(key, rows)
             except Exception as e:
-                from federation.runtime.sinks import sink_label
-
                 taus = rows.column("tau")  # as the user sees them
                 raise SinkFailed(
                     f"the sink of {self.query or 'the query'} ({sink_label(s)}) failed on "

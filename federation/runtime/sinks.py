@@ -26,7 +26,7 @@ from federation.runtime.options import output_path
 
 MANIFEST = "_manifest.jsonl"
 __all__ = ["ConsoleSink", "DuckDBTableSink", "ParquetDirectorySink", "QueueSink", "Sink",
-           "sink_label"]
+           "is_durable", "sink_label"]
 
 
 class Sink(Protocol):
@@ -133,6 +133,11 @@ class QueueSink:
 
     def close(self) -> None:
         self.q.put(None)
+
+
+def is_durable(sink) -> bool:
+    """Whether `sink` keeps what it was handed (the console and an iterator do not)."""
+    return getattr(sink, "durable", True)
 
 
 def sink_label(sink) -> str:

@@ -36,6 +36,7 @@ from federation.parts import atomic_write_bytes
 from federation.runtime.live import close_sinks, open_run_sinks
 from federation.runtime.recovery import results_dir
 from federation.runtime.result import results_table
+from federation.runtime.sinks import is_durable
 
 TAKEOVER = "takeover.json"
 _PART = re.compile(r"part-(\d+)-(\d+)\.parquet$")
@@ -84,11 +85,6 @@ class Shifted:
 
     def close(self) -> None:
         self.sink.close()
-
-
-def is_durable(sink) -> bool:
-    """Whether `sink` keeps what it was handed (the console and an iterator do not)."""
-    return getattr(sink, "durable", True)
 
 
 def take_over(opt, work: Path, rid: str, lg, columns: dict[str, list[str]]) -> TakeOver:
