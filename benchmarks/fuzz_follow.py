@@ -1,6 +1,7 @@
 """The fuzzer's live runs: a generated query follows a landing directory while a writer
 lands the data's files in bursts (write, then rename into place; random burst sizes and
-pauses drawn from the query's source), under a placement that cuts the plan at engine
+pauses drawn from the query's source; a random `max_batch_rows`, small ones splitting the
+files in the spool), under a placement that cuts the plan at engine
 boundaries, and its instants, taken from the API's iterator as they are computed, must
 equal the reference evaluator's over all rows.
 
@@ -51,8 +52,11 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
     from federation.api import start
     from federation.results import diff_results
 
+    # a small max_batch_rows splits the landed files across spool files (a burst's way)
+    cap = random.Random(g.source + placement).choice([None, 120, 900, 500_000])
     rec = {"query": g.source, "placement": f"follow-{ending}:{placement}",
-           "batch_s": g.batch_s, "feed": g.feed, "shapes": sorted(g.shapes)}
+           "batch_s": g.batch_s, "feed": g.feed, "shapes": sorted(g.shapes),
+           "max_batch_rows": cap}
     files = sorted(data.glob("part-*.parquet"))
     landing = work / "landing"
     landing.mkdir(parents=True)
@@ -63,7 +67,8 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
     h = None
     try:
         h = start(g.query, placement, landing, follow=True, work_dir=work / "run",
-                  seconds_per_batch=g.batch_s, feed=g.feed, spark=spark, **options)
+                  seconds_per_batch=g.batch_s, feed=g.feed, spark=spark, max_batch_rows=cap,
+                  **options)
         feeder = threading.Thread(target=land_in_bursts, daemon=True,
                                   args=(files, landing, random.Random(g.source)))
         feeder.start()

@@ -9,6 +9,7 @@ all in DuckDB (the direct feed); Ctrl-C and kill -9 of a Spark plan are test_fol
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -16,15 +17,19 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from db.reference import reference_result
 from federation.parts import land_files
 from federation.results import diff_results
 from federation.runtime.sinks import read_manifest, read_parquet_sink
 from tests import test_takeover as takeover
-from tests.test_takeover import CLI, SCALE, want
+from tests.test_takeover import CLI, RATE, SCALE, want
 
 source = takeover.source  # the fixture: the same 40 s of readings
+T0 = dt.datetime(2013, 9, 1)
 
 def follow_cmd(landing: Path, work: Path, out: Path) -> list[str]:
     return [sys.executable, "-c", CLI, "run", "CQ1", "--follow", "--data", str(landing),
@@ -215,4 +220,35 @@ def test_a_broker_that_restarts_mid_run_is_reconnected_and_nothing_is_lost(
         p.kill()
         broker.stop()
     problem = diff_results(read_parquet_sink(out), want(source))
+    assert problem is None, problem
+
+
+def test_a_burst_of_ten_times_the_rate_is_caught_up_in_bounded_batches(tmp_path):
+    """A minute of ten times the planned rate lands at once in the middle of a followed
+    run: the backlog is reported (its event seconds) while every micro-batch reads at most
+    `max_batch_rows` readings (the burst's files are split in the spool, which holds the
+    backlog on disk); the run catches up and its result is the reference."""
+    from federation.api import start
+    from federation.smartplug.datagen import generate
+    from federation.smartplug.queries import QUERIES
+
+    src, landing = tmp_path / "src", tmp_path / "landing"
+    generate(src, rate_profile=[(RATE, 30), (10 * RATE, 60), (RATE, 30)], plugs=30, seed=5)
+    files = sorted(src.glob("part-*.parquet"))
+    land_files(files[:30], landing)
+    q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=30)
+    cap = 3000  # a third of the rows of a minute at the planned rate
+    h = start(q, "db", landing, follow=True, until=T0 + dt.timedelta(seconds=119),
+              max_batch_rows=cap, idle_timeout_s=300, work_dir=tmp_path / "work")
+    got = [next(iter(h.results(timeout=60)))[1]]
+    land_files(files[30:90], landing)  # the burst: 36,000 readings at once
+    land_files(files[90:], landing)
+    got += [rows for _, rows in h.results(timeout=120)]
+    r = h.wait(timeout=120)
+    first = [m for m in r.metrics if m.stage == 0]
+    assert max(m.rows_in for m in first) <= cap, [m.rows_in for m in first]
+    assert max(m.backlog_s for m in first) >= 30, [m.backlog_s for m in first]
+    assert first[-1].backlog_s == 0
+    problem = diff_results(pa.concat_tables(got), reference_result(
+        q, pa.concat_tables(pq.read_table(p) for p in files)))
     assert problem is None, problem

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from federation.conventions import KIND, PUNCTUATION
-from federation.runtime.ingest import prepare_input, read_clean_rows, reason_kind
+from federation.runtime.ingest import read_clean_rows, reason_kind
+from federation.runtime.sources import prepare_input
 from federation.smartplug import smartplug_stream
 
 T0 = dt.datetime(2013, 9, 1)
@@ -233,3 +234,95 @@ def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
     assert [p.name for p in again] == [p.name for p in first]
     flush = pq.read_table(again[-1])
     assert flush.column(KIND).to_pylist() == [PUNCTUATION]
+
+
+def test_an_input_above_max_file_rows_is_split_in_event_time_order_and_resumes_between_slices(
+        tmp_path):
+    """A following run's burst (issue 46): an input file with more good rows than
+    `max_file_rows` becomes several spool files of at most that many, ordered by event time,
+    each ending with a punctuation no later row is behind (no engine drops a row as late);
+    a run stopped between two slices reads that input first again and writes the same
+    slices, and an input gone from the landing directory meanwhile is a clear error."""
+    import json
+    import random
+    import shutil
+    import time
+
+    from federation.runtime.follow import Follower, Lane
+    from federation.runtime.ingest import Ingestor
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(4)
+    part(data, 0, [row(i, 0.5) for i in range(3)])
+    burst = [row(10 + i, 1 + rng.random() * 2, plug=i % 5) for i in range(25)]  # shuffled
+    part(data, 1, burst)
+    part(data, 2, [row(40, 3.5), row(41, 3.1)])
+    stream = smartplug_stream()
+
+    def ingest(work, ing=None, files=(0, 1, 2)):
+        ing = ing or Ingestor(work, stream, file_list=False, max_file_rows=10, tick_s=1.0)
+        for k in files:
+            ing.add(data / f"part-{k:08d}.parquet")
+        return [pq.read_table(p) for p in sorted((work / "spool").glob("part-*.parquet"))]
+
+    whole = ingest(tmp_path / "a")
+    data_rows = [t.filter(pa.compute.equal(t[KIND], 0)) for t in whole]
+    assert [t.num_rows for t in data_rows] == [3, 10, 10, 5, 2]
+    sliced = pa.concat_tables(data_rows[1:4])["ts"].to_pylist()
+    assert sliced == sorted(sliced) and sorted(sliced) == sorted(r["ts"] for r in burst)
+    clock = None  # Spark's watermark rule over the spool files in order (no lateness)
+    for t, d in zip(whole, data_rows, strict=True):
+        assert clock is None or all(ts >= clock for ts in d["ts"].to_pylist())
+        punct = t.filter(pa.compute.equal(t[KIND], PUNCTUATION))["ts"].to_pylist()
+        assert punct and punct[-1] >= max(d["ts"].to_pylist(), default=punct[-1])
+        clock = punct[-1]
+    # stopped after the first slice of the burst: the resumed ingestor reads it first again
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    for p in sorted((tmp_path / "b" / "spool").glob("part-*.parquet"))[2:]:
+        p.unlink()
+    ing = Ingestor.resumed(tmp_path / "b", stream, file_list=False, max_file_rows=10, tick_s=1.0)
+    assert ing.partial == "part-00000001.parquet" and ing.res.files == 1
+    again = ingest(tmp_path / "b", ing, files=(1, 2))
+    assert [t.to_pylist() for t in again] == [t.to_pylist() for t in whole]
+
+    def meta(t):  # the state without its paths and CPU time
+        m = {k.decode(): json.loads(v) if k != b"fedq.slice" else v.decode()
+             for k, v in t.schema.metadata.items()}
+        for k in ("spool_dir", "deadletter_dir", "cpu_s"):
+            m.get("fedq.ingest", {}).pop(k, None)
+        return m
+
+    assert [meta(t) for t in again] == [meta(t) for t in whole]
+    assert [sorted(meta(t)) for t in whole[1:4]] == [["fedq.slice"]] * 2 + [
+        ["fedq.ingest", "fedq.inputs"]]
+    # the same stop, followed on, with a file landed meanwhile under an earlier name: the
+    # input is read first again; then the same stop with the input gone: a clear error
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for k in range(3):
+        shutil.copy(data / f"part-{k:08d}.parquet", landing)
+    part(landing, 0, [row(50, 3.6)])
+    (landing / "part-00000000.parquet").rename(landing / "part-00000000b.parquet")
+    shutil.copy(data / "part-00000000.parquet", landing)
+    for gone in (False, True):
+        for p in sorted((tmp_path / "b" / "spool").glob("part-*.parquet"))[2:]:
+            p.unlink()
+        if gone:
+            (landing / "part-00000001.parquet").unlink()
+        ing = Ingestor.resumed(tmp_path / "b", stream, file_list=False, max_file_rows=10,
+                               tick_s=1.0)
+        f = Follower({"smartplug": Lane(landing, ing)}, poll_s=0.05).start()
+        spool = tmp_path / "b" / "spool"
+        for _ in range(200):
+            if f.ended.is_set() or len(list(spool.glob("part-*.parquet"))) >= 6:
+                break
+            time.sleep(0.05)
+        f.stop()
+        got = [pq.read_table(p) for p in sorted(spool.glob("part-*.parquet"))]
+        if gone:
+            assert isinstance(f.error, FileNotFoundError), f.error
+            assert "part-00000001.parquet" in str(f.error) and len(got) == 2
+        else:
+            assert f.error is None, f.error
+            assert [t.to_pylist() for t in got[:4]] == [t.to_pylist() for t in whole[:4]]

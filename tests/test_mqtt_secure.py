@@ -24,7 +24,8 @@ from federation.errors import OptionError
 from federation.runtime import RunOptions
 from federation.runtime.broker import start_broker, start_mosquitto
 from federation.runtime.connectors.mqtt import MqttLanding
-from federation.runtime.ingest import prepare_input, read_clean_rows
+from federation.runtime.ingest import read_clean_rows
+from federation.runtime.sources import prepare_input
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.smartplug.publish import publish

@@ -32,11 +32,12 @@ from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute, work_directory
 from federation.runtime.handoff import Handoff
-from federation.runtime.ingest import IngestResult, prepare_input
+from federation.runtime.ingest import IngestResult
 from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.segment_spool import sub_spool
+from federation.runtime.sources import prepare_input
 
 
 class SegmentRun(BaseModel):

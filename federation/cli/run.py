@@ -70,13 +70,12 @@ def _options(a: argparse.Namespace, work_dir: Path):
     return RunOptions.of(seconds_per_batch=a.seconds_per_batch, output=a.output,
                          overwrite=a.overwrite, allowed_lateness_s=a.allowed_lateness,
                          event_horizon_s=a.event_horizon, work_dir=work_dir, fresh=a.fresh,
-                         realtime=a.realtime, follow=a.follow,
-                         source=a.source, until=a.until,
-                         idle_timeout_s=a.idle_timeout, output_table=a.output_table,
-                         console=a.console, state_store=a.state_store, feed=a.feed,
-                         mqtt_ca=a.mqtt_ca, mqtt_cert=a.mqtt_cert, mqtt_key=a.mqtt_key,
-                         mqtt_password_file=a.mqtt_password_file,
-                         metrics_port=a.metrics_port)
+                         realtime=a.realtime, follow=a.follow, source=a.source, until=a.until,
+                         idle_timeout_s=a.idle_timeout, max_batch_rows=a.max_batch_rows,
+                         output_table=a.output_table, console=a.console,
+                         state_store=a.state_store, feed=a.feed, mqtt_ca=a.mqtt_ca,
+                         mqtt_cert=a.mqtt_cert, mqtt_key=a.mqtt_key,
+                         mqtt_password_file=a.mqtt_password_file, metrics_port=a.metrics_port)
 
 
 def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir: Path):
@@ -323,6 +322,9 @@ def add_parsers(sub) -> None:
     lv.add_argument("--idle-timeout", type=positive, default=5.0,
                     help="seconds of wall time without a file after which the stream's "
                          "clock moves on with wall time (quiet windows close)")
+    lv.add_argument("--max-batch-rows", type=int, default=500_000, metavar="N",
+                    help="a micro-batch reads at most about N readings of each stream (a "
+                         "burst is caught up in batches of that size; its backlog waits on disk)")
     add_engine_arguments(r)
     r.add_argument("--console", action="store_true", help="print each instant's rows as computed")
     r.add_argument("--quiet", action="store_true", help="no progress lines")

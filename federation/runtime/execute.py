@@ -27,7 +27,7 @@ from federation.runtime.direct import DirectFeed, build_direct, direct_ok, needs
 from federation.runtime.drive import drive, drive_following, stop_queries
 from federation.runtime.failure import run_failed
 from federation.runtime.handoff import Handoff
-from federation.runtime.ingest import IngestResult, prepare_input
+from federation.runtime.ingest import IngestResult
 from federation.runtime.live import (
     RunHalted,
     close_sinks,
@@ -57,6 +57,7 @@ from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
     bind_sources,
     load_inputs,
+    prepare_input,
     prepare_inputs,
     query_streams,
     spool_dirs,
@@ -271,10 +272,10 @@ class _Run:
         ff_batches, ff_seconds = ingest.warmup_files, min(self._fast_forward_s(), ingest.files)
         warm, spb = opt.warmup_batch_s or 1, opt.seconds_per_batch
 
-        def event_seconds_done(batches: int) -> int:
+        def event_seconds_done(batches: int) -> tuple[int, int]:
             if batches <= ff_batches:
-                return min(ff_seconds, batches * warm)
-            return min(ff_seconds + (batches - ff_batches) * spb, ingest.files)
+                return min(ff_seconds, batches * warm), ingest.files
+            return min(ff_seconds + (batches - ff_batches) * spb, ingest.files), ingest.files
 
         staged = StagedPlan.of(plan)
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
@@ -317,10 +318,7 @@ class _Run:
             self.spark = get_spark()
         self.prog.phase("setting up the stages")
         chk_root = self.work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
-        # a following run takes whatever has landed, up to a minute of event time per
-        # micro-batch (the same results: batches are free to be any size), so that a
-        # backlog is caught up in a few batches instead of one file per batch
-        files_per_batch = max(opt.seconds_per_batch, 60) if opt.follow else opt.seconds_per_batch
+        files_per_batch = opt.files_per_batch
         spools = spool_dirs(ingest) or {self.stream.name: ingest.spool_dir}
         spools = {n: (self.streams[n], d) for n, d in spools.items()}
         builder = StageBuilder(self.spark, staged, spools, self.reentry_dirs, files_per_batch,

@@ -189,6 +189,13 @@ class Follower:
         """Validate the files new in the lane's directory; whether there were any (None:
         halted meanwhile)."""
         fresh = [p for p in list_parts(lane.data) if p.name not in lane.seen]
+        if lane.ing.partial is not None:  # a stopped run's input split across spool files
+            fresh.sort(key=lambda p: p.name != lane.ing.partial)  # first (stable)
+            if not fresh or fresh[0].name != lane.ing.partial:
+                raise FileNotFoundError(
+                    f"the spool in {lane.ing.spool} ends in the middle of input file "
+                    f"{lane.ing.partial}, which is no longer in {lane.data}: put it back, or "
+                    "start afresh (--fresh)")
         for p in fresh:
             if self.halt.is_set():
                 return None

@@ -13,9 +13,8 @@ window closes. The lateness rule is the watermark's: a row is late when its ts i
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -26,11 +25,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
 from federation.parts import arrow_schema, atomic_write_bytes, list_parts, write_part
-from federation.runtime.validate import count_csv_rejects, quarantine, read_part, validate_table
+from federation.runtime.validate import (
+    count_csv_rejects,
+    dead_letter,
+    quarantine,
+    read_part,
+    reason_kind,  # noqa: F401 - where tests and tools import it from
+    validate_table,
+)
 from federation.streams import StreamDecl
 
-#: Parquet metadata of every spool file: the ingest's state after it, and its input files
-STATE_KEY, INPUTS_KEY = b"fedq.ingest", b"fedq.inputs"
+#: Parquet metadata of every spool file: the ingest's state after it, and its input files;
+#: of a slice of an input split across spool files (all but its last): the input's name
+STATE_KEY, INPUTS_KEY, SLICE_KEY = b"fedq.ingest", b"fedq.inputs", b"fedq.slice"
 
 
 class IngestResult(BaseModel):
@@ -86,41 +93,9 @@ def _as_data(good: pa.Table) -> pa.Table:
     return good.append_column(KIND, pa.array([DATA] * good.num_rows, pa.int32()))
 
 
-def prepare_input(
-    data_dir: Path | str,
-    work_dir: Path | str,
-    stream: StreamDecl,
-    *,
-    flush_after_s: float | None = 600.0,
-    max_files: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    **ingest_options,
-) -> IngestResult:
-    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc
-    and `Ingestor` for the options).
-
-    `flush_after_s=None` writes no flush file (the windows open at the end stay open).
-    `max_files`: only the first that many files."""
-    data = Path(data_dir)
-    if not data.is_dir():
-        raise FileNotFoundError(f"data directory {data} does not exist")
-    parts = list_parts(data)
-    if not parts:
-        raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
-    if max_files is not None:
-        parts = parts[:max_files]
-    ing = Ingestor(work_dir, stream, **ingest_options)
-    ing.count_csv_rejects(data)
-    for k, path in enumerate(parts):
-        ing.add(path, last=k == len(parts) - 1)
-        if progress:
-            progress(k + 1, len(parts))
-    return ing.finish(flush_after_s)
-
-
 class Ingestor:
     """Validates input files one at a time into the spool (module doc): a directory read
-    once (`prepare_input`) or followed while it grows (federation/runtime/follow.py).
+    once (`sources.prepare_input`) or followed while it grows (federation/runtime/follow.py).
 
     `fast_forward_s` > 0 merges the first that many event seconds into spool files of
     `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
@@ -135,14 +110,20 @@ class Ingestor:
     spool written before (its ingest.json): the spool is kept and goes on. `file_list=False`
     (a following run, which never ends): the input files are not listed in the result
     (`file_names`, ... are for adaptive runs), so that neither memory nor ingest.json
-    grows with every file; each spool file's metadata still names its inputs."""
+    grows with every file; each spool file's metadata still names its inputs.
+    `max_file_rows` (a following run: a micro-batch reads at most so many spool files): an
+    input file with more good rows is split, ordered by event time, into spool files of at
+    most that many, each with its punctuation (its largest event time so far, so no row of a
+    later slice is late), so that a burst is caught up in micro-batches of bounded size. Only
+    the last slice carries the state: a run that stopped between two slices reads that input
+    again first (`partial`) and writes the same slices under the same names."""
 
     def __init__(self, work_dir: Path | str, stream: StreamDecl, *,
                  allowed_lateness_s: float = 0.0, domains: Mapping[str, set] | None = None,
                  fast_forward_s: int = 0, fast_forward_batch: int = 1,
                  tick_s: float | None = None, horizon_s: float = 3600.0,
                  run_id: str | None = None, resume: IngestResult | None = None,
-                 file_list: bool = True) -> None:
+                 file_list: bool = True, max_file_rows: int | None = None) -> None:
         if fast_forward_batch < 1:
             raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
         self.work = Path(work_dir)
@@ -150,7 +131,8 @@ class Ingestor:
         self.lateness = timedelta(seconds=allowed_lateness_s)
         self.allowed_lateness_s = allowed_lateness_s
         self.ff_s, self.ff_batch = fast_forward_s, fast_forward_batch
-        self.file_list = file_list
+        self.file_list, self.max_file_rows = file_list, max_file_rows
+        self.partial: str | None = None  # the input whose slices a stopped run left unfinished
         self.inputs_read: set[str] = set()  # input files a resumed spool holds (by name)
         self.finished = False  # the spool ends with the flush of finish()
         self.spool = self.work / "spool"
@@ -176,22 +158,28 @@ class Ingestor:
         atomic rename, so the state and the spool agree whatever the moment of the crash)."""
         spool = Path(work_dir) / "spool"
         parts = sorted(spool.glob("part-*.parquet"))
-        state, inputs, meta = None, [], {}
-        for p in parts:
+        state, inputs, meta, written, partial = None, [], {}, 0, None
+        for k, p in enumerate(parts):
             meta = pq.read_schema(p).metadata or {}
             if STATE_KEY in meta:
-                state = json.loads(meta[STATE_KEY])
+                state, written, partial = json.loads(meta[STATE_KEY]), k + 1, None
                 inputs.extend(json.loads(meta[INPUTS_KEY]))
-        if state is None:
-            return cls(work_dir, stream, **options)
+            elif SLICE_KEY in meta:
+                partial = meta[SLICE_KEY].decode()
+        if state is None:  # nothing read before, or the first input left unfinished
+            ing = cls(work_dir, stream, **options)
+            ing.partial = partial
+            return ing
         listed = options.get("file_list", True)
         res = IngestResult.model_validate({
-            **state, "spool_files": len(parts), **({
+            **state, "spool_files": written if partial else len(parts), **({
                 "file_names": [i[0] for i in inputs], "file_rows": [i[1] for i in inputs],
                 "file_lo": [i[2] for i in inputs]} if listed else {})})
         ing = cls(work_dir, stream, resume=res, **options)
         ing.inputs_read = {i[0] for i in inputs}
-        ing.finished = STATE_KEY not in meta  # the last spool file is finish()'s flush
+        ing.partial = partial
+        # the last spool file is finish()'s flush
+        ing.finished = STATE_KEY not in meta and SLICE_KEY not in meta
         return ing
 
     @property
@@ -222,41 +210,47 @@ class Ingestor:
         wm = None if max_ts is None else max_ts - self.lateness
         good, bad = validate_table(raw, stream, wm, self.domains, clock=max_ts,
                                    horizon_s=self.horizon_s)
+        n_good = good.num_rows
         res.rows_in += raw.num_rows
         res.rows_ok += good.num_rows
         if bad:
-            idx = pa.array([i for i, _ in bad])
-            rows = raw.take(idx)
-            dl = pa.table({
-                "file": [path.name] * len(bad),
-                "row": [i for i, _ in bad],
-                "reason": [r for _, r in bad],
-                "raw": [json.dumps(r, default=str) for r in rows.to_pylist()],
-            })
-            pq.write_table(dl, self.dead_dir / f"dead-{k:08d}.parquet")
-            res.count_dead(reason_kind(r) for _, r in bad)
-        ticks: list = []
-        lo = None
-        if good.num_rows:
-            hi = pc.max(good.column(ts_col)).as_py()
-            lo = pc.min(good.column(ts_col)).as_py()
-            res.last_ts = hi if max_ts is None else max(max_ts, hi)
+            dead_letter(path.name, raw, bad, self.dead_dir / f"dead-{k:08d}.parquet", res)
+        lo = pc.min(good.column(ts_col)).as_py() if good.num_rows else None
+        if lo is not None:
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)
-            ticks = self._ticks(lo, res.last_ts)
-        self.pending.append(_as_data(good))
+        in_warmup = k < self.ff_s
+        cap = self.max_file_rows
+        if cap and not in_warmup and good.num_rows > cap:
+            good = good.take(pc.sort_indices(good, [(ts_col, "ascending")]))  # stable
+            for a in range(0, good.num_rows - cap, cap):  # every slice but the last
+                self._spool_rows(good.slice(a, cap))
+                self._write(pa.concat_tables(self.pending), slice_of=path.name)
+            good = good.slice((good.num_rows - 1) // cap * cap)
+        self._spool_rows(good)
         self.pending_files += 1
         if self.file_list:
             res.file_names.append(path.name)
-            res.file_rows.append(good.num_rows)
+            res.file_rows.append(n_good)
             res.file_lo.append(lo)
-        self.pending_inputs.append([path.name, good.num_rows, None if lo is None else str(lo)])
-        if ticks:
-            self.pending.append(punctuation(stream, ticks, TICK))
+        self.pending_inputs.append([path.name, n_good, None if lo is None else str(lo)])
         res.files += 1
-        in_warmup = k < self.ff_s
+        self.partial = None
         if (not in_warmup or self.pending_files >= self.ff_batch or k == self.ff_s - 1
                 or last):
             self._write(pa.concat_tables(self.pending), in_warmup)
+
+    def _spool_rows(self, good: pa.Table) -> None:
+        """Good rows to the pending spool file: they move the clock, and the ticks of the
+        grid up to it follow them."""
+        res = self.res
+        self.pending.append(_as_data(good))
+        if good.num_rows:
+            hi = pc.max(good.column(self.stream.ts_column)).as_py()
+            lo = pc.min(good.column(self.stream.ts_column)).as_py()
+            res.last_ts = hi if res.last_ts is None else max(res.last_ts, hi)
+            ticks = self._ticks(lo, res.last_ts)
+            if ticks:
+                self.pending.append(punctuation(self.stream, ticks, TICK))
 
     def _ticks(self, lo: datetime, hi: datetime) -> list:
         if not self.tick_s:
@@ -270,16 +264,20 @@ class Ingestor:
         self.res.tick_hi = ticks[-1] if ticks else self.res.tick_hi
         return [*ticks, hi]
 
-    def _write(self, out: pa.Table, in_warmup: bool = False) -> None:
+    def _write(self, out: pa.Table, in_warmup: bool = False, slice_of: str | None = None
+               ) -> None:
         res = self.res
         if res.last_ts is not None:
             out = pa.concat_tables([out, punctuation(self.stream, res.last_ts)])
         res.spool_files += 1
         res.warmup_files += 1 if in_warmup else 0
-        state = res.model_dump(mode="json", exclude={"file_names", "file_rows", "file_lo"})
-        out = out.replace_schema_metadata({
-            **(out.schema.metadata or {}), STATE_KEY: json.dumps(state).encode(),
-            INPUTS_KEY: json.dumps(self.pending_inputs).encode()})
+        if slice_of is not None:  # not a state: the input is not read until its last slice
+            meta = {SLICE_KEY: slice_of.encode()}
+        else:
+            state = res.model_dump(mode="json", exclude={"file_names", "file_rows", "file_lo"})
+            meta = {STATE_KEY: json.dumps(state).encode(),
+                    INPUTS_KEY: json.dumps(self.pending_inputs).encode()}
+        out = out.replace_schema_metadata({**(out.schema.metadata or {}), **meta})
         write_part(self.spool / f"part-{res.spool_files - 1:08d}.parquet", out,
                    SPOOL_MTIME + res.spool_files - 1)
         self.pending, self.pending_files, self.pending_inputs = [], 0, []
@@ -323,11 +321,6 @@ class Ingestor:
             self.finished = True
         self.save()
         return res
-
-
-def reason_kind(reason: str) -> str:
-    """The reason without the row's own values, for counting."""
-    return re.sub(r" -?[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9:.]+", "", reason)
 
 
 def read_clean_rows(spool_dir: Path | str) -> pa.Table:

@@ -145,7 +145,7 @@ def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, Str
             lanes[name] = Lane(landing, None, feeder)
             kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": slide_s,
                   "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
-                  "file_list": False}
+                  "file_list": False, "max_file_rows": opt.max_file_rows}
             input_dir = work / "input" / name if several else work / "input"
             ing = Ingestor.resumed(input_dir, stream, **kw) if resuming else \
                 Ingestor(input_dir, stream, **kw)
@@ -185,15 +185,19 @@ def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress)
     return True
 
 
-def seconds_by_clock(staged, ingest) -> Callable[[int], int]:
+def seconds_by_clock(staged, ingest) -> Callable[[int], tuple[int, int]]:
     """Event seconds done by a following run (batches of any size): its clock's distance
-    from the first reading, at most what has landed."""
+    from the first reading; and landed: the input's clock's distance from it (their
+    difference is the backlog, however the input's files cut event time)."""
     st = staged.stages[0]
 
-    def done(_batches: int) -> int:
+    def done(_batches: int) -> tuple[int, int]:
         c = watermark(st.clock, st.clock_sources, 0.0)
-        if c is None or ingest.first_ts is None:
-            return 0
-        return min(ingest.files, max(0, int((c - ingest.first_ts).total_seconds()) + 1))
+        first, last = ingest.first_ts, ingest.last_ts
+        if first is None or last is None:
+            return 0, 0
+        landed = int((last - first).total_seconds()) + 1
+        return (0 if c is None else min(landed, max(0, int((c - first).total_seconds()) + 1)),
+                landed)
 
     return done

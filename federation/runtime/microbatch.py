@@ -89,7 +89,7 @@ class Execution:
     reentry: ReentrySpool
     ingest: IngestResult
     lateness_s: float
-    event_seconds_done: Callable[[int], int]
+    event_seconds_done: Callable[[int], tuple[int, int]]  # of data batches: done, landed
     progress: Callable[[BatchMetrics], None] | None = None
     metrics: list[BatchMetrics] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -327,8 +327,8 @@ class BatchHandler:
         extra = {}
         if st.index == 0:
             st.data_batches += 1 if data else 0
-            done_s = ex.event_seconds_done(st.data_batches)
-            extra = {"event_seconds_done": done_s, "backlog_s": ex.ingest.files - done_s,
+            done_s, landed_s = ex.event_seconds_done(st.data_batches)
+            extra = {"event_seconds_done": done_s, "backlog_s": landed_s - done_s,
                      "rho_so_far": done_s / max(end - ex.t_start, 1e-9)}
         op_ids = ex.staged.db_ops_of(st.index)
         if op_ids:  # every batch (under a millisecond): it swings with DuckDB's CHECKPOINTs

@@ -84,7 +84,11 @@ class RunOptions(CheckedOptions):
     halt, SIGINT or SIGTERM stops it after the micro-batch in progress; the same work
     directory resumes and follows on); `until` (an event time) ends the input when the
     stream's clock reaches it; `idle_timeout_s`: after that much wall time without a file
-    the clock moves on with wall time (federation/runtime/follow.py). Results go to the
+    the clock moves on with wall time (federation/runtime/follow.py); `max_batch_rows`: a
+    micro-batch of a following run reads at most a minute of event time (or
+    seconds_per_batch, if more), and at most about that many readings of each stream (a
+    burst is caught up in batches of that size while its backlog waits in the spool, on
+    disk; None: no bound but the minute). Results go to the
     sinks as they are computed: `output` a directory (followed: one Parquet part per
     micro-batch and a manifest) or a `.duckdb` file (table `output_table`), `console`
     prints each instant, `sinks` more objects with put(key, rows) and close()
@@ -119,6 +123,7 @@ class RunOptions(CheckedOptions):
     follow: bool = False
     source: str | None = None
     idle_timeout_s: float = 5.0
+    max_batch_rows: int | None = 500_000
     until: dt.datetime | None = None
     output_table: str = "results"
     console: bool = False
@@ -131,7 +136,8 @@ class RunOptions(CheckedOptions):
     mqtt_password_file: Path | None = None
     metrics_port: int | None = None
 
-    @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", mode="before")
+    @field_validator("seconds_per_batch", "max_files", "warmup_batch_s", "max_batch_rows",
+                     mode="before")
     @classmethod
     def _counts(cls, v, info):
         return None if v is None and info.field_name != "seconds_per_batch" else _whole(v)
@@ -193,6 +199,21 @@ class RunOptions(CheckedOptions):
         if why:
             raise OutputError(why)
         return self
+
+    @property
+    def files_per_batch(self) -> int:
+        """Spool files per micro-batch: a following run takes whatever has landed, up to a
+        minute of event time per micro-batch (the same results: batches are free to be any
+        size), so that a backlog is caught up in a few batches instead of one file each."""
+        return max(self.seconds_per_batch, 60) if self.follow else self.seconds_per_batch
+
+    @property
+    def max_file_rows(self) -> int | None:
+        """The most good rows of a spool file (ingest.Ingestor): `max_batch_rows` over the
+        files of a micro-batch."""
+        if not self.follow or self.max_batch_rows is None:
+            return None
+        return -(-self.max_batch_rows // self.files_per_batch)
 
     @property
     def mqtt_options(self) -> list[str]:

@@ -16,7 +16,7 @@ the last windows of the others open.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,9 +25,9 @@ from pydantic import BaseModel
 
 from federation.conventions import SPOOL_MTIME
 from federation.errors import OptionError
-from federation.parts import write_part
+from federation.parts import list_parts, write_part
 from federation.runtime.connectors import SourceSpec, parse_source
-from federation.runtime.ingest import IngestResult, punctuation, read_clean_rows
+from federation.runtime.ingest import Ingestor, IngestResult, punctuation, read_clean_rows
 from federation.runtime.options import is_topic
 from federation.streams import StreamDecl
 
@@ -168,7 +168,7 @@ def prepare_inputs(sources: Mapping[str, SourceSpec], streams: Mapping[str, Stre
                    input_dir: Path, prepare, flush_after_s: float | None,
                    allowed_lateness_s: float) -> InputSet:
     """Validate every stream's directory into `input_dir/<stream>` (`prepare(data, work,
-    stream)`: `ingest.prepare_input` with the run's options, no flush), then one flush for
+    stream)`: `prepare_input` with the run's options, no flush), then one flush for
     all after the last reading of any, and inputs.json (the spools are complete)."""
     results = {n: prepare(sources[n].path, input_dir / n, streams[n]) for n in streams}
     inputs = InputSet(inputs=results)
@@ -189,3 +189,35 @@ def read_clean_inputs(ingest) -> pa.Table | dict[str, pa.Table]:
     if isinstance(ingest, InputSet):
         return {n: read_clean_rows(d) for n, d in ingest.spool_dirs.items()}
     return read_clean_rows(ingest.spool_dir)
+
+
+def prepare_input(
+    data_dir: Path | str,
+    work_dir: Path | str,
+    stream: StreamDecl,
+    *,
+    flush_after_s: float | None = 600.0,
+    max_files: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **ingest_options,
+) -> IngestResult:
+    """Validate every event-second file of `data_dir` into `work_dir/spool` (see module doc
+    and `Ingestor` for the options).
+
+    `flush_after_s=None` writes no flush file (the windows open at the end stay open).
+    `max_files`: only the first that many files."""
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise FileNotFoundError(f"data directory {data} does not exist")
+    parts = list_parts(data)
+    if not parts:
+        raise FileNotFoundError(f"no part-*.parquet files in {data_dir}")
+    if max_files is not None:
+        parts = parts[:max_files]
+    ing = Ingestor(work_dir, stream, **ingest_options)
+    ing.count_csv_rejects(data)
+    for k, path in enumerate(parts):
+        ing.add(path, last=k == len(parts) - 1)
+        if progress:
+            progress(k + 1, len(parts))
+    return ing.finish(flush_after_s)

@@ -4,6 +4,8 @@ gets a reason; the caller dead-letters it."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,6 +161,22 @@ def read_part(path: Path, stream: StreamDecl) -> tuple[pa.Table | None, str | No
     except (OSError, pa.ArrowException) as e:
         return None, f"unreadable Parquet: {str(e).splitlines()[0][:200]}"
     return t, None
+
+
+def dead_letter(name: str, raw: pa.Table, bad: list[tuple[int, str]], path: Path,
+                res: IngestResult) -> None:
+    """Write the rejected rows of input file `name` (row index, reason) to `path`, and
+    count them per reason."""
+    rows = raw.take(pa.array([i for i, _ in bad]))
+    pq.write_table(pa.table({
+        "file": [name] * len(bad), "row": [i for i, _ in bad], "reason": [r for _, r in bad],
+        "raw": [json.dumps(r, default=str) for r in rows.to_pylist()]}), path)
+    res.count_dead(reason_kind(r) for _, r in bad)
+
+
+def reason_kind(reason: str) -> str:
+    """The reason without the row's own values, for counting."""
+    return re.sub(r" -?[0-9]{4,}-[0-9]{2}-[0-9]{2}[ T][0-9:.]+", "", reason)
 
 
 def quarantine(path: Path, dead_dir: Path, why: str, res: IngestResult) -> None:
