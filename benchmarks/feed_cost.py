@@ -3,8 +3,8 @@
 Run: python -m benchmarks.feed_cost [--rates 2000,20000] [--seconds 300,120]
 Writes benchmarks/results/feed_cost.json: per feed and rate, the feed's own seconds per
 micro-batch (median over the batches after the first five), the rows per batch, and the
-fit `feed_s = per_batch + per_row x rows` over the rates, per feed: the direct feed's is
-`direct_s_per_slide` and `direct_s_per_row` of the cost profile (costmodel/feed.py).
+fit `feed_s = per_batch + per_row x rows` over the rates, per feed (what the cost model is to
+charge a plan whose streams no SPE-op reads instead of Spark's per-slide cost: issue 45).
 
 The plan is CQ1 all in DuckDB (its stage has no SPE-op, so either feed can serve it), one
 event second per micro-batch, replayed as fast as it goes. A batch's feed cost is its wall
