@@ -96,12 +96,13 @@ OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregat
 
 
 def test_generator_covers_every_shape():
-    # no JVM: 200 queries (fixed seed); each is valid and rebuilt by its source, each
-    # shape occurs often enough, and casts convert between most pairs of the types
+    # no JVM: 150 queries (fixed seed; 17 s where 200 took 39 s: hypothesis mutates more
+    # past 150); each is valid and rebuilt by its source, each shape occurs often enough,
+    # and casts convert between most pairs of the types
     seen: list[Generated] = []
 
     @seed(20261128)  # re-drawn when the generator gained the instant join
-    @settings(max_examples=200, deadline=None, database=None,
+    @settings(max_examples=150, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(queries())
     def collect(g):

@@ -51,10 +51,11 @@ CASES = [(n, r) for n in sorted(QUERIES) for r in RATES_ALL
          if n != "CQ6" or r == 40000]
 
 
-#: `make test` checks each query at one rate in one form (rotating: every rate and both
-#: forms; CQ6 at its one), `make test-long` every query at every rate in both forms
+#: `make test` checks each query but CQ6 at one rate in one form (rotating: every rate and
+#: both forms), `make test-long` every query at every rate in both forms, CQ6 included (its
+#: exhaustive search alone is 20 s of an idle machine)
 SAMPLED = {(n, RATES_ALL[i % 4], ("extended", "paper")[i % 2])
-           for i, n in enumerate(sorted(QUERIES))} | {("CQ6", 40000, "extended")}
+           for i, n in enumerate(sorted(QUERIES)) if n != "CQ6"}
 
 
 @pytest.mark.parametrize(("name", "rate", "profile"), [
