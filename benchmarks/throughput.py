@@ -14,7 +14,8 @@ lambda * min(1, rho) and the processed throughput lambda * rho (tuples per wall 
 plan handled, unthrottled). The maximum throughput of a plan is found by search over the
 measured rates: the largest rate it sustains (MST) and the largest processed throughput
 (peak). Plans: the optimizer's choice (`auto`), pure-SPE, pure-DB, the optimizer's choice
-with the feasibility check off (`nofeas`) and the other plans Phase-Two keeps (`kept`, at
+with the feasibility check off (`nofeas`), the optimizer's choice priced for Spark's
+feed (`auto_spe`, what auto chose before the direct feed was priced) and the other plans Phase-Two keeps (`kept`, at
 most --max-kept of them). Each point has a wall-time budget (--budget; pure-SPE
 --spe-budget, 0: --budget); a point that cannot finish within it is measured on what ran
 and marked `steady: false` (pure Spark at full window size and more than about 1,000/s
@@ -131,6 +132,9 @@ def plans_for(name: str, rate: float, scale: float, plugs: int, wanted: list[str
             out[w] = placement_string(dict.fromkeys(ops, "spe"))
         elif w == "db":
             out["db"] = placement_string(dict.fromkeys(ops, "db"))
+        elif w == "auto_spe":  # the choice priced for Spark's feed (before issue 45)
+            out[w] = optimize(q, profile=profile.model_copy(update={"feed": "spe"})
+                              ).plan.placement_string
         elif w == "nofeas":
             out["nofeas"] = optimize(q, profile=profile, feasibility_check=False
                                      ).plan.placement_string
@@ -195,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         summarize(doc, path)
         return 0
     done = {(p["query"], p["rate"], p["plan"]) for p in doc["points"]}
-    profile = load_profile()
+    profile = load_profile().model_copy(update={"feed": a.feed})  # priced as it runs
     data_root = a.data_dir or Path(tempfile.gettempdir()) / "fedq-throughput-data"
     queries = a.queries.split(",")
     rates = [float(r) for r in a.rates.split(",")]

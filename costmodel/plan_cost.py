@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from costmodel.feed import feed_cost, feed_of
 from costmodel.ordering import ZERO, CostVector
 from costmodel.profile import CostProfile, spe_row_scale
 from costmodel.sizes import NodeSize, SourceDrivenSizes
@@ -225,14 +226,16 @@ def db_op_cost_of(transfer_in: float, maintain: float, scan: float, root: NodeSi
 
 @dataclass(frozen=True)
 class PlanCost:
-    """The cost of a physical plan: u of every SPE-op and DB-op, the Spark gateway and
-    re-entry costs, and the cost vector (C_b, C_u) with the capacity constraint applied."""
+    """The cost of a physical plan: u of every SPE-op and DB-op, the feed's (`gateway`:
+    Spark's per-slide cost, or the direct feed's: costmodel/feed.py) and re-entry costs,
+    and the cost vector (C_b, C_u) with the capacity constraint applied."""
 
     vector: CostVector
     spe: dict[str, float]
     db: dict[str, DbOpCost]
     gateway: float
     reentry: float
+    feed: str = "spark"  # who reads the streams: "spark" or "direct" (costmodel/feed.py)
 
     def u_of(self, op_id: str, db_op_id: str | None) -> float:
         """u of the physical operator that executes `op_id` (its DB-op's, if any)."""
@@ -251,13 +254,14 @@ def plan_cost(pp, p: CostProfile, sizes: SourceDrivenSizes | None = None) -> Pla
     db = {d.id: db_op_cost(plan, sizes, d.members, [ci.op_ids for ci in d.inputs],
                            tuple(getattr(d, "outputs", (d.root,))), p)
           for d in pp.db_ops}
-    gateway = spe_gateway_cost(sizes, plan, p)
+    gateway = feed_cost(sizes, plan, p, pp.placement)
     reentries = [reentry_cost(sizes[o], p) for d in pp.db_ops
                  for o in getattr(d, "outputs", (d.root,))
                  if any(q != "root" and q not in d.members for q in _parents(plan, o))]
     us = list(spe.values()) + [c.total for c in db.values()] + ([gateway] if gateway else [])
     us += [u for u in reentries if u]
-    return PlanCost(apply_capacity(vector(us), p), spe, db, gateway, sum(reentries))
+    return PlanCost(apply_capacity(vector(us), p), spe, db, gateway, sum(reentries),
+                    feed_of(plan, p, pp.placement))
 
 
 def _parents(plan: NumberedPlan, oid: str) -> tuple[str, ...]:
@@ -300,11 +304,10 @@ def apply_capacity(c: CostVector, p: CostProfile) -> CostVector:
 
 
 def spe_gateway_cost(sizes: SourceDrivenSizes, plan: NumberedPlan, p: CostProfile) -> float:
-    """Per-slide fixed cost of the Spark query that every plan runs (the SPE is the gateway
-    of all streams); 0 in the paper's form."""
-    if not p.spe_s_per_slide:
-        return 0.0
-    return max(s.l for s in sizes.values()) * p.spe_s_per_slide
+    """Per-slide fixed cost of a Spark query that reads the streams (the SPE as the gateway
+    of all streams; 0 in the paper's form): what the placement search adds to every
+    partial plan (the direct feed's is priced on complete plans: costmodel/feed.py)."""
+    return feed_cost(sizes, plan, p)
 
 
 def reentry_cost(size: NodeSize, p: CostProfile) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,6 +66,17 @@ class CostProfile(BaseModel):
     spe_s_per_stateful_op_slide: float = Field(
         0.0, ge=0,
         description="fixed cost per slide of each stateful SPE-op (state store commit per batch)",
+    )
+    # -- the feed of a stage without SPE-ops (costmodel/feed.py) --------------------------
+    feed: Literal["direct", "spe"] = Field(
+        "direct", description="how a stage whose operators are all DB-ops gets its "
+        "micro-batches: read by fedq (direct) or forwarded by a Spark query (spe)"
+    )
+    direct_s_per_slide: float = Field(
+        0.0, ge=0, description="fixed cost of one micro-batch of the direct feed"
+    )
+    direct_s_per_row: float = Field(
+        0.0, ge=0, description="per stream row the direct feed reads from the spool"
     )
     # -- DB (DuckDB behind a MIG) --------------------------------------------------------
     db_transfer_in_s_per_row: float = Field(ge=0, description="Arrow from Spark into DuckDB")

@@ -56,7 +56,7 @@ def run(
     gen = GenerateOptions.of(generate, **gen_values)
     opt = RunOptions.of(options, **option_values)
     prog = as_progress(progress)
-    profile, capacity = spe_profile(profile, spark, opt.state_store)
+    profile, capacity = spe_profile(profile, spark, opt.state_store, opt.feed)
     prog.phase(f"planning for Spark's {capacity.describe()}")
     plan, cost = plan_for(query, placement, profile, feasibility_check, memory_check)
     plan = dataclasses.replace(plan, chosen_for=capacity.describe())
@@ -67,8 +67,8 @@ def run(
                    halt=halt)
 
 
-def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
-                ) -> tuple[CostProfile, object]:
+def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory",
+                feed: str | None = None) -> tuple[CostProfile, object]:
     """The cost profile for the Spark session the run uses: the cores it has (a cluster's
     executors' cores, costmodel.profile.spe_row_scale) and the state its heap holds as the
     state capacity (costmodel.memory.heap_state_capacity: each executor's heap, in local
@@ -89,6 +89,8 @@ def spe_profile(profile: CostProfile | None, spark, state_store: str = "memory"
 
     cap = spe_capacity(spark)  # without a session: the one the run will start (no JVM yet)
     update: dict = {} if profile.spe_cores else {"spe_cores": float(cap.cores)}
+    if feed is not None:  # the run's feed (costmodel/feed.py; None: the profile's)
+        update["feed"] = feed
     if profile.spe_memory_bytes is None:  # the state the heap holds (costmodel.memory)
         if cap.executor_memory:  # each executor reserves its own
             update["spe_memory_bytes"] = cap.executors * heap_state_capacity(

@@ -123,7 +123,10 @@ def explain_text(r: OptimizationResult) -> str:
         f"C_b = {r.cost.C_b:.4g}  C_u = {r.cost.C_u:.4g}  {feas}{check}"
     )
     if pc.gateway:
-        out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})")
+        out.append(f"(includes the Spark per-slide gateway cost u={pc.gateway:.4g})"
+                   if pc.feed == "spark" else
+                   f"(includes the direct feed's cost u={pc.gateway:.4g}: no Spark query "
+                   "reads the streams)")
     out += memory_lines(r)
     out.append(f"capacity: Spark {r.spe_cores:g} cores"
                f"{f' ({p.chosen_for})' if p.chosen_for else ''}")

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from costmodel.ordering import CostVector
+from costmodel.profile import load_profile
 from db.reference import reference_result
 from federation.adaptive import (
     AdaptiveError,
@@ -36,6 +37,11 @@ from federation.smartplug.datagen import generate
 from federation.smartplug.queries import QUERIES
 
 T0 = dt.datetime(2013, 9, 1)
+# the paper's setting, in which Spark forwards every row (--feed spe): a plan with its
+# selections in Spark pays no more for the feed than one all in DuckDB, and CQ3's
+# placement changes with the rate. Under the direct feed (the default) a plan all in
+# DuckDB runs no Spark query at all, and CQ3 stays there at every rate (below).
+SPE_FEED = load_profile().model_copy(update={"feed": "spe"})
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +72,9 @@ def test_with_rate_changes_the_rate_only():
 def test_the_plan_follows_the_rate_both_ways(surge):
     segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
                          min_interval_s=0)
+    assert [s.placement for s in segs] == ["op1=db,op2=db,op3=db,op4=db,op5=db,op6=db"]
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
+                         min_interval_s=0, profile=SPE_FEED)
     assert [s.placement for s in segs] == [
         "op1=db,op2=db,op3=db,op4=db,op5=db,op6=db",
         "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db",  # the selections move to Spark
@@ -81,17 +90,19 @@ def test_the_plan_follows_the_rate_both_ways(surge):
 
 def test_hysteresis_keeps_a_plan_that_is_only_a_little_worse(surge):
     # at 40,000/s the plan with the selections in Spark is about 1.4% cheaper (C_u)
-    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.1)
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.1,
+                         profile=SPE_FEED)
     assert len(segs) == 1
     # a bad start is left at once: pure Spark is far costlier than DuckDB at 2,000/s
-    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, start_placement="spe")
+    segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, start_placement="spe",
+                         profile=SPE_FEED)
     assert segs[0].placement.count("spe") == 6 and segs[1].start_at == T0 + dt.timedelta(
         seconds=10)
 
 
 def test_at_most_one_migration_per_interval(surge):
     segs = plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=10, margin=0.0,
-                         min_interval_s=60)
+                         min_interval_s=60, profile=SPE_FEED)
     assert len(segs) == 2  # the migration back at 70 s is within 60 s of the one at 40 s
 
 
@@ -100,7 +111,7 @@ def test_explain_sweep_with_a_margin_shows_where_an_adaptive_run_migrates(capsys
 
     def sweep(margin: str) -> list[dict]:
         assert main(["explain", "CQ3", "--sweep", "2000:200000:20000", "--margin", margin,
-                     "--json"]) == 0
+                     "--feed", "spe", "--json"]) == 0
         return json.loads(capsys.readouterr().out)
 
     eager, calm = sweep("0"), sweep("0.1")
@@ -109,8 +120,11 @@ def test_explain_sweep_with_a_margin_shows_where_an_adaptive_run_migrates(capsys
     assert len(moves) == 1 and moves[0] > first_change, (eager, calm)
     kept = [s for s in calm if first_change <= s["rate"] < moves[0]]
     assert kept and all(s["reason"].startswith("kept") for s in kept)
-    assert main(["explain", "CQ3", "--sweep", "2000:200000:20000", "--margin", "0.1"]) == 0
+    assert main(["explain", "CQ3", "--sweep", "2000:200000:20000", "--margin", "0.1",
+                 "--feed", "spe"]) == 0
     assert "<- migrates (C_u" in capsys.readouterr().out
+    assert main(["explain", "CQ3", "--sweep", "2000:200000:66000", "--margin", "0"]) == 0
+    assert "migrates" not in capsys.readouterr().out  # the direct feed: DuckDB throughout
 
 
 def test_fedq_run_adaptive_names_the_bad_option(surge, capsys):

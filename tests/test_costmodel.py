@@ -143,3 +143,24 @@ def test_profile_is_strict_and_round_trips(tmp_path):
     data["db_sql_fixed_s"] = -1
     with pytest.raises(ValidationError, match="db_sql_fixed_s"):
         CostProfile.model_validate(data)
+
+
+def test_the_feed_is_spark_where_an_spe_op_reads_a_stream_else_direct():
+    """costmodel/feed.py: a plan whose streams no SPE-op reads pays the direct feed's cost,
+    not Spark's per-slide cost (issue 45); with --feed spe, or an SPE-op over a window, it
+    pays Spark's; a DB-op below an SPE-op leaves the streams to the direct feed."""
+    p = load_profile(DEFAULT_PROFILE_PATH).model_copy(update={
+        "direct_s_per_slide": 1e-3, "direct_s_per_row": 1e-7})
+    plan = NumberedPlan.of(cq5_plan(rate=4000, plugs=100))
+    slides = max(s.l for s in SourceDrivenSizes.of(plan).values())
+    for placement, feed in (("db", "direct"), ("spe", "spark"), ("op1=spe", "spark"),
+                            ("op1=db,op2=db,op3=spe", "direct")):
+        pc = plan_cost(build_physical_plan(plan, placement), p)
+        assert pc.feed == feed, placement
+        want = slides * (p.spe_s_per_slide if feed == "spark" else p.direct_s_per_slide) + (
+            4000 * p.direct_s_per_row if feed == "direct" else 0.0)
+        assert pc.gateway == pytest.approx(want), placement
+        spe_fed = plan_cost(build_physical_plan(plan, placement), p.model_copy(
+            update={"feed": "spe"}))
+        assert spe_fed.feed == "spark" and spe_fed.gateway == pytest.approx(
+            slides * p.spe_s_per_slide)

@@ -264,7 +264,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     if strategy not in STRATEGIES:
         raise AdaptiveError("strategy", f"{strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}")
-    prof = profile or load_profile()
+    prof = (profile or load_profile()).model_copy(update={"feed": opt.feed})  # as run
     planner = planner or (lambda q, p: plan_for(q, p, prof))
     if alternatives is None:
         alternatives = _alternatives(prof)

@@ -31,7 +31,8 @@ def cmd_explain(a: argparse.Namespace) -> int:
     except OptionError as e:
         raise SystemExit(f"fedq explain: --data: {e.message}") from None
     make = query_source(a)
-    profile, chosen_for = spe_capacity_of(a, load_profile(a.profile))
+    profile, chosen_for = spe_capacity_of(
+        a, load_profile(a.profile).model_copy(update={"feed": a.feed}))
     kw = {"profile": profile, "feasibility_check": not a.no_feasibility_check,
           "max_subplan_ops": a.max_subplan_ops, "memory_check": not a.no_memory_check}
 
@@ -139,6 +140,9 @@ def add_parser(sub) -> None:
     e.add_argument("--margin", type=non_negative, default=None,
                    help="with --sweep: what an adaptive run with this margin would run at "
                         "each rate, and where it migrates (fedq run --adaptive)")
+    e.add_argument("--feed", choices=["direct", "spe"], default="direct",
+                   help="price the plans for this feed, as fedq run --feed (spe: Spark "
+                        "forwards every row, the paper's setting)")
     e.add_argument("--profile", help="cost profile JSON (default: calibrated, else shipped)")
     e.add_argument("--max-subplan-ops", type=count, default=15,
                    help="decompose plans larger than this for Phase-Two (paper section 6)")

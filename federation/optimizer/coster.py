@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costmodel.feed import feed_cost
 from costmodel.ordering import ZERO, CostVector
 from costmodel.plan_cost import apply_capacity, db_op_cost, spe_gateway_cost, spe_op_cost
 from costmodel.profile import CostProfile
@@ -69,3 +70,9 @@ class PartialCoster:
     def view(self, c: CostVector) -> CostVector:
         """The vector as Definition 1 compares it (gateway and capacity included)."""
         return apply_capacity(c.add(self.gateway) if self.gateway else c, self.profile)
+
+    def final(self, c: CostVector, placement: dict[str, str]) -> CostVector:
+        """The vector of a complete plan: its own feed's cost (costmodel/feed.py: no Spark
+        query where no SPE-op reads a stream) instead of Spark's."""
+        feed = feed_cost(self.sizes, self.plan, self.profile, placement)
+        return apply_capacity(c.add(feed) if feed else c, self.profile)

@@ -117,11 +117,10 @@ def phase_two(
             out.append(Partial(db_placed, closed, members, closed.add(u), inputs))
         db_rooted[oid] = out
     finals = [spe_rooted[top]] + db_rooted[top]
-    finals.sort(key=key)
     ops = plan.r2r_ids
-    plans = [
-        ({o: ("db" if o in p.db_placed else "spe") for o in ops}, coster.view(p.cost)) for p in finals
-    ]
+    placed = [{o: ("db" if o in p.db_placed else "spe") for o in ops} for p in finals]
+    plans = [(pl, coster.final(p.cost, pl)) for pl, p in zip(placed, finals)]
+    plans.sort(key=lambda t: sort_key(t[1], feasibility_check))  # each with its own feed
     return PhaseTwoResult(plans, len(finals), subplans)
 
 
