@@ -160,15 +160,17 @@ def test_refusals_name_the_option(surge):
 
 def by_rate(low: str, high: str, threshold: float):
     """A planner for tests: the optimizer's costs, but the plan it picks (and the cheaper
-    one by far) is `high` above the rate threshold, else `low`."""
+    one by far: any other costs ten times its own and the wanted plan's) is `high` above
+    the rate threshold, else `low`."""
 
     def planner(q, placement):
         rate = next(n for n in q.walk() if isinstance(n, Window)).stream.stats.rate_tps
-        want = plan_for(q, high if rate > threshold else low)[0]
+        want, w = plan_for(q, high if rate > threshold else low)
         pp, cost = plan_for(q, want.placement_string if placement == "auto" else placement)
         if pp.placement_string != want.placement_string:
-            v = cost.vector
-            cost = dataclasses.replace(cost, vector=CostVector(10 * v.C_b, 10 * v.C_u))
+            v, w = cost.vector, w.vector
+            cost = dataclasses.replace(cost, vector=CostVector(10 * (v.C_b + w.C_b),
+                                                               10 * (v.C_u + w.C_u)))
         return pp, cost
 
     return planner
