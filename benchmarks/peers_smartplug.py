@@ -12,6 +12,10 @@ to every engine, one after the other, nothing else running:
   `window_time`, CQ5 as Flink's cascading window aggregate; the rows as one CSV file, a
   blackhole sink. Timed as in `benchmarks.peers`: the INSERT's submission to its end, after
   a warm-up job over the small input.
+- **DuckDB alone**: CQ1-CQ6 as hand-written incremental loops
+  (benchmarks/peers_smartplug_duckdb.py: a slice row per plug and second, CQ1/CQ2 also the
+  window's load rows, one statement per instant), the physical-limit anchor; checked
+  against fedq's rows on the small input; timed whole, in one process.
 - **fedq**: the optimizer's plan (auto), pure Spark (whose window aggregates are the best
   Spark form since this change: partial aggregates per 1-s pane, then the sliding window
   over the panes; it is the Spark peer here, a hand-written PySpark query would be the
@@ -40,6 +44,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
+from benchmarks import peers_smartplug_duckdb
 from benchmarks.common import say, write_result
 from benchmarks.peers import fedq_point, flink, flink_points, to_csv
 from federation.results import diff_results
@@ -88,10 +93,13 @@ def check(work: Path, names: list[str], rate: float, plugs: int, spark) -> dict:
         mine = info["result"]
         ft = flink_rows(work / "flink_out", name, mine.column_names)
         problem = diff_results(ft, mine)
+        alone = peers_smartplug_duckdb.run(work / "parquet" / "smartplug", name)
+        duck = diff_results(alone, mine)  # the hand-written loop means what fedq means
         report[name] = {"flink_rows": ft.num_rows, "fedq_rows": mine.num_rows,
-                        "equal": problem is None, "problem": problem}
+                        "equal": problem is None, "problem": problem,
+                        "duckdb_alone_equal": duck is None, "duckdb_alone_problem": duck}
         say(f"check {name}: flink {ft.num_rows} rows, fedq {mine.num_rows}: "
-            f"{problem or 'equal'}")
+            f"{problem or 'equal'}; duckdb alone {alone.num_rows}: {duck or 'equal'}")
     return report
 
 
@@ -128,7 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     say("Flink SQL ...")
     points = flink_points(flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts",
                                 a.flink_timeout), names, rows)
-    for q in names:
+    for q in names:  # DuckDB alone: the hand-written loop, timed whole, in this process
+        t0 = time.perf_counter()
+        n = peers_smartplug_duckdb.run(big / "parquet" / "smartplug", q).num_rows
+        wall = time.perf_counter() - t0
+        points.append({"query": q, "engine": "duckdb-alone", "seconds": round(wall, 3),
+                       "events_per_s": rows / wall, "rows": n})
+        say(f"  duckdb alone {q}: {wall:.1f} s, {rows / wall:,.0f} events/s")
         for pl in a.placements.split(","):
             wall, info = fedq(big / "parquet" / "smartplug", q, pl, a.rate, a.plugs,
                               a.seconds_per_batch, spark, a.budget)
