@@ -91,8 +91,8 @@ def run(data: Path, name: str, scale: float = 1.0) -> pa.Table:
         microsecond=0)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"CREATE TABLE sl (s BIGINT, house_id INT, household_id INT, plug_id INT, "
-                f"n BIGINT, total DOUBLE, mx DOUBLE)")
+    con.execute("CREATE TABLE sl (s BIGINT, house_id INT, household_id INT, plug_id INT, "
+                "n BIGINT, total DOUBLE, mx DOUBLE)")
     rows = name in ("CQ1", "CQ2")
     if rows:
         con.execute("CREATE TABLE w (s BIGINT, house_id INT, household_id INT, plug_id INT, "
