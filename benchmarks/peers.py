@@ -171,6 +171,16 @@ def flink_points(fl: dict, names: list[str], events: int) -> list[dict]:
     return out
 
 
+def duckdb_point(q: str, run, data: Path, events: int) -> dict:
+    """The point of a hand-written DuckDB loop: `run(data, q)` (its rows) timed whole."""
+    t0 = time.perf_counter()
+    n = run(data, q).num_rows
+    wall = time.perf_counter() - t0
+    say(f"  duckdb alone {q}: {wall:.1f} s, {events / wall:,.0f} events/s")
+    return {"query": q, "engine": "duckdb-alone", "seconds": round(wall, 3),
+            "events_per_s": events / wall, "rows": n}
+
+
 def fedq_point(q: str, placement: str, wall: float, info: dict, rate: float,
                events: int) -> dict:
     """The point of one fedq run: events over its wall time, or for a run stopped at the
@@ -271,12 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                            names, events)
     for q in names:
         if q in peers_duckdb.SUPPORTED:
-            t0 = time.perf_counter()
-            n = peers_duckdb.run(work / "big" / "parquet", q).num_rows
-            wall = time.perf_counter() - t0
-            points.append({"query": q, "engine": "duckdb-alone", "seconds": round(wall, 3),
-                           "events_per_s": events / wall, "rows": n})
-            say(f"  duckdb alone {q}: {wall:.1f} s, {events / wall:,.0f} events/s")
+            points.append(duckdb_point(q, peers_duckdb.run, work / "big" / "parquet", events))
         if q in peers_spark.SUPPORTED:
             out = work / "spark_out" / q
             shutil.rmtree(out, ignore_errors=True)

@@ -46,7 +46,7 @@ import pyarrow.csv as pcsv
 
 from benchmarks import peers_smartplug_duckdb
 from benchmarks.common import say, write_result
-from benchmarks.peers import fedq_point, flink, flink_points, to_csv
+from benchmarks.peers import duckdb_point, fedq_point, flink, flink_points, to_csv
 from federation.results import diff_results
 from federation.smartplug import SMARTPLUG_SCHEMA
 from federation.smartplug.datagen import generate
@@ -137,12 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     points = flink_points(flink(big / "csv", small / "csv", names, None, TEXTS, SCHEMAS, "ts",
                                 a.flink_timeout), names, rows)
     for q in names:  # DuckDB alone: the hand-written loop, timed whole, in this process
-        t0 = time.perf_counter()
-        n = peers_smartplug_duckdb.run(big / "parquet" / "smartplug", q).num_rows
-        wall = time.perf_counter() - t0
-        points.append({"query": q, "engine": "duckdb-alone", "seconds": round(wall, 3),
-                       "events_per_s": rows / wall, "rows": n})
-        say(f"  duckdb alone {q}: {wall:.1f} s, {rows / wall:,.0f} events/s")
+        points.append(duckdb_point(q, peers_smartplug_duckdb.run, big / "parquet" / "smartplug",
+                                   rows))
         for pl in a.placements.split(","):
             wall, info = fedq(big / "parquet" / "smartplug", q, pl, a.rate, a.plugs,
                               a.seconds_per_batch, spark, a.budget)
