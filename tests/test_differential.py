@@ -94,6 +94,10 @@ def test_spark_feed_matches_reference(spark, name, placement, data_dir, tmp_path
     work = r.ingest.spool_dir.parents[1]
     assert (work / "checkpoints" / "stage0" / "commits").is_dir()  # Spark's own log
     assert not (work / "checkpoints" / "stage0" / "feed.json").exists()
+    # the summary's phases (federation/runtime/phases.py): Spark's part, and its JVM's CPU
+    assert {"spark", "feed", "db.sql"} <= set(r.summary.phases)
+    assert "feed.plan" not in r.summary.phases
+    assert r.summary.cpu_s["jvm"] > 0
 
 
 #: `make test` leaves out the choices that are pure DuckDB plans of

@@ -103,3 +103,23 @@ def test_a_direct_run_killed_at_a_fault_point_resumes_each_instant_once(
     got = pq.read_table(out)
     want = reference_result(make(query), read_clean_rows(work / "input" / "spool"))
     assert diff_results(got, want) is None, f"{query} killed ({kill}): {diff_results(got, want)}"
+
+
+def test_the_summary_says_where_the_time_went(no_spark, tmp_path, data_dir):
+    """Each phase of the data path is timed (federation/runtime/phases.py): they add up to
+    the run's wall time, and a run without a JVM says so."""
+    r = run(make("CQ3"), "db", data_dir, work_dir=tmp_path / "w", seconds_per_batch=5)
+    s = r.summary
+    want = {"ingest.read", "ingest.validate", "ingest.spool", "start", "feed", "feed.plan",
+            "mig.rows", "db.insert", "db.fold", "db.sql", "db.expire", "db.commit", "results",
+            "end"}
+    assert want <= set(s.phases), want - set(s.phases)
+    assert "spark" not in s.phases
+    assert s.phases["ingest.read"]["calls"] == SECONDS
+    assert s.phases["feed"]["calls"] == s.data_batches
+    assert s.phases["db.sql"]["calls"] >= s.data_batches
+    total = sum(p["wall_s"] for p in s.phases.values())
+    assert 0.6 * s.run_wall_s <= total <= s.run_wall_s + 0.01, (total, s.run_wall_s)
+    assert s.cpu_s["python"] > 0 and s.cpu_s["jvm"] is None
+    saved = json.loads((tmp_path / "w" / "summary.json").read_text())
+    assert saved["phases"]["db.sql"] == s.phases["db.sql"]

@@ -38,10 +38,11 @@ from federation.runtime.live import (
     wait_for_first,
 )
 from federation.runtime.metrics import start_metrics
-from federation.runtime.microbatch import BatchHandler, Execution, ReentrySpool
+from federation.runtime.microbatch import BatchHandler, Execution
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.move import spark_tail_s
 from federation.runtime.options import RunOptions, per_batch_output, work_directory
+from federation.runtime.phases import RunClock
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import (
     ResultParts,
@@ -52,6 +53,7 @@ from federation.runtime.recovery import (
     results_dir,
     run_identity,
 )
+from federation.runtime.reentry import ReentrySpool
 from federation.runtime.result import BatchMetrics, RunResult
 from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
@@ -80,15 +82,13 @@ def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
     """Run `plan` over the part files of `data`: a directory, or for a query over several
     streams a mapping {stream name: directory} (federation/runtime/sources.py).
 
-    `options` (RunOptions, federation/runtime/options.py; or its fields as keywords) are
-    checked before any work. A `work_dir` that holds an interrupted run of the same plan is
-    resumed where its last micro-batch committed (federation/runtime/recovery.py).
-    `spark`: the session (default: the shared one). `progress`: a RunProgress told every
-    phase and micro-batch (federation/runtime/progress.py), or a callable receiving the
-    micro-batches. `predicted`: the plan's cost vector, recorded in the summary beside rho.
-    `handoff`: one segment of an adaptive run (start and stop instants, moved state, watch,
-    prepared spool: federation/runtime/handoff.py). `halt`: set, the run stops after the
-    micro-batch in progress (how a following run ends, federation/runtime/live.py).
+    `options` (RunOptions, options.py; or its fields as keywords) are checked before any
+    work. A `work_dir` holding an interrupted run of the same plan is resumed where its last
+    micro-batch committed (recovery.py). `spark`: the session (default: the shared one).
+    `progress`: a RunProgress (progress.py), or a callable receiving the micro-batches.
+    `predicted`: the plan's cost vector, in the summary beside rho. `handoff`: one segment
+    of an adaptive run (handoff.py). `halt`: set, the run stops after the micro-batch in
+    progress (how a following run ends, live.py).
 
     A resumed run whose Spark queries fail (a checkpoint Spark cannot use after a kill)
     starts over from the spool instead, saying so on stderr and keeping Spark's error in
@@ -146,6 +146,7 @@ class _Run:
 
     def execute(self) -> RunResult:
         opt = self.opt
+        clock = RunClock(self.spark)
         self.work = work_directory(opt.work_dir)
         self.locks.append(WorkLock.hold(self.work))  # released by execute() at the end
         resuming = claim_work(self.work, run_identity(self.plan, self.opt, self.sources,
@@ -167,7 +168,7 @@ class _Run:
             if self.follower is not None:  # the DB-ops' last instant, before the end's flush
                 self.follower.when_ended(lambda: self._end_life(ex))
             try:
-                self._start_stages(ex, ingest)
+                self._start_stages(ex, ingest, clock)
                 if self.follower is None:
                     truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
                 else:
@@ -190,7 +191,7 @@ class _Run:
             close_sinks(sinks, opt)
             if metrics:
                 metrics.stop()
-        wall = time.perf_counter() - ex.t_start
+        wall = clock.ending() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
         tables = None if self.follower is not None else {
             q: c.table() for q, c in ex.collectors.items()}
@@ -206,6 +207,7 @@ class _Run:
             for m in ex.migs.values():
                 m.close()
         summary.output = None if output is None else str(output)
+        clock.report(summary, self.spark)
         try:
             (self.work / "summary.json").write_text(summary.model_dump_json(indent=2))
         except OSError as e:  # reporting: the results are written already
@@ -304,7 +306,7 @@ class _Run:
             print(say + (f", event time {t}" if t else ""), file=sys.stderr)
         return ex
 
-    def _start_stages(self, ex: Execution, ingest: IngestResult) -> None:
+    def _start_stages(self, ex: Execution, ingest: IngestResult, clock: RunClock) -> None:
         """Every stage's micro-batches, each handed to a BatchHandler: from Spark's
         streaming query, or from the direct feed where the stage has no SPE-op (direct.py;
         a plan without SPE-ops starts no JVM)."""
@@ -330,6 +332,7 @@ class _Run:
             self.prog.phase("micro-batches (following)", unit="event seconds")
         else:
             self.prog.phase("micro-batches", total=ingest.files, unit="event seconds")
+        clock.start_done()
         ex.t_start = time.perf_counter()
         trigger = opt.seconds_per_batch if opt.realtime else None
         for st in staged.stages:

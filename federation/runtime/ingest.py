@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
 from federation.parts import arrow_schema, atomic_write_bytes, list_parts, write_part
+from federation.runtime.phases import timed
 from federation.runtime.validate import (
     count_csv_rejects,
     dead_letter,
@@ -200,21 +201,30 @@ class Ingestor:
             self.res.cpu_s += time.thread_time() - cpu0
 
     def _add(self, path: Path, last: bool) -> None:
-        res, stream, ts_col = self.res, self.stream, self.stream.ts_column
+        res, stream = self.res, self.stream
         k = res.files
-        raw, why = read_part(path, stream)
+        with timed("ingest.read"):
+            raw, why = read_part(path, stream)
         if why is not None:
             quarantine(path, self.dead_dir, why, res)
             raw = arrow_schema(stream.columns).empty_table()
         max_ts = res.last_ts
         wm = None if max_ts is None else max_ts - self.lateness
-        good, bad = validate_table(raw, stream, wm, self.domains, clock=max_ts,
-                                   horizon_s=self.horizon_s)
-        n_good = good.num_rows
+        with timed("ingest.validate"):
+            good, bad = validate_table(raw, stream, wm, self.domains, clock=max_ts,
+                                       horizon_s=self.horizon_s)
         res.rows_in += raw.num_rows
         res.rows_ok += good.num_rows
         if bad:
-            dead_letter(path.name, raw, bad, self.dead_dir / f"dead-{k:08d}.parquet", res)
+            with timed("ingest.dead_letter"):
+                dead_letter(path.name, raw, bad, self.dead_dir / f"dead-{k:08d}.parquet", res)
+        with timed("ingest.spool"):
+            self._spool_file(path, last, good)
+
+    def _spool_file(self, path: Path, last: bool, good: pa.Table) -> None:
+        """A file's good rows to the spool (slices, warm-up groups)."""
+        res, ts_col, k = self.res, self.stream.ts_column, self.res.files
+        n_good = good.num_rows
         lo = pc.min(good.column(ts_col)).as_py() if good.num_rows else None
         if lo is not None:
             res.first_ts = lo if res.first_ts is None else min(res.first_ts, lo)

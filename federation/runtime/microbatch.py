@@ -17,23 +17,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from db.store import naive_timestamps
-from federation.conventions import CLOCK, NEUTRAL, OUT, PUNCT, WT, clock_tag, packed
-from federation.parts import arrow_type, atomic_write_parquet
-from federation.runtime.direct import Halted, Unpacked
+from federation.conventions import CLOCK, OUT, clock_tag, packed
+from federation.runtime.direct import DirectFeed, Halted, Unpacked
 from federation.runtime.ingest import IngestResult
-from federation.runtime.mig import MigRuntime, split_outputs, tau_to_wt, wt_to_tau
+from federation.runtime.mig import MigRuntime, split_outputs, wt_to_tau
+from federation.runtime.phases import PHASES, timed
 from federation.runtime.recovery import ResultParts, StageLog, fault_point
+from federation.runtime.reentry import ReentrySpool
 from federation.runtime.result import BatchMetrics
 from federation.runtime.stages import Stage, StagedPlan
 
-END_OF_INPUT_BATCH = 10**8
-  # the key of the parts written when the input is drained
+END_OF_INPUT_BATCH = 10**8  # the key of the parts written when the input is drained
 
 
 def watermark(clock: dict[int, dt.datetime], sources: list[int], lateness_s: float):
@@ -41,33 +40,6 @@ def watermark(clock: dict[int, dt.datetime], sources: list[int], lateness_s: flo
     if not sources or any(j not in clock for j in sources):
         return None
     return min(clock[j] for j in sources) - dt.timedelta(seconds=lateness_s)
-
-
-class ReentrySpool:
-    """Writes a DB-op's result (tagged `_wt`) and a punctuation row to the Parquet spool
-    that the next stage reads as a streaming source."""
-
-    def __init__(self, staged: StagedPlan, dirs: dict[str, Path]) -> None:
-        self.staged = staged
-        self.dirs = dirs
-
-    def write(self, oid: str, key: tuple, out: pa.Table | None, done) -> None:
-        """The rows of DB-op output `oid` (with `_tau`) and the punctuation `done`."""
-        schema = self.staged.plan.logical.nodes[oid].schema
-        cols = list(schema)
-        parts = []
-        if out is not None and out.num_rows:
-            parts.append(pa.table({WT: tau_to_wt(out), **{c: out.column(c) for c in cols},
-                                   PUNCT: pa.array([False] * out.num_rows)}))
-        # punctuation: everything up to `done` is complete; non-null neutral values, as
-        # Spark adds isnotnull(keys) below the watermark of joins
-        parts.append(pa.table({WT: pa.array([done], pa.timestamp("us")),
-                               **{c: pa.array([NEUTRAL[t]], arrow_type(t))
-                                  for c, t in schema.items()},
-                               PUNCT: pa.array([True])}))
-        table = pa.concat_tables(parts, promote_options="permissive")
-        path = self.dirs[oid] / f"part-{key[0]}-{key[1]:08d}.parquet"
-        atomic_write_parquet(path, table)
 
 
 @dataclass(frozen=True)
@@ -140,17 +112,19 @@ class Execution:
         """Rows of operator `oid` to every query whose result they are; their count
         (`complete`: ResultParts.put)."""
         names = self.staged.queries_at(oid)
-        for q in names:
-            self.collectors[q].put(key, rows, complete)
+        with timed("results"):
+            for q in names:
+                self.collectors[q].put(key, rows, complete)
         return rows.num_rows if names else 0
 
     def release(self, st: Stage, key: tuple, done) -> None:
         """The instants up to `done` of the results Spark computes in stage `st` are
         complete: to the sinks that show instants in order (ResultParts.release)."""
-        for what in st.outputs:
-            if what[0] != "mig":
-                for q in self.staged.queries_at(what[1]):
-                    self.collectors[q].release(key, done)
+        with timed("results"):
+            for what in st.outputs:
+                if what[0] != "mig":
+                    for q in self.staged.queries_at(what[1]):
+                        self.collectors[q].release(key, done)
 
     def hand_on(self, mig: MigRuntime, key: tuple, out: pa.Table | None, done) -> int:
         """A DB-op's rows, each output's to the queries whose result it is and to its
@@ -160,7 +134,8 @@ class Execution:
             if rows is not None:
                 n += self.put_result(oid, key, rows)
             if self.staged.reenters(oid):
-                self.reentry.write(oid, key, rows, done)
+                with timed("reentry"):
+                    self.reentry.write(oid, key, rows, done)
         return n
 
     def feeds_spark(self, mig: MigRuntime) -> bool:
@@ -245,9 +220,10 @@ class BatchHandler:
     def _handle(self, batch_id: int, read: Callable[[], Unpacked]) -> None:
         ex, st = self.ex, self.st
         fault_point("batch_start")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         batch = read()
         t1 = time.perf_counter()
+        PHASES.add("feed", t1 - t0, time.thread_time() - c0)
         prev_clock = dict(st.clock)
         self._advance_clock(batch)
         clock = watermark(st.clock, st.clock_sources, 0.0)
@@ -344,6 +320,10 @@ class BatchHandler:
                          t=end - ex.t_start, watermark=str(clock), clock=clock, data=data,
                          **extra)
         ex.last_end[st.index] = end
+        # between two batches of the stage: Spark's own part (planning, offsets, commit
+        # logs, the SPE-ops before foreachBatch reads), or the direct feed's offset log
+        PHASES.add("feed.plan" if isinstance(st.query, DirectFeed) else "spark",
+                   m.wall_s - m.handler_s)
         ex.metrics.append(m)
         if ex.progress:
             ex.progress(m)

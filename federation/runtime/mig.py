@@ -19,6 +19,7 @@ from federation.conventions import OUT, TAU, TS, WT, output_column
 from federation.instants import first_instant
 from federation.logical import leaf_window
 from federation.physical import DbOp
+from federation.runtime.phases import PHASES
 
 ONE_US = dt.timedelta(microseconds=1)
 
@@ -180,7 +181,7 @@ class MigRuntime:
         d = {k: (None if getattr(self, k) is None else getattr(self, k).isoformat())
              for k in self._TIMES}
         d.update({k: getattr(self, k) for k in self._COUNTS})
-        self.db.commit(d)
+        self._db(self.db.commit, d)
 
     def _first_tau(self, ts: dt.datetime) -> dt.datetime:
         return first_instant(ts, self.slide.total_seconds())
@@ -189,6 +190,28 @@ class MigRuntime:
         """Rows of one input from the micro-batch (row-level with `_ts`, relations `_wt`)."""
         if rows.num_rows == 0:
             return
+        t0, c0 = time.perf_counter(), time.thread_time()
+        rows = self._take(table, rows)
+        PHASES.add("mig.rows", time.perf_counter() - t0, time.thread_time() - c0)
+        if rows is not None:
+            self._db(self.db.insert, table, rows)
+
+    def _db(self, call, *args):
+        """`call` (a MigDatabase method) with its seconds to the run's phases (phases.py):
+        DuckDB's own timings split them (insert/fold, sql/expire)."""
+        before = dict(self.db.timings)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = call(*args)
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        took = {k: v - before[k] for k, v in self.db.timings.items() if v > before[k]}
+        total = sum(took.values())
+        if not took:
+            PHASES.add(f"db.{call.__name__}", wall, cpu)
+        for k, v in took.items():
+            PHASES.add(f"db.{k.removesuffix('_s')}", v, cpu * v / total)
+        return out
+
+    def _take(self, table: str, rows: pa.Table) -> pa.Table | None:
         spec = self.db.inputs[table]
         if spec.row_level:
             rows = naive_timestamps(rows)
@@ -196,7 +219,7 @@ class MigRuntime:
                 rows = rows.filter(pc.less(rows.column(TS),
                                            pa.scalar(self.stop_at, pa.timestamp("us"))))
                 if rows.num_rows == 0:
-                    return
+                    return None
             lo, hi = pc.min(rows.column(TS)).as_py(), pc.max(rows.column(TS)).as_py()
             self.max_data_ts = hi if self.max_data_ts is None else max(self.max_data_ts, hi)
             first = self._first_tau(lo)
@@ -209,7 +232,7 @@ class MigRuntime:
                                   or first < self.next_tau and self.slides_done == 0):
             self.next_tau = first
         self.rows_in += rows.num_rows
-        self.db.insert(table, rows)
+        return rows
 
     def advance(self, watermark: dt.datetime | None) -> tuple[list[dt.datetime], pa.Table | None,
                                                                  float]:
@@ -239,8 +262,8 @@ class MigRuntime:
                 self.next_tau = max(self.next_tau, self._first_tau(watermark - self.slide))
             return [], None, 0.0
         t0 = time.perf_counter()
-        out = self.db.run(taus)
-        self.db.expire(taus[-1] + self.slide, len(taus))
+        out = self._db(self.db.run, taus)
+        self._db(self.db.expire, taus[-1] + self.slide, len(taus))
         took = time.perf_counter() - t0
         self.next_tau = taus[-1] + self.slide
         self.slides_done += len(taus)

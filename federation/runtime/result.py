@@ -96,6 +96,12 @@ class RunSummary(BaseModel):
     #: unavailable: ..."): reporting runs after the results are written and never loses them
     warnings: list[str] = []
     reporting_failures: int = 0
+    #: where the time went (federation/runtime/phases.py): wall and CPU seconds and calls
+    #: per phase of the data path, the whole call's wall seconds (ingest and start-up
+    #: included, unlike `wall_s`), and the CPU seconds of this process and of Spark's JVM
+    phases: dict[str, dict[str, float]] = {}
+    run_wall_s: float | None = None
+    cpu_s: dict[str, float | None] = {}
 
     def warn(self, line: str) -> None:
         self.warnings.append(line)
