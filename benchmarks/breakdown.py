@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    path = write_result(args.out, {"args": vars(args) | {"keep": str(args.keep)},
+    out = args.out if args.out.endswith(".json") else args.out + ".json"
+    path = write_result(out, {"args": vars(args) | {"keep": str(args.keep)},
                                    "queries": results})
     md = ["# Where the time goes", "", (f"`python -m benchmarks.breakdown {' '.join(sys.argv[1:] if argv is None else argv)}`"
           " (module doc: benchmarks/breakdown.py)"), ""]

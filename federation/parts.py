@@ -61,11 +61,17 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     os.replace(tmp, path)
 
 
-def _write_table(table: pa.Table, tmp: Path, path: Path) -> None:
+#: how spool files are written: read once or twice within the run, so written fast (no
+#: compression, no dictionary: 3x faster than snappy on the smart-plug readings, 1.5x on
+#: Nexmark's bids; ~2x larger on disk)
+SPOOL_PARQUET = {"compression": "none", "use_dictionary": False}
+
+
+def _write_table(table: pa.Table, tmp: Path, path: Path, **options) -> None:
     """pq.write_table to `tmp`, for `path`: an error names `path` (Arrow's message of a
     full disk names no file) and leaves no temporary file behind, where it can."""
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, **options)
     except OSError as e:
         with contextlib.suppress(OSError):  # a read-only file system refuses this too
             tmp.unlink(missing_ok=True)
@@ -74,10 +80,11 @@ def _write_table(table: pa.Table, tmp: Path, path: Path) -> None:
         raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
 
 
-def write_part(path: Path, table: pa.Table, mtime: float) -> None:
+def write_part(path: Path, table: pa.Table, mtime: float, spool: bool = False) -> None:
     """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
-    the given mtime (Spark's file source orders by it), then a rename."""
+    the given mtime (Spark's file source orders by it), then a rename (`spool`: written
+    as SPOOL_PARQUET says)."""
     tmp = path.with_name("." + path.name + ".tmp")
-    _write_table(table, tmp, path)
+    _write_table(table, tmp, path, **(SPOOL_PARQUET if spool else {}))
     os.utime(tmp, (mtime, mtime))
     os.replace(tmp, path)

@@ -91,7 +91,9 @@ def spool_schema(columns: Mapping[str, str]) -> pa.Schema:
 
 
 def _as_data(good: pa.Table) -> pa.Table:
-    return good.append_column(KIND, pa.array([DATA] * good.num_rows, pa.int32()))
+    import numpy as np
+
+    return good.append_column(KIND, pa.array(np.full(good.num_rows, DATA, dtype=np.int32)))
 
 
 class Ingestor:
@@ -289,7 +291,7 @@ class Ingestor:
                     INPUTS_KEY: json.dumps(self.pending_inputs).encode()}
         out = out.replace_schema_metadata({**(out.schema.metadata or {}), **meta})
         write_part(self.spool / f"part-{res.spool_files - 1:08d}.parquet", out,
-                   SPOOL_MTIME + res.spool_files - 1)
+                   SPOOL_MTIME + res.spool_files - 1, spool=True)
         self.pending, self.pending_files, self.pending_inputs = [], 0, []
 
     def idle_to(self, ts: datetime) -> None:

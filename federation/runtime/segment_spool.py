@@ -43,7 +43,7 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
         group = warm[g:g + warmup_batch]
         write_part(out / f"part-{n:08d}.parquet",
                    pa.concat_tables(pq.read_table(spool(i)) for i in group),
-                   SPOOL_MTIME + group[0])
+                   SPOOL_MTIME + group[0], spool=True)
         n += 1
     for i in idx[warmup:]:
         os.link(spool(i), out / f"part-{n:08d}.parquet")

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
 def _cast_column(arr: pa.ChunkedArray, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
     """Cast a column; rows whose value cannot be cast become null and are reported."""
-    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    if arr.type == typ:
+    if arr.type == typ:  # as read: chunked where the file has several row groups
         return arr, []
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ):
         return arr.cast(pa.timestamp("us", tz=arr.type.tz)).cast(typ), []
     try:
@@ -98,9 +98,22 @@ def validate_table(
         reasons.setdefault(i, why)
     table = pa.table(cols, schema=schema)
     if reasons:
-        keep = pa.array([i not in reasons for i in range(n)])
-        table = table.filter(keep)
+        import numpy as np
+
+        keep = np.zeros(n, dtype=bool)
+        keep[_good_rows(n, reasons)] = True
+        table = table.filter(pa.array(keep))
     return table, sorted(reasons.items())
+
+
+def _good_rows(n: int, reasons: dict):
+    """The indices (numpy) of the rows with no reason, in order."""
+    import numpy as np
+
+    mask = np.ones(n, dtype=bool)
+    if reasons:
+        mask[np.fromiter(reasons, dtype=np.int64, count=len(reasons))] = False
+    return np.flatnonzero(mask)
 
 
 def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
@@ -108,12 +121,17 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
     `validate_table`); vectorized over the sorted event times of the rows still good."""
     import numpy as np
 
-    good = np.array([i for i in range(len(ts)) if i not in reasons], dtype=np.int64)
+    micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    good = _good_rows(len(ts), reasons)
     if not len(good):
         return []
-    micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[good]
-    order = np.argsort(micros, kind="stable")
-    v, idx = micros[order], good[order]
+    if len(good) < len(ts):
+        micros = micros[good]
+    if len(micros) > 1 and (np.diff(micros) < 0).any():  # in order already, as a rule
+        order = np.argsort(micros, kind="stable")
+        v, idx = micros[order], good[order]
+    else:
+        v, idx = micros, good
     h = us(horizon_s)
     out: list[tuple[int, str]] = []
     if clock is None:  # anchor at the median; walk down, then up
