@@ -17,6 +17,11 @@ import pyarrow.parquet as pq
 from federation.conventions import ARROW_TYPES
 
 _PART = re.compile(r"^part-.*\.parquet$")
+_SPOOL_PART = re.compile(r"^part-.*\.(parquet|arrow)$")
+#: the formats of a spool (docs/architecture.md, "Feeds"): Parquet, which Spark's file
+#: source reads; Arrow IPC files where only the direct feed reads the spool (written 2-5x
+#: and read 10x faster, about the rows' Arrow size on disk)
+SPOOL_FORMATS = ("parquet", "arrow")
 
 
 def arrow_type(sql_type: str) -> pa.DataType:
@@ -32,6 +37,33 @@ def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
 def list_parts(data_dir: Path) -> list[Path]:
     """Event-second files of a directory, in name order (= event-time order)."""
     return sorted(p for p in Path(data_dir).iterdir() if _PART.match(p.name))
+
+
+def list_spool(spool_dir: Path) -> list[Path]:
+    """A spool's files (either format: SPOOL_FORMATS), in name order."""
+    return sorted(p for p in Path(spool_dir).iterdir() if _SPOOL_PART.match(p.name))
+
+
+def spool_part(spool_dir: Path, i: int, fmt: str = "parquet") -> Path:
+    """Spool file `i` of a spool in format `fmt`."""
+    return Path(spool_dir) / f"part-{i:08d}.{fmt}"
+
+
+def read_spool_part(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A spool file's rows, Parquet or Arrow IPC (by its suffix)."""
+    if path.suffix == ".arrow":
+        with pa.memory_map(str(path)) as src:
+            t = pa.ipc.open_file(src).read_all()
+        return t if columns is None else t.select(columns)
+    return pq.read_table(path, columns=columns)
+
+
+def spool_part_metadata(path: Path) -> dict:
+    """A spool file's schema metadata, Parquet or Arrow IPC."""
+    if path.suffix == ".arrow":
+        with pa.memory_map(str(path)) as src:
+            return pa.ipc.open_file(src).schema.metadata or {}
+    return pq.read_schema(path).metadata or {}
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -80,11 +112,26 @@ def _write_table(table: pa.Table, tmp: Path, path: Path, **options) -> None:
         raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
 
 
+def _write_arrow(table: pa.Table, tmp: Path, path: Path) -> None:
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+    except OSError as e:  # as _write_table: the error names the file meant
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if e.errno is None or e.filename is not None:
+            raise
+        raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
+
+
 def write_part(path: Path, table: pa.Table, mtime: float, spool: bool = False) -> None:
     """Write one Parquet file atomically for a streaming reader: a hidden temporary name,
     the given mtime (Spark's file source orders by it), then a rename (`spool`: written
     as SPOOL_PARQUET says)."""
     tmp = path.with_name("." + path.name + ".tmp")
-    _write_table(table, tmp, path, **(SPOOL_PARQUET if spool else {}))
+    if path.suffix == ".arrow":  # a spool read by the direct feed only (SPOOL_FORMATS)
+        _write_arrow(table, tmp, path)
+    else:
+        _write_table(table, tmp, path, **(SPOOL_PARQUET if spool else {}))
     os.utime(tmp, (mtime, mtime))
     os.replace(tmp, path)

@@ -98,6 +98,7 @@ def test_spark_feed_matches_reference(spark, name, placement, data_dir, tmp_path
     assert {"spark", "feed", "db.sql"} <= set(r.summary.phases)
     assert "feed.plan" not in r.summary.phases
     assert r.summary.cpu_s["jvm"] > 0
+    assert r.ingest.spool_format == "parquet"  # Spark's file source reads it
 
 
 #: `make test` leaves out the choices that are pure DuckDB plans of

@@ -121,5 +121,9 @@ def test_the_summary_says_where_the_time_went(no_spark, tmp_path, data_dir):
     total = sum(p["wall_s"] for p in s.phases.values())
     assert 0.6 * s.run_wall_s <= total <= s.run_wall_s + 0.01, (total, s.run_wall_s)
     assert s.cpu_s["python"] > 0 and s.cpu_s["jvm"] is None
+    # no Spark query reads the spool: Arrow IPC files (federation.parts.SPOOL_FORMATS)
+    assert r.ingest.spool_format == "arrow"
+    spool = sorted(p.suffix for p in r.ingest.spool_dir.iterdir() if p.name.startswith("part-"))
+    assert spool == [".arrow"] * (r.ingest.spool_files + 1)
     saved = json.loads((tmp_path / "w" / "summary.json").read_text())
     assert saved["phases"]["db.sql"] == s.phases["db.sql"]

@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from federation.conventions import DATA, KIND, PUNCTUATION, TS
 from federation.errors import FedqError
 from federation.logical import Table, Window
-from federation.parts import atomic_write_bytes
+from federation.parts import atomic_write_bytes, read_spool_part, spool_part
 from federation.runtime.stages import Stage, StagedPlan
 
 
@@ -46,6 +45,7 @@ class DirectInput:
     name: str
     spool: Path
     ts_column: str
+    fmt: str = "parquet"  # the spool files' format (federation.parts.SPOOL_FORMATS)
 
 
 @dataclass
@@ -81,6 +81,26 @@ def needs_spark(staged: StagedPlan, direct: set[int]) -> bool:
                for st in staged.stages)
 
 
+def direct_stages(staged: StagedPlan, feed: str) -> set[int]:
+    """The stages a run with `feed` ("direct" or "spe") feeds directly."""
+    return {st.index for st in staged.stages if feed == "direct" and direct_ok(staged, st)}
+
+
+def spool_format(staged: StagedPlan, feed: str) -> str:
+    """The input spools' format (federation.parts.SPOOL_FORMATS): Arrow IPC files where no
+    Spark query runs, so only the direct feed reads them; Parquet for Spark's file source."""
+    return "parquet" if needs_spark(staged, direct_stages(staged, feed)) else "arrow"
+
+
+def spool_formats(ingest, name: str) -> dict[str, str]:
+    """Each stream's spool format of a run's input: one stream's IngestResult (that stream
+    is `name`), or an InputSet of several (federation/runtime/sources.py)."""
+    inputs = getattr(ingest, "inputs", None)
+    if inputs is None:
+        return {name: ingest.spool_format}
+    return {n: r.spool_format for n, r in inputs.items()}
+
+
 def stage_feeds(plan, feed: str = "direct") -> list[str]:
     """How each stage of `plan` gets its micro-batches: "direct" or "spark" (`fedq explain`)."""
     staged = StagedPlan.of(plan)
@@ -89,9 +109,11 @@ def stage_feeds(plan, feed: str = "direct") -> list[str]:
             if staged.db_ops_of(st.index) or staged.spe_results(st.index)]
 
 
-def build_direct(staged: StagedPlan, st: Stage, spools: dict) -> tuple[list, list]:
+def build_direct(staged: StagedPlan, st: Stage, spools: dict,
+                 formats: dict[str, str] | None = None) -> tuple[list, list]:
     """Set the stage's outputs and clock sources as StageBuilder.build does; returns, per
-    output, (stream index, its columns) and the streams read, in clock-source order."""
+    output, (stream index, its columns) and the streams read, in clock-source order
+    (`formats`: each stream's spool format, `spool_formats`; default Parquet)."""
     lg = staged.plan.logical
     streams: list[DirectInput] = []
     layout = []
@@ -104,7 +126,8 @@ def build_direct(staged: StagedPlan, st: Stage, spools: dict) -> tuple[list, lis
             idx = next((i for i, s in enumerate(streams) if s.name == name), None)
             if idx is None:
                 decl, spool = spools[name]
-                streams.append(DirectInput(name, Path(spool), decl.ts_column))
+                streams.append(DirectInput(name, Path(spool), decl.ts_column,
+                                           (formats or {}).get(name, "parquet")))
                 idx = len(streams) - 1
             st.outputs.append(("mig", (c.id, ci.table)))
             layout.append((idx, (TS, *ci.node.schema)))
@@ -203,7 +226,7 @@ class DirectFeed:
         out, any_new = {}, False
         for s in self.streams:
             lo = hi = self.next[s.name]
-            while hi - lo < self.files_per_batch and _part(s.spool, hi).exists():
+            while hi - lo < self.files_per_batch and spool_part(s.spool, hi, s.fmt).exists():
                 hi += 1
             out[s.name] = (lo, hi)
             any_new |= hi > lo
@@ -227,17 +250,13 @@ class DirectFeed:
         return Unpacked(parts, clocks)
 
 
-def _part(spool: Path, i: int) -> Path:
-    return spool / f"part-{i:08d}.parquet"
-
-
 def _read_spool(s: DirectInput, lo: int, hi: int):
     """Spool files [lo, hi) of stream `s`: (its data rows with `_ts`, its largest
     punctuation), as spe/pipeline.spool_source selects them."""
     if hi <= lo:
         return None, None
-    t = pa.concat_tables([pq.read_table(_part(s.spool, i)) for i in range(lo, hi)],
-                         promote_options="permissive")
+    t = pa.concat_tables([read_spool_part(spool_part(s.spool, i, s.fmt))
+                          for i in range(lo, hi)], promote_options="permissive")
     kind, ts = t.column(KIND), t.column(s.ts_column)
     punct = t.filter(pc.and_(pc.equal(kind, PUNCTUATION), pc.is_valid(ts)))
     clock = pc.max(punct.column(s.ts_column)).as_py() if punct.num_rows else None

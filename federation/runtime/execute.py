@@ -23,7 +23,14 @@ from federation.errors import OptionError
 from federation.instants import end_flush_s, extent_of, first_instant, last_instant
 from federation.logical import Window
 from federation.physical import PhysicalPlan
-from federation.runtime.direct import DirectFeed, build_direct, direct_ok, needs_spark
+from federation.runtime.direct import (
+    DirectFeed,
+    build_direct,
+    direct_stages,
+    needs_spark,
+    spool_format,
+    spool_formats,
+)
 from federation.runtime.drive import drive, drive_following, stop_queries
 from federation.runtime.failure import run_failed
 from federation.runtime.handoff import Handoff
@@ -59,9 +66,8 @@ from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
     bind_sources,
     load_inputs,
-    prepare_input,
-    prepare_inputs,
     query_streams,
+    replay_input,
     spool_dirs,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
@@ -229,10 +235,11 @@ class _Run:
         """The validated input: the spool of the interrupted run, the prepared one of a
         handoff, or the data directory validated into a new spool (ingest.py)."""
         opt, work = self.opt, self.work
+        fmt = spool_format(StagedPlan.of(self.plan), opt.feed)
         if opt.follow:
             self.follower = start_following(
                 self.sources, self.streams, work, self.run_id, opt, self.slide_s, resuming,
-                end_flush_s(self.lg.nodes.values()))
+                end_flush_s(self.lg.nodes.values()), fmt)
             return self.follower.res if wait_for_first(self.follower, self.halt,
                                                        self.prog) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
@@ -245,20 +252,9 @@ class _Run:
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
         flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
-
-        def prepare(data, input_dir, stream, flush_after_s=None):
-            return prepare_input(data, input_dir, stream, progress=self.prog.advance,
-                                 allowed_lateness_s=opt.allowed_lateness_s,
-                                 flush_after_s=flush_after_s, max_files=opt.max_files,
-                                 domains=opt.domains_of(stream),
-                                 fast_forward_s=self._fast_forward_s(),
-                                 fast_forward_batch=opt.warmup_batch_s or 1,
-                                 tick_s=self.slide_s, horizon_s=opt.event_horizon_s)
-
-        if len(self.streams) > 1:  # a spool per stream, one flush after them all
-            return prepare_inputs(self.sources, self.streams, work / "input", prepare,
-                                  flush_s, opt.allowed_lateness_s)
-        return prepare(self.data, work / "input", self.stream, flush_s)
+        return replay_input(self.sources, self.streams, self.data, work / "input", opt,
+                            self.prog.advance, flush_s, self.slide_s, self._fast_forward_s(),
+                            fmt)
 
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
@@ -311,8 +307,7 @@ class _Run:
         streaming query, or from the direct feed where the stage has no SPE-op (direct.py;
         a plan without SPE-ops starts no JVM)."""
         opt, staged = self.opt, ex.staged
-        direct = {st.index for st in staged.stages
-                  if opt.feed == "direct" and direct_ok(staged, st)}
+        direct = direct_stages(staged, opt.feed)
         if self.spark is None and needs_spark(staged, direct):
             from spe.session import get_spark
 
@@ -326,7 +321,8 @@ class _Run:
         builder = StageBuilder(self.spark, staged, spools, self.reentry_dirs, files_per_batch,
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
                                self.table_files)
-        layouts = {st.index: build_direct(staged, st, spools) if st.index in direct
+        formats = spool_formats(ingest, self.stream.name)
+        layouts = {st.index: build_direct(staged, st, spools, formats) if st.index in direct
                    else builder.build(st) for st in staged.stages}
         if opt.follow:  # no end known: no total, no time left
             self.prog.phase("micro-batches (following)", unit="event seconds")

@@ -18,13 +18,21 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
-from federation.parts import arrow_schema, atomic_write_bytes, list_parts, write_part
+from federation.parts import (
+    arrow_schema,
+    atomic_write_bytes,
+    list_spool,
+    read_spool_part,
+    spool_part,
+    spool_part_metadata,
+    write_part,
+)
 from federation.runtime.phases import timed
 from federation.runtime.validate import (
     count_csv_rejects,
@@ -36,8 +44,8 @@ from federation.runtime.validate import (
 )
 from federation.streams import StreamDecl
 
-#: Parquet metadata of every spool file: the ingest's state after it, and its input files;
-#: of a slice of an input split across spool files (all but its last): the input's name
+#: metadata of each spool file: the ingest's state after it and its inputs; of a slice of an
+#: input split across spool files (all but its last): the input's name
 STATE_KEY, INPUTS_KEY, SLICE_KEY = b"fedq.ingest", b"fedq.inputs", b"fedq.slice"
 
 
@@ -58,9 +66,9 @@ class IngestResult(BaseModel):
     warmup_files: int = 0  # of which merged warm-up files
     quarantined: list[dict[str, str]] = Field(default_factory=list)  # unreadable files
     tick_hi: datetime | None = None  # the last grid tick written
+    spool_format: str = "parquet"  # federation.parts.SPOOL_FORMATS ("arrow": direct feed)
     cpu_s: float = 0.0  # CPU time of validating and spooling (the ingest's thread)
-    #: per input file, in order: its name, good rows and first event time (a spool without
-    #: fast-forward has one spool file per input file, in the same order: `sub_spool`)
+    #: per input file in order: name, good rows, first event time (`sub_spool`)
     file_names: list[str] = Field(default_factory=list)
     file_rows: list[int] = Field(default_factory=list)
     file_lo: list[datetime | None] = Field(default_factory=list)
@@ -78,10 +86,9 @@ def punctuation(stream: StreamDecl, ts, kind: int = PUNCTUATION) -> pa.Table:
     """Punctuation rows: `KIND` PUNCTUATION (or TICK), event time `ts` (one or a list), every
     other column a neutral value."""
     tss = ts if isinstance(ts, list) else [ts]
-    n = len(tss)
-    row = {c: [NEUTRAL[t]] * n for c, t in stream.columns.items()}
+    row = {c: [NEUTRAL[t]] * len(tss) for c, t in stream.columns.items()}
     row[stream.ts_column] = tss
-    row[KIND] = [kind] * n
+    row[KIND] = [kind] * len(tss)
     return pa.table(row, schema=spool_schema(stream.columns))
 
 
@@ -91,8 +98,6 @@ def spool_schema(columns: Mapping[str, str]) -> pa.Schema:
 
 
 def _as_data(good: pa.Table) -> pa.Table:
-    import numpy as np
-
     return good.append_column(KIND, pa.array(np.full(good.num_rows, DATA, dtype=np.int32)))
 
 
@@ -102,31 +107,33 @@ class Ingestor:
 
     `fast_forward_s` > 0 merges the first that many event seconds into spool files of
     `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
-    windows in fewer batches); every later event second is a spool file of its own.
-    Validation and dead letters are per input file either way, so the rows are the same.
-    `tick_s` writes a tick row (id TICK) at every instant of that slide's grid from the
-    first reading on, and one at each file's largest event time (`federation.instants`).
-    `horizon_s`: the event-time horizon of `validate_table`. A file that cannot be read, or
-    lacks a column of the stream, is quarantined (copied to the dead-letter directory with
-    its reason) and the run goes on. Dead letters go to `work_dir/deadletter/<run_id>`, so
-    a reused work directory keeps the letters of earlier runs. `resume`: the state of a
-    spool written before (its ingest.json): the spool is kept and goes on. `file_list=False`
-    (a following run, which never ends): the input files are not listed in the result
-    (`file_names`, ... are for adaptive runs), so that neither memory nor ingest.json
-    grows with every file; each spool file's metadata still names its inputs.
-    `max_file_rows` (a following run: a micro-batch reads at most so many spool files): an
-    input file with more good rows is split, ordered by event time, into spool files of at
-    most that many, each with its punctuation (its largest event time so far, so no row of a
-    later slice is late), so that a burst is caught up in micro-batches of bounded size. Only
-    the last slice carries the state: a run that stopped between two slices reads that input
-    again first (`partial`) and writes the same slices under the same names."""
+    windows in fewer batches); later event seconds are a spool file each. Validation and dead
+    letters are per input file either way, so the rows are the same. `tick_s` writes a tick
+    row (id TICK) at every instant of that slide's grid from the first reading on, and one
+    at each file's largest event time (`federation.instants`). `horizon_s`: the event-time
+    horizon of `validate_table`. A file that cannot be read, or lacks a column of the
+    stream, is quarantined (copied to the dead-letter directory with its reason) and the run
+    goes on. Dead letters go to `work_dir/deadletter/<run_id>` (a reused work directory
+    keeps earlier runs' letters). `resume`: the state of a spool written before (its
+    ingest.json): the spool is kept and goes on. `file_list=False` (a following run, which
+    never ends): the input files are not listed in the result (`file_names`, ... are for
+    adaptive runs), so neither memory nor ingest.json grows with every file; each spool
+    file's metadata still names its inputs. `max_file_rows` (a following run: a micro-batch
+    reads at most so many spool files): an input file with more good rows is split, ordered
+    by event time, into spool files of at most that many, each with its punctuation (its
+    largest event time so far, so no row of a later slice is late), so a burst is caught up
+    in micro-batches of bounded size. Only the last slice carries the state: a run stopped
+    between two slices reads that input again first (`partial`) and writes the same slices
+    under the same names. `spool_format`: "parquet", or "arrow" (Arrow IPC files) where only
+    the direct feed reads the spool (federation.parts.SPOOL_FORMATS)."""
 
     def __init__(self, work_dir: Path | str, stream: StreamDecl, *,
                  allowed_lateness_s: float = 0.0, domains: Mapping[str, set] | None = None,
                  fast_forward_s: int = 0, fast_forward_batch: int = 1,
                  tick_s: float | None = None, horizon_s: float = 3600.0,
                  run_id: str | None = None, resume: IngestResult | None = None,
-                 file_list: bool = True, max_file_rows: int | None = None) -> None:
+                 file_list: bool = True, max_file_rows: int | None = None,
+                 spool_format: str = "parquet") -> None:
         if fast_forward_batch < 1:
             raise ValueError(f"fast_forward_batch must be >= 1, got {fast_forward_batch}")
         self.work = Path(work_dir)
@@ -144,11 +151,12 @@ class Ingestor:
             self.res = resume
             self.dead_dir = resume.deadletter_dir
         else:
-            for old in self.spool.glob("*.parquet"):
+            for old in list_spool(self.spool):
                 old.unlink()
             run_id = run_id or datetime.now().strftime("run-%Y%m%d-%H%M%S-%f")
             self.dead_dir = self.work / "deadletter" / run_id
-            self.res = IngestResult(spool_dir=self.spool, deadletter_dir=self.dead_dir)
+            self.res = IngestResult(spool_dir=self.spool, deadletter_dir=self.dead_dir,
+                                    spool_format=spool_format)
         self.dead_dir.mkdir(parents=True, exist_ok=True)
         self.pending: list[pa.Table] = []
         self.pending_files = 0
@@ -160,10 +168,10 @@ class Ingestor:
         crash): its state is the one the last spool file carries (written with it in one
         atomic rename, so the state and the spool agree whatever the moment of the crash)."""
         spool = Path(work_dir) / "spool"
-        parts = sorted(spool.glob("part-*.parquet"))
+        files = list_spool(spool) if spool.is_dir() else []
         state, inputs, meta, written, partial = None, [], {}, 0, None
-        for k, p in enumerate(parts):
-            meta = pq.read_schema(p).metadata or {}
+        for k, p in enumerate(files):
+            meta = spool_part_metadata(p)
             if STATE_KEY in meta:
                 state, written, partial = json.loads(meta[STATE_KEY]), k + 1, None
                 inputs.extend(json.loads(meta[INPUTS_KEY]))
@@ -175,7 +183,7 @@ class Ingestor:
             return ing
         listed = options.get("file_list", True)
         res = IngestResult.model_validate({
-            **state, "spool_files": written if partial else len(parts), **({
+            **state, "spool_files": written if partial else len(files), **({
                 "file_names": [i[0] for i in inputs], "file_rows": [i[1] for i in inputs],
                 "file_lo": [i[2] for i in inputs]} if listed else {})})
         ing = cls(work_dir, stream, resume=res, **options)
@@ -290,7 +298,7 @@ class Ingestor:
             meta = {STATE_KEY: json.dumps(state).encode(),
                     INPUTS_KEY: json.dumps(self.pending_inputs).encode()}
         out = out.replace_schema_metadata({**(out.schema.metadata or {}), **meta})
-        write_part(self.spool / f"part-{res.spool_files - 1:08d}.parquet", out,
+        write_part(spool_part(self.spool, res.spool_files - 1, res.spool_format), out,
                    SPOOL_MTIME + res.spool_files - 1, spool=True)
         self.pending, self.pending_files, self.pending_inputs = [], 0, []
 
@@ -328,7 +336,7 @@ class Ingestor:
         last = last or res.last_ts
         if last is not None and flush_after_s is not None:
             flush = last + timedelta(seconds=flush_after_s + self.allowed_lateness_s)
-            write_part(self.spool / f"part-{res.spool_files:08d}.parquet",
+            write_part(spool_part(self.spool, res.spool_files, res.spool_format),
                        punctuation(self.stream, flush), SPOOL_MTIME + res.spool_files)
             self.finished = True
         self.save()
@@ -337,6 +345,6 @@ class Ingestor:
 
 def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     """Every clean row of a spool (punctuation removed): what the engines see."""
-    tables = [pq.read_table(p) for p in list_parts(Path(spool_dir))]
+    tables = [read_spool_part(p) for p in list_spool(Path(spool_dir))]
     t = pa.concat_tables(tables)
     return t.filter(pc.equal(t.column(KIND), DATA)).drop_columns([KIND])

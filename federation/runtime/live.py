@@ -125,11 +125,12 @@ def _claim_directory(out: Path, rid: str, replace: bool) -> None:
 
 def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
                     work: Path, rid: str, opt: RunOptions, slide_s: float, resuming: bool,
-                    flush_after_s: float) -> Follower:
+                    flush_after_s: float, spool_format: str = "parquet") -> Follower:
     """The follower of every stream's source (federation/runtime/connectors/), going on
     from the spools of an interrupted run in `work`; `rid`: the run's id (the brokers'
     sessions are named after it); `slide_s`: the query's slide (the spools' tick grid);
-    `flush_after_s`: how far the flush at the end of input goes. Each source is opened (a
+    `flush_after_s`: how far the flush at the end of input goes; `spool_format`: the
+    spools' (ingest.Ingestor). Each source is opened (a
     broker subscribed, a generator started) before its spool is made: nothing published
     since is lost."""
     several = len(sources) > 1
@@ -145,7 +146,8 @@ def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, Str
             lanes[name] = Lane(landing, None, feeder)
             kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": slide_s,
                   "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
-                  "file_list": False, "max_file_rows": opt.max_file_rows}
+                  "file_list": False, "max_file_rows": opt.max_file_rows,
+                  "spool_format": spool_format}
             input_dir = work / "input" / name if several else work / "input"
             ing = Ingestor.resumed(input_dir, stream, **kw) if resuming else \
                 Ingestor(input_dir, stream, **kw)

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from federation.conventions import SPOOL_MTIME
 from federation.errors import OptionError
-from federation.parts import list_parts, write_part
+from federation.parts import list_parts, spool_part, write_part
 from federation.runtime.connectors import SourceSpec, parse_source
 from federation.runtime.ingest import Ingestor, IngestResult, punctuation, read_clean_rows
 from federation.runtime.options import is_topic
@@ -160,8 +160,8 @@ def spool_dirs(ingest) -> dict[str, Path] | None:
 
 def write_flush(res: IngestResult, stream: StreamDecl, at: datetime) -> None:
     """The end of a stream's input at `at`: a flush punctuation file after its spool."""
-    write_part(res.spool_dir / f"part-{res.spool_files:08d}.parquet", punctuation(stream, at),
-               SPOOL_MTIME + res.spool_files)
+    write_part(spool_part(res.spool_dir, res.spool_files, res.spool_format),
+               punctuation(stream, at), SPOOL_MTIME + res.spool_files)
 
 
 def prepare_inputs(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
@@ -221,3 +221,24 @@ def prepare_input(
         if progress:
             progress(k + 1, len(parts))
     return ing.finish(flush_after_s)
+
+
+def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl], data,
+                 input_dir: Path, opt, progress, flush_s: float | None, slide_s: float,
+                 fast_forward_s: int, spool_format: str):
+    """A run's input directories validated into its spools with the run's options (`opt`,
+    RunOptions): one stream's IngestResult (`data`: its directory), or the InputSet of
+    several (a spool per stream, one flush after them all)."""
+
+    def prepare(data, input_dir, stream, flush_after_s=None):
+        return prepare_input(data, input_dir, stream, progress=progress,
+                             allowed_lateness_s=opt.allowed_lateness_s,
+                             flush_after_s=flush_after_s, max_files=opt.max_files,
+                             domains=opt.domains_of(stream), fast_forward_s=fast_forward_s,
+                             fast_forward_batch=opt.warmup_batch_s or 1, tick_s=slide_s,
+                             horizon_s=opt.event_horizon_s, spool_format=spool_format)
+
+    if len(streams) > 1:
+        return prepare_inputs(sources, streams, input_dir, prepare, flush_s,
+                              opt.allowed_lateness_s)
+    return prepare(data, input_dir, next(iter(streams.values())), flush_s)
