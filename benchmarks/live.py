@@ -196,7 +196,8 @@ def live_point(query: str, rate: float, minutes: float, plugs: int, scale: float
             "backlog_median_s": med, "backlog_slope": trend, "keeps_up": keeps_up,
             "cpu_s": {"ingest": s.ingest_cpu_s, "duckdb": db_s, **cpu},
             "ingest_rows_per_cpu_s": s.ingest_rows_per_cpu_s,
-            "input_rows": s.input_rows, "dead_lettered": s.dead_lettered}, landing
+            "input_rows": s.input_rows, "dead_lettered": s.dead_lettered,
+            "phases": s.phases}, landing
 
 
 def nexmark_point(rate: float, minutes: float, spark, work: Path) -> dict:
@@ -240,7 +241,7 @@ def nexmark_point(rate: float, minutes: float, spark, work: Path) -> dict:
             "cpu_s": {"ingest": s.ingest_cpu_s, "duckdb": sum(m.db_s for m in r.metrics),
                       **cpu},
             "input_rows": s.input_rows, "result_rows": s.result_rows,
-            "dead_lettered": s.dead_lettered}
+            "dead_lettered": s.dead_lettered, "phases": s.phases}
 
 
 def replay_point(query: str, rate: float, plugs: int, scale: float, spark, data: Path,

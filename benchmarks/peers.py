@@ -156,6 +156,7 @@ def fedq(data: Path, name: str, placement: str, per_batch: int, spark,
     s = r.summary
     return wall, {"placement": s.placement, "rows": s.result_rows, "rho_steady": s.rho_steady,
                   "ingest_cpu_s": s.ingest_cpu_s, "truncated": s.truncated,
+                  "phases": s.phases, "cpu_s": s.cpu_s,
                   "result": r.rows}
 
 

@@ -72,7 +72,8 @@ def fedq(data: Path, name: str, placement: str, rate: float, plugs: int, per_bat
         shutil.rmtree(work, ignore_errors=True)
     s = r.summary
     return wall, {"placement": s.placement, "rows": s.result_rows, "rho_steady": s.rho_steady,
-                  "ingest_cpu_s": s.ingest_cpu_s, "truncated": s.truncated, "result": r.rows}
+                  "ingest_cpu_s": s.ingest_cpu_s, "truncated": s.truncated,
+                  "phases": s.phases, "cpu_s": s.cpu_s, "result": r.rows}
 
 
 def flink_rows(out: Path, name: str, columns: list[str]) -> pa.Table:
