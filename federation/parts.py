@@ -100,24 +100,18 @@ SPOOL_PARQUET = {"compression": "none", "use_dictionary": False}
 
 
 def _write_table(table: pa.Table, tmp: Path, path: Path, **options) -> None:
-    """pq.write_table to `tmp`, for `path`: an error names `path` (Arrow's message of a
-    full disk names no file) and leaves no temporary file behind, where it can."""
+    """`table` to `tmp`, for `path`: Parquet (pq.write_table with `options`), or an Arrow
+    IPC file where `path` ends in .arrow (a spool only the direct feed reads: SPOOL_FORMATS).
+    An error names `path` (Arrow's message of a full disk names no file) and leaves no
+    temporary file behind, where it can."""
     try:
-        pq.write_table(table, tmp, **options)
+        if path.suffix == ".arrow":
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+                w.write_table(table)
+        else:
+            pq.write_table(table, tmp, **options)
     except OSError as e:
         with contextlib.suppress(OSError):  # a read-only file system refuses this too
-            tmp.unlink(missing_ok=True)
-        if e.errno is None or e.filename is not None:
-            raise
-        raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
-
-
-def _write_arrow(table: pa.Table, tmp: Path, path: Path) -> None:
-    try:
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
-    except OSError as e:  # as _write_table: the error names the file meant
-        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         if e.errno is None or e.filename is not None:
             raise
@@ -129,9 +123,6 @@ def write_part(path: Path, table: pa.Table, mtime: float, spool: bool = False) -
     the given mtime (Spark's file source orders by it), then a rename (`spool`: written
     as SPOOL_PARQUET says)."""
     tmp = path.with_name("." + path.name + ".tmp")
-    if path.suffix == ".arrow":  # a spool read by the direct feed only (SPOOL_FORMATS)
-        _write_arrow(table, tmp, path)
-    else:
-        _write_table(table, tmp, path, **(SPOOL_PARQUET if spool else {}))
+    _write_table(table, tmp, path, **(SPOOL_PARQUET if spool else {}))
     os.utime(tmp, (mtime, mtime))
     os.replace(tmp, path)

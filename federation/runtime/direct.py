@@ -92,15 +92,6 @@ def spool_format(staged: StagedPlan, feed: str) -> str:
     return "parquet" if needs_spark(staged, direct_stages(staged, feed)) else "arrow"
 
 
-def spool_formats(ingest, name: str) -> dict[str, str]:
-    """Each stream's spool format of a run's input: one stream's IngestResult (that stream
-    is `name`), or an InputSet of several (federation/runtime/sources.py)."""
-    inputs = getattr(ingest, "inputs", None)
-    if inputs is None:
-        return {name: ingest.spool_format}
-    return {n: r.spool_format for n, r in inputs.items()}
-
-
 def stage_feeds(plan, feed: str = "direct") -> list[str]:
     """How each stage of `plan` gets its micro-batches: "direct" or "spark" (`fedq explain`)."""
     staged = StagedPlan.of(plan)
@@ -113,7 +104,7 @@ def build_direct(staged: StagedPlan, st: Stage, spools: dict,
                  formats: dict[str, str] | None = None) -> tuple[list, list]:
     """Set the stage's outputs and clock sources as StageBuilder.build does; returns, per
     output, (stream index, its columns) and the streams read, in clock-source order
-    (`formats`: each stream's spool format, `spool_formats`; default Parquet)."""
+    (`formats`: each stream's spool format, sources.spool_formats; default Parquet)."""
     lg = staged.plan.logical
     streams: list[DirectInput] = []
     layout = []

@@ -29,7 +29,6 @@ from federation.runtime.direct import (
     direct_stages,
     needs_spark,
     spool_format,
-    spool_formats,
 )
 from federation.runtime.drive import drive, drive_following, stop_queries
 from federation.runtime.failure import run_failed
@@ -69,6 +68,7 @@ from federation.runtime.sources import (
     query_streams,
     replay_input,
     spool_dirs,
+    spool_formats,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import ReportingWarning, safe_summary

@@ -158,6 +158,14 @@ def spool_dirs(ingest) -> dict[str, Path] | None:
     return ingest.spool_dirs if isinstance(ingest, InputSet) else None
 
 
+def spool_formats(ingest, name: str) -> dict[str, str]:
+    """Each stream's spool format (federation.parts.SPOOL_FORMATS) of a run's input: an
+    InputSet's streams, or one stream's, `name`."""
+    if isinstance(ingest, InputSet):
+        return {n: r.spool_format for n, r in ingest.inputs.items()}
+    return {name: ingest.spool_format}
+
+
 def write_flush(res: IngestResult, stream: StreamDecl, at: datetime) -> None:
     """The end of a stream's input at `at`: a flush punctuation file after its spool."""
     write_part(spool_part(res.spool_dir, res.spool_files, res.spool_format),

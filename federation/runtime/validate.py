@@ -98,22 +98,18 @@ def validate_table(
         reasons.setdefault(i, why)
     table = pa.table(cols, schema=schema)
     if reasons:
-        import numpy as np
-
-        keep = np.zeros(n, dtype=bool)
-        keep[_good_rows(n, reasons)] = True
-        table = table.filter(pa.array(keep))
+        table = table.filter(pa.array(_good_mask(n, reasons)))
     return table, sorted(reasons.items())
 
 
-def _good_rows(n: int, reasons: dict):
-    """The indices (numpy) of the rows with no reason, in order."""
+def _good_mask(n: int, reasons: dict):
+    """A numpy mask of the `n` rows: True where a row has no reason."""
     import numpy as np
 
     mask = np.ones(n, dtype=bool)
     if reasons:
         mask[np.fromiter(reasons, dtype=np.int64, count=len(reasons))] = False
-    return np.flatnonzero(mask)
+    return mask
 
 
 def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
@@ -122,7 +118,7 @@ def _far_from_clock(ts: pa.Array, reasons: dict, clock, horizon_s: float):
     import numpy as np
 
     micros = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    good = _good_rows(len(ts), reasons)
+    good = np.flatnonzero(_good_mask(len(ts), reasons))
     if not len(good):
         return []
     if len(good) < len(ts):
