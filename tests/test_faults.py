@@ -223,15 +223,34 @@ def test_a_broker_that_restarts_mid_run_is_reconnected_and_nothing_is_lost(
     assert problem is None, problem
 
 
-def test_a_burst_of_ten_times_the_rate_is_caught_up_in_bounded_batches(tmp_path):
+def test_a_burst_of_ten_times_the_rate_is_caught_up_in_bounded_batches(tmp_path,
+                                                                       monkeypatch):
     """A minute of ten times the planned rate lands at once in the middle of a followed
     run: the backlog is reported (its event seconds) while every micro-batch reads at most
     `max_batch_rows` readings (the burst's files are split in the spool, which holds the
-    backlog on disk); the run catches up and its result is the reference."""
+    backlog on disk); the run catches up and its result is the reference.
+
+    The micro-batches wait while the burst is being validated into the spool: a feed
+    faster than the ingest would otherwise take each burst file as it lands, and the
+    backlog the test is about would depend on the two threads' speeds."""
     from federation.api import start
+    from federation.runtime import ingest, microbatch
     from federation.smartplug.datagen import generate
     from federation.smartplug.queries import QUERIES
 
+    added, add = [0], ingest.Ingestor.add
+
+    def counted(self, path, last=True):
+        add(self, path, last)
+        added[0] += 1
+
+    def gate(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while name == "batch_start" and 30 < added[0] < 90 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(ingest.Ingestor, "add", counted)
+    monkeypatch.setattr(microbatch, "fault_point", gate)
     src, landing = tmp_path / "src", tmp_path / "landing"
     generate(src, rate_profile=[(RATE, 30), (10 * RATE, 60), (RATE, 30)], plugs=30, seed=5)
     files = sorted(src.glob("part-*.parquet"))
