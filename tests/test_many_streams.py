@@ -17,7 +17,7 @@ from db.reference import reference_result
 from federation import avg, count, sum_, window
 from federation.errors import OptionError
 from federation.results import diff_results
-from federation.runtime.sources import read_clean_inputs
+from federation.runtime.sources import load_inputs, read_clean_inputs
 from federation.smartplug import smartplug_stream
 from federation.smartplug.datagen import generate
 from federation.streams import StreamDecl, StreamStats
@@ -186,3 +186,39 @@ def test_the_cli_runs_a_query_over_two_streams(sources, tmp_path, spark):
         tmp_path / "w" / "input")
     want = reference_result(aggregate_join(), read_clean_inputs(ingest))
     assert diff_results(pq.read_table(out), want) is None
+
+
+def test_two_streams_killed_while_their_input_is_read_resume_with_the_same_spools(
+        sources, tmp_path):
+    """All in DuckDB, the direct feed works while both streams' files are read (their files
+    alternate: runtime/ahead.py); killed between two input files once a micro-batch is done,
+    the resumed run reads on from both spools, which end as a run's not killed, and its
+    result is the reference's (no JVM)."""
+    import subprocess
+    import sys
+
+    from tests.test_resume import CLI, run_killed_then_resumed
+
+    spec = tmp_path / "two.py"
+    spec.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})\n"
+        "from test_many_streams import rows_join as q\n")
+
+    def cmd(work, out):
+        return [sys.executable, "-c", CLI, "run", "--query", f"{spec}:q",
+                "--data", f"smartplug={sources['smartplug']}",
+                "--data", f"tariff={sources['tariff']}", "--placement", "db",
+                "--seconds-per-batch", "2", "--output", str(out), "--quiet", "--overwrite",
+                "--work-dir", str(work)]
+
+    work, out = tmp_path / "w", tmp_path / "out.parquet"
+    hit, _, err = run_killed_then_resumed(cmd(work, out), "ingest_file:20", work)
+    assert hit, "the kill at the 20th of 40 input files never hit"
+    assert "fedq: resuming" in err, err[-2000:]
+    subprocess.run(cmd(tmp_path / "fresh", tmp_path / "f.parquet"), check=True,
+                   capture_output=True)
+    fresh = read_clean_inputs(load_inputs(tmp_path / "fresh" / "input"))
+    got = read_clean_inputs(load_inputs(work / "input"))
+    assert all(got[n].equals(fresh[n]) for n in fresh)
+    assert diff_results(pq.read_table(out), reference_result(rows_join(), fresh)) is None

@@ -133,8 +133,9 @@ class DirectFeed:
 
     def __init__(self, handle, layout, streams: list[DirectInput], files_per_batch: int,
                  checkpoint: Path, name: str, complete: bool,
-                 trigger_s: float | None = None) -> None:
+                 trigger_s: float | None = None, ahead=None) -> None:
         self.handle, self.layout, self.streams = handle, layout, streams
+        self.ahead = ahead  # an ingest still writing the spools (ahead.py), or None
         self.files_per_batch, self.trigger_s, self.complete = files_per_batch, trigger_s, complete
         self.log = checkpoint / "feed.json"
         checkpoint.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,13 @@ class DirectFeed:
                 with self._cv:
                     self._polls += 1
                     poll = self._polls
-                files = self._next_files()
+                read = self.ahead is None or self.ahead.ended.is_set()  # before listing
+                if self.ahead is not None and self.ahead.error is not None:
+                    raise self.ahead.error
+                files = self._next_files(whole=not read)
+                if files is None and not read:  # the ingest ahead writes the next files
+                    self._stop.wait(self.POLL_S)
+                    continue
                 if files is None:
                     with self._cv:
                         self._idle_at = poll
@@ -203,6 +210,8 @@ class DirectFeed:
                     {"batch": self.batch, "files": files}).encode())
                 self._run(files)
                 self.batch += 1
+                if self.ahead is not None:
+                    self.ahead.fed.set()
         except Halted:
             pass  # a halted run: this batch is left to the resumed run
         except BaseException as e:  # noqa: BLE001 - reported by processAllAvailable
@@ -212,13 +221,17 @@ class DirectFeed:
                 self._done = True
                 self._cv.notify_all()
 
-    def _next_files(self) -> dict[str, tuple[int, int]] | None:
-        """Each stream's next spool files (consecutive, landed), or None when none has one."""
+    def _next_files(self, whole: bool = False) -> dict[str, tuple[int, int]] | None:
+        """Each stream's next spool files (consecutive, landed), or None when none has one
+        (`whole`: unless every stream has its `files_per_batch`, as a spool that is complete
+        would give them: module ahead.py)."""
         out, any_new = {}, False
         for s in self.streams:
             lo = hi = self.next[s.name]
             while hi - lo < self.files_per_batch and spool_part(s.spool, hi, s.fmt).exists():
                 hi += 1
+            if whole and hi - lo < self.files_per_batch:
+                return None
             out[s.name] = (lo, hi)
             any_new |= hi > lo
         return out if any_new else None

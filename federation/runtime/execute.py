@@ -23,6 +23,7 @@ from federation.errors import OptionError
 from federation.instants import end_flush_s, extent_of, first_instant, last_instant
 from federation.logical import Window
 from federation.physical import PhysicalPlan
+from federation.runtime.ahead import ahead_of
 from federation.runtime.direct import (
     DirectFeed,
     build_direct,
@@ -39,6 +40,7 @@ from federation.runtime.live import (
     close_sinks,
     open_run_sinks,
     run_id,
+    seconds_by_batches,
     seconds_by_clock,
     start_following,
     wait_for_first,
@@ -64,7 +66,7 @@ from federation.runtime.result import BatchMetrics, RunResult
 from federation.runtime.sinks import write_output
 from federation.runtime.sources import (
     bind_sources,
-    load_inputs,
+    kept_input,
     query_streams,
     replay_input,
     spool_dirs,
@@ -157,7 +159,7 @@ class _Run:
         self.locks.append(WorkLock.hold(self.work))  # released by execute() at the end
         resuming = claim_work(self.work, run_identity(self.plan, self.opt, self.sources,
                                                       self.data, self.h), opt.fresh)
-        self.follower = None
+        self.follower = self.ahead = None
         taken = TakeOver.load(self.work) if resuming else self.taken
         if taken is None:
             (self.work / TAKEOVER).unlink(missing_ok=True)
@@ -171,8 +173,8 @@ class _Run:
                 raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
             metrics = start_metrics(opt, ex, self.plan, self.stream.name, self.h.segments)
-            if self.follower is not None:  # the DB-ops' last instant, before the end's flush
-                self.follower.when_ended(lambda: self._end_life(ex))
+            if reader := self.follower or self.ahead:  # the last instant, before the flush
+                reader.when_ended(lambda: self._end_life(ex))
             try:
                 self._start_stages(ex, ingest, clock)
                 if self.follower is None:
@@ -192,8 +194,8 @@ class _Run:
                 (self.work / "resume-failure.txt").write_text(f"{type(e).__name__}: {e}")
                 raise _ResumeFailed() from e
         finally:
-            if self.follower is not None:
-                self.follower.stop()
+            if reader := self.follower or self.ahead:
+                reader.stop()
             close_sinks(sinks, opt)
             if metrics:
                 metrics.stop()
@@ -242,16 +244,20 @@ class _Run:
                 end_flush_s(self.lg.nodes.values()), fmt)
             return self.follower.res if wait_for_first(self.follower, self.halt,
                                                        self.prog) else None
+        flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
+        self.ahead = None if self.h.prepared else ahead_of(  # the direct feed works meanwhile
+            self.sources, self.streams, self.data, work / "input", opt, flush_s, self.slide_s,
+            self._fast_forward_s(), fmt, resuming)
+        if self.ahead is not None:
+            self.prog.phase("reading input (the first batch starts while the rest is read)")
+            return self.ahead.res if self.ahead.wait_started(self.halt) else None
         if resuming:  # the spool is complete and Spark's checkpoints refer to it
-            if len(self.streams) > 1:
-                return load_inputs(work / "input")
-            return IngestResult.model_validate_json((work / "input" / "ingest.json").read_text())
+            return kept_input(work / "input", len(self.streams) > 1)
         if self.h.prepared is not None:
             (work / "input").mkdir(parents=True, exist_ok=True)
             (work / "input" / "ingest.json").write_text(self.h.prepared.model_dump_json(indent=2))
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
-        flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
         return replay_input(self.sources, self.streams, self.data, work / "input", opt,
                             self.prog.advance, flush_s, self.slide_s, self._fast_forward_s(),
                             fmt)
@@ -264,17 +270,11 @@ class _Run:
         opt, work, h, plan = self.opt, self.work, self.h, self.plan
         life = None if ingest.first_ts is None else (
             first_instant(ingest.first_ts, self.slide_s),
-            None if opt.follow else last_instant(ingest.last_ts, self.extent_s, self.slide_s))
+            None if opt.follow or self.ahead else  # ended later: _end_life
+            last_instant(ingest.last_ts, self.extent_s, self.slide_s))
         if life is not None and h.start_at is not None:
             life = (h.start_at, life[1])
-        ff_batches, ff_seconds = ingest.warmup_files, min(self._fast_forward_s(), ingest.files)
-        warm, spb = opt.warmup_batch_s or 1, opt.seconds_per_batch
-
-        def event_seconds_done(batches: int) -> tuple[int, int]:
-            if batches <= ff_batches:
-                return min(ff_seconds, batches * warm), ingest.files
-            return min(ff_seconds + (batches - ff_batches) * spb, ingest.files), ingest.files
-
+        spb = opt.seconds_per_batch
         staged = StagedPlan.of(plan)
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
         self.table_files = table_files = snapshot_tables(  # the version every instant sees
@@ -290,7 +290,8 @@ class _Run:
                                      sinks[q], q) for q in staged.tops}
         ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
-                       event_seconds_done, self.prog.batch, watch=h.watch,
+                       seconds_by_batches(ingest, self._fast_forward_s(), opt, self.ahead),
+                       self.prog.batch, watch=h.watch,
                        tail_s=spark_tail_s(plan, spb), halt=self.halt)
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
@@ -327,7 +328,8 @@ class _Run:
         if opt.follow:  # no end known: no total, no time left
             self.prog.phase("micro-batches (following)", unit="event seconds")
         else:
-            self.prog.phase("micro-batches", total=ingest.files, unit="event seconds")
+            total = self.ahead.total_files if self.ahead else ingest.files
+            self.prog.phase("micro-batches", total=total, unit="event seconds")
         clock.start_done()
         ex.t_start = time.perf_counter()
         trigger = opt.seconds_per_batch if opt.realtime else None
@@ -338,7 +340,8 @@ class _Run:
                 chk_root / f"stage{st.index}"
             if st.index in direct:
                 st.query = DirectFeed(BatchHandler(ex, st).handle, *layouts[st.index],
-                                      files_per_batch, chk, name, not opt.follow, trigger)
+                                      files_per_batch, chk, name, not opt.follow, trigger,
+                                      self.ahead)
             else:
                 from spe.pipeline import start_query
 

@@ -187,6 +187,23 @@ def wait_for_first(follower: Follower, halt: threading.Event, prog: RunProgress)
     return True
 
 
+def seconds_by_batches(ingest, fast_forward_s: int, opt, ahead=None
+                       ) -> Callable[[int], tuple[int, int]]:
+    """Event seconds done by a run over directories after so many batches, and in all
+    (the input's files; ahead: as listed, while the IngestAhead reads them): the
+    fast-forward's batches of `opt.warmup_batch_s` seconds, then `opt.seconds_per_batch`."""
+    ff_batches, ff_seconds = ingest.warmup_files, min(fast_forward_s, ingest.files)
+    warm, spb = opt.warmup_batch_s or 1, opt.seconds_per_batch
+
+    def done(batches: int) -> tuple[int, int]:
+        total = ahead.total_files if ahead is not None else ingest.files
+        if batches <= ff_batches:
+            return min(ff_seconds, batches * warm), total
+        return min(ff_seconds + (batches - ff_batches) * spb, total), total
+
+    return done
+
+
 def seconds_by_clock(staged, ingest) -> Callable[[int], tuple[int, int]]:
     """Event seconds done by a following run (batches of any size): its clock's distance
     from the first reading; and landed: the input's clock's distance from it (their

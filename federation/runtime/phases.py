@@ -2,7 +2,10 @@
 seconds per named phase, summed over a run and written in its summary (`phases`).
 
 A phase is a leaf of the data path: phases never nest, so their wall seconds add up to
-at most the run's (the rest is named `other` in the summary). CPU is the calling thread's
+at most the run's (the rest is named `other` in the summary), except that the ingest's
+run in a thread of their own where the input is read ahead of the direct feed (ahead.py)
+or followed (follow.py): there the ingest's phases and the others' each add up to at
+most the run's. CPU is the calling thread's
 (`time.thread_time`): DuckDB's worker threads and the JVM are not in it, so the summary
 also gives the process's and the JVM's CPU in total (`cpu`). The counters are the
 process's: two runs at once in one process (the API's `start` twice) see each other's

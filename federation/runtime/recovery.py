@@ -43,19 +43,23 @@ from federation.runtime.sinks import is_durable, sink_label
 RUN_FILE = "run.json"
 #: fault injection for tests and benchmarks.faults: FEDQ_FAULT="<point>:<n>" kills this
 #: process group with SIGKILL the n-th time the run passes <point> (see FAULT_POINTS)
-FAULT_POINTS = ("batch_start", "mig_rows_in", "before_commit", "after_commit", "batch_end")
+FAULT_POINTS = ("batch_start", "mig_rows_in", "before_commit", "after_commit", "batch_end",
+                "ingest_file")  # an input file read, once a micro-batch is done (ahead.py)
 _fault = os.environ.get("FEDQ_FAULT", "")
 _fault_point, _, _fault_n = _fault.partition(":")
 _fault_seen = 0
 
 
-def fault_point(name: str) -> None:
-    """Where a kill -9 can be injected (no-op unless FEDQ_FAULT names this point)."""
+def fault_point(name: str, before=None) -> None:
+    """Where a kill -9 can be injected (no-op unless FEDQ_FAULT names this point);
+    `before()` runs first (waits for the moment the kill should hit)."""
     global _fault_seen
     if name != _fault_point:
         return
     _fault_seen += 1
     if _fault_seen == int(_fault_n or 1):
+        if before is not None:
+            before()
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
@@ -155,11 +159,14 @@ def claim(work: Path, identity: dict) -> bool:
             old = None
         if old == identity:
             # a following run goes on from whatever its spools hold (each stream's state
-            # is in its last spool file: ingest.Ingestor.resumed); a replayed one needs
-            # a complete spool: one stream's ingest.json, or inputs.json of several
+            # is in its last spool file: ingest.Ingestor.resumed); a replayed one from a
+            # complete spool (one stream's ingest.json, or inputs.json of several), or
+            # from the spool its stages had started on while the input was read (ahead.py:
+            # their results may be in the sinks already)
             return (bool(identity.get("follow"))
                     or (work / "input" / "ingest.json").exists()
-                    or (work / "input" / "inputs.json").exists())
+                    or (work / "input" / "inputs.json").exists()
+                    or (work / "checkpoints").is_dir())
         if old is not None:
             diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in identity.items()
                     if old.get(k) != v]

@@ -192,6 +192,13 @@ def load_inputs(input_dir: Path) -> InputSet:
     return InputSet.model_validate_json((input_dir / INPUTS_FILE).read_text())
 
 
+def kept_input(input_dir: Path, several: bool) -> IngestResult | InputSet:
+    """The complete input of an interrupted run in `input_dir` (its spools are kept)."""
+    if several:
+        return load_inputs(input_dir)
+    return IngestResult.model_validate_json((input_dir / "ingest.json").read_text())
+
+
 def read_clean_inputs(ingest) -> pa.Table | dict[str, pa.Table]:
     """What the engines saw (markers removed): one table for one stream, else per stream."""
     if isinstance(ingest, InputSet):
