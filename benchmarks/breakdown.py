@@ -45,7 +45,7 @@ from federation.runtime.phases import ORDER, process_cpu_s
 
 ROOT = Path(__file__).resolve().parent.parent
 NEXMARK = ("q0", "q2", "q5", "q7", "q8")
-SMARTPLUG = ("CQ1", "CQ3", "CQ5")
+SMARTPLUG = ("CQ1", "CQ2", "CQ3", "CQ4", "CQ5", "CQ6")
 PLUGS = 2125
 
 
