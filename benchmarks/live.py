@@ -92,7 +92,7 @@ class LatencySink:
     def __init__(self) -> None:
         self.at: dict[dt.datetime, float] = {}
 
-    def put(self, key, rows) -> None:
+    def put(self, key, rows, query=None) -> None:
         now = time.time()
         for tau in set(rows.column("tau").to_pylist()):
             self.at.setdefault(tau, now)

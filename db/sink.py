@@ -29,7 +29,7 @@ class DuckDBTableSink:
     def _quoted(self) -> str:
         return '"' + self.table.replace('"', '""') + '"'
 
-    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+    def put(self, key: tuple[int, int], rows: pa.Table, query: str = "") -> None:
         if not rows.num_rows:
             return
         con, q = self.con, self._quoted()

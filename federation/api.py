@@ -9,7 +9,7 @@ from pathlib import Path
 
 from costmodel.profile import CostProfile
 from federation.conventions import DRIVER_MEMORY
-from federation.logical import Rstream, Window, query_set
+from federation.logical import QuerySet, Rstream, Window, query_set
 from federation.optimizer import plan_for
 from federation.runtime import (
     GenerateOptions,
@@ -197,7 +197,7 @@ def start(query: Rstream, placement: str | Mapping[str, str] = "auto",
 
     opt = RunOptions.of(options, **option_values)
     halt = threading.Event()
-    sink = QueueSink() if iterate else None
+    sink = QueueSink(named=isinstance(query_set(query), QuerySet)) if iterate else None
     handle = RunHandle(sink, halt)
 
     told = as_progress(progress)

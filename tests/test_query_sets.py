@@ -375,22 +375,17 @@ def test_the_cli_runs_several_queries_each_to_its_own_file(plug_data, tmp_path, 
     assert summary["result_rows"] == n > 0
 
 
-def test_a_sink_given_to_several_queries_is_told_each_query():
-    """A sink of a run of several queries gets put(key, rows, query=name); one whose put
-    takes no query is refused before the run, naming the option."""
-    from federation.errors import OptionError
-    from federation.runtime.live import QuerySink
+def test_the_iterator_of_several_queries_names_each_query():
+    """Every sink gets put(key, rows, query=name) (tests/test_sinks.py); the API's
+    iterator yields (query, instant, rows) of several queries, (instant, rows) of one."""
     from federation.runtime.sinks import QueueSink
 
-    class Plain:
-        def put(self, key, rows):
-            pass
-
-    with pytest.raises(OptionError) as e:
-        QuerySink(Plain(), "CQ1")
-    assert e.value.option == "sinks" and "query" in e.value.message
-    q = QueueSink()
-    QuerySink(q, "CQ5").put((0, 1), pa.table({"tau": [1, 1, 2], "x": [1, 2, 3]}))
-    got = [q.q.get_nowait() for _ in range(2)]
+    rows = pa.table({"tau": [1, 1, 2], "x": [1, 2, 3]})
+    several, one = QueueSink(named=True), QueueSink()
+    several.put((0, 1), rows, query="CQ5")
+    one.put((0, 1), rows, query="CQ1")
+    got = [several.q.get_nowait() for _ in range(2)]
     assert [(n, t, r.num_rows) for n, t, r in got] == [("CQ5", 1, 2), ("CQ5", 2, 1)]
+    assert [(t, r.num_rows) for t, r in (one.q.get_nowait() for _ in range(2))] == [
+        (1, 2), (2, 1)]
 

@@ -100,7 +100,8 @@ def test_an_ordered_sink_gets_each_instant_once_and_in_order(tmp_path):
     """Rows that Spark computes as their input arrives (window rows) reach an instant's
     rows over several micro-batches: the API's iterator gets each instant once, complete,
     in order (held until the stage's clock completes it); a durable sink at once."""
-    from federation.runtime.sinks import ParquetDirectorySink, QueueSink
+    from federation.runtime.connectors.parquet_sink import ParquetDirectorySink
+    from federation.runtime.sinks import QueueSink
 
     q, out = QueueSink(), ParquetDirectorySink(tmp_path / "out")
     parts = ResultParts(tmp_path / "r", ["n"], [q, out])

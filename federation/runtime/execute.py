@@ -37,8 +37,6 @@ from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult
 from federation.runtime.live import (
     RunHalted,
-    close_sinks,
-    open_run_sinks,
     run_id,
     seconds_by_batches,
     seconds_by_clock,
@@ -49,7 +47,7 @@ from federation.runtime.metrics import start_metrics
 from federation.runtime.microbatch import BatchHandler, Execution
 from federation.runtime.mig import MigRuntime, mig_resources
 from federation.runtime.move import spark_tail_s
-from federation.runtime.options import RunOptions, per_batch_output, work_directory
+from federation.runtime.options import RunOptions, work_directory
 from federation.runtime.phases import RunClock
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.recovery import (
@@ -63,7 +61,7 @@ from federation.runtime.recovery import (
 )
 from federation.runtime.reentry import ReentrySpool
 from federation.runtime.result import BatchMetrics, RunResult
-from federation.runtime.sinks import write_output
+from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
 from federation.runtime.sources import (
     bind_sources,
     kept_input,
@@ -164,8 +162,8 @@ class _Run:
         if taken is None:
             (self.work / TAKEOVER).unlink(missing_ok=True)
         self.run_id = run_id(self.work, resuming or taken is not None)
-        sinks = open_run_sinks(opt, self.work, self.run_id, resuming or taken is not None,
-                               self.lg.tops, self.lg.many)
+        sinks = open_run_sinks(opt, self.run_id, resuming or taken is not None,
+                               list(self.lg.tops), self.lg.many)
         metrics = None
         try:
             ingest = self._read_input(resuming)
@@ -181,6 +179,9 @@ class _Run:
                     truncated = drive(ex, opt.budget_s, opt.drain, self.prog)
                 else:
                     truncated = drive_following(ex, self.follower, self.halt, self.prog)
+                # the results are durable first (before the sinks close); then reporting
+                end_sinks(sinks, {q: c.table for q, c in ex.collectors.items()},
+                          self.prog.phase)
             except Exception as e:
                 stop_queries(ex.staged.stages)
                 for m in ex.migs.values():
@@ -205,10 +206,8 @@ class _Run:
             q: c.table() for q, c in ex.collectors.items()}
         n_rows = sum(c.rows for c in ex.collectors.values()) if tables is None else sum(
             t.num_rows for t in tables.values())
-        try:  # the results are durable first (the sinks were closed above); then reporting
-            output = opt.output
-            if tables is not None and not per_batch_output(opt.output):
-                output = write_output(tables, opt.output, self.prog.phase, self.lg.many)
+        output = output_written(sinks) or opt.output
+        try:  # the sinks have the results (closed above); then reporting
             summary = safe_summary(ex, self.plan, n_rows, wall, truncated, opt, self.max_range,
                                    self.slide_s, self.predicted)
         finally:

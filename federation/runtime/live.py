@@ -1,11 +1,9 @@
 """What a following run adds to `execute` (docs/architecture.md, "Live streams"): the
-follower that grows the spool as files land, the wait for the first reading, and the
-sinks that get each micro-batch's rows as they are computed."""
+follower that grows the spool as files land, the wait for the first reading, and how
+far a run is (event seconds done and landed)."""
 
 from __future__ import annotations
 
-import inspect
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -13,14 +11,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from federation.errors import FedqError, OptionError
+from federation.errors import FedqError
 from federation.runtime.connectors import SourceContext, SourceSpec
 from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
 from federation.runtime.microbatch import watermark
-from federation.runtime.options import RunOptions, is_topic
+from federation.runtime.options import RunOptions
 from federation.runtime.progress import RunProgress
-from federation.runtime.sinks import is_durable
 from federation.streams import StreamDecl
 
 RUN_ID_FILE = "run-id"
@@ -40,87 +37,6 @@ def run_id(work: Path, resuming: bool) -> str:
     rid = uuid.uuid4().hex[:16]
     path.write_text(rid + "\n")
     return rid
-
-
-def open_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
-               query: str | None = None) -> list:
-    """The run's sinks (federation/runtime/sinks.py): the output when it is a .duckdb file,
-    a broker's topic (connectors/mqtt_sink.py) or a following run's directory, the
-    console, and the given ones. `query`: the sinks of
-    one query of several (its table in the .duckdb file is named after it, its directory is
-    `<output>/<query>`, the console names it)."""
-    from federation.runtime.sinks import ConsoleSink, DuckDBTableSink, ParquetDirectorySink
-
-    sinks = []
-    out = opt.output
-    if is_topic(out):  # a broker's topic: one message per query and instant
-        from federation.runtime.connectors.mqtt_sink import MqttSink
-
-        try:
-            sinks.append(MqttSink(out, query or opt.output_table, rid, opt.mqtt_security))
-        except (ConnectionError, ValueError) as e:
-            raise OptionError("output", str(e)) from None
-    elif out is not None and out.suffix == ".duckdb":
-        sinks.append(DuckDBTableSink(out, query or opt.output_table, rid,
-                                     replace=opt.overwrite and not resuming))
-    elif out is not None and opt.follow:
-        out = out / query if query else out
-        _claim_directory(out, rid, opt.overwrite and not resuming)
-        sinks.append(ParquetDirectorySink(out))
-    if opt.console:
-        sinks.append(ConsoleSink(label=query))
-    if query is None:
-        return sinks + list(opt.sinks)
-    return sinks + [QuerySink(s, query) for s in opt.sinks]
-
-
-class QuerySink:
-    """A sink given to a run of several queries, as one query's sink: its rows are handed on
-    with the query's name, `put(key, rows, query=name)`; the run closes the given sink once,
-    at its end (close_sinks), not once per query."""
-
-    def __init__(self, sink, query: str) -> None:
-        params = inspect.signature(sink.put).parameters
-        if "query" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            raise OptionError("sinks", f"{type(sink).__name__}.put takes no `query`: a sink "
-                              "of several queries receives put(key, rows, query=name)")
-        self.sink, self.query = sink, query
-        self.durable = is_durable(sink)
-
-    def put(self, key: tuple[int, int], rows) -> None:
-        self.sink.put(key, rows, query=self.query)
-
-    def close(self) -> None:
-        pass
-
-
-def open_run_sinks(opt: RunOptions, work: Path, rid: str, resuming: bool,
-                   queries: list[str], many: bool) -> dict[str, list]:
-    """Each query's sinks (open_sinks; of one query, its name is not needed)."""
-    return {q: open_sinks(opt, work, rid, resuming, q if many else None) for q in queries}
-
-
-def close_sinks(opened: dict[str, list], opt: RunOptions) -> None:
-    """Close the sinks a run opened (the given ones, `opt.sinks`, are closed by execute
-    after the run's last attempt: a fresh run that takes over hands them on)."""
-    given = {id(s) for s in opt.sinks}
-    for s in (s for q in opened.values() for s in q if id(s) not in given):
-        s.close()
-
-
-def _claim_directory(out: Path, rid: str, replace: bool) -> None:
-    owner = out / "_run"
-    if owner.exists() and owner.read_text().strip() != rid:
-        if not replace:
-            raise OptionError("output", f"{out} holds the results of another run; pass "
-                              "--overwrite to replace them, or name another directory")
-        shutil.rmtree(out)
-    elif out.exists() and not owner.exists() and any(out.iterdir()) and not replace:
-        raise OptionError("output", f"{out} is not empty; pass --overwrite to replace it")
-    elif out.exists() and not owner.exists() and replace:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    owner.write_text(rid + "\n")
 
 
 def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],

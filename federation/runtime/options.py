@@ -89,11 +89,12 @@ class RunOptions(CheckedOptions):
     seconds_per_batch, if more), and at most about that many readings of each stream (a
     burst is caught up in batches of that size while its backlog waits in the spool, on
     disk; None: no bound but the minute). Results go to the
-    sinks as they are computed: `output` a directory (followed: one Parquet part per
-    micro-batch and a manifest) or a `.duckdb` file (table `output_table`), `console`
-    prints each instant, `sinks` more objects with put(key, rows) and close()
-    (federation/runtime/sinks.py; of several queries put(key, rows, query=name): each
-    query's `output` is then `<output>/<query>` or its own table). `source`
+    sinks as they are computed (federation/runtime/sinks.py): `output` a `.parquet` file
+    or a directory (`results.parquet` inside; followed: one Parquet part per micro-batch
+    and a manifest), a `.duckdb` file (table `output_table`) or a broker's topic
+    (`mqtt://HOST:PORT/TOPIC`); of several queries, each query's is `<output>/<query>`
+    or its own table. `console` prints each instant, `sinks` more objects with
+    put(key, rows, query) and close(), each told the query whose rows it gets. `source`
     (`mqtt://HOST:PORT/TOPIC`): follow a broker's topic instead of a directory
     (federation/runtime/connectors/mqtt.py; implies `follow`); `mqtts://` over TLS, with `mqtt_ca`,
     `mqtt_cert` and `mqtt_key` files, the password in `mqtt_password_file` or
@@ -155,6 +156,15 @@ class RunOptions(CheckedOptions):
             parse_mqtt_url(v)  # ValueError names what is wrong
             return v
         return None if v is None else Path(v)
+
+    @field_validator("sinks", mode="before")
+    @classmethod
+    def _sinks(cls, v):
+        for s in v or ():
+            if not callable(getattr(s, "put", None)) or not callable(getattr(s, "close", None)):
+                raise ValueError(f"{type(s).__name__} is not a sink: a sink has "  # noqa: TRY004
+                                 "put(key, rows, query) and close() (runtime/sinks.py)")
+        return tuple(v or ())
 
     @field_validator("metrics_port", mode="before")
     @classmethod
@@ -258,12 +268,6 @@ def is_topic(output) -> bool:
     return isinstance(output, str) and output.startswith(("mqtt://", "mqtts://"))
 
 
-def per_batch_output(output) -> bool:
-    """True when `output` gets each micro-batch's rows as they are computed in any run (a
-    .duckdb table, a broker's topic), not one file at the end of a run over a directory."""
-    return output is not None and (is_topic(output) or Path(output).suffix == ".duckdb")
-
-
 def output_path(output: Path) -> Path:
     """Where `output` is written at the end of a run: the file itself (.parquet or a
     .duckdb sink) or results.parquet inside."""
@@ -278,10 +282,9 @@ def check_output(output: Path | str | None, overwrite: bool = False,
     if output is None or is_topic(output):
         return None  # a broker: published as computed, checked when the run connects
     output = Path(output)
-    if follow and output.suffix == ".parquet":
-        return "a following run writes a directory of parts or a .duckdb file, not one file"
     path = output_path(output)
-    if path.exists() and not overwrite and output.suffix != ".duckdb" and not follow:
+    one_file = output.suffix == ".parquet" or (not follow and output.suffix != ".duckdb")
+    if path.exists() and not overwrite and one_file:
         return f"{path} exists; pass --overwrite to replace it"
     parent = path.parent  # made at the end of the run where missing, as Spark's writers do
     probe = parent

@@ -246,6 +246,7 @@ class ResultParts:
         self.rows = 0  # handed on by this process (a replayed batch counts again)
         self.instants = 0
         self.last_tau = None  # the last instant handed to the sinks
+        self._table: pa.Table | None = None
 
     def put(self, key: tuple, t: pa.Table, complete: bool = True) -> None:
         """A micro-batch's rows; `complete`: their instants have all their rows (a DB-op's
@@ -281,17 +282,24 @@ class ResultParts:
     def _hand(self, sinks: list, key: tuple, rows: pa.Table) -> None:
         for s in sinks:
             try:
-                s.put(key, rows)
+                s.put(key, rows, query=self.query)
             except Exception as e:
                 taus = rows.column("tau")  # as the user sees them
+                hint = " (a sink's put takes (key, rows, query))" if isinstance(
+                    e, TypeError) and "query" in str(e) else ""
                 raise SinkFailed(
                     f"the sink of {self.query or 'the query'} ({sink_label(s)}) failed on "
                     f"the rows of instants {taus[0]} to {taus[-1]}: {type(e).__name__}: "
-                    f"{e}") from e
+                    f"{e}{hint}") from e
 
     def table(self) -> pa.Table:
-        return results_table([pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
-                             self.columns)
+        """The whole result, once the run has ended (read once: the run's result and a
+        Parquet file sink share it)."""
+        if self._table is None:
+            self._table = results_table(
+                [pq.read_table(p) for p in sorted(self.dir.glob("part-*.parquet"))],
+                self.columns)
+        return self._table
 
 
 def claim_work(work: Path, identity: dict, fresh: bool) -> bool:

@@ -33,10 +33,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.parts import atomic_write_bytes
-from federation.runtime.live import close_sinks, open_run_sinks
 from federation.runtime.recovery import results_dir
 from federation.runtime.result import results_table
-from federation.runtime.sinks import is_durable
+from federation.runtime.sinks import close_sinks, is_durable, open_run_sinks
 
 TAKEOVER = "takeover.json"
 _PART = re.compile(r"part-(\d+)-(\d+)\.parquet$")
@@ -76,12 +75,12 @@ class Shifted:
         self.mark = None if mark is None else dt.datetime.fromisoformat(mark)
         self.durable = is_durable(sink)
 
-    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+    def put(self, key: tuple[int, int], rows: pa.Table, query: str = "") -> None:
         if self.mark is not None and rows.num_rows:
             rows = rows.filter(pc.greater(rows.column("tau"),
                                           pa.scalar(self.mark, rows.column("tau").type)))
         if rows.num_rows:
-            self.sink.put((key[0], key[1] + self.offset), rows)
+            self.sink.put((key[0], key[1] + self.offset), rows, query=query)
 
     def close(self) -> None:
         self.sink.close()
@@ -91,7 +90,7 @@ def take_over(opt, work: Path, rid: str, lg, columns: dict[str, list[str]]) -> T
     """Before a fresh run replaces the interrupted run `rid` in `work` (of the queries of
     `lg`, with their result `columns`): its results handed to its sinks again, and the
     take-over saved (module doc)."""
-    sinks = open_run_sinks(opt, work, rid, True, list(lg.tops), lg.many)
+    sinks = open_run_sinks(opt, rid, True, list(lg.tops), lg.many)
     try:
         return hand_on(work, sinks, {q: results_dir(work, q, lg.many) for q in lg.tops},
                        columns, TakeOver.load(work))
@@ -116,7 +115,7 @@ def hand_on(work: Path, sinks: dict[str, list], parts: dict[str, Path],
             if not rows.num_rows:
                 continue
             for s in (s for s in sinks.get(q, ()) if is_durable(s)):
-                s.put((stage, batch), rows)
+                s.put((stage, batch), rows, query=q)
             last = pc.max(rows.column("tau")).as_py()
             if q not in marks or dt.datetime.fromisoformat(marks[q]) < last:
                 marks[q] = last.isoformat()

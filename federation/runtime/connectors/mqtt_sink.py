@@ -23,6 +23,16 @@ from federation.brokers import MqttSecurity, connect
 from federation.smartplug.publish import endpoint
 
 
+def open_sink(url: str, ctx) -> MqttSink:
+    """The topic's sink for the query of `ctx` (its messages name the query)."""
+    from federation.errors import OptionError
+
+    try:
+        return MqttSink(url, ctx.query, ctx.run_id, ctx.security)
+    except (ConnectionError, ValueError) as e:
+        raise OptionError("output", str(e)) from None
+
+
 class MqttSink:
     """Publishes a query's rows (module doc); `put` returns once the broker has them."""
 
@@ -35,7 +45,7 @@ class MqttSink:
                               clean_session=False)
         self.published = 0
 
-    def put(self, key: tuple[int, int], rows: pa.Table) -> None:
+    def put(self, key: tuple[int, int], rows: pa.Table, query: str = "") -> None:
         from federation.runtime.sinks import group_by_instant
 
         sent = []
