@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long test-fast cluster-test check-java venv clean peers-setup browser-setup
+.PHONY: demo test test-long test-fast cluster-test check-java venv clean peers-setup browser-setup broker-setup
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ needed, found " + sys.version' || \
@@ -57,6 +57,15 @@ browser-setup:
 	  $(PYTHON) scripts/heartbeat.py "installing chromium (Debian) for the status page's browser test" -- \
 	  sh -c 'export DEBIAN_FRONTEND=noninteractive; timeout 600 apt-get install -y -q chromium >/dev/null 2>&1 || { timeout 300 apt-get update -q >/dev/null 2>&1 && timeout 600 apt-get install -y -q chromium >/dev/null 2>&1; }'; } || \
 	  echo "chromium is not installed: the status page's browser test will be skipped"
+
+# Mosquitto for the tests against a broker with TLS and a password file and for kill -9
+# with a redelivering broker (tests/test_mqtt_secure.py, test_mqtt.py; skipped without it;
+# the embedded amqtt broker stays the default): Debian's package where apt-get runs as root
+broker-setup:
+	@command -v mosquitto >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  $(PYTHON) scripts/heartbeat.py "installing mosquitto (Debian) for the secure-broker tests" -- \
+	  sh -c 'export DEBIAN_FRONTEND=noninteractive; timeout 300 apt-get install -y -q mosquitto >/dev/null 2>&1 || { timeout 300 apt-get update -q >/dev/null 2>&1 && timeout 300 apt-get install -y -q mosquitto >/dev/null 2>&1; }'; } || \
+	  echo "mosquitto is not installed: the tests against it will be skipped"
 
 clean:
 	rm -rf $(VENV) .pytest_cache
