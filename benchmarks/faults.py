@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         work, out = root / f"fresh-{query}-{placement[:8]}", root / "fresh.parquet"
         r = one_run(command(query, placement, data, work, out), None)
         q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
-        refs[query] = reference_result(q, read_clean_rows(work / "input" / "spool"))
+        refs[query] = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
         problem = diff_results(pq.read_table(out), refs[query])
         fresh[(query, placement)] = {"wall_s": r["wall_s"], "ok": problem is None,
                                      "batches": summary_of(work).get("data_batches")}

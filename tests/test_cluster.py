@@ -55,7 +55,7 @@ def test_cq1_auto_on_a_two_worker_cluster_plans_for_its_cores_and_equals_the_ref
     summary = json.loads(r.stdout[r.stdout.index("{"):])
     assert summary["spe_capacity"] == ex["spe_capacity"]
     q = QUERIES["CQ1"](rate=RATE, scale=SCALE, plugs=PLUGS)
-    want = reference_result(q, read_clean_rows(work / "input" / "spool"))
+    want = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
     assert want.num_rows > 0
     problem = diff_results(pq.read_table(out), want)
     assert problem is None, problem

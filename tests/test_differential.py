@@ -91,14 +91,14 @@ def test_pure_placements_match_reference(spark, name, placement, data_dir, tmp_p
     keep=[("CQ3", "db")]))
 def test_spark_feed_matches_reference(spark, name, placement, data_dir, tmp_path_factory):
     r = run_and_check(spark, name, placement, data_dir, tmp_path_factory, feed="spe")
-    work = r.ingest.spool_dir.parents[1]
+    work = r.ingest.spool_dir.parents[2]  # <work>/input/<stream>/spool
     assert (work / "checkpoints" / "stage0" / "commits").is_dir()  # Spark's own log
     assert not (work / "checkpoints" / "stage0" / "feed.json").exists()
     # the summary's phases (federation/runtime/phases.py): Spark's part, and its JVM's CPU
     assert {"spark", "feed", "db.sql"} <= set(r.summary.phases)
     assert "feed.plan" not in r.summary.phases
     assert r.summary.cpu_s["jvm"] > 0
-    assert r.ingest.spool_format == "parquet"  # Spark's file source reads it
+    assert r.ingest.spool_formats == {"smartplug": "parquet"}  # Spark's file source reads it
 
 
 #: `make test` leaves out the choices that are pure DuckDB plans of

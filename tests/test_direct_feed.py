@@ -102,7 +102,7 @@ def test_a_direct_run_killed_at_a_fault_point_resumes_each_instant_once(
     assert hit and ingested, f"the kill ({kill}) never hit the running process"
     assert "fedq: resuming" in err, err[-2000:]
     got = pq.read_table(out)
-    want = reference_result(make(query), read_clean_rows(work / "input" / "spool"))
+    want = reference_result(make(query), read_clean_rows(work / "input" / "smartplug" / "spool"))
     assert diff_results(got, want) is None, f"{query} killed ({kill}): {diff_results(got, want)}"
 
 
@@ -120,8 +120,8 @@ def test_a_run_killed_while_its_input_is_read_resumes_with_the_same_spool(
     fresh = tmp_path / "fresh"
     subprocess.run(fedq_run(query, "db", data_dir, fresh, tmp_path / "f.parquet", 2), check=True,
                    capture_output=True)
-    spool = read_clean_rows(fresh / "input" / "spool")
-    assert read_clean_rows(work / "input" / "spool").equals(spool)
+    spool = read_clean_rows(fresh / "input" / "smartplug" / "spool")
+    assert read_clean_rows(work / "input" / "smartplug" / "spool").equals(spool)
     want = reference_result(make(query), spool)
     got = pq.read_table(out)
     assert diff_results(got, want) is None, f"{query} killed ({kill}): {diff_results(got, want)}"
@@ -149,7 +149,7 @@ def test_the_summary_says_where_the_time_went(no_spark, tmp_path, data_dir):
     assert s.phases["feed"]["calls"] > 1 and s.phases["ingest.read"]["calls"] > 1
     assert s.cpu_s["python"] > 0 and s.cpu_s["jvm"] is None
     # no Spark query reads the spool: Arrow IPC files (federation.parts.SPOOL_FORMATS)
-    assert r.ingest.spool_format == "arrow"
+    assert r.ingest.spool_formats == {"smartplug": "arrow"}
     spool = sorted(p.suffix for p in r.ingest.spool_dir.iterdir() if p.name.startswith("part-"))
     assert spool == [".arrow"] * (r.ingest.spool_files + 1)
     saved = json.loads((tmp_path / "w" / "summary.json").read_text())

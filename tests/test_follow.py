@@ -45,7 +45,7 @@ def reference(files: list[Path], work: Path, query: str = "CQ1",
     reading spooled twice or lost would show), which all passed validation."""
     q = QUERIES[query](rate=RATE, scale=scale, plugs=PLUGS)
     rows = pa.concat_tables(pq.read_table(p) for p in files)
-    assert read_clean_rows(work / "input" / "spool").num_rows == rows.num_rows
+    assert read_clean_rows(work / "input" / "smartplug" / "spool").num_rows == rows.num_rows
     return reference_result(q, rows)
 
 

@@ -187,7 +187,7 @@ def test_fedq_run_over_tls_with_a_password_equals_the_reference(broker, certs, t
         if f.is_file() and f.suffix in (".json", ".txt", ".jsonl", ""):
             assert PASSWORD not in f.read_text(errors="replace"), f
     q = QUERIES["CQ5"](rate=40, scale=0.05, plugs=8)
-    res = prepare_input(work / "landing", tmp_path / "check", smartplug_stream())
+    res = prepare_input(work / "landing" / "smartplug", tmp_path / "check", smartplug_stream())
     want = reference_result(q, read_clean_rows(res.spool_dir))
     got = pa.concat_tables(pq.read_table(p) for p in sorted(out.rglob("*.parquet")))
     assert want.num_rows and diff_results(got, want) is None

@@ -204,9 +204,8 @@ def test_grouped_by_a_computed_column_from_the_command_line(spark, data, tmp_pat
                  "--seconds-per-batch", "15", "--work-dir", str(tmp_path / "w")]) == 0
     printed = capsys.readouterr()
     assert "warning" not in printed.out and "Traceback" not in printed.err
-    from federation.runtime.ingest import IngestResult
+    from federation.runtime.sources import load_inputs
 
-    spool = IngestResult.model_validate_json(
-        (tmp_path / "w" / "input" / "ingest.json").read_text()).spool_dir
+    spool = load_inputs(tmp_path / "w" / "input").spool_dir
     want = reference_result(COMPUTED_KEY, read_clean_rows(spool))
     assert want.num_rows > 0 and diff_results(pq.read_table(out), want) is None

@@ -80,7 +80,7 @@ def test_a_work_dir_of_another_run_is_refused(tmp_path):
     assert claim(tmp_path, a) is False  # a new run claims the directory
     assert claim(tmp_path, a) is False  # its input was never complete: start over
     (tmp_path / "input").mkdir()
-    (tmp_path / "input" / "ingest.json").write_text("{}")
+    (tmp_path / "input" / "inputs.json").write_text("{}")
     assert claim(tmp_path, a) is True  # same run, input complete: resume
     b = dict(a, placement="op1=db")
     with pytest.raises(ResumeError, match="placement: 'op1=spe' there, 'op1=db' now"):

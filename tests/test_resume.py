@@ -61,7 +61,7 @@ def run_killed_then_resumed(cmd: list[str], kill: str, work) -> tuple[bool, bool
         os.killpg(p.pid, signal.SIGKILL)  # Python, the JVM and its workers at once
         p.wait()
     hit = p.returncode == -signal.SIGKILL
-    ingested = (work / "input" / "ingest.json").exists()
+    ingested = (work / "input" / "inputs.json").exists()
     env.pop("FEDQ_FAULT", None)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     if r.returncode != 0:  # Spark's exception leads, its query plan follows: show the cause
@@ -104,7 +104,7 @@ def test_killed_run_resumes_to_the_reference_result(tmp_path, query, placement, 
     assert hit, f"the kill ({kill}) never hit the running process"
     got = pq.read_table(out)
     q = QUERIES[query](rate=RATE, scale=SCALE, plugs=PLUGS)
-    want = reference_result(q, read_clean_rows(work / "input" / "spool"))
+    want = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
     problem = diff_results(got, want)
     assert problem is None, f"{query} killed ({kill}) and resumed: {problem}"
     # killed after its input was ready, the run resumes (else it starts over)
@@ -134,6 +134,6 @@ def test_a_checkpoint_spark_cannot_use_starts_the_run_over(tmp_path):
     assert "fedq: resuming" in r.stderr and "could not resume" in r.stderr, r.stderr[-2000:]
     assert (work / "resume-failure.txt").read_text().strip()
     q = QUERIES["CQ5"](rate=RATE, scale=SCALE, plugs=PLUGS)
-    want = reference_result(q, read_clean_rows(work / "input" / "spool"))
+    want = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
     problem = diff_results(pq.read_table(out), want)
     assert problem is None, problem

@@ -35,9 +35,9 @@ def test_bad_rows_are_dead_lettered_and_the_run_goes_on(spark, tmp_path):
     q = QUERIES["CQ5"](rate=40, scale=1 / 30, plugs=5)
     r = run(q, "op2=db", data, work_dir=tmp_path / "w", seconds_per_batch=4, spark=spark)
     assert r.summary.dead_lettered == 3
-    assert r.summary.dead_by_reason == {
-        LATE: 1, "unknown property code 9": 1,
-        "null in column 'plug_id'": 1}
+    assert r.summary.dead_by_reason == {  # by stream and reason
+        f"smartplug: {LATE}": 1, "smartplug: unknown property code 9": 1,
+        "smartplug: null in column 'plug_id'": 1}
     want = reference_result(q, read_clean_rows(r.ingest.spool_dir))
     assert diff_results(r.rows, want) is None
     m = r.metrics[0]

@@ -110,7 +110,7 @@ def test_every_source_kind_with_one_and_two_streams_and_queries(kind, streams, n
         if broker is not None:
             broker.stop()
     if kind == "datagen":  # what the generators wrote
-        src = {k: work / "landing" / k if streams > 1 else work / "landing" for k in names}
+        src = {k: work / "landing" / k for k in names}
     rows = {k: pa.concat_tables(pq.read_table(p) for p in list_parts(Path(d)))
             for k, d in src.items()}
     for q in qs:

@@ -51,11 +51,11 @@ def test_a_second_run_on_a_work_dir_is_refused_and_status_tells_the_run(tmp_path
     assert "placement op1=db" in lines[1] and "following" in lines[1], lines
     assert any(ln.startswith("  stage 0: last batch ") for ln in lines), lines
     rows = sum(1 for _ in src.glob("part-*.parquet"))
-    assert any(f"input: {rows} files" in ln for ln in lines), lines
-    assert any(ln.startswith("  results: ") and "instants 2013-09-01" in ln for ln in lines)
+    assert any(f"input smartplug: {rows} files" in ln for ln in lines), lines
+    assert any(ln.startswith("  results CQ1: ") and "instants 2013-09-01" in ln for ln in lines)
     h.stop(timeout=60)
     stopped = json.loads(fedq("status", str(work), "--json").stdout)
     assert stopped["running"] is False and stopped["process"] is None
-    assert stopped["results"][""]["rows"] == stopped["summary"]["result_rows"] > 0
+    assert stopped["results"]["CQ1"]["rows"] == stopped["summary"]["result_rows"] > 0
     assert fedq("status", str(tmp_path)).stderr.strip() == \
         f"fedq status: {tmp_path} holds no fedq run (no run.json)"

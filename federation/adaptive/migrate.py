@@ -37,7 +37,7 @@ from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.segment_spool import sub_spool
-from federation.runtime.sources import prepare_input
+from federation.runtime.sources import InputSet, prepare_input
 
 
 class SegmentRun(BaseModel):
@@ -201,7 +201,7 @@ class _Chain:
             pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start_at if moved is not None else None,
-                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=sub,
+                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=InputSet(inputs={self.stream.name: sub}),
                             segments=tuple(self.history)))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
@@ -280,7 +280,7 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     work = work_directory(opt.work_dir, "fedq-adaptive-")
     stream = windows[0].stream
     prog.phase("reading input", unit="files")
-    whole = prepare_input(data, work / "input", stream, progress=prog.advance,
+    whole = prepare_input(data, work / "input" / stream.name, stream, progress=prog.advance,
                           allowed_lateness_s=opt.allowed_lateness_s,
                           flush_after_s=end_flush_s(NumberedPlan.of(query).nodes.values()),
                           domains=opt.domains_of(stream),

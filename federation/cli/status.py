@@ -33,14 +33,15 @@ def status_lines(s: dict) -> list[str]:
     state = f"running (process {s['process']})" if s["running"] else "not running"
     out = [f"run {r['query']}: {state}",
            f"  placement {r['placement']}  feed {r.get('feed')}  {follow}",
-           f"  data {r['data']}"]
+           "  data " + (", ".join(f"{k}={v}" for k, v in r["data"].items())
+                        if isinstance(r["data"], dict) else str(r["data"]))]
     for i, st in s["stages"].items():
         clock = min(st["clock"].values(), default=None)
         out.append(f"  stage {i}: last batch {st['batch']}, clock {clock}")
     for name, inp in s["input"].items():
         dead = sum(inp["dead"].values())
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(inp["dead"].items())[:5])
-        out.append(f"  input{' ' + name if name else ''}: {inp['files']} files, "
+        out.append(f"  input {name}: {inp['files']} files, "
                    f"{inp['rows_in']:,} rows, {dead:,} dead-lettered"
                    + (f" ({reasons})" if reasons else "")
                    + (f", {inp['quarantined']} quarantined" if inp["quarantined"] else "")
@@ -48,7 +49,7 @@ def status_lines(s: dict) -> list[str]:
     for q, res in s["results"].items():
         span = f", instants {res['first_instant']} .. {res['last_instant']}" \
             if res["first_instant"] else ""
-        out.append(f"  results{' ' + q if q else ''}: {res['rows']:,} rows in {res['parts']} "
+        out.append(f"  results {q}: {res['rows']:,} rows in {res['parts']} "
                    f"part{'s' if res['parts'] != 1 else ''}{span}")
     if s["summary"]:
         m = s["summary"]

@@ -37,18 +37,18 @@ class IngestAhead:
     """Every stream's directory validated into its spool by a thread (module doc).
 
     `lanes`: {stream name: (data directory, its StreamDecl, its spool's directory)}; `res`:
-    the run's view of its input as it grows (one stream's IngestResult, or the InputSet of
-    several), complete once `ended` is set without `error`."""
+    the run's view of its input as it grows (the InputSet), complete once `ended` is set
+    without `error`; `input_dir`: where inputs.json then says so."""
 
-    def __init__(self, lanes: dict[str, tuple[Path, StreamDecl, Path]], *, resume: bool,
-                 flush_after_s: float | None, max_files: int | None, **ingest_options
-                 ) -> None:
+    def __init__(self, lanes: dict[str, tuple[Path, StreamDecl, Path]], input_dir: Path, *,
+                 resume: bool, flush_after_s: float | None, max_files: int | None,
+                 **ingest_options) -> None:
         from federation.runtime.sources import InputSet
 
         self.flush_after_s = flush_after_s
         self.lateness = timedelta(seconds=ingest_options.get("allowed_lateness_s", 0.0))
         self.ff_s = ingest_options.get("fast_forward_s", 0)
-        self.input_dir = next(iter(lanes.values()))[2].parent if len(lanes) > 1 else None
+        self.input_dir = input_dir
         self.ings: dict[str, Ingestor] = {}
         self.todo: dict[str, list[Path]] = {}  # each stream's input files not read yet
         self.total_files = 0
@@ -66,8 +66,7 @@ class IngestAhead:
             self.todo[name] = [p for p in parts if p.name not in ing.inputs_read]
             #: the input files of the longest stream: the run's event seconds (ingest.files)
             self.total_files = max(self.total_files, len(parts))
-        self.res = next(iter(self.ings.values())).res if len(lanes) == 1 else \
-            InputSet(inputs={n: i.res for n, i in self.ings.items()})
+        self.res = InputSet(inputs={n: i.res for n, i in self.ings.items()})
         self.started = threading.Event()
         self.fed = threading.Event()  # a micro-batch is done (the direct feed sets it)
         self.ended = threading.Event()  # the input is read, or the thread failed (`error`):
@@ -144,8 +143,8 @@ class IngestAhead:
 
     def _finish(self) -> None:
         """The end of input: the run's last instant, then the flush (one for all streams,
-        after the last reading of any) and ingest.json / inputs.json (the spools are
-        complete: a resumed run reads them as they are)."""
+        after the last reading of any) and inputs.json (the spools are complete: a resumed
+        run reads them as they are)."""
         from federation.runtime.sources import INPUTS_FILE
 
         with self._end_lock:
@@ -156,24 +155,22 @@ class IngestAhead:
         for ing in self.ings.values():
             if not ing.finished:
                 ing.finish(self.flush_after_s, last=last)
-        if self.input_dir is not None:
-            (self.input_dir / INPUTS_FILE).write_text(self.res.model_dump_json(indent=2))
+        (self.input_dir / INPUTS_FILE).write_text(self.res.model_dump_json(indent=2))
 
 
-def ahead_of(sources, streams, data, input_dir: Path, opt, flush_s, slide_s: float,
+def ahead_of(sources, streams, input_dir: Path, opt, flush_s, slide_s: float,
              fast_forward_s: int, spool_format: str, resume: bool) -> IngestAhead | None:
     """The run's IngestAhead (started) over its directories, with the options
     `sources.replay_input` gives the same spools; None where the input is read first:
     a stage is a Spark query (the spool is Parquet: Spark's file source reads what is there
     when a batch is planned), or a resumed run's input was read whole (its spool is kept)."""
-    several = len(streams) > 1
-    whole = input_dir / ("inputs.json" if several else "ingest.json")
-    if spool_format != "arrow" or (resume and whole.exists()):
+    from federation.runtime.sources import INPUTS_FILE
+
+    if spool_format != "arrow" or (resume and (input_dir / INPUTS_FILE).exists()):
         return None
-    lanes = {n: (Path(sources[n].path if several or data is None else data), s,
-                 input_dir / n if several else input_dir) for n, s in streams.items()}
+    lanes = {n: (Path(sources[n].path), s, input_dir / n) for n, s in streams.items()}
     return IngestAhead(
-        lanes, resume=resume, flush_after_s=flush_s, max_files=opt.max_files,
+        lanes, input_dir, resume=resume, flush_after_s=flush_s, max_files=opt.max_files,
         allowed_lateness_s=opt.allowed_lateness_s, fast_forward_s=fast_forward_s,
         fast_forward_batch=opt.warmup_batch_s or 1, tick_s=slide_s,
         horizon_s=opt.event_horizon_s, spool_format=spool_format).start()

@@ -34,7 +34,6 @@ from federation.runtime.direct import (
 from federation.runtime.drive import drive, drive_following, stop_queries
 from federation.runtime.failure import run_failed
 from federation.runtime.handoff import Handoff
-from federation.runtime.ingest import IngestResult
 from federation.runtime.live import (
     RunHalted,
     run_id,
@@ -63,12 +62,12 @@ from federation.runtime.reentry import ReentrySpool
 from federation.runtime.result import BatchMetrics, RunResult
 from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
 from federation.runtime.sources import (
+    INPUTS_FILE,
+    InputSet,
     bind_sources,
-    kept_input,
+    load_inputs,
     query_streams,
     replay_input,
-    spool_dirs,
-    spool_formats,
 )
 from federation.runtime.stages import StageBuilder, StagedPlan
 from federation.runtime.summary import ReportingWarning, safe_summary
@@ -144,8 +143,6 @@ class _Run:
         if self.opt.until is not None and not self.opt.follow:
             raise OptionError("until", "needs follow=True, --follow or a live source (a "
                                        "directory read once ends at its last file)")
-        if self.sources and len(self.sources) == 1 and not self.opt.follow:
-            self.data = next(iter(self.sources.values())).path  # the directory replayed
         self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
         self.max_range = max((w.range_s or 0.0) for w in windows)
         self.extent_s = extent_of(windows)
@@ -170,7 +167,7 @@ class _Run:
             if ingest is None:  # halted while waiting for the first reading
                 raise RunHalted("halted before the first reading landed")
             ex = self._set_up(ingest, resuming, taken.wrap(sinks) if taken else sinks)
-            metrics = start_metrics(opt, ex, self.plan, self.stream.name, self.h.segments)
+            metrics = start_metrics(opt, ex, self.plan, self.h.segments)
             if reader := self.follower or self.ahead:  # the last instant, before the flush
                 reader.when_ended(lambda: self._end_life(ex))
             try:
@@ -232,7 +229,7 @@ class _Run:
             for m in ex.migs.values():
                 m.end_life(last)
 
-    def _read_input(self, resuming: bool) -> IngestResult:
+    def _read_input(self, resuming: bool) -> InputSet | None:
         """The validated input: the spool of the interrupted run, the prepared one of a
         handoff, or the data directory validated into a new spool (ingest.py)."""
         opt, work = self.opt, self.work
@@ -245,26 +242,25 @@ class _Run:
                                                        self.prog) else None
         flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
         self.ahead = None if self.h.prepared else ahead_of(  # the direct feed works meanwhile
-            self.sources, self.streams, self.data, work / "input", opt, flush_s, self.slide_s,
+            self.sources, self.streams, work / "input", opt, flush_s, self.slide_s,
             self._fast_forward_s(), fmt, resuming)
         if self.ahead is not None:
             self.prog.phase("reading input (the first batch starts while the rest is read)")
             return self.ahead.res if self.ahead.wait_started(self.halt) else None
-        if resuming:  # the spool is complete and Spark's checkpoints refer to it
-            return kept_input(work / "input", len(self.streams) > 1)
+        if resuming:  # the spools are complete and Spark's checkpoints refer to them
+            return load_inputs(work / "input")
         if self.h.prepared is not None:
             (work / "input").mkdir(parents=True, exist_ok=True)
-            (work / "input" / "ingest.json").write_text(self.h.prepared.model_dump_json(indent=2))
+            (work / "input" / INPUTS_FILE).write_text(self.h.prepared.model_dump_json(indent=2))
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
-        return replay_input(self.sources, self.streams, self.data, work / "input", opt,
-                            self.prog.advance, flush_s, self.slide_s, self._fast_forward_s(),
-                            fmt)
+        return replay_input(self.sources, self.streams, work / "input", opt, self.prog.advance,
+                            flush_s, self.slide_s, self._fast_forward_s(), fmt)
 
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
 
-    def _set_up(self, ingest: IngestResult, resuming: bool, sinks) -> Execution:
+    def _set_up(self, ingest: InputSet, resuming: bool, sinks) -> Execution:
         """The DB-ops' runtimes (MIGs), the stages, and the state of an interrupted run."""
         opt, work, h, plan = self.opt, self.work, self.h, self.plan
         life = None if ingest.first_ts is None else (
@@ -285,7 +281,7 @@ class _Run:
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,
                                  table_files=table_files)
                 for c in plan.db_ops}
-        collectors = {q: ResultParts(results_dir(work, q, self.lg.many), staged.columns[q],
+        collectors = {q: ResultParts(results_dir(work, q), staged.columns[q],
                                      sinks[q], q) for q in staged.tops}
         ex = Execution(staged, migs, collectors,
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
@@ -302,7 +298,7 @@ class _Run:
             print(say + (f", event time {t}" if t else ""), file=sys.stderr)
         return ex
 
-    def _start_stages(self, ex: Execution, ingest: IngestResult, clock: RunClock) -> None:
+    def _start_stages(self, ex: Execution, ingest: InputSet, clock: RunClock) -> None:
         """Every stage's micro-batches, each handed to a BatchHandler: from Spark's
         streaming query, or from the direct feed where the stage has no SPE-op (direct.py;
         a plan without SPE-ops starts no JVM)."""
@@ -316,13 +312,11 @@ class _Run:
         self.prog.phase("setting up the stages")
         chk_root = self.work / "checkpoints"  # kept for a resumed run (Spark's exactly-once)
         files_per_batch = opt.files_per_batch
-        spools = spool_dirs(ingest) or {self.stream.name: ingest.spool_dir}
-        spools = {n: (self.streams[n], d) for n, d in spools.items()}
+        spools = {n: (self.streams[n], d) for n, d in ingest.spool_dirs.items()}
         builder = StageBuilder(self.spark, staged, spools, self.reentry_dirs, files_per_batch,
                                round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
                                self.table_files)
-        formats = spool_formats(ingest, self.stream.name)
-        layouts = {st.index: build_direct(staged, st, spools, formats) if st.index in direct
+        layouts = {st.index: build_direct(staged, st, spools, ingest.spool_formats) if st.index in direct
                    else builder.build(st) for st in staged.stages}
         if opt.follow:  # no end known: no total, no time left
             self.prog.phase("micro-batches (following)", unit="event seconds")

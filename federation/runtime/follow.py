@@ -57,8 +57,8 @@ class Follower:
     """A thread that follows every lane into its spool until `stop()`, or until every
     stream's clock reaches `until` (then the input ends there: a flush punctuation
     `flush_after_s` past the last reading closes every window, as at the end of a
-    directory). `res`: what the run reads of the input (one stream's IngestResult, or the
-    InputSet of several, updated as files land)."""
+    directory). `res`: what the run reads of the input (the InputSet, updated as files
+    land)."""
 
     def __init__(self, lanes: Mapping[str, Lane], *, idle_timeout_s: float = 5.0,
                  until: dt.datetime | None = None, flush_after_s: float = 600.0,
@@ -76,8 +76,7 @@ class Follower:
         self.error: BaseException | None = None
         self._on_end, self._ending = None, False  # when_ended
         self._end_lock = threading.Lock()
-        self.res = next(iter(self.lanes.values())).ing.res if len(self.lanes) == 1 else \
-            InputSet(inputs={n: lane.ing.res for n, lane in self.lanes.items()})
+        self.res = InputSet(inputs={n: lane.ing.res for n, lane in self.lanes.items()})
         self._thread = threading.Thread(target=self._main, name="fedq-follow", daemon=True)
 
     @property

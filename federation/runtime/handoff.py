@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from federation.runtime.ingest import IngestResult
     from federation.runtime.move import MovedState
+    from federation.runtime.sources import InputSet
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class Handoff:
     keep their state as it is there, Spark's stage 0 goes on until its own results before
     it are out, and the rest of the input is left to the next placement
     (`summary.stopped_at`).
-    `prepared`: input already validated into a spool (`ingest.sub_spool`); the run's data
-    directory is then only named in its identity.
+    `prepared`: input already validated into spools (an InputSet of `segment_spool.sub_spool`
+    spools); the run's data directory is then only named in its identity.
     `segments`: the adaptive run's segments so far, this one last ({"placement", "since",
     "strategy", "reason"}), for its metrics and status page (federation/runtime/metrics.py).
     """
@@ -38,5 +38,5 @@ class Handoff:
     stop_at: dt.datetime | None = None
     moved: Mapping[str, MovedState] = field(default_factory=dict)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
-    prepared: IngestResult | None = None
+    prepared: InputSet | None = None
     segments: tuple[Mapping[str, str], ...] = ()

@@ -49,22 +49,20 @@ def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, Str
     spools' (ingest.Ingestor). Each source is opened (a
     broker subscribed, a generator started) before its spool is made: nothing published
     since is lost."""
-    several = len(sources) > 1
     ctx = SourceContext(client_id=f"fedq-{rid}", security=opt.mqtt_security,
                         start=run_start(work, resuming))
     lanes: dict[str, Lane] = {}
     try:
         for name, spec in sources.items():
             stream = streams[name]
-            landing = spec.landing(work, name, several)
-            feeder = spec.open(landing, stream, replace(
-                ctx, client_id=f"{ctx.client_id}-{name}" if several else ctx.client_id))
+            landing = spec.landing(work, name)
+            feeder = spec.open(landing, stream, replace(ctx, client_id=f"{ctx.client_id}-{name}"))
             lanes[name] = Lane(landing, None, feeder)
             kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": slide_s,
                   "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
                   "file_list": False, "max_file_rows": opt.max_file_rows,
                   "spool_format": spool_format}
-            input_dir = work / "input" / name if several else work / "input"
+            input_dir = work / "input" / name
             ing = Ingestor.resumed(input_dir, stream, **kw) if resuming else \
                 Ingestor(input_dir, stream, **kw)
             if not resuming:

@@ -199,10 +199,10 @@ def _unix(t) -> float:
     return t.timestamp()
 
 
-def start_metrics(opt, ex, plan, stream: str, segments=()) -> RunMetrics | None:
+def start_metrics(opt, ex, plan, segments=()) -> RunMetrics | None:
     """The metrics of the run `ex` (microbatch.Execution) served on `opt.metrics_port`
-    (None without one): told its micro-batches, reading each stream's ingest records (of a
-    query over one stream, `stream`'s) and each query's results; `segments`: an adaptive
+    (None without one): told its micro-batches, reading each stream's ingest records and
+    each query's results; `segments`: an adaptive
     run's so far, this one last (handoff.Handoff)."""
     import sys
 
@@ -211,7 +211,7 @@ def start_metrics(opt, ex, plan, stream: str, segments=()) -> RunMetrics | None:
     m = RunMetrics({"query": plan.logical.root.name, "placement": plan.placement_string,
                     "feed": opt.feed}, then=ex.progress)
     ex.progress = m.batch
-    inputs = getattr(ex.ingest, "inputs", None) or {stream: ex.ingest}
+    inputs = ex.ingest.inputs
     m.inputs = lambda: inputs
     m.queries = lambda: ex.collectors
     m.plan, m.segments = plan, list(segments)

@@ -134,8 +134,6 @@ def run_identity(plan, opt, sources, data, h) -> dict:
     `sources`, else the directory `data`) and a handoff's (`h`) start and stop instants."""
     data = {n: str(s.path.resolve()) if s.path is not None else s.url
             for n, s in (sources or {}).items()} or {"": str(Path(data).resolve())}
-    if len(data) == 1:  # one stream: its directory or URL
-        data = next(iter(data.values()))
     start_at, stop_at = h.start_at, h.stop_at
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
@@ -160,11 +158,9 @@ def claim(work: Path, identity: dict) -> bool:
         if old == identity:
             # a following run goes on from whatever its spools hold (each stream's state
             # is in its last spool file: ingest.Ingestor.resumed); a replayed one from a
-            # complete spool (one stream's ingest.json, or inputs.json of several), or
-            # from the spool its stages had started on while the input was read (ahead.py:
-            # their results may be in the sinks already)
+            # complete spool (inputs.json), or from the spool its stages had started on
+            # while the input was read (ahead.py: their results may be in the sinks already)
             return (bool(identity.get("follow"))
-                    or (work / "input" / "ingest.json").exists()
                     or (work / "input" / "inputs.json").exists()
                     or (work / "checkpoints").is_dir())
         if old is not None:
@@ -220,9 +216,9 @@ def load_stage_logs(stages, state: Path, resuming: bool) -> tuple[dict[int, Stag
     return logs, resumed_at
 
 
-def results_dir(work: Path, query: str, many: bool) -> Path:
-    """Where a query's result parts are (per query when the run has several)."""
-    return work / "results" / query if many else work / "results"
+def results_dir(work: Path, query: str) -> Path:
+    """Where a query's result parts are (`<work>/results/<query>`)."""
+    return work / "results" / query
 
 
 class ResultParts:

@@ -2,9 +2,9 @@
 "Live input").
 
 A query reads one or more declared streams; each has its own data directory, validated
-into its own spool (`ingest.py`) against its own schema. A query over one stream keeps the
-layout it always had (`<work>/input/spool`); a query over several puts each stream's in
-`<work>/input/<stream>/`, and `<work>/input/inputs.json` says the spools are complete.
+into its own spool (`ingest.py`) against its own schema, in `<work>/input/<stream>/` (a
+query over one stream is the case of one: the same layout, the same code), and
+`<work>/input/inputs.json` says the spools are complete.
 
 Time across streams: the query's instants run from the first reading of any stream to the
 last of any (plus the extent); Spark's watermark is the smallest over its sources, and a
@@ -81,9 +81,9 @@ def bind_sources(streams: Mapping[str, StreamDecl], data, opt=None) -> dict[str,
 
 
 class InputSet(BaseModel):
-    """The validated inputs of a query over several streams: each stream's IngestResult,
-    read through the attributes a run needs of one (first and last reading over all
-    streams, the most event seconds, counts summed)."""
+    """The validated inputs of a query, one IngestResult per stream it reads, read through
+    the attributes a run needs of the whole (first and last reading over all streams, the
+    most event seconds, counts summed)."""
 
     inputs: dict[str, IngestResult]
 
@@ -149,21 +149,17 @@ class InputSet(BaseModel):
         return {n: r.spool_dir for n, r in self.inputs.items()}
 
     @property
+    def spool_formats(self) -> dict[str, str]:
+        """Each stream's spool format (federation.parts.SPOOL_FORMATS)."""
+        return {n: r.spool_format for n, r in self.inputs.items()}
+
+    @property
     def spool_dir(self) -> Path:
-        raise AttributeError("a query over several streams has a spool per stream: spool_dirs")
-
-
-def spool_dirs(ingest) -> dict[str, Path] | None:
-    """Each stream's spool of a run's input (None for a query over one stream)."""
-    return ingest.spool_dirs if isinstance(ingest, InputSet) else None
-
-
-def spool_formats(ingest, name: str) -> dict[str, str]:
-    """Each stream's spool format (federation.parts.SPOOL_FORMATS) of a run's input: an
-    InputSet's streams, or one stream's, `name`."""
-    if isinstance(ingest, InputSet):
-        return {n: r.spool_format for n, r in ingest.inputs.items()}
-    return {name: ingest.spool_format}
+        """The spool of the stream (a query over one stream; tests and tools read it)."""
+        if len(self.inputs) != 1:
+            raise AttributeError(f"the input has a spool per stream ({', '.join(self.inputs)})"
+                                 ": spool_dirs")
+        return next(iter(self.inputs.values())).spool_dir
 
 
 def write_flush(res: IngestResult, stream: StreamDecl, at: datetime) -> None:
@@ -192,18 +188,9 @@ def load_inputs(input_dir: Path) -> InputSet:
     return InputSet.model_validate_json((input_dir / INPUTS_FILE).read_text())
 
 
-def kept_input(input_dir: Path, several: bool) -> IngestResult | InputSet:
-    """The complete input of an interrupted run in `input_dir` (its spools are kept)."""
-    if several:
-        return load_inputs(input_dir)
-    return IngestResult.model_validate_json((input_dir / "ingest.json").read_text())
-
-
-def read_clean_inputs(ingest) -> pa.Table | dict[str, pa.Table]:
-    """What the engines saw (markers removed): one table for one stream, else per stream."""
-    if isinstance(ingest, InputSet):
-        return {n: read_clean_rows(d) for n, d in ingest.spool_dirs.items()}
-    return read_clean_rows(ingest.spool_dir)
+def read_clean_inputs(ingest: InputSet) -> dict[str, pa.Table]:
+    """What the engines saw (markers removed), per stream."""
+    return {n: read_clean_rows(d) for n, d in ingest.spool_dirs.items()}
 
 
 def prepare_input(
@@ -238,12 +225,11 @@ def prepare_input(
     return ing.finish(flush_after_s)
 
 
-def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl], data,
+def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
                  input_dir: Path, opt, progress, flush_s: float | None, slide_s: float,
-                 fast_forward_s: int, spool_format: str):
+                 fast_forward_s: int, spool_format: str) -> InputSet:
     """A run's input directories validated into its spools with the run's options (`opt`,
-    RunOptions): one stream's IngestResult (`data`: its directory), or the InputSet of
-    several (a spool per stream, one flush after them all)."""
+    RunOptions): the InputSet (a spool per stream, one flush after them all)."""
 
     def prepare(data, input_dir, stream, flush_after_s=None):
         return prepare_input(data, input_dir, stream, progress=progress,
@@ -253,7 +239,4 @@ def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, Stream
                              fast_forward_batch=opt.warmup_batch_s or 1, tick_s=slide_s,
                              horizon_s=opt.event_horizon_s, spool_format=spool_format)
 
-    if len(streams) > 1:
-        return prepare_inputs(sources, streams, input_dir, prepare, flush_s,
-                              opt.allowed_lateness_s)
-    return prepare(data, input_dir, next(iter(streams.values())), flush_s)
+    return prepare_inputs(sources, streams, input_dir, prepare, flush_s, opt.allowed_lateness_s)

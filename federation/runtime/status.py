@@ -38,14 +38,10 @@ def run_status(work: Path | str) -> dict:
 
 
 def _input(d: Path) -> dict:
-    """Per stream: files, rows in, accepted and dead (by reason), quarantined files."""
-    one, several = d / "ingest.json", d / "inputs.json"
-    if several.exists():
-        inputs = json.loads(several.read_text())["inputs"]
-    elif one.exists():
-        inputs = {"": json.loads(one.read_text())}
-    else:
-        return {}
+    """Per stream: files, rows in, accepted and dead (by reason), quarantined files (each
+    stream's ingest.json: written as its input is read and followed)."""
+    found = sorted(d.glob("*/ingest.json")) if d.is_dir() else []
+    inputs = {p.parent.name: json.loads(p.read_text()) for p in found}
     return {n: {"files": r.get("files", 0), "rows_in": r.get("rows_in", 0),
                 "rows_ok": r.get("rows_ok", 0), "dead": r.get("dead", {}),
                 "quarantined": len(r.get("quarantined", [])), "last_ts": r.get("last_ts")}
@@ -53,12 +49,13 @@ def _input(d: Path) -> dict:
 
 
 def _results(d: Path) -> dict:
-    """Per query (one query: ""): parts, rows, first and last instant written (parts are
-    in instant order: the first and last with rows are read, the rest counted)."""
-    dirs = [p for p in d.iterdir() if p.is_dir()] if d.exists() else []
+    """Per query: parts, rows, first and last instant written (parts are in instant order:
+    the first and last with rows are read, the rest counted)."""
+    dirs = sorted(p for p in d.iterdir() if p.is_dir()) if d.exists() else []
     out = {}
-    for q, sub in ([(p.name, p) for p in dirs] or [("", d)]):
-        parts = sorted(sub.glob("part-*.parquet")) if sub.exists() else []
+    for sub in dirs:
+        q = sub.name
+        parts = sorted(sub.glob("part-*.parquet"))
         sizes = [(p, pq.read_metadata(p).num_rows) for p in parts]
         full = [p for p, n in sizes if n]
         taus = [pq.read_table(p, columns=[TAU]).column(0) for p in full[:1] + full[-1:]]

@@ -92,7 +92,7 @@ def take_over(opt, work: Path, rid: str, lg, columns: dict[str, list[str]]) -> T
     take-over saved (module doc)."""
     sinks = open_run_sinks(opt, rid, True, list(lg.tops), lg.many)
     try:
-        return hand_on(work, sinks, {q: results_dir(work, q, lg.many) for q in lg.tops},
+        return hand_on(work, sinks, {q: results_dir(work, q) for q in lg.tops},
                        columns, TakeOver.load(work))
     finally:
         close_sinks(sinks, opt)

@@ -61,12 +61,12 @@ class SourceSpec:
         mod = importlib.import_module(KINDS[self.kind])
         return getattr(mod, "declares", lambda *_: None)(self, name)
 
-    def landing(self, work: Path, stream: str, several: bool) -> Path:
-        """The directory the follower reads: a directory source's own, else one in the
-        work directory that the source fills (per stream when the query reads several)."""
+    def landing(self, work: Path, stream: str) -> Path:
+        """The directory the follower reads: a directory source's own, else the stream's
+        in the work directory (`<work>/landing/<stream>`), which the source fills."""
         if self.path is not None:
             return self.path
-        return work / "landing" / stream if several else work / "landing"
+        return work / "landing" / stream
 
 
 @dataclass
