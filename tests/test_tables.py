@@ -7,6 +7,8 @@ run reads the new one); queries a table cannot serve are refused where they are 
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from db.reference import reference_result
@@ -168,3 +170,41 @@ def test_sql_reads_a_table_by_name_from_the_file_given_with_tables(setup, tmp_pa
         main(["explain", "--sql", str(sql)])
     with pytest.raises(SystemExit, match="--tables: .* is not a file"):
         main(["explain", "--sql", str(sql), "--tables", str(tmp_path / "none.duckdb")])
+
+
+@pytest.mark.spark
+def test_an_adaptive_run_reads_the_table_copied_at_its_start_in_every_segment(setup, tmp_path,
+                                                                             spark):
+    """A table join re-placed mid-run (DuckDB, then Spark from a replay of the last extent):
+    the table is updated during the first segment; both segments read the copy made when
+    the adaptive run started, so the rows equal the reference over the old version."""
+    import datetime as dt
+    import shutil
+
+    from federation.adaptive import Segment, run_adaptive
+    from federation.adaptive.inputs import part_files
+
+    db = tmp_path / "ref.duckdb"
+    shutil.copy(setup / "ref.duckdb", db)
+    q = rows_join(db)
+    before = duckdb.connect(str(db), read_only=True).sql(
+        "SELECT house_id, tariff::DOUBLE AS tariff, city, active FROM houses").to_arrow_table()
+
+    def update(m):
+        if not (tmp_path / "updated").exists():
+            con = duckdb.connect(str(db))
+            con.execute("UPDATE houses SET tariff = tariff * 10")
+            con.close()
+            (tmp_path / "updated").touch()
+
+    files = part_files(setup / "plugs", "ts")
+    at = files[0].start + dt.timedelta(seconds=10)
+    segs = [Segment(start_at=None, stop_at=at, placement="db", rate=40, reason="test"),
+            Segment(start_at=at, stop_at=None, placement="spe", rate=40, reason="test")]
+    r = run_adaptive(q, setup / "plugs", segs, seconds_per_batch=4, spark=spark,
+                     work_dir=tmp_path / "w", progress=update, strategy="replay")
+    assert (tmp_path / "updated").exists() and len(r.segments) == 2
+    assert all(s.result_rows > 0 for s in r.segments)
+    rows = pa.concat_tables(pq.read_table(f.path) for f in files)
+    problem = diff_results(r.rows, reference_result(q, rows, {"houses": before}))
+    assert problem is None, problem

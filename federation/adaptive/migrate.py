@@ -38,6 +38,7 @@ from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.segment_spool import sub_spool
 from federation.runtime.sources import InputSet, prepare_input
+from federation.runtime.tables import snapshot_tables
 
 
 class SegmentRun(BaseModel):
@@ -132,6 +133,7 @@ class _Chain:
     prog: RunProgress
     opt: RunOptions  # each segment's, but for its work directory and warm-up
     spark: object
+    tables: Mapping[str, Path]  # the copy of each database table made at the start
 
     def __post_init__(self) -> None:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
@@ -201,8 +203,9 @@ class _Chain:
             pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start_at if moved is not None else None,
-                            stop_at=seg.stop_at, moved=moved or {}, watch=watch, prepared=InputSet(inputs={self.stream.name: sub}),
-                            segments=tuple(self.history)))
+                            stop_at=seg.stop_at, moved=moved or {}, watch=watch,
+                            prepared=InputSet(inputs={self.stream.name: sub}),
+                            tables=self.tables, segments=tuple(self.history)))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
             seg = seg.model_copy(update={"stop_at": r.summary.stopped_at})
@@ -252,9 +255,6 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     if len(streams) > 1 or not isinstance(data, (str, Path)):
         raise AdaptiveError("data", f"an adaptive run reads one stream for now; the query "
                             f"reads {', '.join(streams)}")
-    if any(n.kind == "table" for n in query.walk()):
-        raise AdaptiveError("data", "an adaptive run does not read database tables yet (it "
-                            "would copy them at every migration); run the query unadapted")
     if opt.follow:
         raise AdaptiveError("follow", "an adaptive run reads its data directory once (it "
                             "measures the rates from it); it cannot follow one yet")
@@ -286,8 +286,10 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                           domains=opt.domains_of(stream),
                           tick_s=windows[0].slide_s,
                           horizon_s=opt.event_horizon_s)
+    # every segment reads the tables as they were when the run started (one copy)
+    tables = snapshot_tables(query.walk(), work / "input" / "tables", False)
     chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
-                   RunOptions.of(opt, output=None, work_dir=None), spark)
+                   RunOptions.of(opt, output=None, work_dir=None), spark, tables)
     seg = segments[0] if fixed else _start(query, files, window_s, dec.start_placement,
                                            planner)
     parts, runs, gaps, prev = [], [], [], None

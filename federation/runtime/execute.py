@@ -272,8 +272,8 @@ class _Run:
         spb = opt.seconds_per_batch
         staged = StagedPlan.of(plan)
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
-        self.table_files = table_files = snapshot_tables(  # the version every instant sees
-            self.lg.nodes.values(), work / "input" / "tables", resuming)
+        self.table_files = table_files = dict(h.tables) or snapshot_tables(  # the version
+            self.lg.nodes.values(), work / "input" / "tables", resuming)  # every instant sees
         threads, memory = mig_resources(len(plan.db_ops))
         migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads,
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ class Handoff:
     (`summary.stopped_at`).
     `prepared`: input already validated into spools (an InputSet of `segment_spool.sub_spool`
     spools); the run's data directory is then only named in its identity.
+    `tables`: {table name: its Parquet copy} made when the adaptive run started
+    (tables.snapshot_tables): every segment reads that version, none copies it again.
     `segments`: the adaptive run's segments so far, this one last ({"placement", "since",
     "strategy", "reason"}), for its metrics and status page (federation/runtime/metrics.py).
     """
@@ -39,4 +42,5 @@ class Handoff:
     moved: Mapping[str, MovedState] = field(default_factory=dict)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     prepared: InputSet | None = None
+    tables: Mapping[str, Path] = field(default_factory=dict)
     segments: tuple[Mapping[str, str], ...] = ()
