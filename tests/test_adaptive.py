@@ -271,3 +271,52 @@ def test_a_measured_rho_below_one_overrides_a_feasible_prediction():
     best, _, cost, migrates = _decide(plan_for, q, db, 0.1, rho=0.5, alternatives=alternatives)
     assert migrates and best.placement_string == other
     assert cost.vector.C_b == pytest.approx(2.0)  # 1 / rho
+
+
+def test_a_query_set_migrates_as_one_plan_into_the_runs_sinks(tmp_path):
+    """CQ1 and CQ3 as a set (the 15-s window and its selection shared), re-placed at two
+    migration instants (all in DuckDB each time, the state moved; no JVM): the merged plan
+    runs as one in every segment, each query's DuckDB table gets each instant once and
+    equals the reference, and a sink of the user's gets every micro-batch of both queries
+    under keys no two segments share."""
+    import duckdb
+
+    from federation.logical import QuerySet
+
+    data = tmp_path / "data"
+    generate(data, rate_profile=[(150, 15), (600, 12), (150, 15)], plugs=40, seed=4)
+    qs = QuerySet(tuple(QUERIES[n](rate=150, scale=0.05, plugs=40) for n in ("CQ1", "CQ3")))
+    at = [T0 + dt.timedelta(seconds=s) for s in (15, 27)]
+    segs = [Segment(start_at=None, stop_at=at[0], placement="db", rate=150, reason="test"),
+            Segment(start_at=at[0], stop_at=at[1], placement="db", rate=600, reason="test"),
+            Segment(start_at=at[1], stop_at=None, placement="db", rate=150, reason="test")]
+
+    class Keys:
+        def __init__(self):
+            self.got = []
+
+        def put(self, key, rows, query):
+            self.got.append((query, key, rows.num_rows))
+
+        def close(self):
+            self.got.append("closed")
+
+    mine = Keys()
+    out = tmp_path / "out.duckdb"
+    r = run_adaptive(qs, data, segs, seconds_per_batch=5, work_dir=tmp_path / "w",
+                     output=str(out), sinks=[mine])
+    assert [s.strategy for s in r.segments] == ["start", "move", "move"]
+    assert all(s.result_rows > 0 for s in r.segments)
+    assert r.results is not None and set(r.results) == {"CQ1", "CQ3"}
+    rows = pa.concat_tables(pq.read_table(f.path) for f in part_files(data, "ts"))
+    con = duckdb.connect(str(out), read_only=True)
+    for q in qs.queries:
+        want = reference_result(q, rows)
+        assert diff_results(r.of(q.name), want) is None
+        table = con.sql(f'SELECT * FROM "{q.name}"').to_arrow_table()
+        assert diff_results(table, want) is None, q.name  # each instant once
+    con.close()
+    assert mine.got[-1] == "closed" and mine.got.count("closed") == 1
+    keys = [(q, k) for q, k, _ in mine.got[:-1]]
+    assert len(keys) == len(set(keys)) and {q for q, _ in keys} == {"CQ1", "CQ3"}
+    assert sum(n for _, _, n in mine.got[:-1]) == sum(t.num_rows for t in r.results.values())

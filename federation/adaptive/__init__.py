@@ -23,7 +23,8 @@ A run is a chain of **segments** of event time, each under one placement
 decides while it runs (`decide_and_run`). `plan_segments` and `migrations_over` decide from
 the rates alone (no JVM: `fedq explain --sweep --margin`).
 
-Modules: inputs.py (part files and rates), decide.py, watch.py, migrate.py.
+Modules: inputs.py (part files and rates), decide.py, watch.py, migrate.py, output.py
+(the run's sinks across its segments; what it returns).
 """
 
 from federation.adaptive.decide import (
@@ -36,13 +37,8 @@ from federation.adaptive.decide import (
     with_rate,
 )
 from federation.adaptive.inputs import PartFile, measured_rates, part_files
-from federation.adaptive.migrate import (
-    STRATEGIES,
-    AdaptiveResult,
-    SegmentRun,
-    decide_and_run,
-    run_adaptive,
-)
+from federation.adaptive.migrate import STRATEGIES, decide_and_run, run_adaptive
+from federation.adaptive.output import AdaptiveResult, SegmentRun
 from federation.adaptive.watch import Decision, Watch, row_predicates
 
 __all__ = ["STRATEGIES", "AdaptiveError", "AdaptiveResult", "Decision", "PartFile",

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict
 
 from costmodel.profile import CostProfile, load_profile
 from federation.adaptive.decide import (
@@ -26,80 +24,22 @@ from federation.adaptive.decide import (
     with_rate,
 )
 from federation.adaptive.inputs import PartFile, part_files
-from federation.adaptive.watch import Decision, Watch
+from federation.adaptive.output import AdaptiveResult, SegmentRun, owned, segment_sinks
+from federation.adaptive.watch import Watch
 from federation.errors import OptionError
 from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute, work_directory
 from federation.runtime.handoff import Handoff
 from federation.runtime.ingest import IngestResult
+from federation.runtime.live import run_id
 from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
 from federation.runtime.segment_spool import sub_spool
+from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
 from federation.runtime.sources import InputSet, prepare_input
 from federation.runtime.tables import snapshot_tables
-
-
-class SegmentRun(BaseModel):
-    """How one segment ran."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    segment: Segment
-    #: how it started: "start" (the first), "replay" (parallel track, and why a move did
-    #: not apply when it was asked for) or "move"
-    strategy: str = "start"
-    #: rows (or slice rows) its DB-ops took from the previous segment's, per DB-op and table
-    moved: dict[str, dict[str, int]] = {}
-    input_seconds: int  # event seconds read, warm-up included
-    warmup_seconds: int
-    result_rows: int
-    wall_s: float  # the whole segment: ingest, Spark start, warm-up, its batches, drain
-    rho: float  # event seconds it owns over its wall time
-    #: wall time from the segment's call until its first result at its first instant
-    #: (the output gap of a migration: the new placement's start and warm-up)
-    first_result_s: float | None
-    #: wall time before its first micro-batch (ingest of its input, Spark's queries)
-    setup_s: float
-    #: wall time from the old segment's stop to the end of its run (its tail and drain)
-    stop_s: float | None = None
-    #: its stage-0 data micro-batches: (event time reached, wall seconds of the batch)
-    batches: list[tuple[dt.datetime, float]]
-    decisions: list[Decision] = []  # taken while it ran (online runs)
-
-
-class AdaptiveResult(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    rows: pa.Table
-    segments: list[SegmentRun]
-    wall_s: float
-    #: the output gap of each migration: wall seconds from the old placement's last
-    #: micro-batch that produced results to the new one's first result
-    gaps_s: list[float | None] = []
-    #: bad rows of the input (validated once, before the first segment), per reason; their
-    #: records, and the files that could not be read, are in `deadletter_dir`
-    dead_lettered: int = 0
-    dead_by_reason: dict[str, int] = {}
-    quarantined: list[dict[str, str]] = []  # part files that could not be read
-    deadletter_dir: str | None = None
-
-    @property
-    def migrations(self) -> int:
-        return len(self.segments) - 1
-
-
-def _owned(rows: pa.Table, seg: Segment) -> pa.Table:
-    tau = rows.column("tau")
-    keep = None
-    if seg.start_at is not None:
-        keep = pc.greater_equal(tau, pa.scalar(seg.start_at, tau.type))
-    if seg.stop_at is not None:
-        lt = pc.less(tau, pa.scalar(seg.stop_at, tau.type))
-        keep = lt if keep is None else pc.and_(keep, lt)
-    return rows if keep is None else rows.filter(keep)
-
 
 STRATEGIES = ("replay", "move")
 
@@ -134,6 +74,7 @@ class _Chain:
     opt: RunOptions  # each segment's, but for its work directory and warm-up
     spark: object
     tables: Mapping[str, Path]  # the copy of each database table made at the start
+    sinks: Mapping[str, list]  # the run's sinks by query (output.py), opened once
 
     def __post_init__(self) -> None:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
@@ -173,7 +114,7 @@ class _Chain:
         return mine, names, warm, ff, sub
 
     def run_segment(self, seg: Segment, k: int, prev, watch: Watch | None, of: str):
-        """Run one segment; (its SegmentRun, the rows it owns, its gap, what the next
+        """Run one segment; (its SegmentRun, the rows it owns by query, its gap, what the next
         segment takes over: its plan, its DB-ops' state, its last result's wall time)."""
         pp, _ = self.planner(with_rate(self.query, seg.rate), seg.placement)
         moved, how = self.takeover(seg, pp, prev)
@@ -196,11 +137,14 @@ class _Chain:
             self.prog.batch(m)
 
         seg_work = self.work / f"segment{k}" / "work"
+        chosen = seg.stop_at if watch is None else None
+        sinks = segment_sinks(k, seg.start_at, lambda: chosen or (
+            watch.chosen[0].at if watch is not None and watch.chosen else None), self.sinks)
         self.history.append({"placement": seg.placement, "strategy": how, "reason": seg.reason,
                              "since": "the first instant" if seg.start_at is None
                              else str(seg.start_at)})
         r: RunResult = execute(
-            pp, self.data, self.opt, work_dir=seg_work, warmup_batch_s=10 if ff else None,
+            pp, self.data, RunOptions.of(self.opt, sinks=sinks), work_dir=seg_work, warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start_at if moved is not None else None,
                             stop_at=seg.stop_at, moved=moved or {}, watch=watch,
@@ -209,14 +153,15 @@ class _Chain:
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
             seg = seg.model_copy(update={"stop_at": r.summary.stopped_at})
-        rows = _owned(r.rows, seg)
+        rows = {q: owned(r.of(q), seg.start_at, seg.stop_at) for q in self.sinks}
         gap = None if prev is None or first_at[0] is None or prev[2] is None \
             else t0 + first_at[0] - prev[2]
         owned_s = sum(1 for f in mine if (seg.start_at is None or f.start >= seg.start_at)
                       and (seg.stop_at is None or f.start < seg.stop_at))
         run = SegmentRun(segment=seg, strategy=how, moved=r.summary.moved,
                          input_seconds=len(mine), warmup_seconds=warm,
-                         result_rows=rows.num_rows, wall_s=t_end - t0,
+                         result_rows=sum(t.num_rows for t in rows.values()),
+                         wall_s=t_end - t0,
                          rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
                          first_result_s=first_at[0], setup_s=(t_end - t0) - r.summary.wall_s,
                          stop_s=None if stop_t[0] is None else t_end - stop_t[0],
@@ -243,12 +188,11 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     input (parallel track); "move" moves the window state in DuckDB over where that
     applies (federation/runtime/move.py) and replays elsewhere.
 
-    `options` (RunOptions, or their fields as keywords): as a plain run's; `work_dir` holds
-    every segment's, `output` is not written here (the rows are returned)."""
+    `query`: one query or a set (the merged plan is re-placed as one: shared operators stay
+    shared). `options` (RunOptions, or their fields as keywords): as a plain run's;
+    `work_dir` holds every segment's; the output, `console` and `sinks` get each instant
+    once, in order, as the segments compute them (output.py); the rows are returned too."""
     from federation.optimizer import plan_for
-
-    if query.kind == "queries":
-        raise OptionError("adaptive", "re-optimizes one query; run several without it")
 
     opt = RunOptions.of(options, **option_values)
     streams = sorted({w.stream.name for w in query.walk() if w.kind == "window"})
@@ -288,31 +232,45 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                           horizon_s=opt.event_horizon_s)
     # every segment reads the tables as they were when the run started (one copy)
     tables = snapshot_tables(query.walk(), work / "input" / "tables", False)
-    chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
-                   RunOptions.of(opt, output=None, work_dir=None), spark, tables)
-    seg = segments[0] if fixed else _start(query, files, window_s, dec.start_placement,
-                                           planner)
-    parts, runs, gaps, prev = [], [], [], None
-    t_all = time.perf_counter()
-    while seg is not None:
-        k = len(runs)
-        watch = None if fixed else Watch(
-            query, files, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
-            window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
-            slide_s=chain.slide_s, planner=planner, alternatives=alternatives, progress=prog,
-            seconds_per_batch=opt.seconds_per_batch)
-        run, rows, gap, nxt = chain.run_segment(seg, k, prev, watch,
-                                                f"/{len(segments)}" if fixed else "")
-        parts.append(rows)
-        runs.append(run)
-        if prev is not None:
-            gaps.append(gap)
-        prev = nxt
-        seg = _next_segment(run.segment, segments, len(runs), watch)
-    rows = pa.concat_tables(parts) if parts else pa.table({})
-    return AdaptiveResult(rows=rows, segments=runs, wall_s=time.perf_counter() - t_all,
-                          gaps_s=gaps, dead_lettered=whole.rows_dead,
-                          dead_by_reason=whole.dead, quarantined=whole.quarantined,
+    lg = NumberedPlan.of(query)
+    sinks = open_run_sinks(opt, run_id(work, False), False, list(lg.tops), lg.many)
+    try:
+        chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
+                       RunOptions.of(opt, output=None, work_dir=None, console=False, sinks=()),
+                       spark, tables, sinks)
+        seg = segments[0] if fixed else _start(query, files, window_s, dec.start_placement,
+                                               planner)
+        parts: dict[str, list[pa.Table]] = {q: [] for q in lg.tops}
+        runs, gaps, prev = [], [], None
+        t_all = time.perf_counter()
+        while seg is not None:
+            k = len(runs)
+            watch = None if fixed else Watch(
+                query, files, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
+                window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
+                slide_s=chain.slide_s, planner=planner, alternatives=alternatives,
+                progress=prog, seconds_per_batch=opt.seconds_per_batch)
+            run, rows, gap, nxt = chain.run_segment(seg, k, prev, watch,
+                                                    f"/{len(segments)}" if fixed else "")
+            for q, t in rows.items():
+                parts[q].append(t)
+            runs.append(run)
+            if prev is not None:
+                gaps.append(gap)
+            prev = nxt
+            seg = _next_segment(run.segment, segments, len(runs), watch)
+        results = {q: pa.concat_tables(ts) for q, ts in parts.items()}
+        # the results are durable first (a .parquet file is written here), then the report
+        end_sinks(sinks, {q: (lambda t=t: t) for q, t in results.items()}, prog.phase)
+    finally:
+        close_sinks(sinks, RunOptions.of(opt, sinks=()))  # the user's sinks too: once
+    output = output_written(sinks) or opt.output
+    first = next(iter(results.values()))
+    return AdaptiveResult(rows=first, results=results if lg.many else None,
+                          output=None if output is None else str(output), segments=runs,
+                          wall_s=time.perf_counter() - t_all, gaps_s=gaps,
+                          dead_lettered=whole.rows_dead, dead_by_reason=whole.dead,
+                          quarantined=whole.quarantined,
                           deadletter_dir=str(whole.deadletter_dir))
 
 

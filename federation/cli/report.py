@@ -52,7 +52,8 @@ def print_adaptive(r) -> None:
             print(f"         why: {sr.segment.reason}")
             if sr.strategy.startswith("replay ("):
                 print(f"         {sr.strategy}")
-    print(f"result rows {r.rows.num_rows}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
+    n = sum(t.num_rows for t in r.results.values()) if r.results else r.rows.num_rows
+    print(f"result rows {n}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
           f"decisions {sum(len(s.decisions) for s in r.segments)}")
     if r.dead_lettered or r.quarantined:
         why = ", ".join(f"{k}: {n}" for k, n in sorted(r.dead_by_reason.items()))

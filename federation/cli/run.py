@@ -25,7 +25,7 @@ from federation.cli.args import (
 from federation.cli.report import print_adaptive, print_summary
 from federation.errors import OptionError
 from federation.runtime.connectors import parse_source
-from federation.runtime.options import RunOptions, is_topic, work_directory
+from federation.runtime.options import is_topic, work_directory
 
 #: the flag of each option an OptionError names (its `option`, as the Python API spells it)
 FLAGS = {"seconds_per_batch": "--seconds-per-batch", "allowed_lateness_s": "--allowed-lateness",
@@ -87,23 +87,12 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
     if data is None:
         raise OptionError("adaptive", "needs --data (the rates are measured from the data)")
     opt = _options(a, work_dir)
-    if isinstance(opt.output, str):
-        raise OptionError("output", "an adaptive run writes its result at its end: give a "
-                                    ".parquet file or a directory")
     with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
-        r = decide_and_run(q, data, RunOptions.of(opt, output=None), decide={
+        r = decide_and_run(q, data, opt, decide={  # its rows in the output as computed
             "every_s": a.decide_every, "margin": a.margin,
             "min_interval_s": a.min_interval, "start_placement": a.placement},
             profile=profile, strategy=a.strategy, progress=progress)
-    path = None
-    if opt.output:  # the results first, then the report
-        import pyarrow.parquet as pq
-
-        from federation.runtime.options import output_path
-
-        path = output_path(opt.output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(r.rows, path)
+    path = r.output
     print_adaptive(r)
     if path:
         print(f"results written to {path}")
