@@ -44,6 +44,16 @@ def with_rate(query: Rstream, rate: float, stream: str | None = None,
     return query.transform(restat)  # type: ignore[return-value]
 
 
+def with_rates(query: Rstream, rates: float | Mapping[str, float],
+               selectivities: Mapping[str, float] | None = None) -> Rstream:
+    """`with_rate` for every stream: one rate for all, or each stream's by its name."""
+    if not isinstance(rates, Mapping):
+        return with_rate(query, rates, selectivities=selectivities)
+    for name, r in rates.items():
+        query = with_rate(query, r, name, selectivities)
+    return query
+
+
 class Segment(BaseModel):
     """One placement over the instants [start_at, stop_at) (None: from the first instant, to
     the end of the input); `start_at` and `stop_at` are migration instants."""
@@ -53,8 +63,10 @@ class Segment(BaseModel):
     start_at: dt.datetime | None  # None: from the first instant
     stop_at: dt.datetime | None  # None: to the end of the input
     placement: str
-    rate: float  # the measured rate that chose it
+    rate: float  # the measured rate that chose it (of all streams)
     reason: str
+    #: each stream's measured rate, when the query reads several (else `rate` is its)
+    rates: dict[str, float] = {}
     C_b: float | None = None
     C_u: float | None = None
 
@@ -141,10 +153,8 @@ def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[floa
     return out
 
 
-def _check(query: Rstream, data: str | Path, every_s: float, window_s: float | None,
-           margin: float) -> tuple[float, list[PartFile]]:
-    """The decision options checked (AdaptiveError names the bad one), the measurement
-    window, and the input's part files."""
+def _check_options(query: Rstream, every_s: float, margin: float) -> None:
+    """The decision options checked (AdaptiveError names the bad one)."""
     windows = [n for n in query.walk() if isinstance(n, Window)]
     if any(w.range_s is None for w in windows):
         raise AdaptiveError("adaptive", "tuple windows (rows=...) are not supported: their "
@@ -156,7 +166,15 @@ def _check(query: Rstream, data: str | Path, every_s: float, window_s: float | N
                             f"({slide:g} s)")
     if not 0 <= margin < 1:
         raise AdaptiveError("margin", f"{margin} is not in [0, 1)")
-    files = part_files(data, windows[0].stream.ts_column)
+
+
+def _check(query: Rstream, data: str | Path, every_s: float, window_s: float | None,
+           margin: float) -> tuple[float, list[PartFile]]:
+    """The decision options checked (AdaptiveError names the bad one), the measurement
+    window, and the part files of a query's one stream."""
+    _check_options(query, every_s, margin)
+    stream = next(n for n in query.walk() if isinstance(n, Window)).stream
+    files = part_files(data, stream.ts_column)
     if not files:
         raise AdaptiveError("data", f"no part-*.parquet files with rows in {data}")
     return window_s or every_s, files

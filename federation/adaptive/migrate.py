@@ -19,26 +19,22 @@ from federation.adaptive.decide import (
     AdaptiveError,
     Segment,
     _alternatives,
-    _check,
-    _start,
-    with_rate,
+    _check_options,
+    with_rates,
 )
-from federation.adaptive.inputs import PartFile, part_files
 from federation.adaptive.output import AdaptiveResult, SegmentRun, owned, segment_sinks
-from federation.adaptive.watch import Watch
+from federation.adaptive.streams import AdaptiveInput, SegmentInput
+from federation.adaptive.watch import Watch, first_segment
 from federation.errors import OptionError
 from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute, work_directory
 from federation.runtime.handoff import Handoff
-from federation.runtime.ingest import IngestResult
 from federation.runtime.live import run_id
 from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.segment_spool import sub_spool
 from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
-from federation.runtime.sources import InputSet, prepare_input
 from federation.runtime.tables import snapshot_tables
 
 STRATEGIES = ("replay", "move")
@@ -64,9 +60,8 @@ class _Chain:
     planner, and how each segment runs."""
 
     query: Rstream
-    data: str | Path
-    files: list[PartFile]
-    whole: IngestResult
+    data: str | Path | Mapping[str, str | Path]
+    inp: AdaptiveInput  # each stream's files and spool (streams.py)
     work: Path
     strategy: str
     planner: Callable
@@ -78,11 +73,9 @@ class _Chain:
 
     def __post_init__(self) -> None:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
-        self.stream = windows[0].stream
         self.slide_s = windows[0].slide_s
         self.warm_s = math.ceil(max(w.range_s for w in windows)) + 1
         self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
-        self.position = {n: i for i, n in enumerate(self.whole.file_names)}
         self.history: list[dict[str, str]] = []  # each segment's, for the metrics
 
     def takeover(self, seg: Segment, pp, prev) -> tuple[dict | None, str]:
@@ -96,32 +89,24 @@ class _Chain:
                 return None, f"replay (move does not apply: {e})"
         return None, "replay"
 
-    def spool(self, seg: Segment, moved, k: int):
-        """The segment's input: its part files (a replay's warm-up included), the spool
-        that links them, and how many of them are warm-up."""
+    def spool(self, seg: Segment, moved, k: int) -> SegmentInput:
+        """The segment's input (streams.AdaptiveInput.segment): from its start when it
+        takes the state over, else from a replay's warm-up of the last extent before it."""
         lo = seg.start_at if moved is not None else (
             None if seg.start_at is None else seg.start_at - dt.timedelta(seconds=self.warm_s))
-        mine = [f for f in self.files if (lo is None or f.start >= lo)
-                and (seg.stop_at is None or f.start < seg.stop_at)]
-        span = [self.position[f.path.name] for f in mine]
-        names = self.whole.file_names[span[0]:span[-1] + 1]
-        warm = 0 if seg.start_at is None else next(
-            (self.position[f.path.name] - span[0] for f in mine if f.start >= seg.start_at),
-            len(names))
-        ff = warm if (warm and self.opt.seconds_per_batch == 1) else None
-        sub = sub_spool(self.whole, names, self.work / f"segment{k}" / "spool", self.stream,
-                        warmup=warm if ff else 0, flush_after_s=self.flush_s)
-        return mine, names, warm, ff, sub
+        return self.inp.segment(lo, seg.start_at, seg.stop_at, self.work / f"segment{k}" /
+                                "spool", self.opt.seconds_per_batch == 1, self.flush_s)
 
     def run_segment(self, seg: Segment, k: int, prev, watch: Watch | None, of: str):
         """Run one segment; (its SegmentRun, the rows it owns by query, its gap, what the next
         segment takes over: its plan, its DB-ops' state, its last result's wall time)."""
-        pp, _ = self.planner(with_rate(self.query, seg.rate), seg.placement)
+        pp, _ = self.planner(with_rates(self.query, seg.rates or seg.rate), seg.placement)
         moved, how = self.takeover(seg, pp, prev)
         t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
-        mine, names, warm, ff, sub = self.spool(seg, moved, k)
+        sin = self.spool(seg, moved, k)
+        ff = sin.warm and self.opt.seconds_per_batch == 1  # the warm-up merged (spool)
         self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
-                        total=len(names), unit="event seconds")
+                        total=sin.seconds, unit="event seconds")
         first_at, last_out, stop_t = [None], [None], [None]
 
         def on_batch(m) -> None:
@@ -144,11 +129,12 @@ class _Chain:
                              "since": "the first instant" if seg.start_at is None
                              else str(seg.start_at)})
         r: RunResult = execute(
-            pp, self.data, RunOptions.of(self.opt, sinks=sinks), work_dir=seg_work, warmup_batch_s=10 if ff else None,
+            pp, self.data, RunOptions.of(self.opt, sinks=sinks), work_dir=seg_work,
+            warmup_batch_s=10 if ff else None,
             spark=self.spark, progress=on_batch,
             handoff=Handoff(start_at=seg.start_at if moved is not None else None,
                             stop_at=seg.stop_at, moved=moved or {}, watch=watch,
-                            prepared=InputSet(inputs={self.stream.name: sub}),
+                            prepared=sin.spools,
                             tables=self.tables, segments=tuple(self.history)))
         t_end = time.perf_counter()
         if watch is not None and r.summary.stopped_at is not None:
@@ -156,10 +142,11 @@ class _Chain:
         rows = {q: owned(r.of(q), seg.start_at, seg.stop_at) for q in self.sinks}
         gap = None if prev is None or first_at[0] is None or prev[2] is None \
             else t0 + first_at[0] - prev[2]
-        owned_s = sum(1 for f in mine if (seg.start_at is None or f.start >= seg.start_at)
-                      and (seg.stop_at is None or f.start < seg.stop_at))
+        owned_s = max(sum(1 for f in fs if (seg.start_at is None or f.start >= seg.start_at)
+                          and (seg.stop_at is None or f.start < seg.stop_at))
+                      for fs in sin.files.values())
         run = SegmentRun(segment=seg, strategy=how, moved=r.summary.moved,
-                         input_seconds=len(mine), warmup_seconds=warm,
+                         input_seconds=sin.seconds, warmup_seconds=sin.warm,
                          result_rows=sum(t.num_rows for t in rows.values()),
                          wall_s=t_end - t0,
                          rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
@@ -171,7 +158,7 @@ class _Chain:
         return run, rows, gap, (pp, seg_work / "state", last_out[0] or t_end)
 
 
-def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] | None = None,
+def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], segments: Sequence[Segment] | None = None,
                  options: RunOptions | None = None, *, decide: Mapping | None = None,
                  profile: CostProfile | None = None, spark=None,
                  progress: RunProgress | None = None, strategy: str = "move",
@@ -195,10 +182,6 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     from federation.optimizer import plan_for
 
     opt = RunOptions.of(options, **option_values)
-    streams = sorted({w.stream.name for w in query.walk() if w.kind == "window"})
-    if len(streams) > 1 or not isinstance(data, (str, Path)):
-        raise AdaptiveError("data", f"an adaptive run reads one stream for now; the query "
-                            f"reads {', '.join(streams)}")
     if opt.follow:
         raise AdaptiveError("follow", "an adaptive run reads its data directory once (it "
                             "measures the rates from it); it cannot follow one yet")
@@ -216,37 +199,32 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
     dec = DecideOptions.of(decide)
     windows = [n for n in query.walk() if isinstance(n, Window)]
     fixed = segments is not None
-    if fixed:
-        _check(query, data, 10 * windows[0].slide_s, None, 0.0)  # tuple windows, input
-        files, window_s = part_files(data, windows[0].stream.ts_column), dec.window_s
-    else:
-        window_s, files = _check(query, data, dec.every_s, dec.window_s, dec.margin)
+    _check_options(query, 10 * windows[0].slide_s if fixed else dec.every_s,
+                   0.0 if fixed else dec.margin)
+    window_s = dec.window_s or dec.every_s
     work = work_directory(opt.work_dir, "fedq-adaptive-")
-    stream = windows[0].stream
     prog.phase("reading input", unit="files")
-    whole = prepare_input(data, work / "input" / stream.name, stream, progress=prog.advance,
-                          allowed_lateness_s=opt.allowed_lateness_s,
-                          flush_after_s=end_flush_s(NumberedPlan.of(query).nodes.values()),
-                          domains=opt.domains_of(stream),
-                          tick_s=windows[0].slide_s,
-                          horizon_s=opt.event_horizon_s)
+    inp = AdaptiveInput.read(query, data, work, opt,
+                             end_flush_s(NumberedPlan.of(query).nodes.values()),
+                             windows[0].slide_s, prog.advance)
+    whole = inp.whole
     # every segment reads the tables as they were when the run started (one copy)
     tables = snapshot_tables(query.walk(), work / "input" / "tables", False)
     lg = NumberedPlan.of(query)
     sinks = open_run_sinks(opt, run_id(work, False), False, list(lg.tops), lg.many)
     try:
-        chain = _Chain(query, data, files, whole, work, strategy, planner, prog,
+        chain = _Chain(query, data, inp, work, strategy, planner, prog,
                        RunOptions.of(opt, output=None, work_dir=None, console=False, sinks=()),
                        spark, tables, sinks)
-        seg = segments[0] if fixed else _start(query, files, window_s, dec.start_placement,
-                                               planner)
+        seg = segments[0] if fixed else first_segment(query, inp, window_s,
+                                                      dec.start_placement, planner)
         parts: dict[str, list[pa.Table]] = {q: [] for q in lg.tops}
         runs, gaps, prev = [], [], None
         t_all = time.perf_counter()
         while seg is not None:
             k = len(runs)
             watch = None if fixed else Watch(
-                query, files, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
+                query, inp, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
                 window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
                 slide_s=chain.slide_s, planner=planner, alternatives=alternatives,
                 progress=prog, seconds_per_batch=opt.seconds_per_batch)
@@ -259,7 +237,8 @@ def run_adaptive(query: Rstream, data: str | Path, segments: Sequence[Segment] |
                 gaps.append(gap)
             prev = nxt
             seg = _next_segment(run.segment, segments, len(runs), watch)
-        results = {q: pa.concat_tables(ts) for q, ts in parts.items()}
+        results = {q: pa.concat_tables([t for t in ts if t.num_rows] or ts[:1])
+                   for q, ts in parts.items()}  # an empty segment's table has tau only
         # the results are durable first (a .parquet file is written here), then the report
         end_sinks(sinks, {q: (lambda t=t: t) for q, t in results.items()}, prog.phase)
     finally:
@@ -282,7 +261,7 @@ def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,
     if watch is not None and watch.chosen is not None and seg.stop_at is not None:
         d, cost = watch.chosen
         return Segment(start_at=seg.stop_at, stop_at=None, placement=d.best, rate=d.rate,
-                       reason=d.reason, C_b=cost.vector.C_b,
+                       rates=d.rates, reason=d.reason, C_b=cost.vector.C_b,
                        C_u=cost.vector.C_u)
     return None
 

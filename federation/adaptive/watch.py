@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from federation.adaptive.decide import _cost_change, _decide, with_rate
-from federation.adaptive.inputs import PartFile
+from federation.adaptive.decide import Segment, _cost_change, _decide, with_rates
 from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
 from federation.logical import Node, Rstream, Select, Window
@@ -25,7 +24,8 @@ class Decision(BaseModel):
 
     at: dt.datetime  # the stage-0 clock it was taken at
     running: str
-    rate: float  # input tuples per second in the window (Parquet metadata)
+    rate: float  # input tuples per second in the window, all streams (Parquet metadata)
+    rates: dict[str, float] = {}  # each stream's, of a query over several
     selectivities: dict[str, float]  # of the selections over window rows, measured
     #: the running plan's event seconds per wall second over the window (its stage-0
     #: micro-batches), None when none of them is past its warm-up and its first batch
@@ -36,21 +36,35 @@ class Decision(BaseModel):
     reason: str
 
 
-def row_predicates(query: Rstream) -> list[str]:
-    """The conjuncts of the selections over window rows (the stream's own columns): what
-    the watch measures from the input."""
+def row_predicates(query: Rstream, stream: str | None = None) -> list[str]:
+    """The conjuncts of the selections over window rows (the stream's own columns; of
+    `stream`'s windows only, if given): what the watch measures from the input."""
     out: list[str] = []
     for n in query.walk():
-        if isinstance(n, Select) and _over_stream_columns(n.child):
+        if isinstance(n, Select) and _over_stream_columns(n.child, stream):
             out += [c.sql(dialect="duckdb") for c in split_conjuncts(n.predicate)
                     if c.sql(dialect="duckdb") not in out]
     return out
 
 
-def _over_stream_columns(n: Node) -> bool:
+def _over_stream_columns(n: Node, stream: str | None) -> bool:
     while isinstance(n, Select):
         n = n.child
-    return isinstance(n, Window)
+    return isinstance(n, Window) and stream in (None, n.stream.name)
+
+
+def first_segment(query: Rstream, inp, window_s: float, start_placement: str,
+                  planner: Callable) -> Segment:
+    """The first segment: `start_placement` planned at the first window's measured rates
+    (`inp`: streams.AdaptiveInput)."""
+    first = inp.first
+    head = min(window_s, (inp.last + dt.timedelta(seconds=1) - first).total_seconds())
+    rates = inp.rates(first, first + dt.timedelta(seconds=head))
+    pp, cost = planner(with_rates(query, rates), start_placement)
+    return Segment(start_at=None, stop_at=None, placement=pp.placement_string,
+                   rate=sum(rates.values()), rates=rates if len(rates) > 1 else {},
+                   C_b=cost.vector.C_b, C_u=cost.vector.C_u,
+                   reason=f"start: {start_placement} at the first {head:g} s' rate")
 
 
 class Watch:
@@ -59,22 +73,22 @@ class Watch:
     event time) it measures the window before it (input rate, selectivities, the running
     plan's rho), decides, and returns the migration instant when the run should move."""
 
-    def __init__(self, query: Rstream, files: Sequence[PartFile], running: str,
+    def __init__(self, query: Rstream, inp, running: str,
                  start_at: dt.datetime | None, last_migration: dt.datetime | None, *,
                  every_s: float, window_s: float, margin: float, min_interval_s: float,
                  slide_s: float, planner: Callable, alternatives: Callable | None,
                  progress: RunProgress, seconds_per_batch: int = 1) -> None:
-        self.query, self.files, self.running = query, files, running
+        self.query, self.inp, self.running = query, inp, running  # streams.AdaptiveInput
         self.start_at, self.last_migration = start_at, last_migration
         self.every_s, self.window_s, self.margin = every_s, window_s, margin
         self.min_interval_s, self.slide_s = min_interval_s, slide_s
         self.seconds_per_batch = seconds_per_batch
         self.planner, self.alternatives, self.prog = planner, alternatives, progress
-        self.first = files[0].start
+        self.first, self.last = inp.first, inp.last
         self.next_at = grid_floor(start_at or self.first, every_s) + dt.timedelta(
             seconds=every_s)
         self.batches: list[tuple[dt.datetime, float]] = []
-        self.predicates = row_predicates(query)
+        self.predicates = {n: row_predicates(query, n) for n in inp.streams}
         self.decisions: list[Decision] = []
         self.chosen: tuple[Decision, object] | None = None  # (decision, its plan's cost)
 
@@ -98,7 +112,7 @@ class Watch:
         # the decision instant, the next file's second: the migration instant if it migrates
         at = clock.replace(microsecond=0) + dt.timedelta(seconds=1)
         if at < self.next_at or grid_floor(at, self.slide_s) != at or \
-                at > self.files[-1].start:  # the end-of-input flush: nothing left to move
+                at > self.last:  # the end-of-input flush: nothing left to move
             return None
         self.next_at = grid_floor(at, self.every_s) + dt.timedelta(seconds=self.every_s)
         if (at - self.first).total_seconds() < self.window_s:
@@ -107,16 +121,18 @@ class Watch:
                 (at - self.last_migration).total_seconds() < self.min_interval_s:
             return None
         lo = at - dt.timedelta(seconds=self.window_s)
-        mine = [f for f in self.files if lo <= f.start < at]
-        rate = sum(f.rows for f in mine) / self.window_s
+        rates = self.inp.rates(lo, at)
+        rate = sum(rates.values())
         sels = {}
-        if self.predicates and mine:
-            from db.files import predicate_fractions
+        for name, files in self.inp.between(lo, at).items():
+            if self.predicates[name] and files:
+                from db.files import predicate_fractions
 
-            n, fr = predicate_fractions([f.path for f in mine], self.predicates)
-            sels = {p: f for p, f in zip(self.predicates, fr) if n and not math.isnan(f)}
+                n, fr = predicate_fractions([f.path for f in files], self.predicates[name])
+                sels.update({p: f for p, f in zip(self.predicates[name], fr)
+                             if n and not math.isnan(f)})
         rho = self._rho(clock)
-        q = with_rate(self.query, rate, selectivities=sels)
+        q = with_rates(self.query, rates, selectivities=sels)
         best, best_cost, cur_cost, migrates = _decide(self.planner, q, self.running,
                                                       self.margin, rho, self.alternatives)
         pred = None if cur_cost is None else cur_cost.vector.C_b
@@ -130,6 +146,7 @@ class Watch:
             why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
                    f"margin (C_u {cur_cost.vector.C_u:.3f} vs {best_cost.vector.C_u:.3f})")
         d = Decision(at=at, running=self.running, rate=rate, selectivities=sels, rho=rho,
+                     rates=rates if len(rates) > 1 else {},
                      C_b=pred, best=best.placement_string, migrate=migrates, reason=why)
         self.decisions.append(d)
         self.prog.phase(f"decision at {at:%H:%M:%S}: "

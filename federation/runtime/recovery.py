@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -132,8 +133,12 @@ def run_identity(plan, opt, sources, data, h) -> dict:
     """What must not change between a run and its resumption: the plan, the options
     (RunOptions) that shape its batches, its data (each stream's directory or URL in
     `sources`, else the directory `data`) and a handoff's (`h`) start and stop instants."""
-    data = {n: str(s.path.resolve()) if s.path is not None else s.url
-            for n, s in (sources or {}).items()} or {"": str(Path(data).resolve())}
+    if sources:
+        data = {n: str(s.path.resolve()) if s.path is not None else s.url
+                for n, s in sources.items()}
+    else:  # a handoff's prepared input: the directories it was read from
+        data = {str(k): str(Path(v).resolve()) for k, v in data.items()} \
+            if isinstance(data, Mapping) else {"": str(Path(data).resolve())}
     start_at, stop_at = h.start_at, h.stop_at
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))

@@ -1,0 +1,147 @@
+"""The input of an adaptive run, per stream: each stream's part files (what the watch reads
+of the input: rates from their metadata, selectivities from their rows), its spool validated
+once when the run starts, and the spools of a segment cut from those (no row validated
+again). A query over one stream is the case of one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from federation.adaptive.decide import AdaptiveError
+from federation.adaptive.inputs import PartFile, part_files
+from federation.conventions import SPOOL_MTIME
+from federation.parts import write_part
+from federation.runtime.ingest import IngestResult, punctuation
+from federation.runtime.segment_spool import sub_spool
+from federation.runtime.sources import (
+    InputSet,
+    bind_sources,
+    prepare_input,
+    prepare_inputs,
+    query_streams,
+)
+from federation.streams import StreamDecl
+
+
+@dataclass
+class SegmentInput:
+    """A segment's input: each stream's part files in its span (a replay's warm-up
+    included), how many event seconds are warm-up, and the spools (an InputSet)."""
+
+    files: dict[str, list[PartFile]]
+    warm: int  # warm-up event seconds (the most of any stream)
+    seconds: int  # event seconds in its span (the most of any stream)
+    spools: InputSet
+
+
+@dataclass
+class AdaptiveInput:
+    """Each stream's part files (in event order) and its spool, validated once."""
+
+    streams: dict[str, StreamDecl]
+    files: dict[str, list[PartFile]]
+    whole: InputSet
+
+    @classmethod
+    def read(cls, query, data, work: Path, opt, flush_s: float, tick_s: float,
+             progress) -> AdaptiveInput:
+        """Validate every stream's directory (`data`: one, or {stream: directory}) into
+        `work/input/<stream>` with one flush after the last reading of any."""
+        streams = query_streams(query.walk())
+        sources = bind_sources(streams, data)
+        live = [n for n, s in sources.items() if s.path is None or s.live]
+        if live:
+            raise AdaptiveError("data", f"{live[0]}: an adaptive run replays data directories "
+                                "(a live source's rates are not known ahead); give a directory")
+        files = {n: part_files(sources[n].path, s.ts_column) for n, s in streams.items()}
+        empty = [n for n, fs in files.items() if not fs]
+        if empty:
+            raise AdaptiveError("data", f"no part-*.parquet files with rows for stream "
+                                f"{empty[0]!r} in {sources[empty[0]].path}")
+
+        def prepare(path, out, stream, flush_after_s=None):
+            return prepare_input(path, out, stream, progress=progress, flush_after_s=None,
+                                 allowed_lateness_s=opt.allowed_lateness_s,
+                                 domains=opt.domains_of(stream), tick_s=tick_s,
+                                 horizon_s=opt.event_horizon_s)
+
+        whole = prepare_inputs(sources, streams, work / "input", prepare, flush_s,
+                               opt.allowed_lateness_s)
+        return cls(streams, files, whole)
+
+    @property
+    def first(self) -> dt.datetime:
+        return min(fs[0].start for fs in self.files.values())
+
+    @property
+    def last(self) -> dt.datetime:
+        """The event second of the last file of any stream."""
+        return max(fs[-1].start for fs in self.files.values())
+
+    def between(self, lo: dt.datetime | None, hi: dt.datetime | None
+                ) -> dict[str, list[PartFile]]:
+        """Each stream's files of the event seconds in [lo, hi) (None: unbounded)."""
+        return {n: [f for f in fs if (lo is None or f.start >= lo)
+                    and (hi is None or f.start < hi)] for n, fs in self.files.items()}
+
+    def rates(self, lo: dt.datetime, hi: dt.datetime) -> dict[str, float]:
+        """Each stream's tuples per second in [lo, hi)."""
+        s = (hi - lo).total_seconds()
+        return {n: sum(f.rows for f in fs) / s for n, fs in self.between(lo, hi).items()}
+
+    def segment(self, lo: dt.datetime | None, start_at: dt.datetime | None,
+                stop_at: dt.datetime | None, out: Path, fast_warmup: bool,
+                flush_after_s: float) -> SegmentInput:
+        """The spools of a segment over [lo, stop_at), warm-up [lo, start_at): each
+        stream's consecutive spool files linked (`sub_spool`); with `fast_warmup` the
+        warm-up files are merged into files of 10 event seconds. A stream without a file
+        in the span is quiet there: its clock is at the segment's end at once (a
+        punctuation at `stop_at`, or the input's flush); without one a stage's clock (the
+        slowest source's) would not exist, and the segment's instants would wait for its
+        drain."""
+        mine = self.between(lo, stop_at)
+        spools, warm = {}, 0
+        for n, fs in mine.items():
+            res = self.whole.inputs[n]
+            if not fs:
+                spools[n] = _quiet_spool(res, self.streams[n], out / n, stop_at)
+                continue
+            at = {name: i for i, name in enumerate(res.file_names)}
+            span = [at[f.path.name] for f in fs]
+            names = res.file_names[span[0]:span[-1] + 1]
+            w = 0 if start_at is None else next(
+                (at[f.path.name] - span[0] for f in fs if f.start >= start_at), len(names))
+            warm = max(warm, w)
+            spools[n] = sub_spool(res, names, out / n, self.streams[n],
+                                  warmup=w if fast_warmup else 0, flush_after_s=flush_after_s)
+        seconds = max(len(fs) for fs in mine.values())
+        return SegmentInput(mine, warm, seconds, InputSet(inputs=spools))
+
+
+def _quiet_spool(whole: IngestResult, stream: StreamDecl, out: Path,
+                 stop_at: dt.datetime | None) -> IngestResult:
+    """The spool of a stream with no file in a segment's span: one punctuation at the
+    segment's end (`stop_at`), or the input's own flush (the last segment)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.parquet"):
+        old.unlink()
+    first = out / "part-00000000.parquet"
+    flush = whole.spool_dir / f"part-{whole.spool_files:08d}.parquet"
+    if stop_at is not None:
+        write_part(first, punctuation(stream, stop_at), SPOOL_MTIME)
+    elif flush.exists():
+        os.link(flush, first)
+    return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=0,
+                        rows_in=0, rows_ok=0, first_ts=None, last_ts=stop_at,
+                        spool_files=0, warmup_files=0, file_names=[], file_rows=[],
+                        file_lo=[])
+
+
+def total(rates: Mapping[str, float]) -> float:
+    """The tuples per second of all streams."""
+    return math.fsum(rates.values())
