@@ -5,6 +5,7 @@ the next taking the window state over (move) or replaying the last extent."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from federation.adaptive.decide import (
     _check_options,
     with_rates,
 )
+from federation.adaptive.log import Decided, SegmentLog, claim_adaptive, finished_rows
 from federation.adaptive.output import AdaptiveResult, SegmentRun, owned, segment_sinks
 from federation.adaptive.streams import AdaptiveInput, SegmentInput
 from federation.adaptive.watch import Watch, first_segment
@@ -34,7 +36,9 @@ from federation.runtime.live import run_id
 from federation.runtime.move import NotMovable, plan_move
 from federation.runtime.options import CheckedOptions
 from federation.runtime.progress import RunProgress, as_progress
+from federation.runtime.recovery import WorkLock, fault_point
 from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
+from federation.runtime.stages import StagedPlan
 from federation.runtime.tables import snapshot_tables
 
 STRATEGIES = ("replay", "move")
@@ -97,9 +101,13 @@ class _Chain:
         return self.inp.segment(lo, seg.start_at, seg.stop_at, self.work / f"segment{k}" /
                                 "spool", self.opt.seconds_per_batch == 1, self.flush_s)
 
-    def run_segment(self, seg: Segment, k: int, prev, watch: Watch | None, of: str):
+    def run_segment(self, seg: Segment, k: int, prev, watch, of: str,
+                    on_decided: Callable | None = None):
         """Run one segment; (its SegmentRun, the rows it owns by query, its gap, what the next
-        segment takes over: its plan, its DB-ops' state, its last result's wall time)."""
+        segment takes over: its plan, its DB-ops' state, its last result's wall time).
+        `on_decided(at)`: the watch decided to migrate at `at` (the log keeps it)."""
+        if seg.start_at is not None:  # the old placement stopped, the new one not started
+            fault_point("migration")
         pp, _ = self.planner(with_rates(self.query, seg.rates or seg.rate), seg.placement)
         moved, how = self.takeover(seg, pp, prev)
         t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
@@ -119,6 +127,8 @@ class _Chain:
                 watch.batch(m)
                 if watch.chosen is not None and stop_t[0] is None:
                     stop_t[0] = time.perf_counter()
+                    if on_decided is not None:
+                        on_decided(watch.chosen[0].at)
             self.prog.batch(m)
 
         seg_work = self.work / f"segment{k}" / "work"
@@ -203,46 +213,64 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
                    0.0 if fixed else dec.margin)
     window_s = dec.window_s or dec.every_s
     work = work_directory(opt.work_dir, "fedq-adaptive-")
-    prog.phase("reading input", unit="files")
-    inp = AdaptiveInput.read(query, data, work, opt,
-                             end_flush_s(NumberedPlan.of(query).nodes.values()),
-                             windows[0].slide_s, prog.advance)
-    whole = inp.whole
-    # every segment reads the tables as they were when the run started (one copy)
-    tables = snapshot_tables(query.walk(), work / "input" / "tables", False)
-    lg = NumberedPlan.of(query)
-    sinks = open_run_sinks(opt, run_id(work, False), False, list(lg.tops), lg.many)
+    lock = WorkLock.hold(work)
     try:
-        chain = _Chain(query, data, inp, work, strategy, planner, prog,
-                       RunOptions.of(opt, output=None, work_dir=None, console=False, sinks=()),
-                       spark, tables, sinks)
-        seg = segments[0] if fixed else first_segment(query, inp, window_s,
-                                                      dec.start_placement, planner)
-        parts: dict[str, list[pa.Table]] = {q: [] for q in lg.tops}
-        runs, gaps, prev = [], [], None
-        t_all = time.perf_counter()
-        while seg is not None:
-            k = len(runs)
-            watch = None if fixed else Watch(
-                query, inp, seg.placement, seg.start_at, seg.start_at, every_s=dec.every_s,
-                window_s=window_s, margin=dec.margin, min_interval_s=dec.min_interval_s,
-                slide_s=chain.slide_s, planner=planner, alternatives=alternatives,
-                progress=prog, seconds_per_batch=opt.seconds_per_batch)
-            run, rows, gap, nxt = chain.run_segment(seg, k, prev, watch,
-                                                    f"/{len(segments)}" if fixed else "")
-            for q, t in rows.items():
-                parts[q].append(t)
-            runs.append(run)
-            if prev is not None:
-                gaps.append(gap)
-            prev = nxt
-            seg = _next_segment(run.segment, segments, len(runs), watch)
-        results = {q: pa.concat_tables([t for t in ts if t.num_rows] or ts[:1])
-                   for q, ts in parts.items()}  # an empty segment's table has tau only
-        # the results are durable first (a .parquet file is written here), then the report
-        end_sinks(sinks, {q: (lambda t=t: t) for q, t in results.items()}, prog.phase)
+        resuming = claim_adaptive(work, _identity(query, data, opt, strategy, segments, dec))
+        prog.phase("reading input", unit="files")
+        inp = AdaptiveInput.read(query, data, work, opt,
+                                 end_flush_s(NumberedPlan.of(query).nodes.values()),
+                                 windows[0].slide_s, prog.advance, resuming)
+        # every segment reads the tables as they were when the run started (one copy)
+        tables = snapshot_tables(query.walk(), work / "input" / "tables", resuming)
+        lg = NumberedPlan.of(query)
+        sinks = open_run_sinks(opt, run_id(work, resuming), resuming, list(lg.tops), lg.many)
+        try:
+            chain = _Chain(query, data, inp, work, strategy, planner, prog,
+                           RunOptions.of(opt, output=None, work_dir=None, console=False,
+                                         sinks=()), spark, tables, sinks)
+            log = SegmentLog(work, resuming)
+            runs, parts, prev = _resumed(chain, log)
+            seg = _first(chain, log, segments, window_s, dec.start_placement)
+            gaps, t_all = [], time.perf_counter()
+            while seg is not None:
+                k = len(runs)
+                logged = log.entries[k] if k < len(log.entries) else None
+                log.start(k, seg)
+                if logged is not None and not fixed and logged.next is not None:
+                    seg, watch = seg.model_copy(update={"stop_at": None}), Decided(
+                        logged.segment.stop_at)  # decided before the kill: completed
+                else:
+                    watch = None if fixed else Watch(
+                        query, inp, seg.placement, seg.start_at, seg.start_at,
+                        every_s=dec.every_s, window_s=window_s, margin=dec.margin,
+                        min_interval_s=dec.min_interval_s, slide_s=chain.slide_s,
+                        planner=planner, alternatives=alternatives, progress=prog,
+                        seconds_per_batch=opt.seconds_per_batch)
+
+                def decided(at, k=k, seg=seg, watch=watch):
+                    nxt = _next_segment(seg.model_copy(update={"stop_at": at}), None, k, watch)
+                    log.decided(k, at, nxt)
+
+                run, rows, gap, nxt = chain.run_segment(
+                    seg, k, prev, watch, f"/{len(segments)}" if fixed else "", decided)
+                log.finished(k, run)
+                for q, t in rows.items():
+                    parts[q].append(t)
+                runs.append(run)
+                if prev is not None:
+                    gaps.append(gap)
+                prev = nxt
+                seg = log.entries[k].next if not fixed else (
+                    segments[k + 1] if k + 1 < len(segments) else None)
+            results = {q: pa.concat_tables([t for t in ts if t.num_rows] or ts[:1])
+                       for q, ts in parts.items()}  # an empty segment's table has tau only
+            # the results are durable first (a .parquet file is written here), then the report
+            end_sinks(sinks, {q: (lambda t=t: t) for q, t in results.items()}, prog.phase)
+        finally:
+            close_sinks(sinks, RunOptions.of(opt, sinks=()))  # the user's sinks too: once
     finally:
-        close_sinks(sinks, RunOptions.of(opt, sinks=()))  # the user's sinks too: once
+        lock.close()
+    whole = inp.whole
     output = output_written(sinks) or opt.output
     first = next(iter(results.values()))
     return AdaptiveResult(rows=first, results=results if lg.many else None,
@@ -251,6 +279,55 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
                           dead_lettered=whole.rows_dead, dead_by_reason=whole.dead,
                           quarantined=whole.quarantined,
                           deadletter_dir=str(whole.deadletter_dir))
+
+
+def _identity(query, data, opt: RunOptions, strategy: str, segments, dec) -> dict:
+    """What must not change between an adaptive run and its resumption (log.py)."""
+    lg = NumberedPlan.of(query)
+    text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
+    where = {str(k): str(Path(v).resolve()) for k, v in data.items()} \
+        if isinstance(data, Mapping) else str(Path(data).resolve())
+    return {"adaptive": True, "query": lg.root.name,
+            "plan_sha": hashlib.sha256(text.encode()).hexdigest()[:16], "data": where,
+            "strategy": strategy, "feed": opt.feed,
+            "seconds_per_batch": opt.seconds_per_batch,
+            "allowed_lateness_s": opt.allowed_lateness_s,
+            "segments": None if segments is None else [
+                s.model_dump(mode="json") for s in segments],
+            "decide": None if segments is not None else dec.model_dump(mode="json")}
+
+
+def _resumed(chain: _Chain, log: SegmentLog):
+    """The finished segments of an interrupted run (log.py): their records, the rows they
+    own by query (read from their result parts), what the next segment takes over."""
+    parts: dict[str, list[pa.Table]] = {q: [] for q in chain.sinks}
+    runs, prev = [], None
+    for k, e in enumerate(log.done):
+        seg = e.run.segment
+        pp, _ = chain.planner(with_rates(chain.query, seg.rates or seg.rate), seg.placement)
+        seg_work = chain.work / f"segment{k}" / "work"
+        for q, t in finished_rows(seg_work, seg, StagedPlan.of(pp).columns).items():
+            parts[q].append(t)
+        runs.append(e.run)
+        chain.history.append({"placement": seg.placement, "strategy": e.run.strategy,
+                              "reason": seg.reason, "since": "the first instant"
+                              if seg.start_at is None else str(seg.start_at)})
+        prev = (pp, seg_work / "state", None)
+    return runs, parts, prev
+
+
+def _first(chain: _Chain, log: SegmentLog, segments, window_s: float,
+           start_placement: str) -> Segment | None:
+    """The segment to run first: the one in progress when the run was killed, the next
+    after its finished ones, or the first of a new run."""
+    k = len(log.done)
+    if k < len(log.entries):
+        return log.entries[k].segment
+    if segments is not None:
+        return segments[k] if k < len(segments) else None
+    if k:
+        return log.entries[k - 1].next
+    return first_segment(chain.query, chain.inp, window_s, start_placement, chain.planner)
 
 
 def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,

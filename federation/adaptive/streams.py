@@ -21,6 +21,7 @@ from federation.runtime.segment_spool import sub_spool
 from federation.runtime.sources import (
     InputSet,
     bind_sources,
+    load_inputs,
     prepare_input,
     prepare_inputs,
     query_streams,
@@ -49,9 +50,10 @@ class AdaptiveInput:
 
     @classmethod
     def read(cls, query, data, work: Path, opt, flush_s: float, tick_s: float,
-             progress) -> AdaptiveInput:
+             progress, resuming: bool = False) -> AdaptiveInput:
         """Validate every stream's directory (`data`: one, or {stream: directory}) into
-        `work/input/<stream>` with one flush after the last reading of any."""
+        `work/input/<stream>` with one flush after the last reading of any (`resuming`:
+        the spools of the interrupted run, complete, are read back)."""
         streams = query_streams(query.walk())
         sources = bind_sources(streams, data)
         live = [n for n, s in sources.items() if s.path is None or s.live]
@@ -70,6 +72,8 @@ class AdaptiveInput:
                                  domains=opt.domains_of(stream), tick_s=tick_s,
                                  horizon_s=opt.event_horizon_s)
 
+        if resuming:
+            return cls(streams, files, load_inputs(work / "input"))
         whole = prepare_inputs(sources, streams, work / "input", prepare, flush_s,
                                opt.allowed_lateness_s)
         return cls(streams, files, whole)
