@@ -267,7 +267,9 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
             # the results are durable first (a .parquet file is written here), then the report
             end_sinks(sinks, {q: (lambda t=t: t) for q, t in results.items()}, prog.phase)
         finally:
-            close_sinks(sinks, RunOptions.of(opt, sinks=()))  # the user's sinks too: once
+            close_sinks(sinks, opt)
+            for user in opt.sinks:  # the user's too (execute closes a plain run's)
+                user.close()
     finally:
         lock.close()
     whole = inp.whole
