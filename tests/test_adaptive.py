@@ -381,3 +381,52 @@ def test_an_adaptive_run_killed_resumes_with_each_instant_once(fault, tmp_path):
         got = pq.read_table(out)
     problem = diff_results(got, want)  # a multiset: an instant twice fails here
     assert problem is None, problem
+
+
+DECIDING = """
+import sys
+from federation.adaptive import decide_and_run
+from federation.smartplug.queries import QUERIES
+data, work, out = sys.argv[1:4]
+q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
+r = decide_and_run(q, data, work_dir=work, output=out, seconds_per_batch=5,
+                   decide={"every_s": 5, "start_placement": "db"})
+print("segments", len(r.segments), [str(s.segment.start_at) for s in r.segments])
+"""
+
+
+def test_a_migration_decided_before_a_kill_is_completed_on_resume(tmp_path):
+    """A run that decides while it runs, killed in its first segment after a decision to
+    migrate at 00:00:20 was logged (written into the log as the watch writes it: on this
+    machine's one-engine plans the watch keeps DuckDB), then the same command: the segment
+    resumes and stops at the logged instant, the logged next segment takes over (state
+    moved), and the output equals the reference (no JVM)."""
+    import os
+    import subprocess
+    import sys
+
+    data, work, out = tmp_path / "data", tmp_path / "w", tmp_path / "out.parquet"
+    generate(data, rate_profile=[(150, 15), (600, 12), (150, 15)], plugs=40, seed=4)
+    cmd = [sys.executable, "-c", DECIDING, str(data), str(work), str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "FEDQ_FAULT": "after_commit:2"}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                       start_new_session=True, check=False)
+    assert p.returncode == -9, p.stderr[-2000:]
+    path = work / "segments.json"
+    log = json.loads(path.read_text())
+    (first,) = log["segments"]
+    at = T0 + dt.timedelta(seconds=20)
+    first["segment"]["stop_at"] = at.isoformat()
+    first["next"] = Segment(start_at=at, stop_at=None, placement=first["segment"]["placement"],
+                            rate=600, reason="logged before the kill").model_dump(mode="json")
+    path.write_text(json.dumps(log))
+    env.pop("FEDQ_FAULT")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                       start_new_session=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"segments 2 ['None', '{at}']" in r.stdout, r.stdout
+    rows = pa.concat_tables(pq.read_table(f.path) for f in part_files(data, "ts"))
+    want = reference_result(QUERIES["CQ3"](rate=150, scale=0.05, plugs=40), rows)
+    problem = diff_results(pq.read_table(out), want)
+    assert problem is None, problem
