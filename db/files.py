@@ -51,14 +51,18 @@ def cast_checked(table: pa.Table, columns: dict[str, str]) -> tuple[pa.Table, in
     return good, n_bad
 
 
-def predicate_fractions(paths: list[Path], predicates: list[str]) -> tuple[int, list[float]]:
-    """The rows of these Parquet files and the fraction of them each predicate (DuckDB SQL
-    over the files' columns) holds for (0 of 0 rows: fractions are NaN)."""
+def predicate_fractions(paths: list[Path], predicates: list[str], where: str | None = None
+                        ) -> tuple[int, list[float]]:
+    """The rows of these Parquet files (those `where` holds for, if given) and the fraction
+    of them each predicate (DuckDB SQL over the files' columns) holds for (0 of 0 rows:
+    fractions are NaN)."""
     if not paths or not predicates:
         return 0, [float("nan")] * len(predicates)
     con = duckdb.connect()
     files = "[" + ", ".join(_lit(str(p)) for p in paths) + "]"
     cols = ", ".join(f"avg(CASE WHEN ({p}) THEN 1.0 ELSE 0.0 END)" for p in predicates)
-    row = con.execute(f"SELECT count(*), {cols} FROM read_parquet({files})").fetchall()[0]
+    cond = f" WHERE {where}" if where else ""
+    row = con.execute(f"SELECT count(*), {cols} FROM read_parquet({files}){cond}"
+                      ).fetchall()[0]
     con.close()
     return int(row[0]), [float("nan") if v is None else float(v) for v in row[1:]]

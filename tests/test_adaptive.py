@@ -430,3 +430,33 @@ def test_a_migration_decided_before_a_kill_is_completed_on_resume(tmp_path):
     want = reference_result(QUERIES["CQ3"](rate=150, scale=0.05, plugs=40), rows)
     problem = diff_results(pq.read_table(out), want)
     assert problem is None, problem
+
+
+def test_the_watch_reads_what_the_spool_holds(tmp_path):
+    """The watch's input is the spool's records, not the data directory: the rates count
+    the readings that passed validation (a bad row is not one), and a selectivity is over
+    the spool's readings only (not its tick and punctuation rows)."""
+    from db.files import predicate_fractions
+    from federation.adaptive.streams import AdaptiveInput
+    from federation.conventions import DATA, KIND
+    from federation.runtime import RunOptions
+
+    data = tmp_path / "data"
+    generate(data, rate=40, seconds=12, plugs=20, seed=2)
+    first = min(data.glob("part-*.parquet"))
+    t = pq.read_table(first)
+    pq.write_table(t.set_column(t.column_names.index("plug_id"), "plug_id", pa.array(
+        [None] + t.column("plug_id").to_pylist()[1:], t.schema.field("plug_id").type)), first)
+    q = QUERIES["CQ3"](rate=40, scale=0.05, plugs=20)
+    inp = AdaptiveInput.read(q, data, tmp_path / "w", RunOptions(), 600.0, 1.0, None)
+    files = inp.files["smartplug"]
+    assert [f.rows for f in files] == [t.num_rows - 1] + [
+        pq.read_metadata(p).num_rows for p in sorted(data.glob("part-*.parquet"))[1:]]
+    assert inp.rates(T0, T0 + dt.timedelta(seconds=2)) == {
+        "smartplug": (files[0].rows + files[1].rows) / 2}
+    src = pq.read_table(sorted(data.glob("part-*.parquet"))[1])
+    want = pc.sum(pc.equal(src.column("property"), 1)).as_py() / src.num_rows
+    n, (got,) = predicate_fractions([files[1].path], ["property = 1"], f"{KIND} = {DATA}")
+    assert n == src.num_rows and got == pytest.approx(want)
+    _, (all_rows,) = predicate_fractions([files[1].path], ["property = 1"])
+    assert all_rows < got  # the markers would dilute it

@@ -1,7 +1,8 @@
-"""The input of an adaptive run, per stream: each stream's part files (what the watch reads
-of the input: rates from their metadata, selectivities from their rows), its spool validated
-once when the run starts, and the spools of a segment cut from those (no row validated
-again). A query over one stream is the case of one."""
+"""The input of an adaptive run, per stream: its spool, validated once when the run starts,
+what the watch reads of it (each input file's spool file, event second and good rows, from
+the spool's records: what has arrived, as validated, never a file ahead of the clock), and
+the spools of a segment cut from it (no row validated again). A query over one stream is
+the case of one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from federation.adaptive.decide import AdaptiveError
-from federation.adaptive.inputs import PartFile, part_files
+from federation.adaptive.inputs import PartFile
 from federation.conventions import SPOOL_MTIME
 from federation.parts import write_part
 from federation.runtime.ingest import IngestResult, punctuation
@@ -40,13 +41,34 @@ class SegmentInput:
     spools: InputSet
 
 
+def spool_files(res: IngestResult) -> list[PartFile]:
+    """The input files a spool holds, as the watch reads them: each one's spool file (spool
+    file i holds input file i), its event second and its good rows; files without one are
+    left out."""
+    out = []
+    for i, (lo, n) in enumerate(zip(res.file_lo, res.file_rows)):
+        if lo is None or not n:
+            continue
+        if lo.tzinfo is not None:
+            lo = lo.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        out.append(PartFile(res.spool_dir / f"part-{i:08d}.parquet",
+                            lo.replace(microsecond=0), n))
+    return out
+
+
 @dataclass
 class AdaptiveInput:
-    """Each stream's part files (in event order) and its spool, validated once."""
+    """Each stream's spool, validated once, and the input files it holds (spool_files)."""
 
     streams: dict[str, StreamDecl]
-    files: dict[str, list[PartFile]]
     whole: InputSet
+
+    def __post_init__(self) -> None:
+        self.files = {n: spool_files(r) for n, r in self.whole.inputs.items()}
+        empty = [n for n, fs in self.files.items() if not fs]
+        if empty:
+            raise AdaptiveError("data", f"no valid reading of stream {empty[0]!r} in its "
+                                f"input ({self.whole.inputs[empty[0]].files} files)")
 
     @classmethod
     def read(cls, query, data, work: Path, opt, flush_s: float, tick_s: float,
@@ -60,11 +82,6 @@ class AdaptiveInput:
         if live:
             raise AdaptiveError("data", f"{live[0]}: an adaptive run replays data directories "
                                 "(a live source's rates are not known ahead); give a directory")
-        files = {n: part_files(sources[n].path, s.ts_column) for n, s in streams.items()}
-        empty = [n for n, fs in files.items() if not fs]
-        if empty:
-            raise AdaptiveError("data", f"no part-*.parquet files with rows for stream "
-                                f"{empty[0]!r} in {sources[empty[0]].path}")
 
         def prepare(path, out, stream, flush_after_s=None):
             return prepare_input(path, out, stream, progress=progress, flush_after_s=None,
@@ -73,10 +90,9 @@ class AdaptiveInput:
                                  horizon_s=opt.event_horizon_s)
 
         if resuming:
-            return cls(streams, files, load_inputs(work / "input"))
-        whole = prepare_inputs(sources, streams, work / "input", prepare, flush_s,
-                               opt.allowed_lateness_s)
-        return cls(streams, files, whole)
+            return cls(streams, load_inputs(work / "input"))
+        return cls(streams, prepare_inputs(sources, streams, work / "input", prepare, flush_s,
+                                           opt.allowed_lateness_s))
 
     @property
     def first(self) -> dt.datetime:
@@ -115,11 +131,10 @@ class AdaptiveInput:
             if not fs:
                 spools[n] = _quiet_spool(res, self.streams[n], out / n, stop_at)
                 continue
-            at = {name: i for i, name in enumerate(res.file_names)}
-            span = [at[f.path.name] for f in fs]
+            span = [int(f.path.stem.removeprefix("part-")) for f in fs]  # spool i: input i
             names = res.file_names[span[0]:span[-1] + 1]
             w = 0 if start_at is None else next(
-                (at[f.path.name] - span[0] for f in fs if f.start >= start_at), len(names))
+                (i - span[0] for i, f in zip(span, fs) if f.start >= start_at), len(names))
             warm = max(warm, w)
             spools[n] = sub_spool(res, names, out / n, self.streams[n],
                                   warmup=w if fast_warmup else 0, flush_after_s=flush_after_s)

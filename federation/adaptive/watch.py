@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from federation.adaptive.decide import Segment, _cost_change, _decide, with_rates
+from federation.conventions import DATA, KIND
 from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
 from federation.logical import Node, Rstream, Select, Window
@@ -128,7 +129,8 @@ class Watch:
             if self.predicates[name] and files:
                 from db.files import predicate_fractions
 
-                n, fr = predicate_fractions([f.path for f in files], self.predicates[name])
+                n, fr = predicate_fractions([f.path for f in files], self.predicates[name],
+                                            f"{KIND} = {DATA}")  # the spool's readings
                 sels.update({p: f for p, f in zip(self.predicates[name], fr)
                              if n and not math.isnan(f)})
         rho = self._rho(clock)
