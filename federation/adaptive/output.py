@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from federation.adaptive.decide import Segment
 from federation.adaptive.watch import Decision
+from federation.runtime.result import rows_of
 from federation.runtime.sinks import is_durable
 
 #: segment k's micro-batch b reaches the run's sinks as batch k * SEGMENT_KEYS + b
@@ -136,8 +137,4 @@ class AdaptiveResult(BaseModel):
 
     def of(self, query: str) -> pa.Table:
         """The rows of query `query` (a run of several queries)."""
-        if self.results is None:
-            return self.rows
-        if query not in self.results:
-            raise KeyError(f"no query {query!r} in this run: {', '.join(self.results)}")
-        return self.results[query]
+        return rows_of(self.rows, self.results, query)

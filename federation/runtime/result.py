@@ -125,11 +125,17 @@ class RunResult:
 
     def of(self, query: str) -> pa.Table:
         """The rows of query `query` (a run of several queries)."""
-        if self.results is None:
-            return self.rows
-        if query not in self.results:
-            raise KeyError(f"no query {query!r} in this run: {', '.join(self.results)}")
-        return self.results[query]
+        return rows_of(self.rows, self.results, query)
+
+
+def rows_of(rows: pa.Table, results: dict[str, pa.Table] | None, query: str) -> pa.Table:
+    """The rows of query `query` of a run's result: `results` by query (a run of several),
+    else the one query's `rows`."""
+    if results is None:
+        return rows
+    if query not in results:
+        raise KeyError(f"no query {query!r} in this run: {', '.join(results)}")
+    return results[query]
 
 
 def results_table(parts: list[pa.Table], columns: list[str]) -> pa.Table:
