@@ -11,7 +11,6 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from federation.conventions import TAU
-from federation.runtime.ingest import IngestResult
 
 
 class BatchMetrics(BaseModel):
@@ -116,7 +115,7 @@ class RunResult:
     metrics: list[BatchMetrics]
     summary: RunSummary
     plan: Any  # the PhysicalPlan that ran
-    ingest: IngestResult
+    ingest: Any  # the run's input (sources.InputSet: each stream's spool and counts)
     #: of several queries: each query's rows by its name (`rows` holds the first's)
     results: dict[str, pa.Table] | None = None
 
