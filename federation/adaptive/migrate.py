@@ -1,7 +1,6 @@
 """Migrate: run the chain of segments, each under its placement over the instants it owns,
 the next taking the window state over (move) or replaying the last extent."""
 
-
 from __future__ import annotations
 
 import datetime as dt
@@ -340,8 +339,7 @@ def _next_segment(seg: Segment, segments: Sequence[Segment] | None, k: int,
     if watch is not None and watch.chosen is not None and seg.stop_at is not None:
         d, cost = watch.chosen
         return Segment(start_at=seg.stop_at, stop_at=None, placement=d.best, rate=d.rate,
-                       rates=d.rates, reason=d.reason, C_b=cost.vector.C_b,
-                       C_u=cost.vector.C_u)
+                       rates=d.rates, reason=d.reason, C_b=cost.vector.C_b, C_u=cost.vector.C_u)
     return None
 
 
