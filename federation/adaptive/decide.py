@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,10 +18,24 @@ from federation.adaptive.inputs import PartFile, measured_rates, part_files
 from federation.errors import FedqError, OptionError
 from federation.instants import grid_floor
 from federation.logical import Node, Rstream, Window
+from federation.runtime.options import CheckedOptions
 
 
 class AdaptiveError(OptionError):
     """A query or an input that adaptive runs cannot take."""
+
+
+class DecideOptions(CheckedOptions):
+    """The decision options of a run that decides while it runs (`decide=`), checked once;
+    an AdaptiveError names a bad one."""
+
+    error: ClassVar[type[OptionError]] = AdaptiveError
+
+    start_placement: str = "auto"
+    every_s: float = 10.0
+    margin: float = 0.1
+    min_interval_s: float = 30.0
+    window_s: float | None = None
 
 
 
@@ -153,9 +168,15 @@ def migrations_over(make_query: Callable[[float], Rstream], rates: Sequence[floa
     return out
 
 
-def _check_options(query: Rstream, every_s: float, margin: float) -> None:
-    """The decision options checked (AdaptiveError names the bad one)."""
+def _check_options(query: Rstream, every_s: float, margin: float,
+                   segments: Sequence[Segment] | None = None) -> None:
+    """The decision options, or the given segments, checked (AdaptiveError names the bad
+    one): a migration instant is an instant of the query (on its slide's grid)."""
     windows = [n for n in query.walk() if isinstance(n, Window)]
+    for s in segments or ():
+        if s.start_at is not None and grid_floor(s.start_at, windows[0].slide_s) != s.start_at:
+            raise AdaptiveError("segments", f"{s.start_at} is not an instant of the query "
+                                f"(a multiple of its slide, {windows[0].slide_s:g} s)")
     if any(w.range_s is None for w in windows):
         raise AdaptiveError("adaptive", "tuple windows (rows=...) are not supported: their "
                             "state is not bounded by event time, so no placement can take "

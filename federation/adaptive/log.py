@@ -11,8 +11,10 @@ starts.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,6 +72,16 @@ class SegmentLog:
         self.entries[k].run = run
         self._save()
 
+    def resume_at(self, segments, first) -> Segment | None:
+        """The segment to run first: the one in progress when the run was killed, the next
+        after its finished ones (given, or decided), or `first()`, a new run's."""
+        k = len(self.done)
+        if k < len(self.entries):
+            return self.entries[k].segment
+        if segments is not None:
+            return segments[k] if k < len(segments) else None
+        return self.entries[k - 1].next if k else first()
+
     @property
     def done(self) -> list[LogEntry]:
         """The finished segments, in order."""
@@ -108,3 +120,27 @@ def finished_rows(seg_work: Path, seg: Segment, columns: dict[str, list[str]]
     """The rows a finished segment owns, by query, read from its result parts."""
     return {q: owned(ResultParts(results_dir(seg_work, q), cols).table(), seg.start_at,
                      seg.stop_at) for q, cols in columns.items()}
+
+
+def adaptive_identity(query, data, opt, strategy: str, segments, dec) -> dict:
+    """What must not change between an adaptive run and its resumption: the plan, its
+    input (each stream's directory or source), the options that shape its batches."""
+    from federation.logical import NumberedPlan
+    from federation.runtime.connectors import parse_source
+
+    def where(v) -> str:
+        s = parse_source(v)
+        return s.url if s.path is None else str(s.path.resolve())
+
+    lg = NumberedPlan.of(query)
+    text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))
+    return {"adaptive": True, "query": lg.root.name,
+            "plan_sha": hashlib.sha256(text.encode()).hexdigest()[:16],
+            "data": {str(k): where(v) for k, v in data.items()}
+            if isinstance(data, Mapping) else where(data),
+            "strategy": strategy, "feed": opt.feed, "follow": opt.follow,
+            "seconds_per_batch": opt.seconds_per_batch,
+            "allowed_lateness_s": opt.allowed_lateness_s,
+            "segments": None if segments is None else [
+                s.model_dump(mode="json") for s in segments],
+            "decide": None if segments is not None else dec.model_dump(mode="json")}

@@ -55,6 +55,7 @@ class SegmentSink:
                  stop: Callable[[], dt.datetime | None], sinks: Mapping[str, list],
                  durable: bool) -> None:
         self.k, self.start_at, self.stop, self.durable = k, start_at, stop, durable
+        self.rows = 0  # the rows it passed on (owned)
         self.sinks = {q: [s for s in ss if is_durable(s) == durable] for q, ss in sinks.items()}
 
     def put(self, key: tuple[int, int], rows: pa.Table, query: str) -> None:
@@ -62,6 +63,7 @@ class SegmentSink:
         if not mine.num_rows:
             return
         key = (key[0], self.k * SEGMENT_KEYS + key[1])
+        self.rows += mine.num_rows
         for s in self.sinks[query]:
             s.put(key, mine, query=query)
 
@@ -114,7 +116,8 @@ class AdaptiveResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    rows: pa.Table  # the query's (of several: the first's)
+    #: the query's (of several: the first's); None for a live run (in its sinks only)
+    rows: pa.Table | None = None
     #: of several queries: each query's rows by its name
     results: dict[str, pa.Table] | None = None
     #: where the result files are (a Parquet file sink's path), if any
@@ -130,6 +133,8 @@ class AdaptiveResult(BaseModel):
     dead_by_reason: dict[str, int] = {}
     quarantined: list[dict[str, str]] = []  # part files that could not be read
     deadletter_dir: str | None = None
+
+    halted: bool = False  # a live run stopped by its `halt` (the same call resumes it)
 
     @property
     def migrations(self) -> int:

@@ -38,7 +38,8 @@ class SegmentInput:
     files: dict[str, list[PartFile]]
     warm: int  # warm-up event seconds (the most of any stream)
     seconds: int  # event seconds in its span (the most of any stream)
-    spools: InputSet
+    spools: InputSet | None
+    link: object = None  # a live segment's input instead (live.SpoolLink, started)
 
 
 def spool_files(res: IngestResult) -> list[PartFile]:
@@ -102,6 +103,10 @@ class AdaptiveInput:
     def last(self) -> dt.datetime:
         """The event second of the last file of any stream."""
         return max(fs[-1].start for fs in self.files.values())
+
+    def before_end(self, at: dt.datetime) -> bool:
+        """Whether instant `at` is before the input's end (its last file's second)."""
+        return at <= self.last
 
     def between(self, lo: dt.datetime | None, hi: dt.datetime | None
                 ) -> dict[str, list[PartFile]]:

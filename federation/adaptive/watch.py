@@ -85,7 +85,7 @@ class Watch:
         self.min_interval_s, self.slide_s = min_interval_s, slide_s
         self.seconds_per_batch = seconds_per_batch
         self.planner, self.alternatives, self.prog = planner, alternatives, progress
-        self.first, self.last = inp.first, inp.last
+        self.first = inp.first
         self.next_at = grid_floor(start_at or self.first, every_s) + dt.timedelta(
             seconds=every_s)
         self.batches: list[tuple[dt.datetime, float]] = []
@@ -113,7 +113,7 @@ class Watch:
         # the decision instant, the next file's second: the migration instant if it migrates
         at = clock.replace(microsecond=0) + dt.timedelta(seconds=1)
         if at < self.next_at or grid_floor(at, self.slide_s) != at or \
-                at > self.last:  # the end-of-input flush: nothing left to move
+                not self.inp.before_end(at):  # the end-of-input flush: nothing left to move
             return None
         self.next_at = grid_floor(at, self.every_s) + dt.timedelta(seconds=self.every_s)
         if (at - self.first).total_seconds() < self.window_s:
@@ -157,3 +157,12 @@ class Watch:
             self.chosen = (d, best_cost)
             return at
         return None
+
+
+def next_segment(seg: Segment, watch) -> Segment | None:
+    """The segment the watch decided at the end of `seg` (its `stop_at`), if it did."""
+    if watch is not None and watch.chosen is not None and seg.stop_at is not None:
+        d, cost = watch.chosen
+        return Segment(start_at=seg.stop_at, stop_at=None, placement=d.best, rate=d.rate,
+                       rates=d.rates, reason=d.reason, C_b=cost.vector.C_b, C_u=cost.vector.C_u)
+    return None

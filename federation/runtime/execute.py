@@ -136,7 +136,7 @@ class _Run:
         self.stream = windows[0].stream
         self.streams = query_streams(windows)  # by name: a query may read several
         # each stream's data directory (checked here: a query over several names them)
-        self.sources = None if self.h.prepared is not None else \
+        self.sources = None if self.h.prepared is not None or self.h.follower is not None else \
             bind_sources(self.streams, self.data, self.opt)
         if self.sources and any(s.live for s in self.sources.values()) and not self.opt.follow:
             self.opt = RunOptions.of(self.opt, follow=True)  # a live source never ends
@@ -234,6 +234,10 @@ class _Run:
         handoff, or the data directory validated into a new spool (ingest.py)."""
         opt, work = self.opt, self.work
         fmt = spool_format(StagedPlan.of(self.plan), opt.feed)
+        if self.h.follower is not None:  # a live segment of an adaptive run
+            self.follower = self.h.follower
+            return self.follower.res if wait_for_first(self.follower, self.halt,
+                                                       self.prog) else None
         if opt.follow:
             self.follower = start_following(
                 self.sources, self.streams, work, self.run_id, opt, self.slide_s, resuming,
@@ -287,7 +291,8 @@ class _Run:
                        ReentrySpool(staged, self.reentry_dirs), ingest, opt.allowed_lateness_s,
                        seconds_by_batches(ingest, self._fast_forward_s(), opt, self.ahead),
                        self.prog.batch, watch=h.watch,
-                       tail_s=spark_tail_s(plan, spb), halt=self.halt)
+                       tail_s=spark_tail_s(plan, spb) + opt.allowed_lateness_s,
+                       halt=self.halt)  # a late reading before stop_at is the old plan's
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))
             ex.event_seconds_done = seconds_by_clock(staged, ingest)

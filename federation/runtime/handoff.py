@@ -31,6 +31,8 @@ class Handoff:
     (`summary.stopped_at`).
     `prepared`: input already validated into spools (an InputSet of `segment_spool.sub_spool`
     spools); the run's data directory is then only named in its identity.
+    `follower`: a live segment's input (adaptive/live.SpoolLink, started): the run follows
+    it as a following run follows its landing directories (`follow` is set).
     `tables`: {table name: its Parquet copy} made when the adaptive run started
     (tables.snapshot_tables): every segment reads that version, none copies it again.
     `segments`: the adaptive run's segments so far, this one last ({"placement", "since",
@@ -42,5 +44,6 @@ class Handoff:
     moved: Mapping[str, MovedState] = field(default_factory=dict)
     watch: Callable[[dt.datetime], dt.datetime | None] | None = None
     prepared: InputSet | None = None
+    follower: object = None
     tables: Mapping[str, Path] = field(default_factory=dict)
     segments: tuple[Mapping[str, str], ...] = ()

@@ -136,9 +136,15 @@ def run_identity(plan, opt, sources, data, h) -> dict:
     if sources:
         data = {n: str(s.path.resolve()) if s.path is not None else s.url
                 for n, s in sources.items()}
-    else:  # a handoff's prepared input: the directories it was read from
-        data = {str(k): str(Path(v).resolve()) for k, v in data.items()} \
-            if isinstance(data, Mapping) else {"": str(Path(data).resolve())}
+    else:  # a handoff's input: the directories or sources it was read from
+        from federation.runtime.connectors import parse_source
+
+        def where(v) -> str:
+            s = parse_source(v)
+            return s.url if s.path is None else str(s.path.resolve())
+
+        data = {str(k): where(v) for k, v in data.items()} \
+            if isinstance(data, Mapping) else {"": where(data)}
     start_at, stop_at = h.start_at, h.stop_at
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))

@@ -8,7 +8,9 @@ events per second over its three streams, default 1000), `seed` (0), `speed` (1.
 time; 10: ten event seconds per wall second), `burst` (event seconds written at once at
 the start, a backlog that fills the windows; 0), `seconds` (a bounded source: its input
 ends after that many event seconds, and the run ends once every stream's has; default
-unbounded); smartplug also `plugs` and `houses`; nexmark
+unbounded); smartplug also `plugs`, `houses` and `profile` (a rate that changes:
+`profile=2000:60,150000:60` is 60 event seconds at 2,000 readings/s, then 60 at 150,000, and
+again from the start; `rate` is then the profile's mean, for planning); nexmark
 `stream` (person, auction or bid; default the stream's name).
 
 Event time starts at `start` (an ISO time, UTC unless it has a zone), by default at the
@@ -31,7 +33,8 @@ from federation.streams import StreamDecl
 GENERATORS = ("smartplug", "nexmark")
 _INTS = ("seed", "burst", "seconds", "plugs", "houses")  # the others are floats
 _COMMON = {"rate", "seed", "speed", "burst", "seconds", "start"}
-_TAKES = {"smartplug": {*_COMMON, "plugs", "houses"}, "nexmark": {*_COMMON, "stream"}}
+_TAKES = {"smartplug": {*_COMMON, "plugs", "houses", "profile"},
+          "nexmark": {*_COMMON, "stream"}}
 
 
 def params_of(spec) -> dict:
@@ -49,13 +52,45 @@ def params_of(spec) -> dict:
                                       f"{', '.join(sorted(known))})")
         try:
             out[k] = v if k == "stream" else datetime.fromisoformat(v) if k == "start" else (
-                int(v) if k in _INTS else float(v))
+                _profile(v) if k == "profile" else int(v) if k in _INTS else float(v))
         except ValueError:
+            what = {"start": "a time", "profile": "phases RATE:SECONDS,... (each > 0)"}
             raise OptionError("data", f"{spec.url}: {k}={v!r} is not "
-                                      f"{'a time' if k == 'start' else 'a number'}") from None
-        if k not in ("stream", "start", "seed", "burst") and not out[k] > 0:
+                                      f"{what.get(k, 'a number')}") from None
+        if k not in ("stream", "start", "seed", "burst", "profile") and not out[k] > 0:
             raise OptionError("data", f"{spec.url}: {k} must be > 0, got {v}")
     return out
+
+
+def _profile(text: str) -> list[tuple[int, int]]:
+    """`profile=RATE:SECONDS,...` as [(readings per second, event seconds)]."""
+    out = [tuple(int(float(x)) for x in phase.split(":")) for phase in text.split(",")]
+    if not out or any(len(p) != 2 or p[0] < 1 or p[1] < 1 for p in out):
+        raise ValueError(text)
+    return out
+
+
+def rows_at(profile: list[tuple[int, int]], s: int) -> int:
+    """The readings of event second `s` under a rate profile (it repeats)."""
+    s %= sum(n for _, n in profile)
+    for rate, n in profile:
+        if s < n:
+            return rate
+        s -= n
+    raise AssertionError("unreachable")
+
+
+def profile_rate_of(prof: list[tuple[int, int]]) -> float:
+    return sum(r * n for r, n in prof) / sum(n for _, n in prof)
+
+
+def profile_rate(spec) -> float | None:
+    """The mean rate of a generator's `profile`, if it has a valid one."""
+    try:
+        prof = _profile(spec.params["profile"])
+    except (KeyError, ValueError):
+        return None
+    return profile_rate_of(prof)
 
 
 def rate_and_plugs(spec) -> tuple[float | None, int | None]:
@@ -64,7 +99,8 @@ def rate_and_plugs(spec) -> tuple[float | None, int | None]:
     out = []
     for key, kind in (("rate", float), ("plugs", int)):
         try:
-            out.append(None if key not in spec.params else kind(spec.params[key]))
+            out.append(profile_rate(spec) if key == "rate" and "profile" in spec.params
+                       else None if key not in spec.params else kind(spec.params[key]))
         except ValueError:
             out.append(None)
     return out[0], out[1]
@@ -77,7 +113,8 @@ def declares(spec, name: str) -> StreamDecl | None:
     if p["generator"] == "smartplug":
         from federation.smartplug import DEFAULT_PLUGS, smartplug_stream
 
-        return smartplug_stream(rate=p.get("rate", 2000.0), plugs=p.get("plugs", DEFAULT_PLUGS),
+        rate = profile_rate(spec) or p.get("rate", 2000.0)
+        return smartplug_stream(rate=rate, plugs=p.get("plugs", DEFAULT_PLUGS),
                                 houses=p.get("houses", 40), name=name)
     from federation.nexmark import nexmark_streams
 
@@ -132,8 +169,10 @@ class DatagenFeeder:
             return lambda s, dry=False: events.second(s, only=which)[which]
         from federation.smartplug.plugs import _PlugModel
 
+        prof = p.get("profile")
+
         def fresh():
-            return _PlugModel(rate=p.get("rate", 2000.0), houses=p.get("houses", 40),
+            return _PlugModel(rate=profile_rate_of(prof) if prof else p.get("rate", 2000.0), houses=p.get("houses", 40),
                               plugs=p.get("plugs"), seed=p.get("seed", 0), start=self.start_ts)
 
         state = {"model": fresh(), "next": 0}
@@ -144,10 +183,11 @@ class DatagenFeeder:
             if s < state["next"]:
                 state["model"], state["next"] = fresh(), 0
             while state["next"] < s:  # the model is sequential: catch up (a resumed run)
-                state["model"].second(state["next"])
+                state["model"].second(state["next"], None if prof is None
+                                      else rows_at(prof, state["next"]))
                 state["next"] += 1
             state["next"] += 1
-            return state["model"].second(s)
+            return state["model"].second(s, None if prof is None else rows_at(prof, s))
 
         return second
 
