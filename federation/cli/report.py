@@ -52,9 +52,12 @@ def print_adaptive(r) -> None:
             print(f"         why: {sr.segment.reason}")
             if sr.strategy.startswith("replay ("):
                 print(f"         {sr.strategy}")
-    n = sum(t.num_rows for t in r.results.values()) if r.results else r.rows.num_rows
+    n = sum(t.num_rows for t in r.results.values()) if r.results else \
+        r.rows.num_rows if r.rows is not None else sum(s.result_rows for s in r.segments)
     print(f"result rows {n}  wall {r.wall_s:.1f}s  migrations {r.migrations}  "
           f"decisions {sum(len(s.decisions) for s in r.segments)}")
+    if r.halted:
+        print("halted: the same command resumes the run where it stopped")
     if r.dead_lettered or r.quarantined:
         why = ", ".join(f"{k}: {n}" for k, n in sorted(r.dead_by_reason.items()))
         print(f"dead-lettered {r.dead_lettered} row(s)" + (f" ({why})" if why else "")

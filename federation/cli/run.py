@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 
@@ -87,11 +87,12 @@ def _run_adaptive(a: argparse.Namespace, q, data: Path | None, profile, work_dir
     if data is None:
         raise OptionError("adaptive", "needs --data (the rates are measured from the data)")
     opt = _options(a, work_dir)
-    with ConsoleProgress() if not a.quiet else nullcontext(None) as progress:
+    with ConsoleProgress() if not a.quiet else nullcontext(None) as progress, \
+            _halt_on_signal(a) as halt:
         r = decide_and_run(q, data, opt, decide={  # its rows in the output as computed
             "every_s": a.decide_every, "margin": a.margin,
             "min_interval_s": a.min_interval, "start_placement": a.placement},
-            profile=profile, strategy=a.strategy, progress=progress)
+            profile=profile, strategy=a.strategy, progress=progress, halt=halt)
     path = r.output
     print_adaptive(r)
     if path:
@@ -201,18 +202,14 @@ def _check_placement(q, a: argparse.Namespace) -> None:
         raise OptionError("placement", str(e)) from None
 
 
-def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
+@contextmanager
+def _halt_on_signal(a: argparse.Namespace):
+    """A following run's halt: SIGINT or SIGTERM stops it after the micro-batch in
+    progress (the handlers are kept when Spark starts: spe/session.get_spark)."""
     import signal
     import threading
-    import warnings
 
-    from federation.api import run
-    from federation.cli.progress import ConsoleProgress
-    from federation.runtime.progress import RunProgress
-    from federation.runtime.summary import ReportingWarning
-
-    halt = threading.Event()
-    saved = {}
+    halt, saved = threading.Event(), {}
 
     def on_signal(signum, frame) -> None:
         print(f"\nfedq run: {signal.Signals(signum).name}: stopping after the micro-batch in "
@@ -222,24 +219,35 @@ def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
         halt.set()
 
     try:
-        with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
-            spark = None
-            if a.master:
-                from spe.session import SparkSettings, get_spark
-
-                progress.phase(f"connecting to Spark at {a.master}")
-                spark = get_spark(SparkSettings(master=a.master))
-            if a.follow:  # kept when Spark starts (spe/session.get_spark)
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    saved[sig] = signal.signal(sig, on_signal)
-            with warnings.catch_warnings():  # printed with the summary (cli/report.py)
-                warnings.simplefilter("ignore", ReportingWarning)
-                return run(q, a.placement, data, _options(a, work_dir), generate=gen,
-                           profile=profile, spark=spark, progress=progress, halt=halt,
-                           memory_check=not a.no_memory_check)
+        if a.follow:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                saved[sig] = signal.signal(sig, on_signal)
+        yield halt
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+def _run(a: argparse.Namespace, q, data, gen, work_dir: Path, profile):
+    import warnings
+
+    from federation.api import run
+    from federation.cli.progress import ConsoleProgress
+    from federation.runtime.progress import RunProgress
+    from federation.runtime.summary import ReportingWarning
+
+    with ConsoleProgress() if not a.quiet else nullcontext(RunProgress()) as progress:
+        spark = None
+        if a.master:
+            from spe.session import SparkSettings, get_spark
+
+            progress.phase(f"connecting to Spark at {a.master}")
+            spark = get_spark(SparkSettings(master=a.master))
+        with _halt_on_signal(a) as halt, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReportingWarning)  # printed with the summary
+            return run(q, a.placement, data, _options(a, work_dir), generate=gen,
+                       profile=profile, spark=spark, progress=progress, halt=halt,
+                       memory_check=not a.no_memory_check)
 
 
 def add_parsers(sub) -> None:
