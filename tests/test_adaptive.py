@@ -338,7 +338,8 @@ print("segments", len(r.segments), "rows", r.rows.num_rows, "output", r.output)
 """
 
 
-@pytest.mark.parametrize("fault", ["migration:2", "after_commit:5"])
+@pytest.mark.parametrize("fault", ["migration:2", pytest.param("after_commit:5",
+                                                   marks=pytest.mark.long)])
 def test_an_adaptive_run_killed_resumes_with_each_instant_once(fault, tmp_path):
     """kill -9 between the second placement's stop and the third's start (`migration`),
     or in the middle of the second segment (`after_commit`), then the same command: the

@@ -163,7 +163,8 @@ print("segments", len(r.segments), "rows", sum(s.result_rows for s in r.segments
 """
 
 
-@pytest.mark.parametrize("fault", ["migration:2", "after_commit:4"])
+@pytest.mark.parametrize("fault", ["migration:2", pytest.param("after_commit:4",
+                                                   marks=pytest.mark.long)])
 def test_a_live_adaptive_run_killed_resumes_with_each_instant_once(fault, tmp_path):
     """kill -9 between the second placement's stop and the third's start (`migration`),
     or in the middle of a segment (`after_commit`), while the generator goes on in wall

@@ -78,11 +78,7 @@ class AdaptiveInput:
         `work/input/<stream>` with one flush after the last reading of any (`resuming`:
         the spools of the interrupted run, complete, are read back)."""
         streams = query_streams(query.walk())
-        sources = bind_sources(streams, data)
-        live = [n for n, s in sources.items() if s.path is None or s.live]
-        if live:
-            raise AdaptiveError("data", f"{live[0]}: an adaptive run replays data directories "
-                                "(a live source's rates are not known ahead); give a directory")
+        sources = bind_sources(streams, data)  # directories: a live input is live.py's
 
         def prepare(path, out, stream, flush_after_s=None):
             return prepare_input(path, out, stream, progress=progress, flush_after_s=None,
