@@ -210,3 +210,37 @@ def test_a_live_run_decides_as_the_rate_changes_and_migrates(spark, tmp_path):
     problem = diff_results(table_of(out), want)
     assert problem is None, problem
     assert sum(s.result_rows for s in r.segments) == want.num_rows
+
+
+@pytest.mark.parametrize("backlog_s,migrates", [(0, False), (30, True)])
+def test_a_caught_up_live_run_is_not_taken_for_falling_behind(backlog_s, migrates):
+    """On a live input a micro-batch waits for the input, so a run that keeps up measures a
+    pace near the input's (rho about 1, here 0.5): with no backlog the watch does not take
+    that for falling behind (rho is left out); with a backlog of 30 s it does, and the
+    best other feasible plan is taken (no JVM: the watch alone)."""
+    from types import SimpleNamespace
+
+    from federation.adaptive import Watch, with_rate
+    from federation.api import plan_for
+    from federation.runtime.progress import RunProgress
+
+    q = with_rate(QUERIES["CQ3"](rate=2000), 2000)
+    db = plan_for(q, "db")[0].placement_string
+    other = plan_for(q, "op1=spe,op2=db,op3=spe,op4=db,op5=db,op6=db")[0].placement_string
+    stream = next(w.stream for w in q.walk() if w.kind == "window")
+    inp = SimpleNamespace(follower=object(), streams={stream.name: stream}, first=T0,
+                          before_end=lambda at: True,
+                          between=lambda lo, hi: {stream.name: []},
+                          rates=lambda lo, hi: {stream.name: 2000.0})
+    w = Watch(q, inp, db, None, None, every_s=10, window_s=10, margin=0.1,
+              min_interval_s=30, slide_s=1, planner=plan_for, alternatives=lambda _: [db, other],
+              progress=RunProgress())
+    for s in range(1, 20):  # a second of event time per batch, two wall seconds each
+        w.batch(SimpleNamespace(stage=0, data=True, clock=T0 + dt.timedelta(seconds=s),
+                                wall_s=2.0, backlog_s=backlog_s))
+    at = w(T0 + dt.timedelta(seconds=19, microseconds=950000))
+    (d,) = w.decisions
+    assert (at is not None) == migrates == d.migrate, d.reason
+    assert (d.rho is None) == (not migrates) and f"backlog {backlog_s} s" in d.reason
+    if migrates:
+        assert d.best == other and d.rho == pytest.approx(0.5)

@@ -29,7 +29,8 @@ class Decision(BaseModel):
     rates: dict[str, float] = {}  # each stream's, of a query over several
     selectivities: dict[str, float]  # of the selections over window rows, measured
     #: the running plan's event seconds per wall second over the window (its stage-0
-    #: micro-batches), None when none of them is past its warm-up and its first batch
+    #: micro-batches), None when none of them is past its warm-up and its first batch, or
+    #: when a live run is caught up (its batches wait for the input: not its capacity)
     rho: float | None
     C_b: float | None  # the running plan's predicted C_b at the measured statistics
     best: str  # the placement the decision would run
@@ -89,6 +90,8 @@ class Watch:
         self.next_at = grid_floor(start_at or self.first, every_s) + dt.timedelta(
             seconds=every_s)
         self.batches: list[tuple[dt.datetime, float]] = []
+        self.live = getattr(inp, "follower", None) is not None  # live.LiveInput
+        self.backlog_s: int | None = None  # of the last stage-0 batch
         self.predicates = {n: row_predicates(query, n) for n in inp.streams}
         self.decisions: list[Decision] = []
         self.chosen: tuple[Decision, object] | None = None  # (decision, its plan's cost)
@@ -97,6 +100,7 @@ class Watch:
         """A micro-batch of the running segment (its progress)."""
         if m.stage == 0 and m.data and m.clock is not None:
             self.batches.append((m.clock, m.wall_s))
+            self.backlog_s = m.backlog_s
 
     def _rho(self, clock: dt.datetime) -> float | None:
         # asked before the current batch is recorded: its pace is the batches before it
@@ -134,11 +138,15 @@ class Watch:
                 sels.update({p: f for p, f in zip(self.predicates[name], fr)
                              if n and not math.isnan(f)})
         rho = self._rho(clock)
+        if self.live and self.backlog_s is not None and \
+                self.backlog_s <= 2 * max(1, self.seconds_per_batch):
+            rho = None  # caught up with a live input: its pace is the input's (it waits)
         q = with_rates(self.query, rates, selectivities=sels)
         best, best_cost, cur_cost, migrates = _decide(self.planner, q, self.running,
                                                       self.margin, rho, self.alternatives)
         pred = None if cur_cost is None else cur_cost.vector.C_b
-        seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "")
+        seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "") \
+            + (f", backlog {self.backlog_s} s" if self.live and self.backlog_s is not None else "")
         if migrates:
             why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
                                  _cost_change(cur_cost, best_cost, 3))

@@ -1,0 +1,239 @@
+"""Adaptive against static placements on a live source whose rate changes (issue 43).
+
+Run: python -m benchmarks.adaptive_live [--queries CQ1,CQ3,CQ5]
+     [--profile 2000:90,100000:60,2000:60] [--scale 0.1] [--plugs 2125] [--feed direct]
+     [--out adaptive_live.json]
+
+The source is a generator in this process paced in wall time (`datagen:smartplug?profile=
+...`, one event second per wall second; its first window range plus one second written at
+once, a burst that fills the windows), the same readings in every run. Per query, one after
+the other: an adaptive run that decides while it runs (`run_adaptive` on the live source:
+one follower, segments cut from its spools), and each static placement: pure Spark, pure
+DuckDB and the optimizer's plan for the first phase (planned at its rate; once if it is one
+of the others). What each figure includes:
+
+- **latency** of instant tau (slide 1 s): the wall time its rows reached the run's sink
+  minus the wall time the generator renamed the file of its last event second (tau - 1)
+  into place. It includes the follower's poll, ingest, Spark's micro-batch and trigger,
+  DuckDB, the sink, and for the adaptive run every migration (the old placement's tail,
+  the new one's start and warm-up). The burst's instants and the final drain are left
+  out. p50/p99 per phase (by the event second of the instant's last reading).
+- **backlog** per phase: event seconds landed but not processed, at each stage-0 batch
+  (median, and the least-squares slope in seconds per second: above 0.05, falling behind).
+  Between two segments of the adaptive run there are no batches: the gap shows in latency.
+- **migrations**: instant, strategy, and the output gap measured in the sink (the wall
+  time between the old placement's last instant and the new one's first, i.e. the sink's
+  time for instants start_at - slide and start_at), which the goal bounds by one slide
+  plus one second.
+
+Every run's sink is compared with the first's (each instant once, equal). Writes
+benchmarks/results/adaptive_live.json and .png (backlog over wall time, migrations marked).
+Nothing else may run on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from benchmarks.common import RESULTS, say, write_result
+from benchmarks.live import LatencySink, percentile, slope
+from federation.cli.args import rate_profile
+from federation.results import diff_results
+from federation.smartplug.queries import QUERIES
+
+T0 = dt.datetime(2013, 9, 1)
+
+
+class RowsSink(LatencySink):
+    """The latency sink that also keeps the rows (the runs are compared)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[pa.Table] = []
+
+    def put(self, key, rows, query=None) -> None:
+        super().put(key, rows, query)
+        self.parts.append(rows)
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.parts)
+
+
+def phase_of(k: int, profile) -> int | None:
+    t = 0
+    for i, (_, n) in enumerate(profile):
+        if k < t + n:
+            return i
+        t += n
+    return None
+
+
+def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: float) -> dict:
+    """Latency and backlog per phase (module doc)."""
+    total = sum(n for _, n in profile)
+    lat: dict[int, list[float]] = {i: [] for i in range(len(profile))}
+    for tau, at in sink.at.items():
+        k = round((tau - T0).total_seconds()) - 1
+        p = phase_of(k, profile)
+        if p is None or k < burst or k >= total:
+            continue
+        written = (landing / f"part-{k:08d}.parquet").stat().st_ctime
+        lat[p].append(at - written)
+    # the wall time event second k landed: the phase of a batch is that of its clock
+    phases = []
+    for i in range(len(profile)):
+        b = [(t, s) for t, s, k in backlog if phase_of(k, profile) == i and k >= burst]
+        phases.append({
+            "rate": profile[i][0], "instants": len(lat[i]),
+            "latency_p50_s": percentile(lat[i], 50), "latency_p99_s": percentile(lat[i], 99),
+            "backlog_median_s": statistics.median(s for _, s in b) if b else None,
+            "backlog_slope": slope([t for t, _ in b], [s for _, s in b])})
+    return {"phases": phases,
+            "backlog": [(round(t - t0, 2), s) for t, s, _ in backlog]}
+
+
+def url_of(a, burst: int) -> str:
+    prof = ",".join(f"{r:g}:{n}" for r, n in a.profile)
+    return (f"datagen:smartplug?plugs={a.plugs}&profile={prof}&burst={burst}&seed=1"
+            f"&seconds={sum(n for _, n in a.profile)}&start={T0.isoformat()}")
+
+
+def watcher(backlog: list):
+    def watch(m) -> None:
+        if m.stage == 0 and m.backlog_s is not None and m.clock is not None:
+            k = int((m.clock - T0).total_seconds())
+            backlog.append((time.time(), m.backlog_s, k))
+    return watch
+
+
+def static_run(q, placement: str, a, burst: int, spark, work: Path) -> tuple[dict, pa.Table]:
+    from federation.api import start
+
+    sink, backlog = RowsSink(), []
+    t0 = time.time()
+    h = start(q, placement, url_of(a, burst), work_dir=work, iterate=False, sinks=(sink,),
+              spark=spark, seconds_per_batch=1, feed=a.feed, progress=watcher(backlog))
+    r = h.wait()
+    rec = measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0)
+    return {"kind": "static", "placement": r.summary.placement, "wall_s": time.time() - t0,
+            **rec}, sink.table()
+
+
+def adaptive_run(q, a, burst: int, spark, work: Path) -> tuple[dict, pa.Table]:
+    from costmodel.profile import load_profile
+    from federation.adaptive import run_adaptive
+
+    sink, backlog = RowsSink(), []
+    t0 = time.time()
+    r = run_adaptive(q, url_of(a, burst), sinks=(sink,), spark=spark, work_dir=work,
+                     seconds_per_batch=1, feed=a.feed, progress=watcher(backlog),
+                     profile=load_profile(), decide={"every_s": a.decide_every,
+                                                     "margin": a.margin,
+                                                     "min_interval_s": a.min_interval})
+    rec = measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0)
+    migrations = []
+    for s in r.segments[1:]:
+        at = s.segment.start_at
+        before, first = sink.at.get(at - dt.timedelta(seconds=1)), sink.at.get(at)
+        migrations.append({
+            "at": at, "placement": s.segment.placement, "strategy": s.strategy,
+            "reason": s.segment.reason, "wall_s_after_start": None if first is None
+            else round(first - t0, 2),
+            "sink_gap_s": None if before is None or first is None else first - before})
+    return {"kind": "adaptive", "placement": " -> ".join(s.segment.placement
+                                                          for s in r.segments),
+            "wall_s": time.time() - t0, "migrations": migrations,
+            "decisions": [d.model_dump(mode="json") for s in r.segments for d in s.decisions],
+            **rec}, sink.table()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", default="CQ1,CQ3,CQ5")
+    ap.add_argument("--profile", type=rate_profile, default=rate_profile(
+        "2000:90,100000:60,2000:60"), help="RATE:SECONDS phases (the first holds the burst)")
+    ap.add_argument("--plugs", type=int, default=2125)
+    ap.add_argument("--scale", type=float, default=0.1, help="window scale (0.1: 30-s windows)")
+    ap.add_argument("--feed", default="direct", choices=("direct", "spe"))
+    ap.add_argument("--decide-every", type=float, default=10.0)
+    ap.add_argument("--margin", type=float, default=0.1)
+    ap.add_argument("--min-interval", type=float, default=30.0)
+    ap.add_argument("--out", default="adaptive_live.json")
+    a = ap.parse_args(argv)
+    from costmodel.profile import load_profile
+    from federation.api import plan_for
+    from spe.session import get_spark
+
+    spark = get_spark()
+    work = Path(tempfile.mkdtemp(prefix="fedq-adaptive-live-"))
+    out = []
+    for name in a.queries.split(","):
+        q = QUERIES[name](rate=a.profile[0][0], scale=a.scale, plugs=a.plugs)
+        burst = max(round(w.range_s) for w in q.walk() if w.kind == "window") + 1
+        prof = load_profile().model_copy(update={"feed": a.feed})
+        first = plan_for(q, "auto", prof)[0].placement_string
+        runs, tables = {}, {}
+        say(f"{name}: adaptive ...")
+        runs["adaptive"], tables["adaptive"] = adaptive_run(q, a, burst, spark,
+                                                            work / f"{name}_adaptive")
+        for m in runs["adaptive"]["migrations"]:
+            say(f"   migrated at {m['at']:%H:%M:%S} to {m['placement']} ({m['strategy']}), "
+                f"sink gap {m['sink_gap_s']}")
+        for label, placement in (("spe", "spe"), ("db", "db"), ("first phase's plan", first)):
+            pp = plan_for(q, placement, prof)[0].placement_string
+            if any(r["placement"] == pp for r in runs.values() if r["kind"] == "static"):
+                continue
+            say(f"{name}: static {label} ({pp}) ...")
+            runs[label], tables[label] = static_run(q, placement, a, burst, spark,
+                                                    work / f"{name}_{len(runs)}")
+        for k, r in runs.items():
+            r["equal_to_adaptive"] = diff_results(tables[k], tables["adaptive"]) is None
+            say(f"   {k}: " + "; ".join(
+                f"{p['rate']:g}/s p50 {p['latency_p50_s'] or 0:.2f} p99 "
+                f"{p['latency_p99_s'] or 0:.2f} s, backlog {p['backlog_median_s']}"
+                for p in r["phases"]) + f"; equal {r['equal_to_adaptive']}")
+        out.append({"query": name, "burst_s": burst, "runs": runs})
+    doc = {"command": "python -m benchmarks.adaptive_live " + " ".join(argv or []),
+           "profile": a.profile, "plugs": a.plugs, "scale": a.scale, "feed": a.feed,
+           "decide_every_s": a.decide_every, "margin": a.margin,
+           "min_interval_s": a.min_interval, "queries": out}
+    path = write_result(a.out, doc)
+    _plot(doc, RESULTS / Path(a.out).with_suffix(".png").name
+          if Path(a.out).parent == Path(".") else path.with_suffix(".png"))
+    say(f"wrote {path}")
+    return 0
+
+
+def _plot(doc: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    qs = doc["queries"]
+    fig, axes = plt.subplots(len(qs), 1, figsize=(11, 2.8 * len(qs)), squeeze=False)
+    for ax, q in zip(axes[:, 0], qs):
+        for name, run in q["runs"].items():
+            xs = [t for t, _ in run["backlog"]]
+            ax.plot(xs, [b for _, b in run["backlog"]], label=name, lw=1)
+            for m in run.get("migrations", []):
+                if m["wall_s_after_start"] is not None:
+                    ax.axvline(m["wall_s_after_start"], color="red", ls="--", lw=1)
+        ax.set_ylabel(f"{q['query']} backlog (s)")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[-1, 0].set_xlabel("wall seconds since the run's start (red: the adaptive run's "
+                           "migrations, at its new placement's first result)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
