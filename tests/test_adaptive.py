@@ -177,6 +177,7 @@ def by_rate(low: str, high: str, threshold: float):
 
 
 @pytest.mark.spark
+@pytest.mark.long  # make test: its live twin (test_adaptive_live.py) decides and migrates
 def test_a_run_that_decides_while_it_runs_equals_the_reference(spark, tmp_path):
     """CQ3 decides every 5 s from what it measures: pure DuckDB, then pure Spark when the
     rate rises (DB -> SPE for every operator), stopped mid-run when it falls (Spark's own
