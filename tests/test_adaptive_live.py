@@ -21,9 +21,11 @@ import pytest
 
 from db.reference import reference_result
 from federation.adaptive import Segment, run_adaptive
+from federation.cli.status import status_lines
 from federation.parts import list_parts
 from federation.results import diff_results
 from federation.runtime.sinks import read_parquet_sink
+from federation.runtime.status import run_status
 from federation.smartplug.queries import QUERIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,6 +153,7 @@ def test_a_live_adaptive_run_reads_the_table_copied_at_its_start(tmp_path):
 KILLED = """
 import datetime as dt, sys
 from federation.adaptive import Segment, run_adaptive
+from federation.cli.status import status_lines
 from federation.smartplug.queries import QUERIES
 T0 = dt.datetime(2013, 9, 1)
 url, work, out = sys.argv[1:4]
@@ -178,10 +181,16 @@ def test_a_live_adaptive_run_killed_resumes_with_each_instant_once(fault, tmp_pa
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                        start_new_session=True, check=False)
     assert p.returncode == -9, p.stderr[-2000:]
+    lines = status_lines(run_status(work))  # fedq status: what the work directory says
+    assert lines[0] == "adaptive run CQ3: not running" and "following" in lines[1], lines
+    segs = [x for x in lines if x.startswith("  segment ")]
+    assert "finished (start)" in segs[0] and "in progress" in segs[-1], lines
     env.pop("FEDQ_FAULT")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                        start_new_session=True, check=False)
     assert r.returncode == 0 and "segments 3" in r.stdout, r.stderr[-2000:] + r.stdout
+    segs = [x for x in status_lines(run_status(work)) if x.startswith("  segment ")]
+    assert [x.split(": ")[-1].split(" (")[0] for x in segs] == ["finished"] * 3, segs
     want = reference_result(QUERIES["CQ3"](rate=150, scale=0.05, plugs=40), landed(work))
     assert want.num_rows > 100
     problem = diff_results(table_of(out), want)  # a multiset: an instant twice fails here

@@ -28,6 +28,8 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 def status_lines(s: dict) -> list[str]:
     r = s["run"]
+    if r.get("adaptive"):
+        return _adaptive_lines(s)
     follow = f"following (until {r['until']})" if r.get("follow") and r.get("until") != "None" \
         else "following" if r.get("follow") else "replay"
     state = f"running (process {s['process']})" if s["running"] else "not running"
@@ -38,14 +40,7 @@ def status_lines(s: dict) -> list[str]:
     for i, st in s["stages"].items():
         clock = min(st["clock"].values(), default=None)
         out.append(f"  stage {i}: last batch {st['batch']}, clock {clock}")
-    for name, inp in s["input"].items():
-        dead = sum(inp["dead"].values())
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(inp["dead"].items())[:5])
-        out.append(f"  input {name}: {inp['files']} files, "
-                   f"{inp['rows_in']:,} rows, {dead:,} dead-lettered"
-                   + (f" ({reasons})" if reasons else "")
-                   + (f", {inp['quarantined']} quarantined" if inp["quarantined"] else "")
-                   + (f", last reading {inp['last_ts']}" if inp["last_ts"] else ""))
+    out += _input_lines(s)
     for q, res in s["results"].items():
         span = f", instants {res['first_instant']} .. {res['last_instant']}" \
             if res["first_instant"] else ""
@@ -61,6 +56,41 @@ def status_lines(s: dict) -> list[str]:
                    f"{s['takeover']['marks']}")
     if s["resume_failure"]:
         out.append(f"  resume failure: {s['resume_failure'].splitlines()[0]}")
+    return out
+
+
+def _input_lines(s: dict) -> list[str]:
+    out = []
+    for name, inp in s["input"].items():
+        dead = sum(inp["dead"].values())
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(inp["dead"].items())[:5])
+        out.append(f"  input {name}: {inp['files']} files, "
+                   f"{inp['rows_in']:,} rows, {dead:,} dead-lettered"
+                   + (f" ({reasons})" if reasons else "")
+                   + (f", {inp['quarantined']} quarantined" if inp["quarantined"] else "")
+                   + (f", last reading {inp['last_ts']}" if inp["last_ts"] else ""))
+    return out
+
+
+def _adaptive_lines(s: dict) -> list[str]:
+    """An adaptive run: its input, then each segment (runtime/status._adaptive)."""
+    r = s["run"]
+    state = f"running (process {s['process']})" if s["running"] else "not running"
+    out = [f"adaptive run {r['query']}: {state}",
+           (f"  feed {r.get('feed')}  {'following' if r.get('follow') else 'replay'}  "
+            f"strategy {r.get('strategy')}"),
+           "  data " + (", ".join(f"{k}={v}" for k, v in r["data"].items())
+                        if isinstance(r["data"], dict) else str(r["data"]))]
+    out += _input_lines(s)
+    for k, g in enumerate(s["segments"]):
+        span = f"{g['start_at'] or 'the first instant'} .. {g['stop_at'] or 'the end'}"
+        clock = min((c for st in g["stages"].values() for c in st["clock"].values()),
+                    default=None) if g["stages"] else None
+        how = (f"finished ({g['strategy']}), {g['result_rows']:,} rows its own"
+               if g["finished"] else f"in progress, clock {clock}")
+        out.append(f"  segment {k + 1}: {g['placement']}  {span}: {how}")
+        if k:
+            out.append(f"    why: {g['reason']}")
     return out
 
 

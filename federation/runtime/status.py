@@ -25,6 +25,8 @@ def run_status(work: Path | str) -> dict:
     pid = lock_holder(work)
     out["running"] = pid is not None
     out["process"] = pid if pid and pid > 0 else None
+    if out["run"].get("adaptive"):
+        return {**out, **_adaptive(work)}
     out["stages"] = {p.stem.removeprefix("stage"): json.loads(p.read_text())
                      for p in sorted((work / "state").glob("stage*.json"))}
     out["input"] = _input(work / "input")
@@ -35,6 +37,27 @@ def run_status(work: Path | str) -> dict:
     failure = work / "resume-failure.txt"
     out["resume_failure"] = failure.read_text().strip()[:500] if failure.exists() else None
     return out
+
+
+def _adaptive(work: Path) -> dict:
+    """An adaptive run (federation/adaptive/): its input, and each segment of its log
+    (segments.json): placement, span, how it started, finished or not, and what its own
+    work directory says (stages, results, the rows it computed, warm-up included)."""
+    path = work / "segments.json"
+    log = json.loads(path.read_text())["segments"] if path.exists() else []
+    segments = []
+    for k, e in enumerate(log):
+        seg, run = e["segment"], e.get("run")
+        sub = work / f"segment{k}" / "work"
+        st = run_status(sub) if (sub / RUN_FILE).exists() else None
+        segments.append({"placement": seg["placement"], "start_at": seg["start_at"],
+                         "stop_at": seg["stop_at"], "reason": seg["reason"],
+                         "strategy": run["strategy"] if run else None,
+                         "finished": run is not None,
+                         "result_rows": run["result_rows"] if run else None,
+                         "stages": st["stages"] if st else {},
+                         "results": st["results"] if st else {}})
+    return {"input": _input(work / "input"), "segments": segments}
 
 
 def _input(d: Path) -> dict:
