@@ -68,7 +68,7 @@ class Runner:
     """Runs generated queries over one data set in one Spark session and records outcomes."""
 
     def __init__(self, work: Path, spark, seconds: int = SECONDS,
-                 follow: bool | int = True) -> None:
+                 follow: bool | int = True, adaptive: int = 0) -> None:
         from federation.smartplug.datagen import generate
 
         self.work = work
@@ -84,6 +84,8 @@ class Runner:
         self.seconds = seconds
         # a live run per query with rows (benchmarks/fuzz_follow.py); an int: for the first n
         self.follow, self.followed = follow, 0
+        # every `adaptive`-th query with matching runs once more re-placed mid-run
+        self.adaptive, self.adapted = adaptive, 0
         self.records: list[dict] = []
         self.k = 0
 
@@ -139,7 +141,17 @@ class Runner:
         ran = [o["placement"] for o in outcomes if o["outcome"] == "match"]
         live = ran and not isinstance(self.data_of(g.query), dict) and \
             g.query.kind != "queries" and want[g.query.name].num_rows
+        wants = want
         want = want and want.get(g.query.name)
+        if self.adaptive and ran and wants and self.k % self.adaptive == 0:
+            from benchmarks.fuzz_adaptive import check_adaptive
+
+            self.adapted += 1
+            cut = [p for p in g.placements[3:4] if p in ran]  # every engine boundary
+            outcomes.append(check_adaptive(
+                g, cut + [p for p in ran if p not in cut], self.data_of(g.query),
+                self.work / f"q{self.k}" / "adaptive", self.spark, wants,
+                live=self.adapted % 2 == 0, strategy=("move", "replay")[self.adapted // 2 % 2]))
         if live and (self.follow is True or self.followed < self.follow):
             from benchmarks.fuzz_follow import check_following
 
@@ -219,7 +231,7 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
          placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True,
-         sets: bool | int = False):
+         sets: bool | int = False, adaptive: int = 0):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
     `placements`: run only that many of each query's placements (`some_placements`);
@@ -227,7 +239,7 @@ def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool
     or of the first n such queries. `sets`: each query runs together with a global COUNT
     over its result (fuzz_queries.as_query_set), each result against its reference; an
     int k: every k-th query so."""
-    runner = Runner(work, spark, seconds, follow)
+    runner = Runner(work, spark, seconds, follow, adaptive)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
 
@@ -284,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
                          "run of two queries sharing the whole plan)")
     ap.add_argument("--sets-every", type=int, default=4, metavar="K",
                     help="without --sets: every K-th query so (default 4; 0: none)")
+    ap.add_argument("--adaptive", type=int, default=0, metavar="K",
+                    help="every K-th query also runs adaptively, re-placed at two instants "
+                         "(benchmarks/fuzz_adaptive.py; default 0: none)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
                     help="merge the reports of runs with other seeds (run side by side) into "
                          "one report at --out, instead of running")
@@ -323,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
                             a.placements, a.event_seconds, not a.no_follow,
-                            True if a.sets else max(a.sets_every, 0))
+                            True if a.sets else max(a.sets_every, 0), max(a.adaptive, 0))
     report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1
@@ -398,9 +413,11 @@ def summarize(records: list[dict], failure: str | None, args, wall_s: float) -> 
 
 
 def placement_class(pl: str) -> str:
-    """spe, db, auto, explicit (op=engine items) or follow (a live run)."""
+    """spe, db, auto, explicit (op=engine items), follow (a live run) or adaptive."""
     if pl.startswith("follow"):
         return "follow"
+    if pl.startswith("adaptive"):
+        return "adaptive"
     return pl if pl in ("spe", "db", "auto") else "explicit"
 
 
