@@ -6,7 +6,9 @@ three given segments: the placements that ran, in an order drawn from the query'
 (the first cuts every engine boundary where it ran), migrating at two instants on the
 query's slide grid drawn inside the data's span; the strategy (move or replay) and the
 input (the data directory replayed, or followed: `follow:DIR` of a landing directory filled
-beforehand, ended by `until`) alternate between queries. Its rows (a replayed run's, or a
+beforehand, ended by `until`; a query over one stream only: two streams' inputs end apart, and
+the quiet one's idle clock carries the input's end past the data's, so a global COUNT has
+more instants than the replayed reference) alternate between queries. Its rows (a replayed run's, or a
 followed run's as its sink got them, each instant once) must equal the reference. A tuple
 window is refused by adaptive runs (a semantic refusal: its state is not bounded by event
 time), recorded as `refused`.
