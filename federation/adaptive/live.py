@@ -119,7 +119,6 @@ class _Lane:
         link = out / LINK_FILE
         self.first: int | None = json.loads(link.read_text())["first"] if link.exists() \
             else None
-        self.cursor = self.first or 0
         self.flushed = False
         for p in list_spool(out) if self.first is not None else []:  # a resumed segment
             self._account(pq.read_table(p, columns=[stream.ts_column, KIND]),

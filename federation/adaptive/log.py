@@ -126,11 +126,7 @@ def adaptive_identity(query, data, opt, strategy: str, segments, dec) -> dict:
     """What must not change between an adaptive run and its resumption: the plan, its
     input (each stream's directory or source), the options that shape its batches."""
     from federation.logical import NumberedPlan
-    from federation.runtime.connectors import parse_source
-
-    def where(v) -> str:
-        s = parse_source(v)
-        return s.url if s.path is None else str(s.path.resolve())
+    from federation.runtime.connectors import source_identity as where
 
     lg = NumberedPlan.of(query)
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))

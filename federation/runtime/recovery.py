@@ -137,14 +137,10 @@ def run_identity(plan, opt, sources, data, h) -> dict:
         data = {n: str(s.path.resolve()) if s.path is not None else s.url
                 for n, s in sources.items()}
     else:  # a handoff's input: the directories or sources it was read from
-        from federation.runtime.connectors import parse_source
+        from federation.runtime.connectors import source_identity
 
-        def where(v) -> str:
-            s = parse_source(v)
-            return s.url if s.path is None else str(s.path.resolve())
-
-        data = {str(k): where(v) for k, v in data.items()} \
-            if isinstance(data, Mapping) else {"": where(data)}
+        data = {str(k): source_identity(v) for k, v in data.items()} \
+            if isinstance(data, Mapping) else {"": source_identity(data)}
     start_at, stop_at = h.start_at, h.stop_at
     lg = plan.logical
     text = repr(sorted((k, repr(n)) for k, n in lg.nodes.items()))

@@ -114,6 +114,12 @@ def parse_source(value: str | Path) -> SourceSpec:
     return SourceSpec(text, "dir", False, path=Path(text))
 
 
+def source_identity(value) -> str:
+    """How a run's identity names a stream's source: its URL, or its directory resolved."""
+    s = parse_source(value)
+    return s.url if s.path is None else str(s.path.resolve())
+
+
 def is_url(value) -> bool:
     """True when `value` names a source kind other than a plain directory."""
     return isinstance(value, str) and parse_source(value).kind != "dir"
