@@ -255,6 +255,40 @@ def test_move_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
     assert problem is None, problem
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("live", [False, pytest.param(True, marks=pytest.mark.long)])
+def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, live):
+    """A global COUNT over an empty relation is 0 at every instant; moved into Spark at a
+    migration instant (its input, DuckDB's per-instant results, keeps no window state in
+    Spark: a move), its first instant too. Found by the fuzzer's adaptive mode (seed 71):
+    Spark's padding rows come from the spool's ticks, and a moved segment's spool began at
+    the instant, with no tick before it; live, a followed directory (live.SpoolLink)."""
+    from federation.expressions import max_
+    from federation.runtime.sinks import read_parquet_sink
+
+    data = tmp_path / "data"
+    generate(data, rate=30, seconds=12, plugs=6, seed=11)
+    s = smartplug_stream(rate=30)
+    q = window(s, range=3, slide=1).aggregate(by=["plug_id"], m=max_("value")).filter(
+        "m > 1000000").aggregate(n=count()).rstream("Q")
+    at = [T0 + dt.timedelta(seconds=s) for s in (5, 8)]
+    segs = [Segment(start_at=None, stop_at=at[0], placement="db", rate=30, reason="test"),
+            Segment(start_at=at[0], stop_at=at[1], placement="op1=db,op2=db,op3=spe",
+                    rate=30, reason="test"),
+            Segment(start_at=at[1], stop_at=None, placement="db", rate=30, reason="test")]
+    live_options = {"until": T0 + dt.timedelta(seconds=11), "output": tmp_path / "out"} \
+        if live else {}
+    r = run_adaptive(q, f"follow:{data}" if live else data, segs, seconds_per_batch=3,
+                     feed="spe", spark=spark, work_dir=tmp_path / "w", **live_options)
+    assert [s.strategy for s in r.segments] == ["start", "move", "move"]
+    rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
+    want = reference_result(q, rows)
+    assert set(want.column("n").to_pylist()) == {0}
+    got = read_parquet_sink(tmp_path / "out") if live else r.rows
+    problem = diff_results(got.select(want.column_names), want)
+    assert problem is None, problem
+
+
 def test_a_measured_rho_below_one_overrides_a_feasible_prediction():
     """The model calls pure DuckDB feasible for CQ3 at 2,000/s; measured at rho 0.5 (it
     falls behind) the running plan counts as infeasible, and the best other plan the model

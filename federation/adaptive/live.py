@@ -31,6 +31,7 @@ from federation.adaptive.inputs import PartFile
 from federation.conventions import DATA, KIND
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
 from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
+from federation.runtime.segment_spool import with_tick_before
 from federation.runtime.sources import InputSet
 from federation.streams import StreamDecl
 
@@ -163,9 +164,12 @@ class _Lane:
         below = None if self.lo is None else pc.and_(
             pc.equal(cols.column(KIND), DATA),
             pc.less(ts, pa.scalar(self.lo, ts.type)))
-        if below is not None and pc.any(below).as_py():
-            t = pq.read_table(src)
-            write_part(dst, t.filter(pc.invert(below)), src.stat().st_mtime, spool=True)
+        first = self.lo is not None and self.cursor == self.first
+        if first or below is not None and pc.any(below).as_py():
+            t = pq.read_table(src).filter(pc.invert(below))
+            if first:  # Spark's first instant needs a tick before it (segment_spool)
+                t = with_tick_before(t, self.stream, self.lo)
+            write_part(dst, t, src.stat().st_mtime, spool=True)
             cols = cols.filter(pc.invert(below))
         else:
             dst.unlink(missing_ok=True)

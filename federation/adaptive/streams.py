@@ -138,7 +138,8 @@ class AdaptiveInput:
                 (i - span[0] for i, f in zip(span, fs) if f.start >= start_at), len(names))
             warm = max(warm, w)
             spools[n] = sub_spool(res, names, out / n, self.streams[n],
-                                  warmup=w if fast_warmup else 0, flush_after_s=flush_after_s)
+                                  warmup=w if fast_warmup else 0, flush_after_s=flush_after_s,
+                                  start_at=lo)
         seconds = max(len(fs) for fs in mine.values())
         return SegmentInput(mine, warm, seconds, InputSet(inputs=spools))
 

@@ -11,15 +11,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from federation.conventions import KIND, PUNCTUATION, SPOOL_MTIME
+from federation.conventions import KIND, PUNCTUATION, SPOOL_MTIME, TICK
 from federation.parts import write_part
 from federation.runtime.ingest import IngestResult, punctuation
 from federation.streams import StreamDecl
 
 
+def with_tick_before(t: pa.Table, stream: StreamDecl, at: datetime) -> pa.Table:
+    """Spool rows `t` with a tick just before instant `at`: the first file of a segment
+    that starts at `at`. Spark's instants (a global aggregate's rows where its input is
+    empty, spe/pipeline.instants_relation) come from ticks, instant `at` from one before
+    it, which the input files from `at` on do not hold (it is the file before the cut's).
+    The tick makes no instant before `at`."""
+    tick = punctuation(stream, at - timedelta(microseconds=1), TICK)
+    meta = t.schema.metadata
+    out = pa.concat_tables([t.replace_schema_metadata(None), tick.cast(
+        t.schema.remove_metadata())])
+    return out.replace_schema_metadata(meta)
+
+
 def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
               warmup: int = 0, warmup_batch: int = 10,
-              flush_after_s: float | None = None) -> IngestResult:
+              flush_after_s: float | None = None,
+              start_at: datetime | None = None) -> IngestResult:
     """A spool over consecutive input files of an input ingested without fast-forward, for
     a run over part of it (an adaptive run's segment): no row is validated again. Their
     spool files are hard-linked (same content and mtime, the order Spark reads them in);
@@ -46,7 +60,12 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
                    SPOOL_MTIME + group[0], spool=True)
         n += 1
     for i in idx[warmup:]:
-        os.link(spool(i), out / f"part-{n:08d}.parquet")
+        if n == 0 and start_at is not None:
+            write_part(out / f"part-{n:08d}.parquet",
+                       with_tick_before(pq.read_table(spool(i)), stream, start_at),
+                       spool(i).stat().st_mtime, spool=True)
+        else:
+            os.link(spool(i), out / f"part-{n:08d}.parquet")
         n += 1
     last = idx[-1]
     kinds = pq.read_table(spool(last), columns=[stream.ts_column, KIND])
