@@ -1,14 +1,15 @@
 """Migrate: run the chain of segments, each under its placement over the instants it owns,
-the next taking the window state over (move) or replaying the last extent."""
+the next taking the window state over (move) or replaying the last extent. Each segment
+runs in a thread of its own (`_Job`); a live run launches the next before the running one
+ends (segment.py, an overlapped start), a replayed one runs them one after the other."""
 
 from __future__ import annotations
 
-import datetime as dt
-import math
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from federation.adaptive.decide import (
     _check_options,
     with_rates,
 )
-from federation.adaptive.live import SpoolLink, follow_input, live_source, owned_seconds
+from federation.adaptive.live import follow_input, live_source
 from federation.adaptive.log import (
     Decided,
     SegmentLog,
@@ -30,152 +31,22 @@ from federation.adaptive.log import (
     claim_adaptive,
     finished_rows,
 )
-from federation.adaptive.output import AdaptiveResult, SegmentRun, owned, segment_sinks
-from federation.adaptive.streams import AdaptiveInput, SegmentInput
+from federation.adaptive.output import AdaptiveResult
+from federation.adaptive.segment import Chain, Ran
+from federation.adaptive.streams import AdaptiveInput
 from federation.adaptive.watch import Watch, first_segment, next_segment
 from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
-from federation.runtime import RunOptions, RunResult, execute, work_directory
-from federation.runtime.handoff import Handoff
+from federation.runtime import RunOptions, work_directory
+from federation.runtime.handoff import Gate
 from federation.runtime.live import run_id
-from federation.runtime.move import NotMovable, plan_move, spark_tail_s
 from federation.runtime.progress import RunProgress, as_progress
-from federation.runtime.recovery import WorkLock, fault_point
+from federation.runtime.recovery import WorkLock
 from federation.runtime.sinks import close_sinks, end_sinks, open_run_sinks, output_written
 from federation.runtime.stages import StagedPlan
 from federation.runtime.tables import snapshot_tables
 
 STRATEGIES = ("replay", "move")
-
-
-@dataclass
-class _Chain:
-    """The fixed parts of one adaptive run: the query, its input validated once (each
-    segment's spool links the spool files of its event seconds, ingest.sub_spool), the
-    planner, and how each segment runs."""
-
-    query: Rstream
-    data: str | Path | Mapping[str, str | Path]
-    inp: AdaptiveInput  # each stream's files and spool (streams.py)
-    work: Path
-    strategy: str
-    planner: Callable
-    prog: RunProgress
-    opt: RunOptions  # each segment's, but for its work directory and warm-up
-    spark: object
-    tables: Mapping[str, Path]  # the copy of each database table made at the start
-    sinks: Mapping[str, list]  # the run's sinks by query (output.py), opened once
-    halt: object = None  # threading.Event: a live run's signal (the segment stops)
-
-    def __post_init__(self) -> None:
-        windows = [n for n in self.query.walk() if isinstance(n, Window)]
-        self.slide_s = windows[0].slide_s
-        self.warm_s = math.ceil(max(w.range_s for w in windows)) + 1
-        self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
-        self.history: list[dict[str, str]] = []  # each segment's, for the metrics
-
-    def takeover(self, seg: Segment, pp, prev) -> tuple[dict | None, str]:
-        """How a segment starts: (moved state, "start" | "move" | "replay (why)")."""
-        if seg.start_at is None:
-            return None, "start"
-        if self.strategy == "move":
-            try:
-                return plan_move(prev[0], prev[1], pp, self.slide_s), "move"
-            except NotMovable as e:
-                return None, f"replay (move does not apply: {e})"
-        return None, "replay"
-
-    @property
-    def live(self) -> bool:
-        return self.opt.follow
-
-    def spool(self, seg: Segment, moved, k: int, pp, stop) -> SegmentInput:
-        """The segment's input (streams.AdaptiveInput.segment; live: a SpoolLink): from
-        its start when it takes the state over, else from a replay's warm-up of the last
-        extent before it. `stop()`: its migration instant as known now (live)."""
-        lo = seg.start_at if moved is not None else (
-            None if seg.start_at is None else seg.start_at - dt.timedelta(seconds=self.warm_s))
-        out = self.work / f"segment{k}" / "spool"
-        if self.live:
-            tail = spark_tail_s(pp, self.opt.seconds_per_batch) + self.opt.allowed_lateness_s
-            link = SpoolLink(self.inp.follower, self.inp.streams, out, lo, stop, tail)
-            return SegmentInput({}, 0, 0, None, link.start())
-        return self.inp.segment(lo, seg.start_at, seg.stop_at, out,
-                                self.opt.seconds_per_batch == 1, self.flush_s)
-
-    def run_segment(self, seg: Segment, k: int, prev, watch, of: str,
-                    on_decided: Callable | None = None):
-        """Run one segment; (its SegmentRun, the rows it owns by query, its gap, what the next
-        segment takes over: its plan, its DB-ops' state, its last result's wall time).
-        `on_decided(at)`: the watch decided to migrate at `at` (the log keeps it)."""
-        if seg.start_at is not None:  # the old placement stopped, the new one not started
-            fault_point("migration")
-        pp, _ = self.planner(with_rates(self.query, seg.rates or seg.rate), seg.placement)
-        moved, how = self.takeover(seg, pp, prev)
-        t0 = time.perf_counter()  # its setup: its spool, Spark's queries, its warm-up
-        chosen = seg.stop_at if watch is None else None
-
-        def stop() -> dt.datetime | None:
-            return chosen or (watch.chosen[0].at if watch is not None and watch.chosen
-                              else None)
-
-        sin = self.spool(seg, moved, k, pp, stop)
-        ff = sin.warm and self.opt.seconds_per_batch == 1  # the warm-up merged (spool)
-        self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
-                        total=sin.seconds or None, unit="event seconds")
-        first_at, last_out, stop_t = [None], [None], [None]
-
-        def on_batch(m) -> None:
-            if m.result_rows and (seg.start_at is None or (m.clock is not None
-                                                          and m.clock >= seg.start_at)):
-                if first_at[0] is None:
-                    first_at[0] = time.perf_counter() - t0
-                last_out[0] = time.perf_counter()
-            if watch is not None:
-                watch.batch(m)
-                if watch.chosen is not None and stop_t[0] is None:
-                    stop_t[0] = time.perf_counter()
-                    if on_decided is not None:
-                        on_decided(watch.chosen[0].at)
-            self.prog.batch(m)
-
-        seg_work = self.work / f"segment{k}" / "work"
-        sinks = segment_sinks(k, seg.start_at, stop, self.sinks)
-        self.history.append({"placement": seg.placement, "strategy": how, "reason": seg.reason,
-                             "since": "the first instant" if seg.start_at is None
-                             else str(seg.start_at)})
-        try:
-            r: RunResult = execute(
-                pp, self.data, RunOptions.of(self.opt, sinks=sinks), work_dir=seg_work,
-                warmup_batch_s=10 if ff else None,
-                spark=self.spark, progress=on_batch, halt=self.halt,
-                handoff=Handoff(start_at=seg.start_at if moved is not None else None,
-                                stop_at=seg.stop_at, moved=moved or {}, watch=watch,
-                                prepared=sin.spools, follower=sin.link,
-                                tables=self.tables, segments=tuple(self.history)))
-        finally:
-            if sin.link is not None:
-                sin.link.stop()
-        t_end = time.perf_counter()
-        if watch is not None and r.summary.stopped_at is not None:
-            seg = seg.model_copy(update={"stop_at": r.summary.stopped_at})
-        rows = {} if self.live else {q: owned(r.of(q), seg.start_at, seg.stop_at)
-                                     for q in self.sinks}  # live: in the sinks only
-        gap = None if prev is None or first_at[0] is None or prev[2] is None \
-            else t0 + first_at[0] - prev[2]
-        owned_s = owned_seconds(seg, sin, r, self.inp)
-        run = SegmentRun(segment=seg, strategy=how, moved=r.summary.moved,
-                         input_seconds=sin.seconds, warmup_seconds=sin.warm,
-                         result_rows=sum(t.num_rows for t in rows.values()) if rows
-                         else sinks[0].rows if sinks else 0,
-                         wall_s=t_end - t0,
-                         rho=owned_s / (t_end - t0) if t_end > t0 else float("nan"),
-                         first_result_s=first_at[0], setup_s=(t_end - t0) - r.summary.wall_s,
-                         stop_s=None if stop_t[0] is None else t_end - stop_t[0],
-                         batches=[(m.clock, m.wall_s) for m in r.metrics
-                                  if m.stage == 0 and m.data and m.clock is not None],
-                         decisions=[] if watch is None else watch.decisions)
-        return run, rows, gap, (pp, seg_work / "state", last_out[0] or t_end)
 
 
 def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], segments: Sequence[Segment] | None = None,
@@ -245,7 +116,7 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
         tables = snapshot_tables(query.walk(), work / "input" / "tables", resuming)
         sinks = open_run_sinks(opt, rid, resuming, list(lg.tops), lg.many)
         try:
-            chain = _Chain(query, data, inp, work, strategy, planner, prog,
+            chain = Chain(query, data, inp, work, strategy, planner, prog,
                            RunOptions.of(opt, output=None, work_dir=None, console=False,
                                          sinks=(), until=None, source=None), spark, tables,
                            sinks, halt)
@@ -253,40 +124,24 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
             runs, parts, prev = _resumed(chain, log)
             seg = log.resume_at(segments, lambda: first_segment(
                 query, inp, window_s, dec.start_placement, planner))
+            jobs = _Jobs(chain, log, segments, dec, window_s, planner, alternatives, prog)
             gaps, t_all = [], time.perf_counter()
-            while seg is not None:
-                k = len(runs)
-                logged = log.entries[k] if k < len(log.entries) else None
-                log.start(k, seg)
-                if logged is not None and not fixed and logged.next is not None:
-                    seg, watch = seg.model_copy(update={"stop_at": None}), Decided(
-                        logged.segment.stop_at)  # decided before the kill: completed
-                else:
-                    watch = None if fixed else Watch(
-                        query, inp, seg.placement, seg.start_at, seg.start_at,
-                        every_s=dec.every_s, window_s=window_s, margin=dec.margin,
-                        min_interval_s=dec.min_interval_s, slide_s=chain.slide_s,
-                        planner=planner, alternatives=alternatives, progress=prog,
-                        seconds_per_batch=opt.seconds_per_batch)
-
-                def decided(at, k=k, seg=seg, watch=watch):
-                    nxt = next_segment(seg.model_copy(update={"stop_at": at}), watch)
-                    log.decided(k, at, nxt)
-
-                run, rows, gap, nxt = chain.run_segment(
-                    seg, k, prev, watch, f"/{len(segments)}" if fixed else "", decided)
+            job = None if seg is None else jobs.launch(len(runs), seg, prev, None)
+            last_out = None
+            while job is not None:
+                ran = jobs.finish(job)
                 if halt.is_set():  # stopped: the same call resumes the segment
-                    runs.append(run)
+                    runs.append(ran.run)
                     break
-                log.finished(k, run)
-                for q, t in rows.items():
+                log.finished(job.k, ran.run)
+                for q, t in ran.rows.items():
                     parts[q].append(t)
-                runs.append(run)
-                if prev is not None:
-                    gaps.append(gap)
-                prev = nxt
-                seg = log.entries[k].next if not fixed else (
-                    segments[k + 1] if k + 1 < len(segments) else None)
+                runs.append(ran.run)
+                if prev is not None:  # the output gap of the migration into it
+                    gaps.append(None if last_out is None or ran.first_out is None
+                                else ran.first_out - last_out)
+                last_out, prev = ran.last_out, (ran.plan, ran.state)
+                job = job.next or jobs.launch_next(job, ran.plan, ran.state)
             results = None if chain.live else {
                 q: pa.concat_tables([t for t in ts if t.num_rows] or ts[:1])
                 for q, ts in parts.items()}  # an empty segment's table has tau only
@@ -313,7 +168,103 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
                           deadletter_dir=str(whole.deadletter_dir))
 
 
-def _resumed(chain: _Chain, log: SegmentLog):
+@dataclass
+class _Job:
+    """Segment k running in a thread; `done` opens when it has finished (segment.Gate)."""
+
+    k: int
+    thread: threading.Thread | None = None
+    done: Gate = field(default_factory=Gate)
+    ran: Ran | None = None
+    error: BaseException | None = None
+    next: _Job | None = None  # launched before this one ended (a live run)
+
+
+@dataclass
+class _Jobs:
+    """Launches the segments of one run, each with its watch, and keeps the log."""
+
+    chain: Chain
+    log: SegmentLog
+    segments: Sequence[Segment] | None  # given (replayed decisions), or None: decided
+    dec: DecideOptions
+    window_s: float
+    planner: Callable
+    alternatives: Callable
+    prog: RunProgress
+
+    def launch(self, k: int, seg: Segment, prev, after: Gate | None) -> _Job:
+        """Start segment k (`prev`: the plan and state directory of the one before;
+        `after`: its Gate when it still runs)."""
+        log, fixed, chain = self.log, self.segments is not None, self.chain
+        logged = log.entries[k] if k < len(log.entries) else None
+        log.start(k, seg)
+        if logged is not None and not fixed and logged.next is not None:
+            seg, watch = seg.model_copy(update={"stop_at": None}), Decided(
+                logged.segment.stop_at)  # decided before the kill: completed
+        else:
+            d = self.dec
+            watch = None if fixed else Watch(
+                chain.query, chain.inp, seg.placement, seg.start_at, seg.start_at,
+                every_s=d.every_s, window_s=self.window_s, margin=d.margin,
+                min_interval_s=d.min_interval_s, slide_s=chain.slide_s,
+                planner=self.planner, alternatives=self.alternatives, progress=self.prog,
+                seconds_per_batch=chain.opt.seconds_per_batch)
+        job = _Job(k)
+
+        def decided(at) -> None:
+            log.decided(k, at, next_segment(seg.model_copy(update={"stop_at": at}), watch))
+
+        def near_end(pp, state) -> None:  # in this segment's micro-batch: start the next
+            if job.next is None and not chain.halt.is_set():
+                nxt = self._after(k)
+                if nxt is not None:
+                    job.next = self.launch(k + 1, nxt, (pp, state), job.done)
+
+        def body() -> None:
+            try:
+                job.ran = chain.run_segment(
+                    seg, k, prev, watch, f"/{len(self.segments)}" if fixed else "", decided,
+                    after, near_end if chain.live else None)
+            except BaseException as e:  # noqa: BLE001 - raised by finish()
+                job.error = e
+            finally:
+                (job.done.open if job.error is None and not chain.halt.is_set()
+                 else job.done.fail)()
+
+        job.thread = threading.Thread(target=body, name=f"fedq-segment-{k}", daemon=True)
+        job.thread.start()
+        return job
+
+    def _after(self, k: int) -> Segment | None:
+        """The segment after segment k, as given or as decided (the log has it)."""
+        if self.segments is not None:
+            return self.segments[k + 1] if k + 1 < len(self.segments) else None
+        return self.log.entries[k].next
+
+    def launch_next(self, job: _Job, plan, state) -> _Job | None:
+        nxt = self._after(job.k)
+        return None if nxt is None else self.launch(job.k + 1, nxt, (plan, state), None)
+
+    def finish(self, job: _Job) -> Ran:
+        """Wait for `job` (signals are handled meanwhile); its failure is raised once the
+        one launched after it has stopped too."""
+        while job.thread.is_alive():
+            job.thread.join(0.2)
+        if job.error is not None or job.ran is None:
+            if job.next is not None:  # its gate failed: it stops at its first owned rows
+                self.chain.halt.set()
+                self.finish(job.next)
+            raise job.error or RuntimeError(f"segment {job.k + 1} ended without a result")
+        if self.chain.halt.is_set() and job.next is not None:
+            # halted: it resumes from its own work directory (stopped at its gate, it
+            # wrote nothing)
+            with contextlib.suppress(Exception):
+                self.finish(job.next)
+        return job.ran
+
+
+def _resumed(chain: Chain, log: SegmentLog):
     """The finished segments of an interrupted run (log.py): their records, the rows they
     own by query (read from their result parts), what the next segment takes over."""
     parts: dict[str, list[pa.Table]] = {q: [] for q in chain.sinks}
@@ -329,7 +280,7 @@ def _resumed(chain: _Chain, log: SegmentLog):
         chain.history.append({"placement": seg.placement, "strategy": e.run.strategy,
                               "reason": seg.reason, "since": "the first instant"
                               if seg.start_at is None else str(seg.start_at)})
-        prev = (pp, seg_work / "state", None)
+        prev = (pp, seg_work / "state")
     return runs, parts, prev
 
 

@@ -53,8 +53,9 @@ class SegmentSink:
 
     def __init__(self, k: int, start_at: dt.datetime | None,
                  stop: Callable[[], dt.datetime | None], sinks: Mapping[str, list],
-                 durable: bool) -> None:
+                 durable: bool, after: Callable[[], None] | None = None) -> None:
         self.k, self.start_at, self.stop, self.durable = k, start_at, stop, durable
+        self.after = after  # returns once the segment before has finished (or raises)
         self.rows = 0  # the rows it passed on (owned)
         self.sinks = {q: [s for s in ss if is_durable(s) == durable] for q, ss in sinks.items()}
 
@@ -62,6 +63,9 @@ class SegmentSink:
         mine = owned(rows, self.start_at, self.stop())
         if not mine.num_rows:
             return
+        if self.after is not None:  # an overlapped start: the old placement's rows first
+            self.after()
+            self.after = None
         key = (key[0], self.k * SEGMENT_KEYS + key[1])
         self.rows += mine.num_rows
         for s in self.sinks[query]:
@@ -72,12 +76,14 @@ class SegmentSink:
 
 
 def segment_sinks(k: int, start_at: dt.datetime | None, stop: Callable[[], dt.datetime | None],
-                  sinks: Mapping[str, list]) -> tuple[SegmentSink, ...]:
+                  sinks: Mapping[str, list], after: Callable[[], None] | None = None
+                  ) -> tuple[SegmentSink, ...]:
     """The sinks of segment k's run in front of the run's `sinks` (by query): one for the
-    durable ones, one for the others, each only where there are such."""
+    durable ones, one for the others, each only where there are such. `after`: wait for
+    the segment before to finish before the first owned rows (segment.py)."""
     out = []
     for durable in (True, False):
-        s = SegmentSink(k, start_at, stop, sinks, durable)
+        s = SegmentSink(k, start_at, stop, sinks, durable, after)
         if any(s.sinks.values()):
             out.append(s)
     return tuple(out)
@@ -106,6 +112,9 @@ class SegmentRun(BaseModel):
     setup_s: float
     #: wall time from the old segment's stop to the end of its run (its tail and drain)
     stop_s: float | None = None
+    #: a live run's overlapped start: wall time from its start to the old placement's end
+    #: (its set-up, meanwhile); None when it started after it (segment.py)
+    overlap_s: float | None = None
     #: its stage-0 data micro-batches: (event time reached, wall seconds of the batch)
     batches: list[tuple[dt.datetime, float]]
     decisions: list[Decision] = []  # taken while it ran (online runs)

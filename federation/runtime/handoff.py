@@ -4,6 +4,8 @@ migration (federation/adaptive): one object instead of five options of `execute`
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +14,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from federation.runtime.move import MovedState
     from federation.runtime.sources import InputSet
+
+
+class Gate:
+    """The end of the segment before, for a segment of an adaptive run started while that
+    one still runs (federation/adaptive/segment.py): `open` once it has finished (its
+    results written, its DuckDB files closed), `fail` when it stopped without finishing."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.ok = False
+        self.opened_at: float | None = None  # perf_counter
+
+    def open(self) -> None:
+        self.ok, self.opened_at = True, time.perf_counter()
+        self._event.set()
+
+    def fail(self) -> None:
+        self._event.set()
+
+    def wait(self, halt: threading.Event | None = None) -> None:
+        """Until the segment before has finished; Halted (the micro-batch in progress is
+        left to a resumed run) when the run is halted or that segment failed."""
+        from federation.runtime.direct import Halted
+
+        while not self._event.wait(0.05):
+            if halt is not None and halt.is_set():
+                raise Halted("halted while the segment before was finishing")
+        if not self.ok:
+            raise Halted("the segment before stopped without finishing")
 
 
 @dataclass(frozen=True)
@@ -37,6 +68,8 @@ class Handoff:
     (tables.snapshot_tables): every segment reads that version, none copies it again.
     `segments`: the adaptive run's segments so far, this one last ({"placement", "since",
     "strategy", "reason"}), for its metrics and status page (federation/runtime/metrics.py).
+    `after`: the end of the segment before (a Gate), when this one started before it
+    ended: the DB-ops adopt their moved state at their first micro-batch, once it is open.
     """
 
     start_at: dt.datetime | None = None
@@ -47,3 +80,4 @@ class Handoff:
     follower: object = None
     tables: Mapping[str, Path] = field(default_factory=dict)
     segments: tuple[Mapping[str, str], ...] = ()
+    after: Gate | None = None

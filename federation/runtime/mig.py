@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -107,8 +108,8 @@ class MigRuntime:
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime | None] | None = None,
                  state_path: str | None = None, moved=None,
-                 stop_at: dt.datetime | None = None, table_files: dict | None = None
-                 ) -> None:
+                 stop_at: dt.datetime | None = None, table_files: dict | None = None,
+                 moved_after: Callable[[], None] | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included; a followed input has no last one (None: every instant up to the clock,
@@ -117,7 +118,10 @@ class MigRuntime:
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
         MIG continues after the last micro-batch it committed (`applied`).
         `moved`: window state taken from an old placement's DB-op at a migration (move,
-        federation/runtime/move.py), committed before the first micro-batch.
+        federation/runtime/move.py), committed before the first micro-batch; with
+        `moved_after` (it returns once the old placement has finished, or raises) at the
+        first micro-batch, after it returned (an overlapped start: the old DB-op's file is
+        complete only then).
         `stop_at`: the migration instant (`stop_before`). `table_files`: the run's copy of
         each database table the DB-op reads (federation/runtime/tables.py)."""
         self.db_op = db_op
@@ -137,17 +141,27 @@ class MigRuntime:
         self.slides_done = 0
         self.applied: int | None = None  # the last micro-batch id committed
         self.moved: dict[str, int] = {}
+        self._moved, self._moved_after = None, None  # moved state not adopted yet
         self.stop_at: dt.datetime | None = None
         if stop_at is not None:
             self.stop_before(stop_at)
         if self.db.saved and self.db.saved.get("mig"):
             self._restore(self.db.saved["mig"])
         elif moved is not None:  # once: a resumed run has it in its committed state
-            self.db.begin()
-            for part in moved:
-                for t, n in self.db.adopt(str(part.path), part.rows, part.slices).items():
-                    self.moved[t] = self.moved.get(t, 0) + n
-            self.commit(-1)
+            self._moved, self._moved_after = moved, moved_after
+            if moved_after is None:
+                self._adopt()
+
+    def _adopt(self) -> None:
+        """Take the moved state in (committed as batch -1)."""
+        if self._moved_after is not None:
+            self._moved_after()
+        self.db.begin()
+        for part in self._moved:
+            for t, n in self.db.adopt(str(part.path), part.rows, part.slices).items():
+                self.moved[t] = self.moved.get(t, 0) + n
+        self.commit(-1)
+        self._moved = None
 
     _TIMES = ("next_tau", "max_data_ts", "max_rel_tau")
     _COUNTS = ("rows_in", "rows_out", "slides_done", "applied")
@@ -171,6 +185,8 @@ class MigRuntime:
     def begin(self, batch: int) -> bool:
         """Start micro-batch `batch`; False when it was committed before (a replay after
         a crash): then neither `add` nor `advance` may run for it."""
+        if self._moved is not None:
+            self._adopt()
         if self.applied is not None and batch <= self.applied:
             return False
         self.db.begin()
