@@ -9,9 +9,10 @@ input (the data directory replayed, or followed: `follow:DIR` of a landing direc
 beforehand, ended by `until`; a query over one stream only: two streams' inputs end apart, and
 the quiet one's idle clock carries the input's end past the data's, so a global COUNT has
 more instants than the replayed reference) alternate between queries. Its rows (a replayed run's, or a
-followed run's as its sink got them, each instant once) must equal the reference. A tuple
-window is refused by adaptive runs (a semantic refusal: its state is not bounded by event
-time), recorded as `refused`.
+followed run's as its sink got them, each instant once) must equal the reference. A query
+with a tuple window is refused under `replay`, and under `move` where a migration's move
+does not apply (semantic refusals: its last n rows are not bounded by event time, so only
+a move takes them over), recorded as `refused`.
 """
 
 from __future__ import annotations

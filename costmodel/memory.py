@@ -127,7 +127,10 @@ class Table:
     def bytes(self, p: CostProfile) -> float:
         """DuckDB's memory for it just before a CHECKPOINT (module doc): the kept rows
         compressed; the appended ones at their type's width in a segment of each column's
-        own (`segment_bytes`), and a block per row group."""
+        own (`segment_bytes`), and a block per row group. Unbounded (inf) when its rows
+        are: a tuple window partitioned by a column of unknown distinct values."""
+        if math.isinf(self.rows) or math.isinf(self.appended):
+            return math.inf
         kept = math.ceil(self.rows * len(self.types) * p.db_compressed_bytes_per_value
                          / DB_BLOCK) * DB_BLOCK
         if not self.appended:

@@ -29,7 +29,7 @@ from federation.adaptive import (
     with_rate,
 )
 from federation.api import plan_for
-from federation.expressions import count
+from federation.expressions import avg, count
 from federation.logical import Window, window
 from federation.results import diff_results
 from federation.smartplug import smartplug_stream
@@ -150,8 +150,8 @@ def test_better_by_margin_is_definition_1_with_hysteresis():
 def test_refusals_name_the_option(surge):
     tuples = window(smartplug_stream(rate=100), rows=10, slide=1).aggregate(
         by=["plug_id"], n=count()).rstream()
-    with pytest.raises(AdaptiveError, match="tuple windows"):
-        plan_segments(tuples, surge)
+    with pytest.raises(AdaptiveError, match="strategy: 'replay' with a tuple window"):
+        run_adaptive(tuples, surge, strategy="replay")
     with pytest.raises(AdaptiveError, match="every_s: 2.5 s is not a multiple"):
         plan_segments(QUERIES["CQ3"](rate=2000), surge, every_s=2.5)
     with pytest.raises(AdaptiveError, match="margin"):
@@ -287,6 +287,62 @@ def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, 
     got = read_parquet_sink(tmp_path / "out") if live else r.rows
     problem = diff_results(got.select(want.column_names), want)
     assert problem is None, problem
+
+
+def tuple_query():
+    """The last 20 readings of each plug (a tuple window) joined with the house's 5-s load
+    (a time window)."""
+    from federation.expressions import avg, sum_
+
+    s = smartplug_stream(rate=150, plugs=40)
+    plug = ["house_id", "household_id", "plug_id"]
+    last = window(s, rows=20, slide=1, partition_by=plug).aggregate(
+        by=plug, recent=avg("value"), n=count())
+    load = window(s, range=5, slide=1).filter("property = 1").aggregate(
+        by=["house_id"], load=sum_("value"))
+    return last.join(load, on=["house_id"]).rstream("Q")
+
+
+def test_a_tuple_window_moves_between_placements(tmp_path):
+    """A tuple window's state is its last n rows: a migration moves them (a replay of the
+    last extent cannot rebuild them, and is refused). Three segments: with the time
+    window's aggregate in Spark in the last, refused before the run starts (Spark would
+    keep window rows: no move); all in DuckDB, every instant equals the reference (no
+    JVM)."""
+    data = tmp_path / "data"
+    generate(data, rate_profile=[(150, 24)], plugs=40, seed=4)
+    q = tuple_query()
+    at = [T0 + dt.timedelta(seconds=s) for s in (9, 16)]
+    segs = [Segment(start_at=a, stop_at=b, placement="db", rate=150, reason="test")
+            for a, b in zip([None, *at], [*at, None])]
+    spark_agg = "op1=db,op2=spe,op3=spe,op4=db"  # the load's window aggregated in Spark
+    with pytest.raises(AdaptiveError, match="segments: the migration to .* at 2013-09-01 "
+                       "00:00:16: a tuple window's state .* keeps window rows in Spark"):
+        run_adaptive(q, data, [*segs[:2], segs[2].model_copy(update={
+            "placement": spark_agg})], work_dir=tmp_path / "refused")
+    r = run_adaptive(q, data, segs, seconds_per_batch=3, work_dir=tmp_path / "w")
+    assert [s.strategy for s in r.segments] == ["start", "move", "move"]
+    assert all(s.moved for s in r.segments[1:])
+    rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))
+    problem = diff_results(r.rows, reference_result(q, rows))
+    assert problem is None, problem
+
+
+def test_a_decision_keeps_a_tuple_window_where_its_rows_cannot_move(tmp_path):
+    """The rate rises past where a planner prefers the time window's aggregate in Spark:
+    for a query without a tuple window that is a migration; with one, the move would leave
+    Spark keeping window rows, so the decision keeps the running placement (no JVM)."""
+    data = tmp_path / "data"
+    generate(data, rate_profile=[(150, 20), (600, 20)], plugs=40, seed=4)
+    spark_agg = "op1=db,op2=spe,op3=spe,op4=db"
+    planner = by_rate("db", spark_agg, 300)
+    segs = plan_segments(tuple_query(), data, every_s=5, window_s=5, planner=planner)
+    assert [s.placement for s in segs] == ["op1=db,op2=db,op3=db,op4=db"]
+    timed = window(smartplug_stream(rate=150, plugs=40), range=20, slide=1).aggregate(
+        by=["house_id", "household_id", "plug_id"], recent=avg("value"), n=count())
+    q = timed.join(tuple_query().child.children[1], on=["house_id"]).rstream("Q")
+    segs = plan_segments(q, data, every_s=5, window_s=5, planner=planner)
+    assert [s.placement for s in segs] == ["op1=db,op2=db,op3=db,op4=db", spark_agg]
 
 
 def test_a_measured_rho_below_one_overrides_a_feasible_prediction():

@@ -177,16 +177,53 @@ def _check_options(query: Rstream, every_s: float, margin: float,
         if s.start_at is not None and grid_floor(s.start_at, windows[0].slide_s) != s.start_at:
             raise AdaptiveError("segments", f"{s.start_at} is not an instant of the query "
                                 f"(a multiple of its slide, {windows[0].slide_s:g} s)")
-    if any(w.range_s is None for w in windows):
-        raise AdaptiveError("adaptive", "tuple windows (rows=...) are not supported: their "
-                            "state is not bounded by event time, so no placement can take "
-                            "over from a replay of the last window")
     slide = windows[0].slide_s
     if every_s <= 0 or abs(every_s / slide - round(every_s / slide)) > 1e-9:
         raise AdaptiveError("every_s", f"{every_s:g} s is not a multiple of the slide "
                             f"({slide:g} s)")
     if not 0 <= margin < 1:
         raise AdaptiveError("margin", f"{margin} is not in [0, 1)")
+
+
+def has_tuple_window(query: Node) -> bool:
+    return any(isinstance(n, Window) and not n.is_time_based for n in query.walk())
+
+
+#: why a migration of a query with a tuple window must move its state
+TUPLE_STATE = ("a tuple window's state is its last n rows, not bounded by event time: a "
+               "replay of the last extent cannot rebuild it, only a move takes it over")
+
+
+def move_refusal(query: Node, old, new, slide_s: float) -> str | None:
+    """Why the migration from plan `old` to plan `new` of a query with a tuple window
+    cannot take its state over (runtime/move.py: the move does not apply), or None (it
+    can, or the query has no tuple window). Plans only: no state is read."""
+    if not has_tuple_window(query):
+        return None
+    from federation.runtime.move import NotMovable, plan_move
+
+    try:
+        plan_move(old, Path("."), new, slide_s)
+    except NotMovable as e:
+        return f"{TUPLE_STATE}, and here the move does not apply ({e})"
+    return None
+
+
+def check_segments_movable(query: Rstream, segments: Sequence[Segment], planner: Callable,
+                           strategy: str) -> None:
+    """A query with a tuple window: the strategy moves, and so can each given migration
+    (AdaptiveError naming the option)."""
+    if not has_tuple_window(query):
+        return
+    if strategy != "move":
+        raise AdaptiveError("strategy", f"{strategy!r} with a tuple window (rows=...): "
+                            f"{TUPLE_STATE}")
+    slide = next(n for n in query.walk() if isinstance(n, Window)).slide_s
+    plans = [planner(with_rates(query, s.rates or s.rate), s.placement)[0] for s in segments]
+    for s, old, new in zip(segments[1:], plans, plans[1:]):
+        if (why := move_refusal(query, old, new, slide)) is not None:
+            raise AdaptiveError("segments", f"the migration to {s.placement} at "
+                                f"{s.start_at}: {why}")
 
 
 def _check(query: Rstream, data: str | Path, every_s: float, window_s: float | None,
@@ -224,6 +261,7 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
 
     planner = planner or (lambda q, p: plan_for(q, p, profile))
     window_s, files = _check(query, data, every_s, window_s, margin)
+    slide = next(n for n in query.walk() if isinstance(n, Window)).slide_s
     first, last = files[0].start, files[-1].start + dt.timedelta(seconds=1)
     t = grid_floor(first, every_s) + dt.timedelta(seconds=every_s)
     points = []
@@ -238,9 +276,11 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
         if last_migration is not None and \
                 (t - last_migration).total_seconds() < min_interval_s:
             continue
-        best, best_cost, cur_cost, migrates = _decide(planner, with_rate(query, r), cur, margin)
-        if not migrates:
-            continue
+        q = with_rate(query, r)
+        best, best_cost, cur_cost, migrates = _decide(planner, q, cur, margin)
+        if not migrates or cur_cost is not None and move_refusal(
+                query, planner(q, cur)[0], best, slide) is not None:
+            continue  # kept (or a tuple window's state could not be moved)
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
                                        _cost_change(cur_cost, best_cost, 4)))
         segs[-1] = segs[-1].model_copy(update={"stop_at": t})

@@ -21,6 +21,7 @@ from federation.adaptive.decide import (
     Segment,
     _alternatives,
     _check_options,
+    check_segments_movable,
     with_rates,
 )
 from federation.adaptive.live import follow_input, live_source
@@ -95,6 +96,7 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
     fixed = segments is not None
     _check_options(query, 10 * windows[0].slide_s if fixed else dec.every_s,
                    0.0 if fixed else dec.margin, segments)
+    check_segments_movable(query, segments or [], planner, strategy)
     window_s = dec.window_s or dec.every_s
     work = work_directory(opt.work_dir, "fedq-adaptive-")
     lock = WorkLock.hold(work)

@@ -18,7 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from federation.adaptive.decide import Segment, with_rates
+from federation.adaptive.decide import (
+    TUPLE_STATE,
+    AdaptiveError,
+    Segment,
+    has_tuple_window,
+    with_rates,
+)
 from federation.adaptive.live import SpoolLink, owned_seconds
 from federation.adaptive.output import SegmentRun, owned, segment_sinks
 from federation.adaptive.streams import AdaptiveInput, SegmentInput
@@ -67,7 +73,7 @@ class Chain:
     def __post_init__(self) -> None:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
         self.slide_s = windows[0].slide_s
-        self.warm_s = math.ceil(max(w.range_s for w in windows)) + 1
+        self.warm_s = math.ceil(max(w.range_s or 0.0 for w in windows)) + 1
         self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
         self.history: list[dict[str, str]] = []  # each segment's, for the metrics
 
@@ -79,6 +85,9 @@ class Chain:
             try:
                 return plan_move(prev[0], prev[1], pp, self.slide_s), "move"
             except NotMovable as e:
+                if has_tuple_window(self.query):  # checked before: decide.move_refusal
+                    raise AdaptiveError("segments", f"{seg.placement}: {TUPLE_STATE} ({e})"
+                                        ) from e
                 return None, f"replay (move does not apply: {e})"
         return None, "replay"
 

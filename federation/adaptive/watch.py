@@ -10,7 +10,13 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from federation.adaptive.decide import Segment, _cost_change, _decide, with_rates
+from federation.adaptive.decide import (
+    Segment,
+    _cost_change,
+    _decide,
+    move_refusal,
+    with_rates,
+)
 from federation.conventions import DATA, KIND
 from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
@@ -144,12 +150,19 @@ class Watch:
         q = with_rates(self.query, rates, selectivities=sels)
         best, best_cost, cur_cost, migrates = _decide(self.planner, q, self.running,
                                                       self.margin, rho, self.alternatives)
+        blocked = None
+        if migrates and cur_cost is not None:  # a tuple window's state: moved, or kept
+            blocked = move_refusal(self.query, self.planner(q, self.running)[0], best,
+                                   self.slide_s)
+            migrates = blocked is None
         pred = None if cur_cost is None else cur_cost.vector.C_b
         seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "") \
             + (f", backlog {self.backlog_s} s" if self.live and self.backlog_s is not None else "")
         if migrates:
             why = f"{seen}: " + ("the running plan is gone" if cur_cost is None else
                                  _cost_change(cur_cost, best_cost, 3))
+        elif blocked is not None:
+            why = f"keep ({seen}): {best.placement_string} is cheaper, but {blocked}"
         elif best.placement_string == self.running:
             why = f"keep: the optimum ({seen})"
         else:

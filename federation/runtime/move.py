@@ -40,7 +40,7 @@ from db.sqlgen import row_chain
 from db.store import InputSpec, binding_error, moved_table
 from federation.conventions import TS
 from federation.instants import holdback
-from federation.logical import Node, Project, Rstream, Select, Window
+from federation.logical import Node, Project, Rstream, Select
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
 from federation.runtime.mig import input_specs
@@ -84,8 +84,6 @@ def plan_move(old: PhysicalPlan, old_state: Path | str, new: PhysicalPlan, slide
                ) -> dict[str, MovedState]:
     """Per DB-op of `new`, the state it takes from the databases of `old`'s DB-ops in the
     directory `old_state` (`<id>.duckdb`); NotMovable when a move does not apply."""
-    if any(isinstance(n, Window) and not n.is_time_based for n in new.logical.nodes.values()):
-        raise NotMovable("a tuple window's state is its last n rows, not bounded by event time")
     spark = spark_window_state(new)
     if spark:
         kinds = ", ".join(f"{o} ({new.logical.nodes[o].kind})" for o in spark)
