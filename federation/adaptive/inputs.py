@@ -54,3 +54,21 @@ def measured_rates(files: Sequence[PartFile], points: Sequence[dt.datetime],
     """Tuples per second in [T - window_s, T) for each decision point T."""
     w = dt.timedelta(seconds=window_s)
     return [sum(f.rows for f in files if t - w <= f.start < t) / window_s for t in points]
+
+
+class FileSpans:
+    """What the watch asks of an adaptive run's input (streams.AdaptiveInput, replayed;
+    live.LiveInput): each stream's input files by event second (`files`)."""
+
+    files: dict[str, list[PartFile]]
+
+    def between(self, lo: dt.datetime | None, hi: dt.datetime | None
+                ) -> dict[str, list[PartFile]]:
+        """Each stream's files of the event seconds in [lo, hi) (None: unbounded)."""
+        return {n: [f for f in fs if (lo is None or f.start >= lo)
+                    and (hi is None or f.start < hi)] for n, fs in self.files.items()}
+
+    def rates(self, lo: dt.datetime, hi: dt.datetime) -> dict[str, float]:
+        """Each stream's tuples per second in [lo, hi)."""
+        s = (hi - lo).total_seconds()
+        return {n: sum(f.rows for f in fs) / s for n, fs in self.between(lo, hi).items()}

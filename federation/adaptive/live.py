@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from federation.adaptive.inputs import PartFile
+from federation.adaptive.inputs import FileSpans, PartFile
 from federation.conventions import DATA, KIND
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
 from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
@@ -70,7 +70,7 @@ class _Index:
         return sorted(self.files, key=lambda f: f.start)
 
 
-class LiveInput:
+class LiveInput(FileSpans):
     """The adaptive run's view of a live input (streams.AdaptiveInput's, for the watch and
     the first segment): `follower` validates every stream into its spool."""
 
@@ -100,13 +100,6 @@ class LiveInput:
         its follower ends it)."""
         return not self.follower.ended.is_set() or at <= self.last
 
-    def between(self, lo, hi) -> dict[str, list[PartFile]]:
-        return {n: [f for f in fs if (lo is None or f.start >= lo)
-                    and (hi is None or f.start < hi)] for n, fs in self.files.items()}
-
-    def rates(self, lo: dt.datetime, hi: dt.datetime) -> dict[str, float]:
-        s = (hi - lo).total_seconds()
-        return {n: sum(f.rows for f in fs) / s for n, fs in self.between(lo, hi).items()}
 
 
 class _Lane:

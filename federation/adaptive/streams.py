@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from federation.adaptive.decide import AdaptiveError
-from federation.adaptive.inputs import PartFile
+from federation.adaptive.inputs import FileSpans, PartFile
 from federation.conventions import SPOOL_MTIME
 from federation.parts import write_part
 from federation.runtime.ingest import IngestResult, punctuation
@@ -58,7 +58,7 @@ def spool_files(res: IngestResult) -> list[PartFile]:
 
 
 @dataclass
-class AdaptiveInput:
+class AdaptiveInput(FileSpans):
     """Each stream's spool, validated once, and the input files it holds (spool_files)."""
 
     streams: dict[str, StreamDecl]
@@ -103,17 +103,6 @@ class AdaptiveInput:
     def before_end(self, at: dt.datetime) -> bool:
         """Whether instant `at` is before the input's end (its last file's second)."""
         return at <= self.last
-
-    def between(self, lo: dt.datetime | None, hi: dt.datetime | None
-                ) -> dict[str, list[PartFile]]:
-        """Each stream's files of the event seconds in [lo, hi) (None: unbounded)."""
-        return {n: [f for f in fs if (lo is None or f.start >= lo)
-                    and (hi is None or f.start < hi)] for n, fs in self.files.items()}
-
-    def rates(self, lo: dt.datetime, hi: dt.datetime) -> dict[str, float]:
-        """Each stream's tuples per second in [lo, hi)."""
-        s = (hi - lo).total_seconds()
-        return {n: sum(f.rows for f in fs) / s for n, fs in self.between(lo, hi).items()}
 
     def segment(self, lo: dt.datetime | None, start_at: dt.datetime | None,
                 stop_at: dt.datetime | None, out: Path, fast_warmup: bool,
