@@ -140,14 +140,16 @@ def adaptive_run(q, a, burst: int, spark, work: Path) -> tuple[dict, pa.Table]:
                                                      "min_interval_s": a.min_interval})
     rec = measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0)
     migrations = []
-    for s in r.segments[1:]:
+    for prev, s in zip(r.segments, r.segments[1:]):
         at = s.segment.start_at
         before, first = sink.at.get(at - dt.timedelta(seconds=1)), sink.at.get(at)
         migrations.append({
             "at": at, "placement": s.segment.placement, "strategy": s.strategy,
             "reason": s.segment.reason, "wall_s_after_start": None if first is None
             else round(first - t0, 2),
-            "sink_gap_s": None if before is None or first is None else first - before})
+            "sink_gap_s": None if before is None or first is None else first - before,
+            "old_tail_s": prev.tail_s, "new_first_after_s": s.first_after_s,
+            "overlap_s": s.overlap_s})
     return {"kind": "adaptive", "placement": " -> ".join(s.segment.placement
                                                           for s in r.segments),
             "wall_s": time.time() - t0, "migrations": migrations,

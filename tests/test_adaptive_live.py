@@ -53,13 +53,15 @@ def table_of(path: Path, name: str = "results") -> pa.Table:
         con.close()
 
 
-def test_two_streams_and_two_queries_live_migrate_with_each_instant_once(tmp_path):
+def test_two_streams_and_two_queries_live_migrate_with_each_instant_once(tmp_path, capsys):
     """Nexmark q8 (person joined with auction) and a query over person alone, as one set,
     from two generators paced in wall time, re-placed at two instants (DuckDB, the state
     moved, each new placement started before the old one ended): each query's Parquet
     directory, written as the segments compute, equals the reference over what the
     generators landed."""
     from test_live_streams import NX_START, _reference, q8_and_persons
+
+    from federation.cli.report import print_adaptive
 
     url = f"datagen:nexmark?rate=1000&speed=10&seconds=40&start={NX_START}"
     q = q8_and_persons()
@@ -74,6 +76,11 @@ def test_two_streams_and_two_queries_live_migrate_with_each_instant_once(tmp_pat
     # each new placement set up while the old one ran (an overlapped start)
     assert all(s.overlap_s is not None and s.overlap_s > 0 for s in r.segments[1:]), [
         s.overlap_s for s in r.segments]
+    # each gap: the old placement's tail, then the new one's first result after its end
+    for g, old, new in zip(r.gaps_s, r.segments, r.segments[1:]):
+        assert g == pytest.approx(old.tail_s + new.first_after_s, abs=0.5), (g, old, new)
+    print_adaptive(r)
+    assert capsys.readouterr().out.count(" s from the old placement's last result") == 2
     assert all(s.result_rows > 0 for s in r.segments), [
         (s.segment.start_at, s.result_rows, s.input_seconds) for s in r.segments]
     rows = {n: landed(work, n) for n in ("person", "auction")}

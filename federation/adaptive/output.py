@@ -115,6 +115,12 @@ class SegmentRun(BaseModel):
     #: a live run's overlapped start: wall time from its start to the old placement's end
     #: (its set-up, meanwhile); None when it started after it (segment.py)
     overlap_s: float | None = None
+    #: the two parts of a migration's output gap: the old placement's last owned result to
+    #: its end (`tail_s`, its own), and the old one's end to the new one's first owned
+    #: result (`first_after_s`, the new one's: its adoption and first micro-batch, and
+    #: without an overlap its set-up)
+    tail_s: float | None = None
+    first_after_s: float | None = None
     #: its stage-0 data micro-batches: (event time reached, wall seconds of the batch)
     batches: list[tuple[dt.datetime, float]]
     decisions: list[Decision] = []  # taken while it ran (online runs)

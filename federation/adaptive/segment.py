@@ -194,6 +194,9 @@ class Chain:
                          setup_s=(t_end - t0) - r.summary.wall_s,
                          stop_s=None if stop_t[0] is None else t_end - stop_t[0],
                          overlap_s=None if opened is None else opened - t0,
+                         tail_s=None if last_out[0] is None else t_end - last_out[0],
+                         first_after_s=None if first_out[0] is None or seg.start_at is None
+                         else first_out[0] - max(t0, opened or t0),
                          batches=[(m.clock, m.wall_s) for m in r.metrics
                                   if m.stage == 0 and m.data and m.clock is not None],
                          decisions=[] if watch is None else watch.decisions)

@@ -50,6 +50,12 @@ def print_adaptive(r) -> None:
               f"{'-' if gap is None else f'{gap:.1f}':>6}")
         if k:
             print(f"         why: {sr.segment.reason}")
+            old = r.segments[k - 1]
+            if gap is not None and old.tail_s is not None and sr.first_after_s is not None:
+                print(f"         gap: {old.tail_s:.1f} s from the old placement's last result "
+                      f"to its end, {sr.first_after_s:.1f} s from there to this one's first"
+                      + (f" (it started {sr.overlap_s:.1f} s before)" if sr.overlap_s
+                         else ""))
             if sr.strategy.startswith("replay ("):
                 print(f"         {sr.strategy}")
     n = sum(t.num_rows for t in r.results.values()) if r.results else \
