@@ -28,10 +28,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.adaptive.inputs import FileSpans, PartFile
-from federation.conventions import DATA, KIND
+from federation.conventions import DATA, KIND, SPOOL_MTIME, TICK
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
-from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
-from federation.runtime.segment_spool import with_tick_before
+from federation.runtime.ingest import (
+    INPUTS_KEY,
+    SLICE_KEY,
+    STATE_KEY,
+    IngestResult,
+    punctuation,
+)
 from federation.runtime.sources import InputSet
 from federation.streams import StreamDecl
 
@@ -106,7 +111,7 @@ class _Lane:
     """One stream's part of a segment's spool: whole-spool file `first + j` is its file j."""
 
     def __init__(self, name: str, stream: StreamDecl, whole: IngestResult, out: Path,
-                 lo: dt.datetime | None) -> None:
+                 lo: dt.datetime | None, prime: bool = False) -> None:
         self.name, self.stream, self.whole, self.out, self.lo = name, stream, whole, out, lo
         out.mkdir(parents=True, exist_ok=True)
         self.res = IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir)
@@ -114,11 +119,21 @@ class _Lane:
         self.first: int | None = json.loads(link.read_text())["first"] if link.exists() \
             else None
         self.flushed = False
-        for p in list_spool(out) if self.first is not None else []:  # a resumed segment
+        # a moved segment's spool begins with a tick before its instant, at once: Spark's
+        # instant `lo` needs one (segment_spool.with_tick_before), and its first micro-batch
+        # (its planning, code generation) then runs while the old placement finishes
+        self.primed = int(prime and lo is not None)
+        if self.primed:
+            tick = spool_part(out, 0)
+            if not tick.exists():
+                write_part(tick, punctuation(stream, lo - dt.timedelta(microseconds=1), TICK),
+                           SPOOL_MTIME - 1, spool=True)
+            self.res.spool_files = 1
+        for p in list_spool(out)[self.primed:] if self.first is not None else []:  # resumed
             self._account(pq.read_table(p, columns=[stream.ts_column, KIND]),
-                          self._is_flush(self.first + self.res.spool_files))
+                          self._is_flush(self.first + self.res.spool_files - self.primed))
             self.res.spool_files += 1
-        self.cursor = (self.first or 0) + self.res.spool_files
+        self.cursor = (self.first or 0) + self.res.spool_files - self.primed
 
     def _is_flush(self, i: int) -> bool:
         meta = spool_part_metadata(spool_part(self.whole.spool_dir, i))
@@ -157,11 +172,8 @@ class _Lane:
         below = None if self.lo is None else pc.and_(
             pc.equal(cols.column(KIND), DATA),
             pc.less(ts, pa.scalar(self.lo, ts.type)))
-        first = self.lo is not None and self.cursor == self.first
-        if first or below is not None and pc.any(below).as_py():
+        if below is not None and pc.any(below).as_py():
             t = pq.read_table(src).filter(pc.invert(below))
-            if first:  # Spark's first instant needs a tick before it (segment_spool)
-                t = with_tick_before(t, self.stream, self.lo)
             write_part(dst, t, src.stat().st_mtime, spool=True)
             cols = cols.filter(pc.invert(below))
         else:
@@ -181,13 +193,14 @@ class SpoolLink:
 
     `lo`: the cut (None: from the first file); `stop()`: the segment's migration instant
     as known now (None: not decided); `tail_s`: how far past it every stream's clock must be
-    before the segment's input ends."""
+    before the segment's input ends; `prime`: a moved segment's (it starts at `lo`): each
+    spool begins with a tick before `lo`, written at once (_Lane)."""
 
     def __init__(self, whole, streams: Mapping[str, StreamDecl], out: Path,
                  lo: dt.datetime | None, stop: Callable[[], dt.datetime | None],
-                 tail_s: float, poll_s: float = 0.1) -> None:
+                 tail_s: float, poll_s: float = 0.1, prime: bool = False) -> None:
         self.whole, self.stop_at, self.tail = whole, stop, dt.timedelta(seconds=tail_s)
-        self.lanes = {n: _Lane(n, streams[n], r, out / n, lo)
+        self.lanes = {n: _Lane(n, streams[n], r, out / n, lo, prime)
                       for n, r in whole.res.inputs.items()}
         self.res = InputSet(inputs={n: lane.res for n, lane in self.lanes.items()})
         self.poll_s = poll_s

@@ -109,7 +109,8 @@ class Chain:
         out = self.work / f"segment{k}" / "spool"
         if self.live:
             tail = spark_tail_s(pp, self.opt.seconds_per_batch) + self.opt.allowed_lateness_s
-            link = SpoolLink(self.inp.follower, self.inp.streams, out, lo, stop, tail)
+            link = SpoolLink(self.inp.follower, self.inp.streams, out, lo, stop, tail,
+                             prime=moved is not None)
             return SegmentInput({}, 0, 0, None, link.start())
         return self.inp.segment(lo, seg.start_at, seg.stop_at, out,
                                 self.opt.seconds_per_batch == 1, self.flush_s)

@@ -271,8 +271,8 @@ class _Run:
             first_instant(ingest.first_ts, self.slide_s),
             None if opt.follow or self.ahead else  # ended later: _end_life
             last_instant(ingest.last_ts, self.extent_s, self.slide_s))
-        if life is not None and h.start_at is not None:
-            life = (h.start_at, life[1])
+        if h.start_at is not None:  # a moved segment (before its first reading, live)
+            life = (h.start_at, None if life is None else life[1])
         spb = opt.seconds_per_batch
         staged = StagedPlan.of(plan)
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
