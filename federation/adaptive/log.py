@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import json
 import shutil
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +47,8 @@ class SegmentLog:
     def __init__(self, work: Path, resuming: bool) -> None:
         self.path = work / LOG_FILE
         self.entries: list[LogEntry] = []
+        # two segments' threads write it during an overlapped start (segment.py)
+        self._lock = threading.RLock()
         if resuming and self.path.exists():
             doc = json.loads(self.path.read_text())
             self.entries = [LogEntry.model_validate(e) for e in doc["segments"]]
@@ -56,21 +59,24 @@ class SegmentLog:
 
     def start(self, k: int, seg: Segment) -> None:
         """Segment k starts (again, when resumed: its entry is kept)."""
-        if k < len(self.entries):
-            return
-        self.entries.append(LogEntry(segment=seg))
-        self._save()
+        with self._lock:
+            if k < len(self.entries):
+                return
+            self.entries.append(LogEntry(segment=seg))
+            self._save()
 
     def decided(self, k: int, at: dt.datetime, nxt: Segment) -> None:
         """A decision in segment k migrates at `at` to the segment `nxt`."""
-        e = self.entries[k]
-        e.segment = e.segment.model_copy(update={"stop_at": at})
-        e.next = nxt
-        self._save()
+        with self._lock:
+            e = self.entries[k]
+            e.segment = e.segment.model_copy(update={"stop_at": at})
+            e.next = nxt
+            self._save()
 
     def finished(self, k: int, run: SegmentRun) -> None:
-        self.entries[k].run = run
-        self._save()
+        with self._lock:
+            self.entries[k].run = run
+            self._save()
 
     def resume_at(self, segments, first) -> Segment | None:
         """The segment to run first: the one in progress when the run was killed, the next
