@@ -182,7 +182,7 @@ def _kill9_and_resume(broker, tmp_path) -> tuple[list[list[int]], list[int], dic
                            kwargs={"speed": 15, "per_message": 10})
     pub.start()
     try:
-        assert first.wait(20) == -signal.SIGKILL
+        assert first.wait(60) == -signal.SIGKILL
         _, received, acked, unacked = first.stdout.read().split()
         second = _spawn(broker.url_for("plugs/#"), landing, die_at=0)
     finally:
@@ -197,10 +197,10 @@ def _kill9_and_resume(broker, tmp_path) -> tuple[list[list[int]], list[int], dic
                 last[:] = [n, time.monotonic()]
             # a slow start of the second subscriber (a loaded machine) is not "settled"
             return len(files) > 3 and (n == 3000 or time.monotonic() - last[1] > 1.5)
-        _wait(settled, 20, "the landing files")
+        _wait(settled, 60, "the landing files")
     finally:
         second.send_signal(signal.SIGTERM)
-        out = second.communicate(timeout=20)[0].split()
+        out = second.communicate(timeout=60)[0].split()
     assert out[0] == "stopped" and out[3] == "None", out
     said = {"received": int(received), "acked": int(acked), "written_unacked": int(unacked),
             "buffered": int(received) - int(acked) - int(unacked),
