@@ -194,19 +194,27 @@ TUPLE_STATE = ("a tuple window's state is its last n rows, not bounded by event 
                "replay of the last extent cannot rebuild it, only a move takes it over")
 
 
-def move_refusal(query: Node, old, new, slide_s: float) -> str | None:
-    """Why the migration from plan `old` to plan `new` of a query with a tuple window
-    cannot take its state over (runtime/move.py: the move does not apply), or None (it
-    can, or the query has no tuple window). Plans only: no state is read."""
-    if not has_tuple_window(query):
-        return None
+def _unmovable(query: Node, old, new) -> str | None:
+    """Why the move from plan `old` to plan `new` does not apply (runtime/move.py), as a
+    tuple window's refusal; None when it does. Plans only: no state is read."""
     from federation.runtime.move import NotMovable, plan_move
 
+    slide = next(n for n in query.walk() if isinstance(n, Window)).slide_s
     try:
-        plan_move(old, Path("."), new, slide_s)
+        plan_move(old, Path("."), new, slide)
     except NotMovable as e:
         return f"{TUPLE_STATE}, and here the move does not apply ({e})"
     return None
+
+
+def move_refusal(query: Node, planner: Callable, q: Rstream, running: str, new
+                 ) -> str | None:
+    """Why a migration of `query` (`q`: with the statistics decided at) from placement
+    `running` to plan `new` cannot take a tuple window's state over, or None (it can, or
+    the query has no tuple window: then nothing is planned)."""
+    if not has_tuple_window(query):
+        return None
+    return _unmovable(query, planner(q, running)[0], new)
 
 
 def check_segments_movable(query: Rstream, segments: Sequence[Segment], planner: Callable,
@@ -218,10 +226,9 @@ def check_segments_movable(query: Rstream, segments: Sequence[Segment], planner:
     if strategy != "move":
         raise AdaptiveError("strategy", f"{strategy!r} with a tuple window (rows=...): "
                             f"{TUPLE_STATE}")
-    slide = next(n for n in query.walk() if isinstance(n, Window)).slide_s
     plans = [planner(with_rates(query, s.rates or s.rate), s.placement)[0] for s in segments]
     for s, old, new in zip(segments[1:], plans, plans[1:]):
-        if (why := move_refusal(query, old, new, slide)) is not None:
+        if (why := _unmovable(query, old, new)) is not None:
             raise AdaptiveError("segments", f"the migration to {s.placement} at "
                                 f"{s.start_at}: {why}")
 
@@ -261,7 +268,6 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
 
     planner = planner or (lambda q, p: plan_for(q, p, profile))
     window_s, files = _check(query, data, every_s, window_s, margin)
-    slide = next(n for n in query.walk() if isinstance(n, Window)).slide_s
     first, last = files[0].start, files[-1].start + dt.timedelta(seconds=1)
     t = grid_floor(first, every_s) + dt.timedelta(seconds=every_s)
     points = []
@@ -279,7 +285,7 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
         q = with_rate(query, r)
         best, best_cost, cur_cost, migrates = _decide(planner, q, cur, margin)
         if not migrates or cur_cost is not None and move_refusal(
-                query, planner(q, cur)[0], best, slide) is not None:
+                query, planner, q, cur, best) is not None:
             continue  # kept (or a tuple window's state could not be moved)
         why = (f"rate {r:,.0f}/s: " + ("the current plan is gone" if cur_cost is None else
                                        _cost_change(cur_cost, best_cost, 4)))

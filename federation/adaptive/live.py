@@ -28,15 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from federation.adaptive.inputs import FileSpans, PartFile
-from federation.conventions import DATA, KIND, SPOOL_MTIME, TICK
+from federation.conventions import DATA, KIND, SPOOL_MTIME
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
-from federation.runtime.ingest import (
-    INPUTS_KEY,
-    SLICE_KEY,
-    STATE_KEY,
-    IngestResult,
-    punctuation,
-)
+from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
+from federation.runtime.segment_spool import tick_before
 from federation.runtime.sources import InputSet
 from federation.streams import StreamDecl
 
@@ -106,7 +101,6 @@ class LiveInput(FileSpans):
         return not self.follower.ended.is_set() or at <= self.last
 
 
-
 class _Lane:
     """One stream's part of a segment's spool: whole-spool file `first + j` is its file j."""
 
@@ -120,14 +114,13 @@ class _Lane:
             else None
         self.flushed = False
         # a moved segment's spool begins with a tick before its instant, at once: Spark's
-        # instant `lo` needs one (segment_spool.with_tick_before), and its first micro-batch
+        # instant `lo` needs one (segment_spool.tick_before), and its first micro-batch
         # (its planning, code generation) then runs while the old placement finishes
         self.primed = int(prime and lo is not None)
         if self.primed:
             tick = spool_part(out, 0)
             if not tick.exists():
-                write_part(tick, punctuation(stream, lo - dt.timedelta(microseconds=1), TICK),
-                           SPOOL_MTIME - 1, spool=True)
+                write_part(tick, tick_before(stream, lo), SPOOL_MTIME - 1, spool=True)
             self.res.spool_files = 1
         for p in list_spool(out)[self.primed:] if self.first is not None else []:  # resumed
             self._account(pq.read_table(p, columns=[stream.ts_column, KIND]),

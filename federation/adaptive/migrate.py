@@ -180,7 +180,6 @@ class _Job:
     ran: Ran | None = None
     error: BaseException | None = None
     next: _Job | None = None  # launched before this one ended (a live run)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -218,12 +217,11 @@ class _Jobs:
         def decided(at) -> None:
             log.decided(k, at, next_segment(seg.model_copy(update={"stop_at": at}), watch))
 
-        def near_end(pp, state) -> None:  # in this segment's micro-batch: start the next
-            with job.lock:  # its stages' batches may call it at once
-                if job.next is None and not chain.halt.is_set():
-                    nxt = self._after(k)
-                    if nxt is not None:
-                        job.next = self.launch(k + 1, nxt, (pp, state), job.done)
+        def near_end(pp, state) -> None:  # in a micro-batch (they hold the run's lock)
+            if job.next is None and not chain.halt.is_set():
+                nxt = self._after(k)
+                if nxt is not None:
+                    job.next = self.launch(k + 1, nxt, (pp, state), job.done)
 
         def body() -> None:
             try:

@@ -128,7 +128,7 @@ class AdaptiveInput(FileSpans):
             warm = max(warm, w)
             spools[n] = sub_spool(res, names, out / n, self.streams[n],
                                   warmup=w if fast_warmup else 0, flush_after_s=flush_after_s,
-                                  start_at=lo)
+                                  start_at=start_at if lo == start_at else None)
         seconds = max(len(fs) for fs in mine.values())
         return SegmentInput(mine, warm, seconds, InputSet(inputs=spools))
 

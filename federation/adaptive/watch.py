@@ -152,8 +152,7 @@ class Watch:
                                                       self.margin, rho, self.alternatives)
         blocked = None
         if migrates and cur_cost is not None:  # a tuple window's state: moved, or kept
-            blocked = move_refusal(self.query, self.planner(q, self.running)[0], best,
-                                   self.slide_s)
+            blocked = move_refusal(self.query, self.planner, q, self.running, best)
             migrates = blocked is None
         pred = None if cur_cost is None else cur_cost.vector.C_b
         seen = f"rate {rate:,.0f}/s" + (f", measured rho {rho:.2f}" if rho is not None else "") \

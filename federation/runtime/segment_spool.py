@@ -17,13 +17,18 @@ from federation.runtime.ingest import IngestResult, punctuation
 from federation.streams import StreamDecl
 
 
+def tick_before(stream: StreamDecl, at: datetime) -> pa.Table:
+    """A spool row: a tick just before instant `at`, for a segment that starts at `at` with
+    its state moved. Spark's instants (a global aggregate's rows where its input is empty,
+    spe/pipeline.instants_relation) come from ticks, instant `at` from one before it, which
+    the input files from `at` on do not hold (it is the file before the cut's). It makes no
+    instant before `at`."""
+    return punctuation(stream, at - timedelta(microseconds=1), TICK)
+
+
 def with_tick_before(t: pa.Table, stream: StreamDecl, at: datetime) -> pa.Table:
-    """Spool rows `t` with a tick just before instant `at`: the first file of a segment
-    that starts at `at`. Spark's instants (a global aggregate's rows where its input is
-    empty, spe/pipeline.instants_relation) come from ticks, instant `at` from one before
-    it, which the input files from `at` on do not hold (it is the file before the cut's).
-    The tick makes no instant before `at`."""
-    tick = punctuation(stream, at - timedelta(microseconds=1), TICK)
+    """Spool rows `t` (a replayed segment's first file) with `tick_before(stream, at)`."""
+    tick = tick_before(stream, at)
     meta = t.schema.metadata
     out = pa.concat_tables([t.replace_schema_metadata(None), tick.cast(
         t.schema.remove_metadata())])
@@ -39,7 +44,9 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
     spool files are hard-linked (same content and mtime, the order Spark reads them in);
     the first `warmup` are merged into files of `warmup_batch` event seconds (a fast warm-up,
     as `prepare_input` does); a flush file follows the last one (the input's own when the
-    last is the input's last). Dead letters stay counted in `whole`."""
+    last is the input's last). Dead letters stay counted in `whole`. `start_at`: the
+    instant a segment whose state is moved starts at (its first file is from there on):
+    that file is copied with a tick before it (`with_tick_before`)."""
     at = {n: i for i, n in enumerate(whole.file_names)}
     idx = [at[n] for n in names]
     if idx != list(range(idx[0], idx[0] + len(idx))):
