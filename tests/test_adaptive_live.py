@@ -22,7 +22,7 @@ import pytest
 from db.reference import reference_result
 from federation.adaptive import Segment, run_adaptive
 from federation.cli.status import status_lines
-from federation.parts import list_parts
+from federation.parts import list_parts, list_spool
 from federation.results import diff_results
 from federation.runtime.sinks import read_parquet_sink
 from federation.runtime.status import run_status
@@ -119,6 +119,11 @@ def test_a_followed_file_across_a_migration_instant_is_cut_by_rows(tmp_path):
     rows = pa.concat_tables(pq.read_table(p) for p in list_parts(landing))
     problem = diff_results(table_of(out), reference_result(q, rows))
     assert problem is None, problem
+    # an old placement's input ends at its instant plus the lateness: the file reaching
+    # past it is cut there (none of the next placement's readings in its last batch)
+    for k, end in ((0, 19), (1, 31)):
+        last = pq.read_table(list_spool(work / f"segment{k}" / "spool" / "smartplug")[-1])
+        assert max(last.column("ts").to_pylist()) == T0 + dt.timedelta(seconds=end)
 
 
 def test_a_live_adaptive_run_reads_the_table_copied_at_its_start(tmp_path):
@@ -239,6 +244,18 @@ def test_a_caught_up_live_run_is_not_taken_for_falling_behind(backlog_s, migrate
     pace near the input's (rho about 1, here 0.5): with no backlog the watch does not take
     that for falling behind (rho is left out); with a backlog of 30 s it does, and the
     best other feasible plan is taken (no JVM: the watch alone)."""
+    w, other = cq3_watch(backlog_s)
+    at = w(T0 + dt.timedelta(seconds=19, microseconds=950000))
+    (d,) = w.decisions
+    assert (at is not None) == migrates == d.migrate, d.reason
+    assert (d.rho is None) == (not migrates) and f"backlog {backlog_s} s" in d.reason
+    if migrates:
+        assert d.best == other and d.rho == pytest.approx(0.5)
+
+
+def cq3_watch(backlog_s: int):
+    """A watch over CQ3 in DuckDB after 19 one-second batches of two wall seconds each,
+    and the placement it would take (the selections in Spark)."""
     from types import SimpleNamespace
 
     from federation.adaptive import Watch, with_rate
@@ -259,9 +276,19 @@ def test_a_caught_up_live_run_is_not_taken_for_falling_behind(backlog_s, migrate
     for s in range(1, 20):  # a second of event time per batch, two wall seconds each
         w.batch(SimpleNamespace(stage=0, data=True, clock=T0 + dt.timedelta(seconds=s),
                                 wall_s=2.0, backlog_s=backlog_s))
+    return w, other
+
+
+@pytest.mark.parametrize("given_s,at_s", [(None, 20), (27.4, 28), (90, 20)])
+def test_a_live_migration_instant_follows_what_the_old_placement_was_given(given_s, at_s):
+    """Behind by 30 s, the old placement has been given readings up to `given_s` already
+    (its segment's spool: its next micro-batch reads them whatever is decided): the
+    migration instant is the first after them, so it computes with them and its input
+    ends there instead of the new one reading them again; the decision's own instant when
+    nothing is given past it, or more than one micro-batch of a following run (60 s)."""
+    w, _ = cq3_watch(30)
+    w.given = None if given_s is None else (lambda: T0 + dt.timedelta(seconds=given_s))
     at = w(T0 + dt.timedelta(seconds=19, microseconds=950000))
     (d,) = w.decisions
-    assert (at is not None) == migrates == d.migrate, d.reason
-    assert (d.rho is None) == (not migrates) and f"backlog {backlog_s} s" in d.reason
-    if migrates:
-        assert d.best == other and d.rho == pytest.approx(0.5)
+    assert at == T0 + dt.timedelta(seconds=at_s) and d.at == T0 + dt.timedelta(seconds=20)
+    assert d.since == (None if at_s == 20 else at)

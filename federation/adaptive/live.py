@@ -10,8 +10,11 @@ event seconds, a slice of a burst, an idle step): from the first spool file whos
 reaches the cut on, every file is the segment's, linked, or copied without the readings
 below the cut (a moved state holds those already; a replay's warm-up does not need them).
 A segment whose migration instant is decided ends once each stream's clock in it is past
-the instant by the stage's tail (Spark's own results before it, the allowed lateness); the
-last one ends with the input (the whole spools' flush)."""
+the instant by the stage's tail (Spark's own results before it, the allowed lateness): the
+file that reaches past that end is cut there (its later readings are the next placement's,
+a punctuation at the end keeps the clock), so the segment's last micro-batch is not a
+burst of readings it would skip; the last segment ends with the input (the whole spools'
+flush)."""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from federation.adaptive.inputs import FileSpans, PartFile
 from federation.conventions import DATA, KIND, SPOOL_MTIME
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
 from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
-from federation.runtime.segment_spool import tick_before
+from federation.runtime.segment_spool import cut_at, tick_before
 from federation.runtime.sources import InputSet
 from federation.streams import StreamDecl
 
@@ -146,14 +149,18 @@ class _Lane:
             self.res.last_ts = hi if self.res.last_ts is None else max(self.res.last_ts, hi)
         self.res.files += 1
 
-    def step(self) -> bool:
-        """Take the whole spool's next file, if it has landed; whether one was taken."""
+    def step(self, end: dt.datetime | None = None) -> bool:
+        """Take the whole spool's next file, if it has landed; whether one was taken.
+        `end`: the segment's end as known now (its migration instant and tail): a file
+        reaching past it is cut there (segment_spool.cut_at)."""
         src = spool_part(self.whole.spool_dir, self.cursor)
         if not src.exists():
             return False
         flush = self._is_flush(self.cursor)
         cols = pq.read_table(src, columns=[self.stream.ts_column, KIND])
         ts = cols.column(self.stream.ts_column)
+        past = not flush and end is not None and ts.length() and \
+            _naive(pc.max(ts).as_py()) > end
         if self.first is None:
             if self.lo is not None and not flush and ts.length() and \
                     _naive(pc.max(ts).as_py()) < self.lo:
@@ -165,10 +172,14 @@ class _Lane:
         below = None if self.lo is None else pc.and_(
             pc.equal(cols.column(KIND), DATA),
             pc.less(ts, pa.scalar(self.lo, ts.type)))
-        if below is not None and pc.any(below).as_py():
-            t = pq.read_table(src).filter(pc.invert(below))
+        if past or (below is not None and pc.any(below).as_py()):
+            t = pq.read_table(src)
+            if below is not None:
+                t = t.filter(pc.invert(below))
+            if past:
+                t = cut_at(t, self.stream, end)
             write_part(dst, t, src.stat().st_mtime, spool=True)
-            cols = cols.filter(pc.invert(below))
+            cols = t.select([self.stream.ts_column, KIND])
         else:
             dst.unlink(missing_ok=True)
             os.link(src, dst)
@@ -207,6 +218,12 @@ class SpoolLink:
     def description(self) -> str:
         return f"the run's spools ({', '.join(self.lanes)})"
 
+    def given(self) -> dt.datetime | None:
+        """The latest reading (or clock) of any stream it has given the segment, less the
+        tail: a migration instant after it ends the segment at a file not given yet."""
+        last = [lane.res.last_ts for lane in self.lanes.values() if lane.res.last_ts]
+        return max(last) - self.tail if last else None
+
     def when_ended(self, fn) -> None:
         with self._end_lock:
             self._on_end = fn
@@ -228,8 +245,10 @@ class SpoolLink:
                     raise self.whole.error
                 whole_ended = self.whole.ended.is_set()  # its flush is written before
                 took = False
+                stop = self.stop_at()
+                end = None if stop is None else stop + self.tail
                 for lane in self.lanes.values():  # a file each: the cut is checked after it
-                    took = lane.step() or took
+                    took = lane.step(end) or took
                 if all(lane.res.spool_files for lane in self.lanes.values()):
                     self.started.set()
                 if self._done(whole_ended):

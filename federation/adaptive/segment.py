@@ -28,6 +28,7 @@ from federation.adaptive.decide import (
 from federation.adaptive.live import SpoolLink, owned_seconds
 from federation.adaptive.output import SegmentRun, owned, segment_sinks
 from federation.adaptive.streams import AdaptiveInput, SegmentInput
+from federation.adaptive.watch import Watch, migration_instant
 from federation.instants import end_flush_s
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute
@@ -133,10 +134,12 @@ class Chain:
         lead = dt.timedelta(seconds=self.lead_s(moved is not None))
 
         def stop() -> dt.datetime | None:
-            return chosen or (watch.chosen[0].at if watch is not None and watch.chosen
-                              else None)
+            return chosen or migration_instant(watch)
 
         sin = self.spool(seg, moved, k, pp, stop)
+        if sin.link is not None and isinstance(watch, Watch):
+            watch.given = sin.link.given
+            watch.given_cap_s = self.opt.files_per_batch
         ff = sin.warm and self.opt.seconds_per_batch == 1  # the warm-up merged (spool)
         self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
                         total=sin.seconds or None, unit="event seconds")
@@ -153,7 +156,7 @@ class Chain:
                 if watch.chosen is not None and stop_t[0] is None:
                     stop_t[0] = time.perf_counter()
                     if on_decided is not None:
-                        on_decided(watch.chosen[0].at)
+                        on_decided(migration_instant(watch))
             if near_end is not None and m.clock is not None and (s := stop()) is not None \
                     and m.clock >= s - lead:
                 near_end(pp, seg_work / "state")

@@ -30,6 +30,9 @@ class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     at: dt.datetime  # the stage-0 clock it was taken at
+    #: a live run's migration instant when later than `at`: the first after the readings
+    #: the running placement has been given already (Watch.given: it processes them anyway)
+    since: dt.datetime | None = None
     running: str
     rate: float  # input tuples per second in the window, all streams (Parquet metadata)
     rates: dict[str, float] = {}  # each stream's, of a query over several
@@ -98,6 +101,11 @@ class Watch:
         self.batches: list[tuple[dt.datetime, float]] = []
         self.live = getattr(inp, "follower", None) is not None  # live.LiveInput
         self.backlog_s: int | None = None  # of the last stage-0 batch
+        #: a live segment's: the latest reading its input has been given, less its tail
+        #: (adaptive/live.SpoolLink.given), and how far past the clock a migration instant
+        #: may be put after it (one micro-batch of a following run, RunOptions.files_per_batch)
+        self.given: Callable[[], dt.datetime | None] | None = None
+        self.given_cap_s = 60.0
         self.predicates = {n: row_predicates(query, n) for n in inp.streams}
         self.decisions: list[Decision] = []
         self.chosen: tuple[Decision, object] | None = None  # (decision, its plan's cost)
@@ -167,16 +175,40 @@ class Watch:
         else:
             why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
                    f"margin (C_u {cur_cost.vector.C_u:.3f} vs {best_cost.vector.C_u:.3f})")
-        d = Decision(at=at, running=self.running, rate=rate, selectivities=sels, rho=rho,
-                     rates=rates if len(rates) > 1 else {},
+        since = self._after_given(at) if migrates else None
+        d = Decision(at=at, since=since, running=self.running, rate=rate,
+                     selectivities=sels, rho=rho, rates=rates if len(rates) > 1 else {},
                      C_b=pred, best=best.placement_string, migrate=migrates, reason=why)
         self.decisions.append(d)
         self.prog.phase(f"decision at {at:%H:%M:%S}: "
-                        + (f"migrate to {d.best} ({why})" if migrates else why))
+                        + (f"migrate to {d.best} " + (f"from {since:%H:%M:%S} " if since
+                                                      else "") + f"({why})"
+                           if migrates else why))
         if migrates:
             self.chosen = (d, best_cost)
-            return at
+            return since or at
         return None
+
+    def _after_given(self, at: dt.datetime) -> dt.datetime | None:
+        """A live segment's migration instant when it has been given readings past `at`
+        already (a backlog: its next micro-batch reads them whatever is decided): the first
+        instant after them, so that it computes with them and its input ends there (the
+        next file is cut: live._Lane), instead of the new placement reading them again.
+        None: `at` (nothing given past it, or more than one micro-batch of it)."""
+        given = None if self.given is None else self.given()
+        if given is None or given < at or \
+                (given - at).total_seconds() > self.given_cap_s:
+            return None
+        since = grid_floor(given, self.slide_s) + dt.timedelta(seconds=self.slide_s)
+        return since if self.inp.before_end(since) else None
+
+
+def migration_instant(watch) -> dt.datetime | None:
+    """The migration instant a watch (or log.Decided) has chosen, if it has."""
+    if watch is None or watch.chosen is None:
+        return None
+    d = watch.chosen[0]
+    return getattr(d, "since", None) or d.at
 
 
 def next_segment(seg: Segment, watch) -> Segment | None:

@@ -28,11 +28,25 @@ def tick_before(stream: StreamDecl, at: datetime) -> pa.Table:
 
 def with_tick_before(t: pa.Table, stream: StreamDecl, at: datetime) -> pa.Table:
     """Spool rows `t` (a replayed segment's first file) with `tick_before(stream, at)`."""
-    tick = tick_before(stream, at)
+    return with_rows(t, tick_before(stream, at))
+
+
+def with_rows(t: pa.Table, extra: pa.Table) -> pa.Table:
+    """Spool rows `t` and then `extra` (same columns), keeping `t`'s file metadata."""
     meta = t.schema.metadata
-    out = pa.concat_tables([t.replace_schema_metadata(None), tick.cast(
+    out = pa.concat_tables([t.replace_schema_metadata(None), extra.cast(
         t.schema.remove_metadata())])
     return out.replace_schema_metadata(meta)
+
+
+def cut_at(t: pa.Table, stream: StreamDecl, at: datetime) -> pa.Table:
+    """Spool rows `t` (the file of a segment's input that reaches past its end `at`: its
+    migration instant and tail) without the rows from `at` on, and a punctuation at `at`:
+    its clock still reaches `at` (the segment then stops in that micro-batch), but it does
+    not process the next placement's readings."""
+    ts = t.column(stream.ts_column)
+    kept = t.filter(pc.less(ts, pa.scalar(at, ts.type)))
+    return with_rows(kept, punctuation(stream, at))
 
 
 def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDecl, *,
