@@ -126,6 +126,29 @@ def test_a_followed_file_across_a_migration_instant_is_cut_by_rows(tmp_path):
         assert max(last.column("ts").to_pylist()) == T0 + dt.timedelta(seconds=end)
 
 
+def test_a_live_migration_after_the_last_reading_computes_from_the_moved_state(tmp_path):
+    """A followed directory whose last reading is at second 19, migration instants at 10
+    and 21 (DuckDB, the state moved): the last segment has no reading of its own, only
+    the windows' rows moved to it, and computes the instants up to the last reading's
+    extent from them (CQ3 joins a 15-s and a 3-s window: rows up to instant 22); the
+    output equals the reference."""
+    from federation.smartplug.datagen import generate
+
+    landing = tmp_path / "landing"
+    generate(landing, rate_profile=[(150, 20)], plugs=40, seed=5)
+    q = QUERIES["CQ3"](rate=150, scale=0.05, plugs=40)
+    work, out = tmp_path / "w", tmp_path / "out.duckdb"
+    r = run_adaptive(q, f"follow:{landing}", db_segments(10, 21), seconds_per_batch=3,
+                     work_dir=work, output=str(out), until=T0 + dt.timedelta(seconds=19))
+    assert [s.strategy for s in r.segments] == ["start", "move", "move"]
+    want = reference_result(q, pa.concat_tables(pq.read_table(p)
+                                                for p in list_parts(landing)))
+    got = table_of(out)
+    problem = diff_results(got, want)
+    assert problem is None, problem
+    assert r.segments[2].result_rows > 0
+
+
 def test_a_live_adaptive_run_reads_the_table_copied_at_its_start(tmp_path):
     """Smart-plug readings joined with a DuckDB table, live, re-placed from a replay of the
     last extent (no JVM): the table is updated during the first segment, and both
@@ -279,15 +302,19 @@ def cq3_watch(backlog_s: int):
     return w, other
 
 
-@pytest.mark.parametrize("given_s,at_s", [(None, 20), (27.4, 28), (90, 20)])
-def test_a_live_migration_instant_follows_what_the_old_placement_was_given(given_s, at_s):
+@pytest.mark.parametrize("given_s,lead_s,at_s", [
+    (None, 0, 20), (27.4, 0, 28), (90, 0, 20), (None, 4, 24), (27.4, 4, 28), (21, 4, 24)])
+def test_a_live_migration_instant_follows_what_the_old_placement_was_given(
+        given_s, lead_s, at_s):
     """Behind by 30 s, the old placement has been given readings up to `given_s` already
     (its segment's spool: its next micro-batch reads them whatever is decided): the
     migration instant is the first after them, so it computes with them and its input
     ends there instead of the new one reading them again; the decision's own instant when
-    nothing is given past it, or more than one micro-batch of a following run (60 s)."""
+    nothing is given past it, or more than one micro-batch of a following run (60 s); and
+    at least `lead_s` after the decision (the new placement starts meanwhile)."""
     w, _ = cq3_watch(30)
     w.given = None if given_s is None else (lambda: T0 + dt.timedelta(seconds=given_s))
+    w.lead_s = lead_s
     at = w(T0 + dt.timedelta(seconds=19, microseconds=950000))
     (d,) = w.decisions
     assert at == T0 + dt.timedelta(seconds=at_s) and d.at == T0 + dt.timedelta(seconds=20)

@@ -229,3 +229,30 @@ def test_move_continues_exactly_for_generated_queries(g, data):
     diffs = {c: diff_results(got, want) for c, (got, want, _) in runs.items()}
     bad = {c: d for c, d in diffs.items() if d is not None}
     assert not bad, f"{g!r}: {po.placement_string} -> {pn.placement_string}: {bad}"
+
+
+def test_a_moved_db_op_adopts_its_state_at_the_first_batch_that_needs_it(tmp_path):
+    """An overlapped start: the new DB-op's moved state waits for the old placement's end
+    (`moved_after`). A micro-batch with no row for it and a clock before its first
+    instant (a moved segment's first tick) goes through without waiting; the next one
+    adopts the state (the wait is called then, once)."""
+    _, po, pn = plans("CQ3", "db", "db", 0.05)
+    rng = np.random.default_rng(5)
+    stop_at = T0 + dt.timedelta(seconds=6)
+    olds = [MigRuntime(c, 1.0, life=(T0 + dt.timedelta(seconds=1), None),
+                       plan_nodes=po.logical.nodes, state_path=str(tmp_path / f"{c.id}.duckdb"))
+            for c in po.db_ops]
+    for s in range(6):
+        for m in olds:
+            m.stop_before(stop_at)
+            _feed(m, s, second_of_rows(s, 200, 20, rng), T0 + dt.timedelta(seconds=s + 1))
+    for m in olds:
+        m.close()
+    moved = plan_move(po, tmp_path, pn, 1.0)
+    waited = []
+    (c,) = pn.db_ops
+    new = MigRuntime(c, 1.0, life=(stop_at, None), plan_nodes=pn.logical.nodes,
+                     moved=moved[c.id], moved_after=lambda: waited.append(1))
+    assert not new.begin(0, stop_at - dt.timedelta(microseconds=1)) and not waited
+    assert new.begin(1) and waited == [1] and new.moved and all(new.moved.values())
+    new.close()

@@ -113,8 +113,13 @@ class _Lane:
         out.mkdir(parents=True, exist_ok=True)
         self.res = IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir)
         link = out / LINK_FILE
-        self.first: int | None = json.loads(link.read_text())["first"] if link.exists() \
-            else None
+        linked = json.loads(link.read_text()) if link.exists() else {}
+        self.first: int | None = linked.get("first")
+        # the clock of the files below the cut: the input's end when none is past it (a
+        # migration instant after the last reading: the instants from it are computed from
+        # the moved state alone, up to the last reading's extent)
+        self.res.last_ts = _naive(dt.datetime.fromisoformat(linked["below"])) \
+            if linked.get("below") else None
         self.flushed = False
         # a moved segment's spool begins with a tick before its instant, at once: Spark's
         # instant `lo` needs one (segment_spool.tick_before), and its first micro-batch
@@ -163,11 +168,15 @@ class _Lane:
             _naive(pc.max(ts).as_py()) > end
         if self.first is None:
             if self.lo is not None and not flush and ts.length() and \
-                    _naive(pc.max(ts).as_py()) < self.lo:
+                    (hi := _naive(pc.max(ts).as_py())) < self.lo:
                 self.cursor += 1  # every reading in it is below the cut, and its clock
+                self.res.last_ts = hi if self.res.last_ts is None else max(
+                    self.res.last_ts, hi)
                 return True
             self.first = self.cursor
-            (self.out / LINK_FILE).write_text(json.dumps({"first": self.first}))
+            below = self.res.last_ts
+            (self.out / LINK_FILE).write_text(json.dumps({
+                "first": self.first, "below": below.isoformat() if below else None}))
         dst = spool_part(self.out, self.res.spool_files)
         below = None if self.lo is None else pc.and_(
             pc.equal(cols.column(KIND), DATA),

@@ -140,6 +140,7 @@ class Chain:
         if sin.link is not None and isinstance(watch, Watch):
             watch.given = sin.link.given
             watch.given_cap_s = self.opt.files_per_batch
+            watch.lead_s = self.lead_s(True)
         ff = sin.warm and self.opt.seconds_per_batch == 1  # the warm-up merged (spool)
         self.prog.phase(f"segment {k + 1}{of}: {seg.placement} ({seg.reason}; {how})",
                         total=sin.seconds or None, unit="event seconds")

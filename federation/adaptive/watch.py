@@ -106,6 +106,9 @@ class Watch:
         #: may be put after it (one micro-batch of a following run, RunOptions.files_per_batch)
         self.given: Callable[[], dt.datetime | None] | None = None
         self.given_cap_s = 60.0
+        #: a live segment's: how far past the decision the migration instant is put at
+        #: least (segment.Chain.lead_s: the next placement starts meanwhile)
+        self.lead_s = 0.0
         self.predicates = {n: row_predicates(query, n) for n in inp.streams}
         self.decisions: list[Decision] = []
         self.chosen: tuple[Decision, object] | None = None  # (decision, its plan's cost)
@@ -175,7 +178,7 @@ class Watch:
         else:
             why = (f"keep ({seen}): {best.placement_string} is cheaper by less than the "
                    f"margin (C_u {cur_cost.vector.C_u:.3f} vs {best_cost.vector.C_u:.3f})")
-        since = self._after_given(at) if migrates else None
+        since = self._later_instant(at) if migrates else None
         d = Decision(at=at, since=since, running=self.running, rate=rate,
                      selectivities=sels, rho=rho, rates=rates if len(rates) > 1 else {},
                      C_b=pred, best=best.placement_string, migrate=migrates, reason=why)
@@ -189,18 +192,22 @@ class Watch:
             return since or at
         return None
 
-    def _after_given(self, at: dt.datetime) -> dt.datetime | None:
-        """A live segment's migration instant when it has been given readings past `at`
-        already (a backlog: its next micro-batch reads them whatever is decided): the first
-        instant after them, so that it computes with them and its input ends there (the
-        next file is cut: live._Lane), instead of the new placement reading them again.
-        None: `at` (nothing given past it, or more than one micro-batch of it)."""
+    def _later_instant(self, at: dt.datetime) -> dt.datetime | None:
+        """A live segment's migration instant, when later than the decision's `at`: at
+        least `lead_s` past it (the next placement plans and starts its Spark queries while
+        the old one computes up to it), and after the readings the segment has been given
+        already (a backlog: its next micro-batch reads them whatever is decided), so that
+        it computes with them and its input ends there (the next file is cut: live._Lane)
+        instead of the new placement reading them again, unless that is more than one
+        micro-batch of a following run past `at`. None: `at`."""
+        slide = dt.timedelta(seconds=self.slide_s)
+        since = grid_floor(at + dt.timedelta(seconds=self.lead_s) - dt.timedelta(
+            microseconds=1), self.slide_s) + slide  # the first instant from at + lead on
         given = None if self.given is None else self.given()
-        if given is None or given < at or \
-                (given - at).total_seconds() > self.given_cap_s:
-            return None
-        since = grid_floor(given, self.slide_s) + dt.timedelta(seconds=self.slide_s)
-        return since if self.inp.before_end(since) else None
+        if given is not None and given >= since and \
+                (given - at).total_seconds() <= self.given_cap_s:
+            since = grid_floor(given, self.slide_s) + slide
+        return since if since > at and self.inp.before_end(since) else None
 
 
 def migration_instant(watch) -> dt.datetime | None:

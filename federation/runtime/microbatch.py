@@ -230,7 +230,9 @@ class BatchHandler:
         if st.index == 0:
             ex.consider_stop(clock)
         # a MIG that committed this batch before a crash skips it (recovery.py)
-        live = {op_id: ex.migs[op_id].begin(batch_id)
+        fed = {what[1][0] for k, what in enumerate(st.outputs) if what[0] == "mig"
+               and (p := batch.parts.get(k)) is not None and p.num_rows}
+        live = {op_id: ex.migs[op_id].begin(batch_id, None if op_id in fed else clock)
                 for op_id in ex.staged.db_ops_of(st.index)}
         rows_in, result_rows = self._take_rows(batch, batch_id, live)
         fault_point("mig_rows_in")

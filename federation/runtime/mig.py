@@ -182,10 +182,16 @@ class MigRuntime:
         for k in self._COUNTS:
             setattr(self, k, d[k])
 
-    def begin(self, batch: int) -> bool:
+    def begin(self, batch: int, idle_until: dt.datetime | None = None) -> bool:
         """Start micro-batch `batch`; False when it was committed before (a replay after
-        a crash): then neither `add` nor `advance` may run for it."""
+        a crash), or when it holds no row for this MIG and its clock `idle_until` is
+        before the first instant while the moved state waits for the old placement (an
+        overlapped start: the batch of a moved segment's first tick goes through at once,
+        the state is adopted at the first batch that needs it): then neither `add` nor
+        `advance` may run for it."""
         if self._moved is not None:
+            if idle_until is not None and self.life is not None and idle_until < self.life[0]:
+                return False
             self._adopt()
         if self.applied is not None and batch <= self.applied:
             return False
