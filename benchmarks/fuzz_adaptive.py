@@ -4,7 +4,8 @@ re-placed mid-run, its output compared with the reference evaluator's over the s
 Every K-th query (of those whose placements matched) runs once more as an adaptive run of
 three given segments: the placements that ran, in an order drawn from the query's source
 (the first cuts every engine boundary where it ran), migrating at two instants on the
-query's slide grid drawn inside the data's span; the strategy (move or replay) and the
+query's slide grid drawn inside the data's span (a third of the time the second one after
+the last reading, within the windows' extent: a segment with no reading of its own); the strategy (move or replay) and the
 input (the data directory replayed, or followed: `follow:DIR` of a landing directory filled
 beforehand, ended by `until`; a query over one stream only: two streams' inputs end apart, and
 the quiet one's idle clock carries the input's end past the data's, so a global COUNT has
@@ -45,7 +46,7 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
     """Run generated query `g` adaptively over `data` (a directory or one per stream) under
     the placements in `ran`; the record (outcome match, mismatch, refused or crash)."""
     from federation.adaptive import AdaptiveError, Segment, run_adaptive
-    from federation.instants import grid_floor
+    from federation.instants import extent_of, grid_floor
     from federation.logical import Window
     from federation.parts import list_parts
     from federation.results import diff_results
@@ -61,6 +62,10 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
     span = (max(_second(f) for f in files) - first).total_seconds()
     cuts = sorted({grid_floor(first + dt.timedelta(seconds=rng.uniform(0.2, 0.8) * span),
                               slide) for _ in range(2)})
+    if rng.random() < 1 / 3:  # the last one after the last reading, within the extent:
+        # its segment has no reading of its own, only the moved windows (or a replay's)
+        after = rng.uniform(0.0, extent_of(windows))
+        cuts[-1] = grid_floor(first + dt.timedelta(seconds=span + 1 + after), slide)
     cuts = [c for c in cuts if c > first] or [grid_floor(first, slide) + dt.timedelta(
         seconds=slide)]
     bounds = [None, *cuts, None]

@@ -136,7 +136,9 @@ class AdaptiveInput(FileSpans):
 def _quiet_spool(whole: IngestResult, stream: StreamDecl, out: Path,
                  stop_at: dt.datetime | None) -> IngestResult:
     """The spool of a stream with no file in a segment's span: one punctuation at the
-    segment's end (`stop_at`), or the input's own flush (the last segment)."""
+    segment's end (`stop_at`), or the input's own flush (the last segment: its clock is
+    the input's last, so a segment after the last reading computes the instants up to its
+    extent from the moved state, and no more)."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.parquet"):
         old.unlink()
@@ -147,7 +149,8 @@ def _quiet_spool(whole: IngestResult, stream: StreamDecl, out: Path,
     elif flush.exists():
         os.link(flush, first)
     return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=0,
-                        rows_in=0, rows_ok=0, first_ts=None, last_ts=stop_at,
+                        rows_in=0, rows_ok=0, first_ts=None,
+                        last_ts=stop_at if stop_at is not None else whole.last_ts,
                         spool_files=0, warmup_files=0, file_names=[], file_rows=[],
                         file_lo=[])
 

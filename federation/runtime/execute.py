@@ -267,12 +267,12 @@ class _Run:
     def _set_up(self, ingest: InputSet, resuming: bool, sinks) -> Execution:
         """The DB-ops' runtimes (MIGs), the stages, and the state of an interrupted run."""
         opt, work, h, plan = self.opt, self.work, self.h, self.plan
+        last = None if opt.follow or self.ahead or ingest.last_ts is None else \
+            last_instant(ingest.last_ts, self.extent_s, self.slide_s)  # else: _end_life
         life = None if ingest.first_ts is None else (
-            first_instant(ingest.first_ts, self.slide_s),
-            None if opt.follow or self.ahead else  # ended later: _end_life
-            last_instant(ingest.last_ts, self.extent_s, self.slide_s))
-        if h.start_at is not None:  # a moved segment (before its first reading, live)
-            life = (h.start_at, None if life is None else life[1])
+            first_instant(ingest.first_ts, self.slide_s), last)
+        if h.start_at is not None:  # a moved segment (before its first reading, live; or
+            life = (h.start_at, last)  # none of its own: after the input's last reading)
         spb = opt.seconds_per_batch
         staged = StagedPlan.of(plan)
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
