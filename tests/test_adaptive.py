@@ -256,13 +256,20 @@ def test_move_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("live", [False, pytest.param(True, marks=pytest.mark.long)])
-def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, live):
+@pytest.mark.parametrize("live,after_end", [
+    (False, False), (False, True), pytest.param(True, False, marks=pytest.mark.long)])
+def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, live,
+                                                               after_end):
     """A global COUNT over an empty relation is 0 at every instant; moved into Spark at a
     migration instant (its input, DuckDB's per-instant results, keeps no window state in
     Spark: a move), its first instant too. Found by the fuzzer's adaptive mode (seed 71):
     Spark's padding rows come from the spool's ticks, and a moved segment's spool began at
-    the instant, with no tick before it; live, a followed directory (live.SpoolLink)."""
+    the instant, with no tick before it; live, a followed directory (live.SpoolLink).
+    `after_end`: the move into Spark at 13 s, after the last reading (11.99 s) but within
+    the windows' extent, a segment with no file of its own (seed 78: its spool had no tick
+    either, instant 13 was missing; with one at 12.999999 Spark made instant 15, past the
+    input's last, 14). Followed, that case still makes instant 15 (the live segment's
+    tick is written before the input's end is known): open, docs/architecture.md."""
     from federation.expressions import max_
     from federation.runtime.sinks import read_parquet_sink
 
@@ -271,11 +278,11 @@ def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, 
     s = smartplug_stream(rate=30)
     q = window(s, range=3, slide=1).aggregate(by=["plug_id"], m=max_("value")).filter(
         "m > 1000000").aggregate(n=count()).rstream("Q")
-    at = [T0 + dt.timedelta(seconds=s) for s in (5, 8)]
-    segs = [Segment(start_at=None, stop_at=at[0], placement="db", rate=30, reason="test"),
-            Segment(start_at=at[0], stop_at=at[1], placement="op1=db,op2=db,op3=spe",
-                    rate=30, reason="test"),
-            Segment(start_at=at[1], stop_at=None, placement="db", rate=30, reason="test")]
+    at = [T0 + dt.timedelta(seconds=s) for s in ((5, 13) if after_end else (5, 8))]
+    spark_agg = "op1=db,op2=db,op3=spe"
+    order = ["db", "db", spark_agg] if after_end else ["db", spark_agg, "db"]
+    segs = [Segment(start_at=a, stop_at=b, placement=p, rate=30, reason="test")
+            for a, b, p in zip([None, *at], [*at, None], order)]
     live_options = {"until": T0 + dt.timedelta(seconds=11), "output": tmp_path / "out"} \
         if live else {}
     r = run_adaptive(q, f"follow:{data}" if live else data, segs, seconds_per_batch=3,

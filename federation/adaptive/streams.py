@@ -18,7 +18,7 @@ from federation.adaptive.inputs import FileSpans, PartFile
 from federation.conventions import SPOOL_MTIME
 from federation.parts import write_part
 from federation.runtime.ingest import IngestResult, punctuation
-from federation.runtime.segment_spool import sub_spool
+from federation.runtime.segment_spool import sub_spool, tick_before
 from federation.runtime.sources import (
     InputSet,
     bind_sources,
@@ -119,7 +119,9 @@ class AdaptiveInput(FileSpans):
         for n, fs in mine.items():
             res = self.whole.inputs[n]
             if not fs:
-                spools[n] = _quiet_spool(res, self.streams[n], out / n, stop_at)
+                spools[n] = _quiet_spool(res, self.streams[n], out / n, stop_at,  # no
+                                         start_at if lo == start_at and not any(  # tick in
+                                             mine.values()) else None)  # another's file
                 continue
             span = [int(f.path.stem.removeprefix("part-")) for f in fs]  # spool i: input i
             names = res.file_names[span[0]:span[-1] + 1]
@@ -134,15 +136,23 @@ class AdaptiveInput(FileSpans):
 
 
 def _quiet_spool(whole: IngestResult, stream: StreamDecl, out: Path,
-                 stop_at: dt.datetime | None) -> IngestResult:
+                 stop_at: dt.datetime | None, moved_at: dt.datetime | None = None
+                 ) -> IngestResult:
     """The spool of a stream with no file in a segment's span: one punctuation at the
     segment's end (`stop_at`), or the input's own flush (the last segment: its clock is
     the input's last, so a segment after the last reading computes the instants up to its
-    extent from the moved state, and no more)."""
+    extent from the moved state, and no more). `moved_at`: a moved segment's start: a tick
+    before it comes first (segment_spool.tick_before: Spark's first instant needs one), at
+    the input's last clock if that is earlier (its Spark instants end at that one's extent)."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.parquet"):
         old.unlink()
     first = out / "part-00000000.parquet"
+    if moved_at is not None:  # not after the input's last clock: no instant past its end
+        end = None if whole.last_ts is None else whole.last_ts + dt.timedelta(microseconds=1)
+        write_part(first, tick_before(stream, min(moved_at, end or moved_at)),
+                   SPOOL_MTIME - 1, spool=True)
+        first = out / "part-00000001.parquet"
     flush = whole.spool_dir / f"part-{whole.spool_files:08d}.parquet"
     if stop_at is not None:
         write_part(first, punctuation(stream, stop_at), SPOOL_MTIME)
