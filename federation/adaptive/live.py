@@ -164,11 +164,10 @@ class _Lane:
         flush = self._is_flush(self.cursor)
         cols = pq.read_table(src, columns=[self.stream.ts_column, KIND])
         ts = cols.column(self.stream.ts_column)
-        past = not flush and end is not None and ts.length() and \
-            _naive(pc.max(ts).as_py()) > end
+        hi = _naive(pc.max(ts).as_py()) if not flush and ts.length() else None
+        past = hi is not None and end is not None and hi > end
         if self.first is None:
-            if self.lo is not None and not flush and ts.length() and \
-                    (hi := _naive(pc.max(ts).as_py())) < self.lo:
+            if self.lo is not None and hi is not None and hi < self.lo:
                 self.cursor += 1  # every reading in it is below the cut, and its clock
                 self.res.last_ts = hi if self.res.last_ts is None else max(
                     self.res.last_ts, hi)
