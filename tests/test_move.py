@@ -256,3 +256,30 @@ def test_a_moved_db_op_adopts_its_state_at_the_first_batch_that_needs_it(tmp_pat
     assert not new.begin(0, stop_at - dt.timedelta(microseconds=1)) and not waited
     assert new.begin(1) and waited == [1] and new.moved and all(new.moved.values())
     new.close()
+
+
+@pytest.mark.parametrize("spark_state,before_s,stops", [
+    (True, -5, False),  # one batch took the clock from 5 s before the stop past its tail
+    (True, 15, True),  # the batch after it (Spark's watermark is past the tail now)
+    (False, -5, True),  # no window rows in Spark: the clock of the batch itself
+])
+def test_a_segment_stops_once_spark_has_moved_its_watermark_past_the_tail(
+        spark_state, before_s, stops):
+    """A migrating segment's stage 0 stops when its clock is the tail past the migration
+    instant; Spark's watermark in a micro-batch is the clock of the batches before it, so
+    with window rows in Spark's state the clock before the batch counts (CI: a batch that
+    took 20 event seconds at once stopped Spark before it emitted the 4 instants before
+    the stop)."""
+    import threading
+    from types import SimpleNamespace
+
+    from federation.runtime.microbatch import Execution
+
+    stopped = threading.Event()
+    stop = T0 + dt.timedelta(seconds=60)
+    ex = SimpleNamespace(stop_at=stop, tail_s=15.0, spark_state=spark_state,
+                         stopping=threading.Event())
+    st = SimpleNamespace(query=SimpleNamespace(stop=stopped.set))
+    Execution.stop_due(ex, st, stop + dt.timedelta(seconds=15),
+                       stop + dt.timedelta(seconds=before_s))
+    assert stopped.wait(1.0 if stops else 0.2) == stops == ex.stopping.is_set()

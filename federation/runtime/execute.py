@@ -45,7 +45,7 @@ from federation.runtime.live import (
 from federation.runtime.metrics import start_metrics
 from federation.runtime.microbatch import BatchHandler, Execution
 from federation.runtime.mig import MigRuntime, mig_resources
-from federation.runtime.move import spark_tail_s
+from federation.runtime.move import spark_tail_s, spark_window_state
 from federation.runtime.options import RunOptions, work_directory
 from federation.runtime.phases import RunClock
 from federation.runtime.progress import RunProgress, as_progress
@@ -293,6 +293,7 @@ class _Run:
                        seconds_by_batches(ingest, self._fast_forward_s(), opt, self.ahead),
                        self.prog.batch, watch=h.watch,
                        tail_s=spark_tail_s(plan, spb) + opt.allowed_lateness_s,
+                       spark_state=bool(spark_window_state(plan)),
                        halt=self.halt)  # a late reading before stop_at is the old plan's
         if opt.follow:  # bounded: the last hour of micro-batches at one a second
             ex.metrics = deque(maxlen=3600 * max(1, len(staged.stages)))

@@ -78,6 +78,9 @@ class Execution:
     #: stage 0 goes on to this clock (its MIGs take no window row from `stop_at` on), then
     #: stops
     tail_s: float = 0.0
+    #: Spark keeps window rows at stage 0: its watermark in a micro-batch is the clock of
+    #: the batches before it, so the stop waits for a batch that starts past the tail
+    spark_state: bool = False
     stopping: threading.Event = field(default_factory=threading.Event)
     #: set, no new micro-batch is handled: the handler raises, so Spark does not commit
     #: it and a resumed run does it (a following run stopped by a signal, live.py)
@@ -94,9 +97,14 @@ class Execution:
             for m in self.migs.values():
                 m.stop_before(stop_at)
 
-    def stop_due(self, st: Stage, clock: dt.datetime | None) -> None:
+    def stop_due(self, st: Stage, clock: dt.datetime | None,
+                 before: dt.datetime | None) -> None:
         """Stop stage 0 once its clock is `tail_s` past `stop_at` (from another thread: a query
-        cannot be stopped from its own batch)."""
+        cannot be stopped from its own batch). With Spark's window state, the clock `before`
+        the batch must be (Spark's watermark moves a batch after the data: a batch that
+        takes the clock from before `stop_at` past the tail at once emits nothing of the
+        instants it passed; Spark runs the next batch without data, which stops)."""
+        clock = before if self.spark_state else clock
         if self.stop_at is None or self.stopping.is_set() or clock is None or \
                 clock < self.stop_at + dt.timedelta(seconds=self.tail_s):
             return
@@ -247,7 +255,7 @@ class BatchHandler:
             ex.stage_logs[st.index].save(batch_id, st.clock, st.data_batches)
         fault_point("batch_end")
         if st.index == 0:
-            ex.stop_due(st, clock)
+            ex.stop_due(st, clock, watermark(prev_clock, st.clock_sources, 0.0))
 
     def _advance_clock(self, batch: Unpacked) -> None:
         for j in self.st.clock_sources:
