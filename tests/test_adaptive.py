@@ -257,7 +257,8 @@ def test_move_and_replay_both_equal_the_reference(spark, tmp_path, strategy):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("live,after_end", [
-    (False, False), (False, True), pytest.param(True, False, marks=pytest.mark.long)])
+    (False, False), (False, True), pytest.param(True, False, marks=pytest.mark.long),
+    (True, True)])
 def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, live,
                                                                after_end):
     """A global COUNT over an empty relation is 0 at every instant; moved into Spark at a
@@ -268,8 +269,10 @@ def test_a_global_count_moved_into_spark_has_its_first_instant(spark, tmp_path, 
     `after_end`: the move into Spark at 13 s, after the last reading (11.99 s) but within
     the windows' extent, a segment with no file of its own (seed 78: its spool had no tick
     either, instant 13 was missing; with one at 12.999999 Spark made instant 15, past the
-    input's last, 14). Followed, that case still makes instant 15 (the live segment's
-    tick is written before the input's end is known): open, docs/architecture.md."""
+    input's last, 14). Followed, the live segment's first tick was written at 12.999999
+    before the input's end was known (instant 15 again): it is now at most the stream's
+    clock so far, and the segment's first own file (here the input's flush) adds the
+    tick its instant needs (live._Lane._top_up)."""
     from federation.expressions import max_
     from federation.runtime.sinks import read_parquet_sink
 

@@ -34,10 +34,11 @@ from federation.adaptive.inputs import FileSpans, PartFile
 from federation.conventions import DATA, KIND, SPOOL_MTIME
 from federation.parts import list_spool, spool_part, spool_part_metadata, write_part
 from federation.runtime.ingest import INPUTS_KEY, SLICE_KEY, STATE_KEY, IngestResult
-from federation.runtime.segment_spool import cut_at, tick_before
+from federation.runtime.segment_spool import cut_at, tick_before, with_rows
 from federation.runtime.sources import InputSet
 from federation.streams import StreamDecl
 
+_US = dt.timedelta(microseconds=1)
 LINK_FILE = ".link.json"  # its first whole-spool file (hidden: Spark reads the rest)
 
 
@@ -121,20 +122,36 @@ class _Lane:
         self.res.last_ts = _naive(dt.datetime.fromisoformat(linked["below"])) \
             if linked.get("below") else None
         self.flushed = False
-        # a moved segment's spool begins with a tick before its instant, at once: Spark's
-        # instant `lo` needs one (segment_spool.tick_before), and its first micro-batch
-        # (its planning, code generation) then runs while the old placement finishes
+        # a moved segment's spool begins with a tick, at once: its first micro-batch (its
+        # planning, code generation) then runs while the old placement finishes. Not past
+        # the clock the stream has reached (the input may end before `lo`: a Spark global
+        # aggregate would make instants past its end); Spark's instant `lo` needs a tick
+        # before it (segment_spool.tick_before): its first own file carries it (_top_up)
         self.primed = int(prime and lo is not None)
+        self.prime_at = None
         if self.primed:
             tick = spool_part(out, 0)
             if not tick.exists():
-                write_part(tick, tick_before(stream, lo), SPOOL_MTIME - 1, spool=True)
+                at = lo if whole.last_ts is None else min(lo, _naive(whole.last_ts) + _US)
+                write_part(tick, tick_before(stream, at), SPOOL_MTIME - 1, spool=True)
+            self.prime_at = _naive(pc.max(pq.read_table(tick).column(stream.ts_column)
+                                          ).as_py())
             self.res.spool_files = 1
         for p in list_spool(out)[self.primed:] if self.first is not None else []:  # resumed
             self._account(pq.read_table(p, columns=[stream.ts_column, KIND]),
                           self._is_flush(self.first + self.res.spool_files - self.primed))
             self.res.spool_files += 1
         self.cursor = (self.first or 0) + self.res.spool_files - self.primed
+
+    def _top_up(self, flush: bool) -> pa.Table | None:
+        """The tick the segment's first own file adds when the primed one is earlier than
+        `lo`: before `lo` (its input reached it), or at the input's end if that is earlier
+        (its flush: a migration instant after the last reading)."""
+        if self.prime_at is None or self.prime_at >= self.lo - _US:
+            return None
+        end = self.res.last_ts
+        at = min(self.lo, end + _US) if flush and end is not None else self.lo
+        return tick_before(self.stream, at) if at - _US > self.prime_at else None
 
     def _is_flush(self, i: int) -> bool:
         meta = spool_part_metadata(spool_part(self.whole.spool_dir, i))
@@ -180,12 +197,15 @@ class _Lane:
         below = None if self.lo is None else pc.and_(
             pc.equal(cols.column(KIND), DATA),
             pc.less(ts, pa.scalar(self.lo, ts.type)))
-        if past or (below is not None and pc.any(below).as_py()):
+        tick = self._top_up(flush) if self.first == self.cursor else None
+        if past or tick is not None or (below is not None and pc.any(below).as_py()):
             t = pq.read_table(src)
             if below is not None:
                 t = t.filter(pc.invert(below))
             if past:
                 t = cut_at(t, self.stream, end)
+            if tick is not None:
+                t = with_rows(t, tick)
             write_part(dst, t, src.stat().st_mtime, spool=True)
             cols = t.select([self.stream.ts_column, KIND])
         else:
