@@ -75,8 +75,10 @@ SHAPES = (
     "computed_literal", "computed_int_arith", "computed_double_arith", "cast", "conversion",
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
-    "group_by_renamed", "group_by_table_column", "sliced_computed_key",
+    "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
 )
+#: the key under which `written` keeps an aggregate's FILTER condition (name + WHERE)
+WHERE = "/where"
 #: the second stream a window may read (`s2` in the sources): the smart-plug schema under
 #: another name, its data from another seed, starting later and ending earlier (fuzz.py)
 OTHER = "other"
@@ -308,18 +310,21 @@ class _Builder:
         return Rel(node, f"{r.src}.project({', '.join(args)})", hints)
 
     def aggregate_call(self, r: Rel, keys: list[str], aggs: list[tuple[str, str, str | None,
-                                                                        str]]) -> Rel | None:
-        """aggs: (name, function, argument or None, hint)."""
+                                                                        str, str | None]]
+                       ) -> Rel | None:
+        """aggs: (name, function, argument or None, hint, FILTER's condition or None)."""
         try:
             node = r.node.aggregate(by=keys, **{
-                n: (count() if a is None else AGGS[f](a)) for n, f, a, _ in aggs})
+                n: AGGS[f](*([] if a is None else [a]), where=w) for n, f, a, _, w in aggs})
         except ValueError:
             return None
-        self.written(node, {n: a for n, _, a, _ in aggs if a is not None})
-        parts = [(n, "count()" if a is None else f"{AGGS[f].__name__}({a!r})")
-                 for n, f, a, _ in aggs]
+        self.written(node, {n: a for n, _, a, _, w in aggs if a is not None and w is None})
+        self.written(node, {f"{n}{WHERE}": w for n, _, _, _, w in aggs if w is not None})
+        parts = [(n, f"{AGGS[f].__name__}({'' if a is None else repr(a)}"
+                  + ("" if w is None else f"{', ' if a else ''}where={w!r}") + ")")
+                 for n, f, a, _, w in aggs]
         hints = {k: r.hints.get(k, "code") for k in keys}
-        hints.update({n: h for n, _, _, h in aggs})
+        hints.update({n: h for n, _, _, h, _ in aggs})
         src = f"{r.src}.aggregate(by={keys!r}, {', '.join(_render_kwargs(parts))})"
         return Rel(node, src, hints)
 
@@ -568,11 +573,13 @@ class _Builder:
         aggs = []
         for _ in range(d(st.integers(1, 3))):
             f = d(st.sampled_from(sorted(AGGS))) if nums else "count"
+            # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
+            where = self.predicate(r) if self.chance(5) else None
             if f == "count":
                 arg = None
                 if self.chance(15):
                     arg = bare(d(st.sampled_from(list(r.node.schema))))
-                aggs.append((self.fresh("n", "count"), "count", arg, "count"))
+                aggs.append((self.fresh("n", "count"), "count", arg, "count", where))
                 continue
             c = d(st.sampled_from(nums))
             arg, h = bare(c), r.hints.get(c)
@@ -586,7 +593,7 @@ class _Builder:
                 hint = "count"
             else:
                 hint = "code" if f in ("min", "max") and h in ("key", "code") else "value"
-            aggs.append((self.fresh(f[0], f), f, arg, hint))
+            aggs.append((self.fresh(f[0], f), f, arg, hint, where))
         return self.aggregate_call(r, keys, aggs)
 
     def derived_key(self, r: Rel) -> tuple[Rel, str] | None:
@@ -1029,6 +1036,9 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("sliced_computed_key")  # a DB-op folds it into a slice table
             for name, call in n.aggs:
                 out |= _name_shapes(name)
+                if (id(n), f"{name}{WHERE}") in raw:
+                    out.add("aggregate_filter")
+                    continue
                 if call.arg is None:
                     continue
                 if not isinstance(call.arg, exp.Column) or _origin(c, call.arg.name) is not None:

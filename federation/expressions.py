@@ -290,33 +290,42 @@ class AggCall:
         return f"{self.func.upper()}({inner})"
 
 
-def _agg(func: str, arg: str | exp.Expression | None) -> AggCall:
-    return AggCall(func, None if arg is None else to_expression(arg))
+def agg_call(func: str, arg: str | exp.Expression | None,
+         where: str | exp.Expression | None = None) -> AggCall:
+    """`func(arg)`; with `where`, SQL's `func(arg) FILTER (WHERE where)`: the aggregate of
+    `CASE WHEN where THEN arg END` (the rows it leaves out are NULL, which every aggregate
+    skips: COUNT is 0 and the others NULL where no row passes, as FILTER's). Both engines
+    evaluate that argument as any other, in every placement and in sliced windows."""
+    if where is None:
+        return AggCall(func, None if arg is None else to_expression(arg))
+    then = exp.Literal.number(1) if arg is None else to_expression(arg)
+    return AggCall(func, exp.Case(ifs=[exp.If(this=to_expression(where), true=then)]))
 
 
-def count(arg: str | exp.Expression | None = None) -> AggCall:
-    """COUNT(arg) or COUNT(*)."""
-    return _agg("count", arg)
+def count(arg: str | exp.Expression | None = None, *,
+          where: str | exp.Expression | None = None) -> AggCall:
+    """COUNT(arg) or COUNT(*); `where`: only the rows where it holds (FILTER)."""
+    return agg_call("count", arg, where)
 
 
-def sum_(arg: str | exp.Expression) -> AggCall:
-    """SUM(arg)."""
-    return _agg("sum", arg)
+def sum_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
+    """SUM(arg); `where`: of the rows where it holds (FILTER)."""
+    return agg_call("sum", arg, where)
 
 
-def avg(arg: str | exp.Expression) -> AggCall:
-    """AVG(arg)."""
-    return _agg("avg", arg)
+def avg(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
+    """AVG(arg); `where`: of the rows where it holds (FILTER)."""
+    return agg_call("avg", arg, where)
 
 
-def min_(arg: str | exp.Expression) -> AggCall:
-    """MIN(arg)."""
-    return _agg("min", arg)
+def min_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
+    """MIN(arg); `where`: of the rows where it holds (FILTER)."""
+    return agg_call("min", arg, where)
 
 
-def max_(arg: str | exp.Expression) -> AggCall:
-    """MAX(arg)."""
-    return _agg("max", arg)
+def max_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
+    """MAX(arg); `where`: of the rows where it holds (FILTER)."""
+    return agg_call("max", arg, where)
 
 
 def agg_result_type(call: AggCall, arg_type: str | None) -> str:

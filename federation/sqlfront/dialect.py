@@ -164,7 +164,10 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
             raise text.fail(f"subqueries in {clause} are not supported (join instead)",
                             clause, n, "SELECT")
-        if isinstance(n, exp.AggFunc):
+        if isinstance(n, exp.Filter) and not isinstance(n.this, exp.AggFunc):
+            raise text.fail(f"FILTER (WHERE ...) of {n.this.sql()}: of an aggregate only",
+                            clause, n)
+        if isinstance(n, (exp.AggFunc, exp.Filter, exp.Where)):  # FILTER (WHERE ...)
             if not aggs_ok:
                 raise text.fail(f"aggregate {n.sql()} in {clause} (aggregates belong in "
                                 "SELECT or HAVING with GROUP BY)", clause, n)

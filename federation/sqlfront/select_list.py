@@ -6,14 +6,16 @@ operator). Otherwise it is an aggregation: GROUP BY columns (the window's instan
 dropped there), aggregates COUNT(*), COUNT, SUM, AVG, MIN, MAX, and expressions over
 keys and aggregates (`MAX(v) - MIN(v) AS spread`), which add a projection above it; an
 aggregate without a name is called `count`, `<func>_<column>` or `_agg<i>`; HAVING is a
-selection above the aggregation. One aggregate written twice is computed once.
+selection above the aggregation. One aggregate written twice is computed once. An aggregate
+with `FILTER (WHERE cond)` (Flink's, Nexmark q15/q16) is the aggregate of `CASE WHEN cond
+THEN arg END` (expressions.agg_call).
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import AggCall
+from federation.expressions import AggCall, agg_call
 from federation.logical import Node
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
@@ -115,7 +117,7 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
                             "SELECT", e, "*")
         if scope.is_instant(inner):
             continue
-        if isinstance(inner, exp.AggFunc):
+        if isinstance(inner, exp.AggFunc) or _filtered(inner):
             n = aggs.name(inner, alias)
             plain.append((n, n))
             order.append(n)
@@ -172,12 +174,20 @@ class Aggregates:
         self.calls: dict[str, AggCall] = {}
         self.seen: dict[str, str] = {}  # the agg's SQL -> its output name
 
-    def name(self, call: exp.AggFunc, wanted: str | None) -> str:
-        """The output column of `call` (`wanted`, else a derived name), added once."""
+    def name(self, call: exp.Expression, wanted: str | None) -> str:
+        """The output column of `call` (an aggregate, or one with `FILTER (WHERE ...)`:
+        expressions.AggCall of `CASE WHEN ... THEN arg END`; `wanted`, else a derived
+        name), added once."""
         fail = self.text.fail
         spelled = call.sql(dialect="duckdb")
         if spelled in self.seen and wanted in (None, self.seen[spelled]):
             return self.seen[spelled]
+        where = None
+        if isinstance(call, exp.Filter):
+            where = call.expression.this
+            check_scalar(self.text, where, "FILTER")
+            where = self.scope.resolve(where, "FILTER")
+            call = call.this
         func = _AGGS.get(type(call))
         if func is None:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
@@ -197,7 +207,9 @@ class Aggregates:
             arg = self.scope.resolve(inner, "SELECT")
         name = wanted
         if name is None:
-            if arg is None:
+            if where is not None:
+                name = f"_agg{len(self.calls) + 1}"
+            elif arg is None:
                 name = "count"
             elif isinstance(arg, exp.Column):
                 name = f"{func}_{arg.name}"
@@ -205,7 +217,7 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = AggCall(func, arg)
+        self.calls[name] = AggCall(func, arg) if where is None else agg_call(func, arg, where)
         self.seen[spelled] = name
         return name
 
@@ -213,7 +225,7 @@ class Aggregates:
         """`e` over the aggregation's output: aggregates become their output columns,
         group keys stay, any other column is an error."""
         def fix(n: exp.Expression) -> exp.Expression:
-            if isinstance(n, exp.AggFunc):
+            if isinstance(n, exp.AggFunc) or _filtered(n):
                 return exp.column(self.name(n, None))
             if isinstance(n, exp.Column):
                 k = self.scope.column_of(n.table or None, n.name, "SELECT", n)
@@ -224,3 +236,8 @@ class Aggregates:
             return n
 
         return rewrite(e, fix)
+
+
+def _filtered(e: exp.Expression) -> bool:
+    """`e` is an aggregate with `FILTER (WHERE ...)`."""
+    return isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc)
