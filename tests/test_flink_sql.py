@@ -15,9 +15,12 @@ from federation import sql
 from federation.expressions import avg, count, max_, min_, sum_
 from federation.logical import window
 from federation.sqlfront import SqlError
+from tests.sampling import sampled
 from tests.test_sql import H10, STREAMS
 from tests.test_sql import S as S_SQL
 from tests.test_stranger_queries import check_db, rows_of, run_checked
+
+CUT = "op1=spe,op2=db,op3=spe"
 
 FILTERED = f"""
 SELECT house_id,
@@ -73,7 +76,8 @@ def test_filter_on_what_is_not_an_aggregate_is_refused_where_written(text, why):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("placement", ["spe", "op1=db,op2=spe,op3=db"])
+@pytest.mark.parametrize("placement", sampled(
+    ["spe", "op1=db,op2=spe,op3=db", CUT], keep=[CUT]))  # Spark's aggregate, DuckDB's HAVING
 def test_filter_on_aggregates_in_spark_and_across_the_engines(spark, plug_data, tmp_path,
                                                               placement):
     from federation.smartplug import smartplug_stream
