@@ -81,30 +81,46 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
     return text.build("SELECT", q, lambda: Project(node, projected))
 
 
-def group_keys(text: SqlText, scope: Scope, group: exp.Group | None) -> list[str]:
-    """The columns of GROUP BY (without the window's instant), each once."""
+def group_keys(text: SqlText, scope: Scope, group: exp.Group | None,
+               items: list[exp.Expression] = ()
+               ) -> tuple[list[str], dict[str, exp.Expression], dict[str, str]]:
+    """The keys of GROUP BY (without the window's instant), each once; those that are
+    expressions (`GROUP BY plug_id % 2`; a projection below the aggregation computes each,
+    named as the SELECT item that writes it, `plug_id % 2 AS parity`, else `_g<i>`); and
+    each such expression as written -> its key (SELECT and HAVING name it so)."""
     keys: list[str] = []
+    computed: dict[str, exp.Expression] = {}
+    written: dict[str, str] = {}
+    aliases = {e.this.sql(): e.alias for e in items if isinstance(e, exp.Alias)}
     for g in (group.expressions if group is not None else []):
         if scope.is_instant(g):
             continue
-        if not isinstance(g, exp.Column):
-            raise text.fail(f"GROUP BY {g.sql()}: group by columns (compute the "
-                            "expression in a subquery first)", "GROUP BY", g, "GROUP BY")
-        k = scope.column_of(g.table or None, g.name, "GROUP BY", g)
+        if isinstance(g, exp.Column):
+            k = scope.column_of(g.table or None, g.name, "GROUP BY", g)
+        else:
+            if isinstance(g, exp.Literal):
+                raise text.fail(f"GROUP BY {g.sql()}: a position or a constant groups "
+                                "nothing; name a column or an expression", "GROUP BY", g)
+            check_scalar(text, g, "GROUP BY")
+            k = written.get(g.sql()) or aliases.get(g.sql()) or f"_g{len(computed) + 1}"
+            while k in scope.node.schema and k not in computed:
+                k = "_" + k
+            computed.setdefault(k, scope.resolve(g, "GROUP BY"))
+            written[g.sql()] = k
         if k not in keys:
             keys.append(k)
     for arg in ("rollup", "cube", "grouping_sets"):
         if group is not None and group.args.get(arg):
             raise text.fail(f"GROUP BY {arg.upper().replace('_', ' ')} is not supported",
                             "GROUP BY", group, "GROUP BY")
-    return keys
+    return keys, computed, written
 
 
 def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expression],
               group: exp.Group | None, having: exp.Having | None) -> Node:
     """The aggregation of a SELECT list with aggregates, GROUP BY or HAVING."""
-    keys = group_keys(text, scope, group)
-    aggs = Aggregates(text, scope, keys)
+    keys, by_expr, grouped = group_keys(text, scope, group, items)
+    aggs = Aggregates(text, scope, keys, grouped)
     # each SELECT item: a key, an aggregate, or an expression over them
     plain: list[tuple[str, str]] = []  # (output name, agg or key column)
     computed: dict[str, exp.Expression] = {}
@@ -121,6 +137,11 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
             n = aggs.name(inner, alias)
             plain.append((n, n))
             order.append(n)
+            continue
+        if inner.sql() in aggs.grouped:  # a GROUP BY expression
+            k = aggs.grouped[inner.sql()]
+            plain.append((alias or k, k))
+            order.append(alias or k)
             continue
         if isinstance(inner, exp.Column):
             k = scope.column_of(inner.table or None, inner.name, "SELECT", inner)
@@ -151,8 +172,13 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
         while hidden in keys:
             hidden = "_" + hidden
         aggs.name(exp.Count(this=exp.Star()), hidden)
+    below = scope.node
+    if by_expr:  # the GROUP BY expressions, beside every column the aggregates read
+        below = text.build("GROUP BY", group, lambda: Project(below, tuple(
+            (c, exp.column(c)) for c in scope.node.schema if c not in by_expr)
+            + tuple(by_expr.items())))
     node = text.build("GROUP BY", group or q,
-                      lambda: scope.node.aggregate(by=keys, **aggs.calls))
+                      lambda: below.aggregate(by=keys, **aggs.calls))
     if pred is not None:
         node = text.build("HAVING", having, lambda: node.filter(pred, selectivity=sel))
     schema = list(node.schema)
@@ -169,8 +195,10 @@ class Aggregates:
     """The aggregates of one aggregation, by output name, as the SELECT list and HAVING
     name them; `over` writes an expression over the aggregation's output."""
 
-    def __init__(self, text: SqlText, scope: Scope, keys: list[str]) -> None:
+    def __init__(self, text: SqlText, scope: Scope, keys: list[str],
+                 grouped: dict[str, str] | None = None) -> None:
         self.text, self.scope, self.keys = text, scope, keys
+        self.grouped = grouped or {}  # a GROUP BY expression as written -> its key
         self.calls: dict[str, AggCall] = {}
         self.seen: dict[str, str] = {}  # the agg's SQL -> its output name
 
@@ -227,6 +255,8 @@ class Aggregates:
         def fix(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.AggFunc) or _filtered(n):
                 return exp.column(self.name(n, None))
+            if not isinstance(n, exp.Column) and n.sql() in self.grouped:
+                return exp.column(self.grouped[n.sql()])
             if isinstance(n, exp.Column):
                 k = self.scope.column_of(n.table or None, n.name, "SELECT", n)
                 if k not in self.keys:
@@ -241,3 +271,4 @@ class Aggregates:
 def _filtered(e: exp.Expression) -> bool:
     """`e` is an aggregate with `FILTER (WHERE ...)`."""
     return isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc)
+
