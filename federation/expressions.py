@@ -290,41 +290,35 @@ class AggCall:
         return f"{self.func.upper()}({inner})"
 
 
-def agg_call(func: str, arg: str | exp.Expression | None,
-         where: str | exp.Expression | None = None) -> AggCall:
-    """`func(arg)`; with `where`, SQL's `func(arg) FILTER (WHERE where)`: the aggregate of
-    `CASE WHEN where THEN arg END` (the rows it leaves out are NULL, which every aggregate
-    skips: COUNT is 0 and the others NULL where no row passes, as FILTER's). Both engines
-    evaluate that argument as any other, in every placement and in sliced windows."""
-    if where is None:
-        return AggCall(func, None if arg is None else to_expression(arg))
-    then = exp.Literal.number(1) if arg is None else to_expression(arg)
-    return AggCall(func, exp.Case(ifs=[exp.If(this=to_expression(where), true=then)]))
+def agg_call(func: str, arg: str | exp.Expression | None, where=None) -> AggCall:
+    """`func(arg)`; `where`: `func(arg) FILTER (WHERE where)`, the aggregate of `CASE WHEN
+    where THEN arg END` (COUNT 0, the others NULL where no row passes: FILTER's)."""
+    a = None if arg is None else to_expression(arg)
+    return AggCall(func, a if where is None else exp.Case(ifs=[exp.If(
+        this=to_expression(where), true=exp.Literal.number(1) if a is None else a)]))
 
 
-def count(arg: str | exp.Expression | None = None, *,
-          where: str | exp.Expression | None = None) -> AggCall:
-    """COUNT(arg) or COUNT(*); `where`: only the rows where it holds (FILTER)."""
-    return agg_call("count", arg, where)
+def count(arg: str | exp.Expression | None = None, *, where=None) -> AggCall:
+    return agg_call("count", arg, where)  # COUNT(arg) or COUNT(*) (`where`: FILTER)
 
 
-def sum_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
-    """SUM(arg); `where`: of the rows where it holds (FILTER)."""
+def sum_(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """SUM(arg) (`where`: FILTER)."""
     return agg_call("sum", arg, where)
 
 
-def avg(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
-    """AVG(arg); `where`: of the rows where it holds (FILTER)."""
+def avg(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """AVG(arg) (`where`: FILTER)."""
     return agg_call("avg", arg, where)
 
 
-def min_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
-    """MIN(arg); `where`: of the rows where it holds (FILTER)."""
+def min_(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """MIN(arg) (`where`: FILTER)."""
     return agg_call("min", arg, where)
 
 
-def max_(arg: str | exp.Expression, *, where: str | exp.Expression | None = None) -> AggCall:
-    """MAX(arg); `where`: of the rows where it holds (FILTER)."""
+def max_(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """MAX(arg) (`where`: FILTER)."""
     return agg_call("max", arg, where)
 
 
