@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import pytest
 
+from db.reference import reference_result
 from federation import sql
 from federation.expressions import avg, count, max_, min_, sum_
 from federation.logical import window
+from federation.results import diff_results
 from federation.sqlfront import SqlError
 from tests.sampling import sampled
 from tests.test_sql import H10, STREAMS
@@ -101,9 +103,6 @@ def test_group_by_expressions_are_the_dsl_computed_keys_and_equal_the_reference(
     got = check_db(q, rows, per_batch_s=3)
     assert sorted(set(got.column("band").to_pylist())) == ["high", "low"]
     assert got.column("tag").to_pylist() == [p * 10 + 1 for p in got.column("parity").to_pylist()]
-    from db.reference import reference_result
-    from federation.results import diff_results
-
     assert diff_results(reference_result(grouped_dsl(S_SQL), rows), got) is None
     # an unnamed GROUP BY expression is a hidden key `_g1`; the column stays the input's
     hidden = sql(f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY plug_id, value > 50",

@@ -175,8 +175,7 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
     below = scope.node
     if by_expr:  # the GROUP BY expressions, beside every column the aggregates read
         below = text.build("GROUP BY", group, lambda: Project(below, tuple(
-            (c, exp.column(c)) for c in scope.node.schema if c not in by_expr)
-            + tuple(by_expr.items())))
+            (c, exp.column(c)) for c in scope.node.schema) + tuple(by_expr.items())))
     node = text.build("GROUP BY", group or q,
                       lambda: below.aggregate(by=keys, **aggs.calls))
     if pred is not None:
@@ -245,7 +244,7 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = AggCall(func, arg) if where is None else agg_call(func, arg, where)
+        self.calls[name] = agg_call(func, arg, where)
         self.seen[spelled] = name
         return name
 
