@@ -37,7 +37,16 @@ from dataclasses import dataclass, field
 
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes, key_groups
-from federation.conventions import DB_CHECKPOINT_SLIDES, DRIVER_MEMORY, DUCKDB_VALUE_BYTES, US_PER_S
+from federation.conventions import (
+    DB_CHECKPOINT_SLIDES,
+    DRIVER_MEMORY,
+    DUCKDB_VALUE_BYTES,
+    US_PER_S,
+    Lowering,
+)
+
+#: the rows each operator class keeps in Spark's state store as an SPE-op
+SPE_STATE = Lowering("Spark state (memory)", ("operator",))
 
 #: the heap Spark reserves for itself (its RESERVED_SYSTEM_MEMORY_BYTES)
 SPARK_RESERVED = 300 * 2**20
@@ -95,24 +104,35 @@ def mib(b: float) -> str:
 
 def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
     """Rows one SPE-op keeps in Spark's state store (module doc)."""
-    if node.kind == "aggregate":
-        (k,) = kids
-        groups = max(size.groups, 1.0)
-        if not k.row_level:
-            return groups
-        slide = 1.0 / max(size.l, 1e-12)
-        per_window = min(groups, max(k.rate * slide * k.copies, 1.0))
-        per_pane = min(groups, max(k.rate * slide, 1.0))
-        return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
-    if node.kind == "join":
-        if any(k.row_level is False and k.rate == 0.0 for k in kids):
-            return 0.0  # a database table: Spark's stream-static join keeps no state
-        rows = [k for k in kids if k.row_level]
-        rels = [k for k in kids if not k.row_level]
-        if len(rows) == 1 and node.keys:  # the time-interval join
-            return rows[0].size + rels[0].size * rows[0].copies
-        return sum(k.size * (k.copies if k.row_level else 1.0) for k in kids)
+    return SPE_STATE(node, size, kids)
+
+
+@SPE_STATE.register("Select", "Project")
+def _stateless(node, size: NodeSize, kids: list[NodeSize]) -> float:
     return 0.0
+
+
+@SPE_STATE.register("Aggregate")
+def _aggregate(node, size: NodeSize, kids: list[NodeSize]) -> float:
+    (k,) = kids
+    groups = max(size.groups, 1.0)
+    if not k.row_level:
+        return groups
+    slide = 1.0 / max(size.l, 1e-12)
+    per_window = min(groups, max(k.rate * slide * k.copies, 1.0))
+    per_pane = min(groups, max(k.rate * slide, 1.0))
+    return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
+
+
+@SPE_STATE.register("Join")
+def _join(node, size: NodeSize, kids: list[NodeSize]) -> float:
+    if any(k.row_level is False and k.rate == 0.0 for k in kids):
+        return 0.0  # a database table: Spark's stream-static join keeps no state
+    rows = [k for k in kids if k.row_level]
+    rels = [k for k in kids if not k.row_level]
+    if len(rows) == 1 and node.keys:  # the time-interval join
+        return rows[0].size + rels[0].size * rows[0].copies
+    return sum(k.size * (k.copies if k.row_level else 1.0) for k in kids)
 
 
 @dataclass(frozen=True)

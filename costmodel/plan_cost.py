@@ -11,63 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from costmodel.feed import feed_cost, feed_of
+from costmodel.operators import DB_COST, spe_op_cost, state_keys
 from costmodel.ordering import ZERO, CostVector
-from costmodel.profile import CostProfile, spe_row_scale
+from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes
 from federation.conventions import US_PER_S, us
 
-if TYPE_CHECKING:  # plan nodes are read by their `kind`
-    from federation.logical import Node, NumberedPlan
-
-
-STATEFUL = ("aggregate", "join")
-
-
-def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
-    """u of one SPE-op: sum_i in_i * c (eq. 4), plus the extension's per-slide state term.
-
-    Stateful operators over row-level input pay Spark's sliding-window expansion: each row
-    is copied into range/slide windows. An aggregate runs in panes (spe/translate.py): each
-    row is copied once, into its pane (one slide), and each pane's partial row per group
-    (at most the rows of a slide) into range/slide windows. The per-row terms scale with
-    the cores Spark has (spe_row_scale), the per-micro-batch ones do not.
-    """
-    kind = node.kind
-    c = p.spe_s_per_row.of(kind)
-    scale = spe_row_scale(p)
-    u = 0.0
-    for k in kids:
-        u += k.rate * c
-        if node.kind in STATEFUL and k.row_level:
-            copied = k.rate * k.copies
-            if node.kind == "aggregate" and k.copies > 1:
-                copied = k.rate + min(k.rate, max(size.groups, 1.0) * k.l) * k.copies
-            u += copied * p.spe_s_per_window_copy
-    u *= scale
-    if node.kind in STATEFUL:
-        # every stateful operator commits its state store at every micro-batch (extension)
-        u += size.l * p.spe_s_per_stateful_op_slide
-    else:
-        u += size.l * p.spe_s_per_stateless_op_slide
-    if node.kind in STATEFUL and p.spe_s_per_state_group_window:
-        u += size.l * state_keys(size, kids) * p.spe_s_per_state_group_window * scale
-    return u
-
-
-def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
-    """State entries a stateful SPE-op updates per slide (extension, docs/cost-model.md): the groups
-    that receive rows in that slide (at most the rows of one slide) x the windows open per
-    group (range / slide for row-level input, one for a relation). Measured at full window
-    size: Spark's batch time follows this, not the input rate (benchmarks/results)."""
-    n = 0.0
-    for k in kids:
-        groups = max(size.groups, 1.0)
-        if k.row_level:
-            n += min(groups, k.rate / max(size.l, 1e-12)) * k.copies
-        else:
-            n += min(groups, max(k.size, 1.0))
-    return n
-
+if TYPE_CHECKING:  # plan nodes are dispatched on by class name
+    from federation.logical import NumberedPlan
 
 @dataclass(frozen=True)
 class DbOpCost:
@@ -213,8 +164,7 @@ def db_input_cost(s: NodeSize, p: CostProfile) -> tuple[float, float]:
 
 def db_scan_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, m: str, p: CostProfile) -> float:
     """Per-slide scan cost of one DB-op member: cost per row of its kind x its input size."""
-    in_size = sum(sizes[c].size for c in plan.children[m])
-    return p.db_scan_s_per_row.of(plan.nodes[m].kind) * in_size
+    return DB_COST(plan.nodes[m], sum(sizes[c].size for c in plan.children[m]), p)
 
 
 def db_op_cost_of(transfer_in: float, maintain: float, scan: float, root: NodeSize,
@@ -339,5 +289,6 @@ __all__ = [
     "spe_copies",
     "spe_gateway_cost",
     "spe_op_cost",
+    "state_keys",
     "vector",
 ]

@@ -20,9 +20,14 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-if TYPE_CHECKING:  # the cost model reads plan nodes by their `kind`; it imports no plan code
+from federation.conventions import Lowering
+
+if TYPE_CHECKING:  # plan nodes are dispatched on by class name: the cost model imports no plan code
     from federation.logical import Node, NumberedPlan, Select
     from federation.streams import StreamStats
+
+#: the sizes of each plan node class from its inputs' (eqs 1-3)
+SIZE = Lowering("size", ("operator", "leaf", "root"))
 
 #: System R's default selectivity of a predicate nothing is known about.
 DEFAULT_SELECTIVITY = 1.0 / 3.0
@@ -136,51 +141,72 @@ class SourceDrivenSizes(dict):
 
 def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
     """Sizes of one node from its children's (eqs 1-3)."""
-    kind = node.kind
-    if kind == "window":
-        lam = node.stream.stats.rate_tps
-        l = 1.0 / node.slide_s
-        if node.is_time_based:
-            size = lam * node.range_s  # type: ignore[operator]
-            copies = node.range_s / node.slide_s  # type: ignore[operator]
-        else:
-            parts = key_groups(node, node.partition_by, float("inf")) if node.partition_by else 1.0
-            size = float(node.rows) * parts  # type: ignore[arg-type]
-            # a row stays in a tuple window for size/lam seconds, i.e. that many slides
-            copies = max(1.0, size / lam / node.slide_s)
-        return NodeSize(rate=lam, size=size, l=l, copies=copies, row_level=True)
-    if kind == "table":  # the same rows at every instant: no arrivals (eq. 2's rate 0)
-        f = 1.0
-        for what, pred in node.steps:
-            if what == "where":
-                for part in _conjuncts(pred):
-                    f *= _conjunct_selectivity(part, [node.stats])
-        return NodeSize(rate=0.0, size=max(1.0, node.rows * f), l=0.0, copies=1.0,
-                        row_level=False, selectivity=f)
-    if kind == "select":
-        (k,) = kids
-        f = estimate_selectivity(node)
-        return NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level, selectivity=f)
-    if kind == "project":
-        (k,) = kids
-        return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
-    if kind == "aggregate":
-        (k,) = kids
-        g = key_groups(node.child, node.keys, k.size)
-        return NodeSize(k.l * g, g, k.l, 1.0, False, groups=g)  # eq. 3
-    if kind == "join":
-        lk, rk = kids
-        gl = key_groups(node.left, tuple(a for a, _ in node.keys), lk.size)
-        gr = key_groups(node.right, tuple(b for _, b in node.keys), rk.size)
-        f = 1.0 / max(gl, gr, 1.0)  # equi-join selectivity
-        rate = lk.rate * f * rk.size + rk.rate * f * lk.size  # eq. 2
-        size = f * lk.size * rk.size
-        return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f,
-                        groups=max(gl, gr, 1.0))
-    if kind == "rstream":
-        (k,) = kids
-        return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
-    if kind == "queries":  # the root of several queries: their results side by side
-        return NodeSize(sum(k.rate for k in kids), sum(k.size for k in kids),
-                        max(k.l for k in kids), 1.0, False)
-    raise TypeError(f"no size rule for {type(node).__name__}")
+    return SIZE(node, kids)
+
+
+@SIZE.register("TimeWindow")
+def _time_window(node, kids: list[NodeSize]) -> NodeSize:
+    lam = node.stream.stats.rate_tps
+    return NodeSize(rate=lam, size=lam * node.range_s, l=1.0 / node.slide_s,
+                    copies=node.range_s / node.slide_s, row_level=True)
+
+
+@SIZE.register("TupleWindow")
+def _tuple_window(node, kids: list[NodeSize]) -> NodeSize:
+    lam = node.stream.stats.rate_tps
+    parts = key_groups(node, node.partition_by, float("inf")) if node.partition_by else 1.0
+    size = float(node.rows) * parts
+    # a row stays in a tuple window for size/lam seconds, i.e. that many slides
+    return NodeSize(rate=lam, size=size, l=1.0 / node.slide_s,
+                    copies=max(1.0, size / lam / node.slide_s), row_level=True)
+
+
+@SIZE.register("Table")
+def _table(node, kids: list[NodeSize]) -> NodeSize:
+    """The same rows at every instant: no arrivals (eq. 2's rate 0)."""
+    f = 1.0
+    for what, pred in node.steps:
+        if what == "where":
+            for part in _conjuncts(pred):
+                f *= _conjunct_selectivity(part, [node.stats])
+    return NodeSize(rate=0.0, size=max(1.0, node.rows * f), l=0.0, copies=1.0,
+                    row_level=False, selectivity=f)
+
+
+@SIZE.register("Select")
+def _select(node, kids: list[NodeSize]) -> NodeSize:
+    (k,) = kids
+    f = estimate_selectivity(node)
+    return NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level, selectivity=f)
+
+
+@SIZE.register("Project", "Rstream")
+def _same(node, kids: list[NodeSize]) -> NodeSize:
+    (k,) = kids
+    return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
+
+
+@SIZE.register("Aggregate")
+def _aggregate(node, kids: list[NodeSize]) -> NodeSize:
+    (k,) = kids
+    g = key_groups(node.child, node.keys, k.size)
+    return NodeSize(k.l * g, g, k.l, 1.0, False, groups=g)  # eq. 3
+
+
+@SIZE.register("Join")
+def _join(node, kids: list[NodeSize]) -> NodeSize:
+    lk, rk = kids
+    gl = key_groups(node.left, tuple(a for a, _ in node.keys), lk.size)
+    gr = key_groups(node.right, tuple(b for _, b in node.keys), rk.size)
+    f = 1.0 / max(gl, gr, 1.0)  # equi-join selectivity
+    rate = lk.rate * f * rk.size + rk.rate * f * lk.size  # eq. 2
+    size = f * lk.size * rk.size
+    return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f,
+                    groups=max(gl, gr, 1.0))
+
+
+@SIZE.register("QuerySet")
+def _queries(node, kids: list[NodeSize]) -> NodeSize:
+    """The root of several queries: their results side by side."""
+    return NodeSize(sum(k.rate for k in kids), sum(k.size for k in kids),
+                    max(k.l for k in kids), 1.0, False)

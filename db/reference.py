@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from federation.conventions import DUCKDB_TYPES
+from federation.conventions import DUCKDB_TYPES, Lowering
 
-if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
+
+#: the reference SQL of each plan node class at one instant (its own, from the rows)
+REFERENCE = Lowering("reference evaluation", ("operator", "leaf"))
 
 
 def _q(name: str) -> str:
@@ -41,7 +44,8 @@ class ReferenceEvaluator:
             self.db_tables[name] = f"table_rows_{i}"
             self.con.register(self.db_tables[name], t)
 
-    def table(self, node) -> str:
+    @REFERENCE.register("Table")
+    def table(self, node, tau: dt.datetime) -> str:
         """A database table's rows through its selections and projections (`steps`)."""
         sql = (f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
                f"FROM {self.db_tables[node.name]}")
@@ -53,64 +57,77 @@ class ReferenceEvaluator:
                                             f"{_q(n)}" for n, e in v) + f" FROM ({sql}) AS t"
         return sql
 
-    def window(self, w: Window, tau: dt.datetime) -> str:
-        # a column the rows lack is NULL: a run reads only the columns its query reads
-        # (federation/optimizer/columns.py), and no operator reads the others
+    def _rows(self, w: Window) -> tuple[str, str, str]:
+        """A window's stream: its columns (a column the rows lack is NULL: a run reads only
+        the columns its query reads, federation/optimizer/columns.py, and no operator
+        reads the others), its time column and its rows' table."""
         have = self.have[w.stream.name]
         cols = ", ".join(_q(c) if c in have else f"CAST(NULL AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
                          for c, t in w.schema.items())
-        ts = _q(w.stream.ts_column)
-        t = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
-        src = self.tables[w.stream.name]
-        if w.is_time_based:
-            lo = tau - dt.timedelta(seconds=w.range_s)
-            return (f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
-                    f"'{lo.isoformat(sep=' ')}' AND {ts} < {t}")
+        return cols, _q(w.stream.ts_column), self.tables[w.stream.name]
+
+    @REFERENCE.register("TimeWindow")
+    def _time_window(self, w: Window, tau: dt.datetime) -> str:
+        cols, ts, src = self._rows(w)
+        lo = tau - dt.timedelta(seconds=w.range_s)  # type: ignore[arg-type]
+        return (f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
+                f"'{lo.isoformat(sep=' ')}' AND {ts} < TIMESTAMP '{tau.isoformat(sep=' ')}'")
+
+    @REFERENCE.register("TupleWindow")
+    def _tuple_window(self, w: Window, tau: dt.datetime) -> str:
+        cols, ts, src = self._rows(w)
         # ties in event time are broken by the other columns (as db.sqlgen does)
         desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
         part = ("PARTITION BY " + ", ".join(_q(k) for k in w.partition_by)) if w.partition_by \
             else ""
         return (f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part} ORDER BY {ts} DESC, "
-                f"{desc}) AS rn FROM {src} WHERE {ts} < {t}) WHERE rn <= {w.rows}")
+                f"{desc}) AS rn FROM {src} WHERE {ts} < TIMESTAMP '{tau.isoformat(sep=' ')}') "
+                f"WHERE rn <= {w.rows}")
 
     def eval(self, node: Node, tau: dt.datetime) -> str:
         """The SQL of `node`'s rows at instant `tau` (one statement per instant: DuckDB binds
         it once, where a chain of relations bound every step)."""
-        if node.kind == "window":
-            return self.window(node, tau)
-        if node.kind == "table":
-            return self.table(node)
-        if node.kind == "rstream":
-            return self.eval(node.child, tau)
-        if node.kind == "select":
-            pred = node.predicate.sql(dialect="duckdb", identify=True)
-            return f"SELECT * FROM ({self.eval(node.child, tau)}) AS t WHERE {pred}"
-        if node.kind == "project":
-            outs = ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
-                             for n, e in node.outputs)
-            return f"SELECT {outs} FROM ({self.eval(node.child, tau)}) AS t"
-        if node.kind == "aggregate":
-            aggs = []
-            for name, call in node.aggs:
-                arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
-                e = f"{call.func}({arg})"
-                if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
-                    e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
-                if call.func == "sum" and node.schema[name] == "BIGINT":
-                    e = f"CAST({e} AS BIGINT)"
-                aggs.append(f"{e} AS {_q(name)}")
-            keys = ", ".join(_q(k) for k in node.keys)
-            group = f" GROUP BY {keys}" if keys else ""
-            return (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
-                    f"FROM ({self.eval(node.child, tau)}) AS t{group}")
-        if node.kind == "join":
-            cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
-            rkeys = {b for _, b in node.keys}
-            cols = [f"lhs.{_q(c)}" for c in node.left.schema]
-            cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]
-            return (f"SELECT {', '.join(cols)} FROM ({self.eval(node.left, tau)}) AS lhs "
-                    f"JOIN ({self.eval(node.right, tau)}) AS rhs ON {cond}")
-        raise TypeError(type(node).__name__)
+        return REFERENCE.find(node)(self, node, tau)
+
+    @REFERENCE.register("Rstream")
+    def _rstream(self, node, tau: dt.datetime) -> str:
+        return self.eval(node.child, tau)
+
+    @REFERENCE.register("Select")
+    def _select(self, node, tau: dt.datetime) -> str:
+        pred = node.predicate.sql(dialect="duckdb", identify=True)
+        return f"SELECT * FROM ({self.eval(node.child, tau)}) AS t WHERE {pred}"
+
+    @REFERENCE.register("Project")
+    def _project(self, node, tau: dt.datetime) -> str:
+        outs = ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
+                         for n, e in node.outputs)
+        return f"SELECT {outs} FROM ({self.eval(node.child, tau)}) AS t"
+
+    @REFERENCE.register("Aggregate")
+    def _aggregate(self, node, tau: dt.datetime) -> str:
+        aggs = []
+        for name, call in node.aggs:
+            arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
+            e = f"{call.func}({arg})"
+            if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
+                e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
+            if call.func == "sum" and node.schema[name] == "BIGINT":
+                e = f"CAST({e} AS BIGINT)"
+            aggs.append(f"{e} AS {_q(name)}")
+        keys = ", ".join(_q(k) for k in node.keys)
+        group = f" GROUP BY {keys}" if keys else ""
+        return (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
+                f"FROM ({self.eval(node.child, tau)}) AS t{group}")
+
+    @REFERENCE.register("Join")
+    def _join(self, node, tau: dt.datetime) -> str:
+        cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
+        rkeys = {b for _, b in node.keys}
+        cols = [f"lhs.{_q(c)}" for c in node.left.schema]
+        cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]
+        return (f"SELECT {', '.join(cols)} FROM ({self.eval(node.left, tau)}) AS lhs "
+                f"JOIN ({self.eval(node.right, tau)}) AS rhs ON {cond}")
 
     def evaluate(self, query: Rstream, taus: list[dt.datetime]) -> pa.Table:
         """Result rows at every tau, with a `tau` column first."""

@@ -13,6 +13,7 @@ checks that none of these values is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
+from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
 # -- reserved columns (a user's column may not start with an underscore) ---------------
@@ -158,3 +159,62 @@ def mqtt_url(url: str) -> tuple[str, int, str, bool, str | None]:
         raise ValueError(f"bad MQTT URL {url!r}: want mqtt://[USER@]HOST[:PORT]/TOPIC "
                          "(or mqtts:// over TLS)")
     return u.hostname, port, topic, tls, None if u.username is None else unquote(u.username)
+
+
+# -- lowerings: what each plan node class has in every engine and model ------------------
+class EngineLimit(Exception):
+    """A node class an engine declares it cannot run (the placement puts it elsewhere)."""
+
+
+class Lowering:
+    """One thing every plan node class of some roles must have (its Spark operator, its
+    DuckDB SQL, its size, cost, memory, reference evaluation, column narrowing): a function
+    per node class, registered by the class's name (the engines and the cost model import
+    no plan code), never inherited (a new subclass of a window needs its own). tests/test_lowerings.py names
+    every node class one of them misses, so a new operator without, say, a size fails there
+    and not in a user's run. Roles: "operator" (a relation-to-relation operator the
+    optimizer places), "leaf" (a window or a table), "root" (RSTREAM, a query set).
+
+        >>> size = Lowering("size (test)", ("operator",))
+        >>> @size.register("Select")
+        ... def _(node): return 1
+        >>> class Select: pass
+        >>> size(Select())
+        1
+        >>> del Lowering.ALL["size (test)"]
+    """
+
+    ALL: ClassVar[dict[str, Lowering]] = {}
+
+    def __init__(self, name: str, roles: tuple[str, ...]) -> None:
+        self.name, self.roles = name, roles
+        self.funcs: dict[str, object] = {}
+        self.limits: dict[str, str] = {}
+        Lowering.ALL[name] = self
+
+    def register(self, *classes: str):
+        """Decorator: the function of these node classes (by class name)."""
+        def add(f):
+            for c in classes:
+                self.funcs[c] = f
+            return f
+        return add
+
+    def limit(self, cls: str, why: str) -> None:
+        """Declare that this engine cannot run node class `cls`, and why."""
+        self.limits[cls] = why
+
+    def covers(self, cls: type) -> bool:
+        return cls.__name__ in self.funcs or cls.__name__ in self.limits
+
+    def find(self, node: object):
+        """The function of `node`'s class."""
+        name = type(node).__name__
+        if name in self.funcs:
+            return self.funcs[name]
+        if name in self.limits:
+            raise EngineLimit(f"{self.name}: {self.limits[name]}")
+        raise TypeError(f"no {self.name} for {name}")
+
+    def __call__(self, node: object, *args: object, **kw: object):
+        return self.find(node)(node, *args, **kw)  # type: ignore[operator]

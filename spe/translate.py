@@ -26,10 +26,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from federation.conventions import SPARK_TYPES, TS, WT, us
+from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
+from spe.aggregates import MERGE, agg_column, spark_expr
 
-if TYPE_CHECKING:  # plan nodes are read by their `kind`: spe/ imports no plan code
-    from federation.logical import Aggregate, Join, Node, Project, Select, Window
+if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
+    from federation.logical import Aggregate, Join, Node, Project, Select, Table, Window
+
+#: the Spark streaming DataFrame of each plan node class, from its inputs' (a window's
+#: input: its stream's rows; a table's: its rows as read)
+SPARK = Lowering("Spark lowering", ("operator", "leaf"))
 
 _BY_NAME = {t.simpleString(): t for t in (T.BooleanType(), T.IntegerType(), T.LongType(),
                                           T.DoubleType(), T.StringType(), T.TimestampType())}
@@ -71,55 +76,8 @@ def window_column(ts: Column, range_s: float, slide_s: float) -> Column:
     return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
 
 
-def spark_expr(e) -> Column:
-    """A plan expression (canonical: federation.expressions.canonical) as a Spark column.
-    Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is
-    Spark's own TRY_CAST(x AS INT), which truncates (Spark has no TRUNC of a number)."""
-    from sqlglot import exp
-
-    def plain(node):
-        if isinstance(node, exp.TryCast) and isinstance(node.this, exp.Trunc):
-            node = node.copy()
-            node.set("this", node.this.this)
-        return node
-
-    return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
-
-
-def _agg_column(func: str, arg, name: str) -> Column:
-    if func == "count":
-        c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
-    elif func == "avg":
-        # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
-        e = spark_expr(arg)
-        c = F.sum(e.cast("double")) / F.count(e)
-    else:
-        e = spark_expr(arg)
-        c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
-    return c.alias(name)
-
-
-def _merge_count(e, p):
-    return {p: F.count(F.lit(1)) if e is None else F.count(e)}, F.sum(p)
-
-
-def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as _agg_column
-    return ({f"{p}s": F.sum(e.cast("double")), f"{p}n": F.count(e)},
-            F.sum(f"{p}s") / F.sum(f"{p}n"))
-
-
-#: per aggregate function: its partials over a pane ({name: column}) and their merge
-_MERGE = {
-    "count": _merge_count,
-    "avg": _merge_avg,
-    "sum": lambda e, p: ({p: F.sum(e)}, F.sum(p)),
-    "min": lambda e, p: ({p: F.min(e)}, F.min(p)),
-    "max": lambda e, p: ({p: F.max(e)}, F.max(p)),
-}
-
-
 class SpeTranslator:
-    """Builds the streaming DataFrame of each SPE-op (a `visit_<kind>` method per node kind).
+    """Builds the streaming DataFrame of each SPE-op (a method per node class, in `SPARK`).
 
     `instants` gives, on demand, a relation with one row (`_wt`) per slide instant of the
     query's life (built from the ticks of the input spool): a global aggregate has one row
@@ -140,23 +98,33 @@ class SpeTranslator:
         if self.window_agg not in ("panes", "expand"):
             raise ValueError(f"FEDQ_SPE_WINDOW_AGG={self.window_agg!r}: use panes or expand")
 
-    def visit(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
-        return getattr(self, f"visit_{node.kind}")(node, inputs)
+    def visit(self, node: Node, inputs: list) -> SpeStream:
+        return SPARK.find(node)(self, node, inputs)
 
+    @SPARK.register("TimeWindow", "TupleWindow")
+    def visit_window(self, node: Window, inputs: list[DataFrame]) -> SpeStream:
+        """A window's rows: its stream's, each with its event time (Spark has no tuple
+        windows: an operator over one is placed in the DB, physical.spe_limits)."""
+        (rows,) = inputs
+        return SpeStream(rows, True, node)
+
+    @SPARK.register("Select")
     def visit_select(self, node: Select, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         return SpeStream(s.df.filter(spark_expr(node.predicate)), s.row_level,
                          s.window)
 
+    @SPARK.register("Project")
     def visit_project(self, node: Project, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         tag = TS if s.row_level else WT
         cols = [_c(tag)] + [spark_expr(e).alias(n) for n, e in node.outputs]
         return SpeStream(s.df.select(*cols), s.row_level, s.window)
 
+    @SPARK.register("Aggregate")
     def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
-        aggs = [_agg_column(c.func, c.arg, n) for n, c in node.aggs]
+        aggs = [agg_column(c.func, c.arg, n) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level and self._panes(s, node):
             out = self._pane_aggregate(s, node)
@@ -177,7 +145,7 @@ class SpeTranslator:
         w = s.window
         return (self.window_agg == "panes" and w is not None and w.is_time_based
                 and us(w.range_s) > us(w.slide_s)
-                and all(c.func in _MERGE for _, c in node.aggs))
+                and all(c.func in MERGE for _, c in node.aggs))
 
     def _pane_aggregate(self, s: SpeStream, node: Aggregate) -> DataFrame:
         """A sliding window aggregate the way a Spark expert writes it: each row once into
@@ -191,7 +159,7 @@ class SpeTranslator:
         keys = [_c(k) for k in node.keys]
         partial, merged = {}, []
         for i, (n, c) in enumerate(node.aggs):
-            parts, merge = _MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}")
+            parts, merge = MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}")
             partial.update(parts)
             merged.append(merge.alias(n))
         panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias("window"), *keys)
@@ -226,10 +194,12 @@ class SpeTranslator:
         return SpeStream(df.select(F.window_time("window").alias(WT), *[_c(c) for c in cols]),
                          False)
 
-    def static_table(self, spark, node, path: str) -> SpeStream:
-        """A database table from the run's Parquet copy, through its selections and
-        projections: a static DataFrame, broadcast to the joins that read it."""
-        df = spark.read.parquet(path).select(*[_c(c) for c, _ in node.columns])
+    @SPARK.register("Table")
+    def static_table(self, node: Table, inputs: list[DataFrame]) -> SpeStream:
+        """A database table from the run's Parquet copy (its input), through its selections
+        and projections: a static DataFrame, broadcast to the joins that read it."""
+        (rows,) = inputs
+        df = rows.select(*[_c(c) for c, _ in node.columns])
         for what, v in node.steps:
             if what == "where":
                 df = df.filter(spark_expr(v))
@@ -256,6 +226,7 @@ class SpeTranslator:
         out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
         return SpeStream(ldf.join(rdf, cond, "inner").select(*out), False)
 
+    @SPARK.register("Join")
     def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:
         left, right = inputs
         lkeys = [a for a, _ in node.keys]

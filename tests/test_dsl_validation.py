@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from federation import QueryValidationError, avg, count, max_, stream, sum_, window
-from federation.logical import Window
+from federation.logical import TimeWindow
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 S = smartplug_stream(plugs=100)
@@ -69,7 +69,7 @@ def test_count_of_non_numeric_is_fine():
 def test_window_not_at_a_leaf():
     agg = w().aggregate(by=PLUG_KEYS, m=max_("value"))
     check(lambda: agg.window(range=10), "window", "input", "must read a stream at a leaf")
-    check(lambda: Window(stream=agg, slide_s=1, range_s=10), "window", "input", "aggregate")
+    check(lambda: TimeWindow(stream=agg, slide_s=1, range_s=10), "window", "input", "aggregate")
 
 
 def test_non_positive_range_and_slide():

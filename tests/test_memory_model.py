@@ -15,17 +15,17 @@ from federation.smartplug.queries import QUERIES
 
 
 def test_spark_aggregate_state_is_groups_per_window_times_open_windows():
-    class Agg:
+    class Aggregate:
         kind = "aggregate"
 
     out = NodeSize(rate=2125.0, size=2125.0, l=1.0, copies=1.0, row_level=False, groups=2125.0)
     # 1,000 rows a second over 300 windows of 300 s reach every one of the 2,125 groups in
     # each window (2,125 x 300 rows), the open pane's 1,000 rows at most 1,000 of them
     rows = NodeSize(rate=1000.0, size=300_000.0, l=1.0, copies=300.0, row_level=True)
-    assert spe_state_rows(Agg(), out, [rows]) == 2125 * 300 + 1000
+    assert spe_state_rows(Aggregate(), out, [rows]) == 2125 * 300 + 1000
     # 5 rows a second over windows of 10 s: 50 groups per window at most
     few = NodeSize(rate=5.0, size=50.0, l=1.0, copies=10.0, row_level=True)
-    assert spe_state_rows(Agg(), out, [few]) == 50 * 10 + 5
+    assert spe_state_rows(Aggregate(), out, [few]) == 50 * 10 + 5
 
 
 def test_state_grows_with_the_window_and_sits_where_the_operators_run():

@@ -363,7 +363,7 @@ def test_both_engines_compute_each_conversion_alike(spark):
     canonical expressions, against the meaning written there."""
     import duckdb
 
-    from spe.translate import spark_expr
+    from spe.aggregates import spark_expr
 
     types = {"d": "DOUBLE", "h": "DOUBLE", "i": "INT", "z": "INT", "s": "VARCHAR",
              "bad": "VARCHAR", "big": "DOUBLE"}

@@ -26,22 +26,35 @@ from db.sqlgen.terms import (
     seconds,
     tau_param,
 )
-from federation.conventions import TS
+from federation.conventions import TS, Lowering
 
-if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
+if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import NumberedPlan, Window
+
+#: the DuckDB SQL of each plan node class at one slide instant: a leaf's from the table
+#: that holds its rows (`node, columns, table`), an operator's over its inputs' CTEs
+#: (`node, srcs`)
+DUCKDB = Lowering("DuckDB lowering", ("operator", "leaf"))
 
 
 def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
     """The rows of `win` at instant `$tau`, from the table of its rows."""
+    return DUCKDB(win, columns, table)
+
+
+@DUCKDB.register("TimeWindow")
+def _time_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
+    cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
+                    exp.LT(this=col(TS), expression=tau_param()))
+    return exp.select(*[col(c) for c in columns]).from_(exp.to_table(table)).where(cond)
+
+
+@DUCKDB.register("TupleWindow")
+def _tuple_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    """The last n rows (per partition) with ts < tau; ties in event time are broken by the
+    other columns: the last n rows are one set."""
     cols = [col(c) for c in columns]
-    if win.is_time_based:
-        lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
-        cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
-                        exp.LT(this=col(TS), expression=tau_param()))
-        return exp.select(*cols).from_(exp.to_table(table)).where(cond)
-    # tuple window: the last n rows (per partition) with ts < tau
-    # ties in event time are broken by the other columns: the last n rows are one set
     order = exp.Order(expressions=[exp.Ordered(this=col(c), desc=True)
                                    for c in [TS, *columns]])
     rn = exp.Window(this=exp.RowNumber(), order=order,
@@ -52,7 +65,8 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
             .where(exp.LTE(this=col("_rn"), expression=exp.Literal.number(win.rows))))
 
 
-def table_rows(node, table: str) -> exp.Select:
+@DUCKDB.register("Table")
+def table_rows(node, columns: Sequence[str], table: str) -> exp.Select:
     """A database table's rows (the same at every instant) through its selections and
     projections, from the DB-op's copy of it (`table`)."""
     q = exp.select(*[col(c) for c, _ in node.columns]).from_(exp.to_table(table))
@@ -80,32 +94,41 @@ def row_chain(q: exp.Select, nodes: Sequence, every_column: bool = False) -> exp
 
 def operator_sql(plan: NumberedPlan, oid: str, srcs: list[str]) -> exp.Select:
     """One R2R operator over the CTEs of its children, at one slide instant."""
-    node = plan.nodes[oid]
-    if node.kind == "select":
-        return exp.select(*[col(c) for c in node.schema]).from_(srcs[0]).where(
-            quote(node.predicate))
-    if node.kind == "project":
-        return exp.select(*[alias(quote(e), n) for n, e in node.outputs]).from_(srcs[0])
-    if node.kind == "join":
-        rkeys = {r for _, r in node.keys}
-        cols = [col(c, "l") for c in node.left.schema]
-        cols += [col(c, "r") for c in node.right.schema if c not in rkeys]
-        cond: exp.Expression = exp.true()
-        for i, (lk, rk) in enumerate(node.keys):
-            eq = exp.EQ(this=col(lk, "l"), expression=col(rk, "r"))
-            cond = eq if i == 0 else exp.and_(cond, eq)
-        return (exp.select(*cols).from_(exp.to_table(srcs[0]).as_("l"))
-                .join(exp.to_table(srcs[1]).as_("r"), on=cond))
-    if node.kind == "aggregate":
-        cols: list[exp.Expression] = [col(k) for k in node.keys]
-        for name, call in node.aggs:
-            cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name]),
-                               name))
-        q = exp.select(*cols).from_(srcs[0])
-        # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
-        # (SQL): COUNT 0, the others NULL
-        return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
-    raise SqlGenerationError(f"no SQL for {node.kind}")
+    return DUCKDB(plan.nodes[oid], srcs)
+
+
+@DUCKDB.register("Select")
+def _select(node, srcs: list[str]) -> exp.Select:
+    return exp.select(*[col(c) for c in node.schema]).from_(srcs[0]).where(quote(node.predicate))
+
+
+@DUCKDB.register("Project")
+def _project(node, srcs: list[str]) -> exp.Select:
+    return exp.select(*[alias(quote(e), n) for n, e in node.outputs]).from_(srcs[0])
+
+
+@DUCKDB.register("Join")
+def _join(node, srcs: list[str]) -> exp.Select:
+    rkeys = {r for _, r in node.keys}
+    cols = [col(c, "l") for c in node.left.schema]
+    cols += [col(c, "r") for c in node.right.schema if c not in rkeys]
+    cond: exp.Expression = exp.true()
+    for i, (lk, rk) in enumerate(node.keys):
+        eq = exp.EQ(this=col(lk, "l"), expression=col(rk, "r"))
+        cond = eq if i == 0 else exp.and_(cond, eq)
+    return (exp.select(*cols).from_(exp.to_table(srcs[0]).as_("l"))
+            .join(exp.to_table(srcs[1]).as_("r"), on=cond))
+
+
+@DUCKDB.register("Aggregate")
+def _aggregate(node, srcs: list[str]) -> exp.Select:
+    cols: list[exp.Expression] = [col(k) for k in node.keys]
+    for name, call in node.aggs:
+        cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name]), name))
+    q = exp.select(*cols).from_(srcs[0])
+    # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
+    # (SQL): COUNT 0, the others NULL
+    return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
 
 
 def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str

@@ -121,7 +121,7 @@ def db_op_sql(
                 raise SqlGenerationError(f"input {oid} of the DB-op has no table")
             cols = list(node.schema)
             if node.kind == "table":
-                q = table_rows(node, table)
+                q = table_rows(node, cols, table)
             elif oid in row_level:
                 q = window_rows(node.row_window(), cols, table)
             else:

@@ -27,7 +27,7 @@ from federation.logical.plan import (
 )
 from federation.logical.queryset import QuerySet, query_set
 from federation.logical.table import Table, table
-from federation.logical.window import Window
+from federation.logical.window import TimeWindow, TupleWindow, Window
 
 __all__ = [
     "R2R_KINDS",
@@ -40,6 +40,8 @@ __all__ = [
     "Rstream",
     "Select",
     "Table",
+    "TimeWindow",
+    "TupleWindow",
     "Unary",
     "Window",
     "input_key",

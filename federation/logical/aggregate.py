@@ -30,6 +30,7 @@ class Aggregate(Unary):
     keys: tuple[str, ...]
     aggs: tuple[tuple[str, AggCall], ...]
     kind = "aggregate"
+    role = "operator"
 
     def __post_init__(self) -> None:
         _check_child("aggregate", self.child)

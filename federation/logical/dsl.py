@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node
-from federation.logical.window import Window
+from federation.logical.window import TimeWindow, TupleWindow, Window
 from federation.streams import StreamDecl
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)?\s*$")
@@ -60,11 +60,11 @@ def window(
         stream = known[stream]
     if isinstance(partition_by, str):
         partition_by = (partition_by,)
-    return Window(
-        stream=stream,  # type: ignore[arg-type]
-        slide_s=parse_duration(slide, "window", "slide"),
-        range_s=None if range is None else parse_duration(range, "window", "range"),
-        rows=rows,
-        partition_by=tuple(partition_by),
-    )
-
+    slide_s = parse_duration(slide, "window", "slide")
+    if (range is None) == (rows is None):
+        raise QueryValidationError("window", "range", "give exactly one of range or rows")
+    if range is not None:
+        return TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+                          range_s=parse_duration(range, "window", "range"))
+    return TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore[arg-type]
+                       partition_by=tuple(partition_by))

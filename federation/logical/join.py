@@ -26,6 +26,7 @@ class Join(Node):
     right: Node
     keys: tuple[tuple[str, str], ...]
     kind = "join"
+    role = "operator"
 
     def __post_init__(self) -> None:
         _check_child("join", self.left)

@@ -37,6 +37,9 @@ class Node:
     and aggregate nodes (join.py, aggregate.py) without this module importing them."""
 
     kind: str = "node"
+    #: "operator" (placed by the optimizer), "leaf" (a window, a table) or "root" (RSTREAM,
+    #: a query set): the lowerings each class needs (federation.conventions.Lowering)
+    role: ClassVar[str] = ""
     _operators: ClassVar[dict[str, type]] = {}
 
     def __init_subclass__(cls, **kw: object) -> None:
@@ -194,6 +197,7 @@ class Select(Unary):
     predicate: exp.Expression
     selectivity: float | None = None
     kind = "select"
+    role = "operator"
 
     def __post_init__(self) -> None:
         _check_child("select", self.child)
@@ -224,6 +228,7 @@ class Project(Unary):
     child: Node
     outputs: tuple[tuple[str, exp.Expression], ...]
     kind = "project"
+    role = "operator"
 
     def __post_init__(self) -> None:
         _check_child("project", self.child)
@@ -258,6 +263,7 @@ class Rstream(Unary):
     child: Node
     name: str = "result"
     kind = "rstream"
+    role = "root"
 
     def __post_init__(self) -> None:
         _check_child("rstream", self.child)

@@ -31,6 +31,7 @@ class QuerySet(Node):
 
     queries: tuple[Rstream, ...]
     kind = "queries"
+    role = "root"
 
     def __post_init__(self) -> None:
         if not self.queries:

@@ -49,6 +49,7 @@ class Table(Node):
     distinct: tuple[tuple[str, int], ...] = ()
     steps: tuple[tuple[str, object], ...] = ()
     kind = "table"
+    role = "leaf"
 
     @cached_property
     def schema(self) -> dict[str, str]:

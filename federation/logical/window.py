@@ -3,8 +3,10 @@ slide) over a named stream."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node
@@ -13,14 +15,18 @@ from federation.streams import StreamDecl
 
 @dataclass(frozen=True, eq=True)
 class Window(Node):
-    """S2R window over a named stream: time-based (range, slide) or tuple-based (rows, slide)."""
+    """S2R window over a named stream, one of two classes: `TimeWindow` (range, slide) or
+    `TupleWindow` (rows, slide). Both answer `range_s`, `rows`, `partition_by` and
+    `is_time_based` (None or () where a field is the other class's)."""
 
     stream: StreamDecl
     slide_s: float
-    range_s: float | None = None
-    rows: int | None = None
-    partition_by: tuple[str, ...] = ()
     kind = "window"
+    role = ""  # abstract: each subclass is a leaf with its own lowerings
+    range_s: float | None = dataclasses.field(default=None, init=False)
+    rows: int | None = dataclasses.field(default=None, init=False)
+    partition_by: tuple[str, ...] = dataclasses.field(default=(), init=False)
+    is_time_based: ClassVar[bool]
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream, StreamDecl):
@@ -30,19 +36,44 @@ class Window(Node):
             )
         if self.slide_s <= 0:
             raise QueryValidationError("window", "slide", f"must be positive, got {self.slide_s}")
-        if (self.range_s is None) == (self.rows is None):
-            raise QueryValidationError("window", "range", "give exactly one of range or rows")
-        if self.range_s is not None:
-            if self.range_s <= 0:
-                raise QueryValidationError(
-                    "window", "range", f"must be positive, got {self.range_s}"
-                )
-            if self.slide_s > self.range_s:
-                raise QueryValidationError(
-                    "window", "slide",
-                    f"slide {self.slide_s:g} s is larger than range {self.range_s:g} s",
-                )
-        if self.rows is not None and self.rows <= 0:
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return self.stream.columns
+
+
+@dataclass(frozen=True, eq=True)
+class TimeWindow(Window):
+    """The readings of the last `range_s` seconds before each instant."""
+
+    range_s: float = 0.0
+    is_time_based = True
+    role = "leaf"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.range_s <= 0:
+            raise QueryValidationError("window", "range", f"must be positive, got {self.range_s}")
+        if self.slide_s > self.range_s:
+            raise QueryValidationError(
+                "window", "slide", f"slide {self.slide_s:g} s is larger than range {self.range_s:g} s")
+
+    def label(self) -> str:
+        return f"window {self.stream.name} [range {self.range_s:g} s, slide {self.slide_s:g} s]"
+
+
+@dataclass(frozen=True, eq=True)
+class TupleWindow(Window):
+    """The last `rows` readings (per `partition_by` key) before each instant."""
+
+    rows: int = 0
+    partition_by: tuple[str, ...] = ()
+    is_time_based = False
+    role = "leaf"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rows <= 0:
             raise QueryValidationError("window", "rows", f"must be positive, got {self.rows}")
         for k in self.partition_by:
             if k not in self.stream.columns:
@@ -50,16 +81,6 @@ class Window(Node):
                     "window", "partition_by", f"unknown column {k!r} of stream {self.stream.name!r}"
                 )
 
-    @cached_property
-    def schema(self) -> dict[str, str]:
-        return self.stream.columns
-
-    @property
-    def is_time_based(self) -> bool:
-        return self.range_s is not None
-
     def label(self) -> str:
-        if self.is_time_based:
-            return f"window {self.stream.name} [range {self.range_s:g} s, slide {self.slide_s:g} s]"
         part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
         return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"

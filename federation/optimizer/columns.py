@@ -18,58 +18,79 @@ from __future__ import annotations
 
 import dataclasses
 
+from federation.conventions import Lowering
 from federation.expressions import referenced_columns
 from federation.logical import Node
 from federation.streams import StreamDecl
+
+#: the columns each plan node class needs of each input, given those wanted of it: a
+#: function (node, wanted, narrowing) that visits its inputs (`narrowing.visit`); a window
+#: records what its stream must keep
+READS = Lowering("column narrowing", ("operator", "leaf", "root"))
+
+
+class _Narrowing:
+    def __init__(self) -> None:
+        self.needed: dict[str, set[str]] = {}
+        self.whole: set[str] = set()  # streams that keep every column
+
+    def visit(self, node: Node, want: set[str]) -> None:
+        READS(node, want, self)
+
+
+@READS.register("TimeWindow", "TupleWindow")
+def _window(node, want: set[str], n: _Narrowing) -> None:
+    s = node.stream
+    if not node.is_time_based:
+        n.whole.add(s.name)
+    n.needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column})
+
+
+@READS.register("Table")
+def _table(node, want: set[str], n: _Narrowing) -> None:
+    return None
+
+
+@READS.register("Rstream", "QuerySet")
+def _root(node, want: set[str], n: _Narrowing) -> None:
+    for c in node.children:
+        n.visit(c, set(c.schema))
+
+
+@READS.register("Select")
+def _select(node, want: set[str], n: _Narrowing) -> None:
+    n.visit(node.child, want | referenced_columns(node.predicate))
+
+
+@READS.register("Project")
+def _project(node, want: set[str], n: _Narrowing) -> None:
+    refs: set[str] = set()
+    for _, e in node.outputs:
+        refs |= referenced_columns(e)
+    n.visit(node.child, refs)
+
+
+@READS.register("Aggregate")
+def _aggregate(node, want: set[str], n: _Narrowing) -> None:
+    refs = set(node.keys)
+    for _, call in node.aggs:
+        if call.arg is not None:
+            refs |= referenced_columns(call.arg)
+    n.visit(node.child, refs)
+
+
+@READS.register("Join")
+def _join(node, want: set[str], n: _Narrowing) -> None:
+    n.visit(node.left, (want & set(node.left.schema)) | {lk for lk, _ in node.keys})
+    n.visit(node.right, (want & set(node.right.schema)) | {rk for _, rk in node.keys})
 
 
 def narrow_streams(root: Node) -> Node:
     """`root` with each stream's windows narrowed to the columns the plan reads (module
     doc); the same plan when nothing is left out."""
-    needed: dict[str, set[str]] = {}
-    whole: set[str] = set()  # streams that keep every column
-
-    def visit(node: Node, want: set[str]) -> None:
-        kind = node.kind
-        if kind == "window":
-            s = node.stream  # type: ignore[attr-defined]
-            if not node.is_time_based:  # type: ignore[attr-defined]
-                whole.add(s.name)
-            needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column})
-            return
-        if kind == "table":
-            return
-        if kind in ("rstream", "queries"):
-            for c in node.children:
-                visit(c, set(c.schema))
-            return
-        if kind == "select":
-            c = node.children[0]
-            visit(c, want | referenced_columns(node.predicate))  # type: ignore[attr-defined]
-            return
-        if kind == "project":
-            refs: set[str] = set()
-            for _, e in node.outputs:  # type: ignore[attr-defined]
-                refs |= referenced_columns(e)
-            visit(node.children[0], refs)
-            return
-        if kind == "aggregate":
-            refs = set(node.keys)  # type: ignore[attr-defined]
-            for _, call in node.aggs:  # type: ignore[attr-defined]
-                if call.arg is not None:
-                    refs |= referenced_columns(call.arg)
-            visit(node.children[0], refs)
-            return
-        if kind == "join":
-            left, right = node.children
-            keys = node.keys  # type: ignore[attr-defined]
-            visit(left, (want & set(left.schema)) | {lk for lk, _ in keys})
-            visit(right, (want & set(right.schema)) | {rk for _, rk in keys})
-            return
-        for c in node.children:  # an operator this pass does not know: every column
-            visit(c, set(c.schema))
-
-    visit(root, set(root.schema))
+    n = _Narrowing()
+    n.visit(root, set(root.schema))
+    needed, whole = n.needed, n.whole
     narrowed = {name: cols for name, cols in needed.items() if name not in whole}
     if not narrowed:
         return root

@@ -240,7 +240,6 @@ class StageBuilder:
         return rows
 
     def _node(self, oid: str):
-        from spe.translate import SpeStream
 
         if oid in self._built:
             return self._built[oid]
@@ -248,9 +247,10 @@ class StageBuilder:
         node = pp.logical.nodes[oid]
         db_op = pp.db_op_of(oid)
         if isinstance(node, Window):
-            s = SpeStream(self._base_rows(node.stream.name), True, node)
+            s = self._translator.visit(node, [self._base_rows(node.stream.name)])
         elif isinstance(node, Table):
-            s = self._translator.static_table(self.spark, node, str(self.table_files[node.name]))
+            rows = self.spark.read.parquet(str(self.table_files[node.name]))
+            s = self._translator.visit(node, [rows])
         elif db_op is not None:
             s = self._reentry(oid)
         else:

@@ -23,7 +23,7 @@ from federation.expressions import split_conjuncts
 from federation.logical import Node
 from federation.logical.nodes import Project
 from federation.logical.table import table
-from federation.logical.window import Window
+from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.windows import window_tvf
@@ -93,7 +93,7 @@ class FromClause:
                 node = ctes[name]
             elif name in self.streams:  # CQL's NOW window: each row once
                 stream, slide = self.streams[name], self.now_slide
-                node = self.text.build("FROM", src, lambda: Window(
+                node = self.text.build("FROM", src, lambda: TimeWindow(
                     stream=stream, slide_s=slide, range_s=slide))
                 self.now_windows.append(node)
             elif self.tables is not None:  # a table of the database file

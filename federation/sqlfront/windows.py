@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from federation.errors import QueryValidationError
 from federation.logical.dsl import parse_duration, window
-from federation.logical.window import Window
+from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText
 from federation.streams import StreamDecl
 
@@ -78,7 +78,7 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         return rows_window(text, stream, call, args)
     sizes = [duration(text, a, fn) for a in args[2:]]
     slide, size = (sizes[0], sizes[1]) if fn == "HOP" else (sizes[0], sizes[0])
-    return text.build(fn, call, lambda: Window(stream=stream, slide_s=slide, range_s=size))
+    return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size))
 
 
 def query_slide(text: SqlText, tree: exp.Expression) -> float:

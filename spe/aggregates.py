@@ -1,0 +1,55 @@
+"""Plan expressions and aggregate functions as Spark columns: a whole aggregate
+(`agg_column`) and, for the pane form of a sliding window (spe/translate.py), its partials
+over a pane and their merge (`MERGE`)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+
+def spark_expr(e) -> Column:
+    """A plan expression (canonical: federation.expressions.canonical) as a Spark column.
+    Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is
+    Spark's own TRY_CAST(x AS INT), which truncates (Spark has no TRUNC of a number)."""
+    from sqlglot import exp
+
+    def plain(node):
+        if isinstance(node, exp.TryCast) and isinstance(node.this, exp.Trunc):
+            node = node.copy()
+            node.set("this", node.this.this)
+        return node
+
+    return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
+
+
+def agg_column(func: str, arg, name: str) -> Column:
+    if func == "count":
+        c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
+    elif func == "avg":
+        # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
+        e = spark_expr(arg)
+        c = F.sum(e.cast("double")) / F.count(e)
+    else:
+        e = spark_expr(arg)
+        c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
+    return c.alias(name)
+
+
+def _merge_count(e, p):
+    return {p: F.count(F.lit(1)) if e is None else F.count(e)}, F.sum(p)
+
+
+def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as _agg_column
+    return ({f"{p}s": F.sum(e.cast("double")), f"{p}n": F.count(e)},
+            F.sum(f"{p}s") / F.sum(f"{p}n"))
+
+
+#: per aggregate function: its partials over a pane ({name: column}) and their merge
+MERGE = {
+    "count": _merge_count,
+    "avg": _merge_avg,
+    "sum": lambda e, p: ({p: F.sum(e)}, F.sum(p)),
+    "min": lambda e, p: ({p: F.min(e)}, F.min(p)),
+    "max": lambda e, p: ({p: F.max(e)}, F.max(p)),
+}
