@@ -29,6 +29,7 @@ from sqlglot import exp
 from federation.expressions import (
     avg,
     count,
+    count_distinct,
     infer_type,
     max_,
     min_,
@@ -49,7 +50,8 @@ MAX_OPS = 10
 #: plugs=6, houses=2)`: 2 houses of one household with 3 plugs each, every plug sending
 #: RATE / PLUGS rows a second, half of them work and half load)
 DOMAINS = {"house_id": HOUSES, "household_id": 1, "plug_id": PLUGS // HOUSES, "property": 2}
-AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_}
+AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_,
+        "count_distinct": count_distinct}
 #: output names equal to SQL keywords or function names (never `by` or `self`: arguments
 #: of the DSL methods; never true/false/null: literals)
 KEYWORDS = ("load", "work", "order", "select", "group", "count", "sum", "avg", "min", "max",
@@ -76,6 +78,7 @@ SHAPES = (
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
+    "count_distinct",
 )
 #: the key under which `written` keeps an aggregate's FILTER condition (name + WHERE)
 WHERE = "/where"
@@ -575,6 +578,10 @@ class _Builder:
             f = d(st.sampled_from(sorted(AGGS))) if nums else "count"
             # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
             where = self.predicate(r) if self.chance(5) else None
+            if f == "count_distinct":  # of any column (a key, a code, a value)
+                arg = bare(d(st.sampled_from(list(r.node.schema))))
+                aggs.append((self.fresh("d", "distinct"), f, arg, "count", where))
+                continue
             if f == "count":
                 arg = None
                 if self.chance(15):
@@ -1036,6 +1043,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("sliced_computed_key")  # a DB-op folds it into a slice table
             for name, call in n.aggs:
                 out |= _name_shapes(name)
+                if call.func == "count_distinct":
+                    out.add("count_distinct")
                 if (id(n), f"{name}{WHERE}") in raw:
                     out.add("aggregate_filter")
                     continue

@@ -116,11 +116,14 @@ def _stateless(node, size: NodeSize, kids: list[NodeSize]) -> float:
 def _aggregate(node, size: NodeSize, kids: list[NodeSize]) -> float:
     (k,) = kids
     groups = max(size.groups, 1.0)
+    # COUNT(DISTINCT) keeps each group's set of values: at most one entry per input row
+    sets = not node.mergeable
     if not k.row_level:
-        return groups
+        return max(k.size, 1.0) if sets else groups
     slide = 1.0 / max(size.l, 1e-12)
-    per_window = min(groups, max(k.rate * slide * k.copies, 1.0))
-    per_pane = min(groups, max(k.rate * slide, 1.0))
+    rows = max(k.rate * slide * k.copies, 1.0)
+    per_window = rows if sets else min(groups, rows)
+    per_pane = max(k.rate * slide, 1.0) if sets else min(groups, max(k.rate * slide, 1.0))
     return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
 
 

@@ -94,7 +94,7 @@ def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[
     a window counts as rows: the cost model does not see a DB-op further below it."""
     out = {}
     for m in members:
-        if plan.nodes[m].kind != "aggregate":
+        if plan.nodes[m].kind != "aggregate" or not plan.nodes[m].mergeable:
             continue
         chain = []
         (c,) = plan.children[m]

@@ -110,6 +110,8 @@ class ReferenceEvaluator:
         for name, call in node.aggs:
             arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
             e = f"{call.func}({arg})"
+            if call.func == "count_distinct":
+                e = f"count(DISTINCT {arg})"
             if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
                 e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
             if call.func == "sum" and node.schema[name] == "BIGINT":

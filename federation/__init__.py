@@ -11,7 +11,7 @@ from federation.errors import (
     QueryValidationError,
     UnsupportedOperationError,
 )
-from federation.expressions import avg, col, count, lit, max_, min_, sum_
+from federation.expressions import avg, col, count, count_distinct, lit, max_, min_, sum_
 from federation.logical import NumberedPlan, Rstream, table, window
 from federation.streams import StreamDecl, StreamStats
 
@@ -60,6 +60,7 @@ __all__ = [
     "avg",
     "col",
     "count",
+    "count_distinct",
     "lit",
     "max_",
     "min_",

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 
 def spark_expr(e) -> Column:
-    """A plan expression (canonical: federation.expressions.canonical) as a Spark column.
+    """A plan expression (canonical: federation.canonical.canonical) as a Spark column.
     Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is
     Spark's own TRY_CAST(x AS INT), which truncates (Spark has no TRUNC of a number)."""
     from sqlglot import exp
@@ -26,6 +26,8 @@ def spark_expr(e) -> Column:
 def agg_column(func: str, arg, name: str) -> Column:
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
+    elif func == "count_distinct":  # Spark's streaming aggregates refuse DISTINCT: a set
+        c = F.size(F.collect_set(spark_expr(arg)))
     elif func == "avg":
         # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
         e = spark_expr(arg)
@@ -52,4 +54,7 @@ MERGE = {
     "sum": lambda e, p: ({p: F.sum(e)}, F.sum(p)),
     "min": lambda e, p: ({p: F.min(e)}, F.min(p)),
     "max": lambda e, p: ({p: F.max(e)}, F.max(p)),
+    # a pane's set of values; the window's: the union of its panes' sets
+    "count_distinct": lambda e, p: ({p: F.collect_set(e)},
+                                    F.size(F.array_distinct(F.flatten(F.collect_list(p))))),
 }

@@ -182,7 +182,8 @@ class SpeTranslator:
         cols = []
         for n, call in node.aggs:
             v = F.max(F.when(~F.col("_pad"), _c(n)))
-            cols.append((F.coalesce(v, F.lit(0)) if call.func == "count" else v).alias(n))
+            zero = call.func in ("count", "count_distinct")
+            cols.append((F.coalesce(v, F.lit(0)) if zero else v).alias(n))
         return padded.groupBy(_c(WT)).agg(*cols)
 
     def as_relation(self, s: SpeStream) -> SpeStream:

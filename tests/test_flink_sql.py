@@ -6,7 +6,9 @@ that cuts the plan between the engines; what cannot be written so is refused whe
 Aggregates with `FILTER (WHERE ...)` (Nexmark q15, q16): the aggregate of `CASE WHEN cond
 THEN arg END`, so COUNT is 0 and SUM, AVG, MIN, MAX are NULL where no row passes, as SQL's.
 GROUP BY expressions: a projection below the aggregation computes each (the DSL's group by
-a computed column), named as the SELECT item that writes it.
+a computed column), named as the SELECT item that writes it. COUNT(DISTINCT x): its
+partials do not merge (no DuckDB slices); Spark, whose streaming aggregates refuse
+DISTINCT, keeps a set per group (and per pane).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 
 from db.reference import reference_result
 from federation import sql
-from federation.expressions import avg, count, max_, min_, sum_
+from federation.expressions import avg, count, count_distinct, max_, min_, sum_
 from federation.logical import window
 from federation.results import diff_results
 from federation.sqlfront import SqlError
@@ -112,6 +114,43 @@ def test_group_by_expressions_are_the_dsl_computed_keys_and_equal_the_reference(
         sql(f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY plug_id", STREAMS), rows).num_rows
 
 
+DISTINCT = f"""
+SELECT house_id, COUNT(DISTINCT plug_id) AS plugs,
+       COUNT(DISTINCT plug_id) FILTER (WHERE value > 50) AS busy, COUNT(*) AS n
+FROM {H10}
+GROUP BY window_end, house_id
+"""
+
+
+def distinct_dsl(s):
+    return (window(s, range=10, slide=1)
+            .aggregate(by=["house_id"], plugs=count_distinct("plug_id"),
+                       busy=count_distinct("plug_id", where="value > 50"), n=count())
+            .rstream())
+
+
+def test_count_distinct_is_the_dsl_s_and_equals_the_reference_in_duckdb():
+    q = sql(DISTINCT, STREAMS)
+    assert q == distinct_dsl(S_SQL)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    plugs, n = got.column("plugs").to_pylist(), got.column("n").to_pylist()
+    assert 1 < max(plugs) < max(n)  # repeated readings of a plug count once
+    busy = got.column("busy").to_pylist()
+    assert all(b <= p for b, p in zip(busy, plugs)) and busy != plugs
+    glob = sql(f"SELECT COUNT(DISTINCT house_id) AS houses FROM {H10}", STREAMS)
+    assert set(check_db(glob, rows, per_batch_s=5).column("houses").to_pylist()) == {4}
+
+
+@pytest.mark.parametrize("text,why", [
+    (_grouped("SUM(DISTINCT value)"), "SUM.DISTINCT"),
+    (_grouped("COUNT(DISTINCT value, plug_id)"), "of one expression"),
+])
+def test_distinct_but_count_s_of_one_expression_is_refused(text, why):
+    with pytest.raises(SqlError, match=why):
+        sql(text, STREAMS)
+
+
 #: a DuckDB projection computing the keys, Spark's aggregate with FILTER, a DuckDB HAVING,
 #: Spark's projection: every engine boundary cut
 CUT = "op1=db,op2=spe,op3=db,op4=spe"
@@ -120,13 +159,14 @@ CUT = "op1=db,op2=spe,op3=db,op4=spe"
 @pytest.mark.spark
 @pytest.mark.parametrize("which,placement", sampled(
     [("grouped", CUT), ("grouped", "spe"), ("filtered", "spe"),
-     ("filtered", "op1=spe,op2=db,op3=spe")], keep=[("grouped", CUT)]))
+     ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe")],
+    keep=[("grouped", CUT), ("distinct", "spe")]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
 
     s = smartplug_stream(rate=60, plugs=28, houses=4)
-    q = grouped_dsl(s) if which == "grouped" else filtered_dsl(s)
+    q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

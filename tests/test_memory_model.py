@@ -17,6 +17,7 @@ from federation.smartplug.queries import QUERIES
 def test_spark_aggregate_state_is_groups_per_window_times_open_windows():
     class Aggregate:
         kind = "aggregate"
+        mergeable = True  # no COUNT(DISTINCT): a row per group and window
 
     out = NodeSize(rate=2125.0, size=2125.0, l=1.0, copies=1.0, row_level=False, groups=2125.0)
     # 1,000 rows a second over 300 windows of 300 s reach every one of the 2,125 groups in
@@ -26,6 +27,9 @@ def test_spark_aggregate_state_is_groups_per_window_times_open_windows():
     # 5 rows a second over windows of 10 s: 50 groups per window at most
     few = NodeSize(rate=5.0, size=50.0, l=1.0, copies=10.0, row_level=True)
     assert spe_state_rows(Aggregate(), out, [few]) == 50 * 10 + 5
+    # COUNT(DISTINCT) keeps a set per group: up to every row of each window, and the pane's
+    Aggregate.mergeable = False
+    assert spe_state_rows(Aggregate(), out, [rows]) == 300_000 * 300 + 1000
 
 
 def test_state_grows_with_the_window_and_sits_where_the_operators_run():

@@ -139,7 +139,8 @@ def test_nexmark_queries_equal_the_reference_in_every_placement(nexmark, tmp_pat
     # the per-row queries as one set (one slide); q7 and q8 on their own, q5 as Flink's
     # Nexmark writes it (a join on the window's instant alone, then num >= maxn)
     runs = [query_set([qs["q0"], qs["q1"], qs["q2"], qs["q13"], qs["q21"], qs["q22"]]),
-            sql(flink_text("q5"), streams), query_set([qs["q7"], qs["q12"]]), qs["q8"]]
+            sql(flink_text("q5"), streams), query_set([qs["q7"], qs["q12"]]), qs["q8"],
+            query_set([qs["q15"], qs["q16"]])]  # COUNT(DISTINCT) with FILTER, a daily TUMBLE
     for i, q in enumerate(runs):
         members = getattr(q, "queries", [q])
         used = sorted({w.stream.name for m in members for w in m.walk()

@@ -170,8 +170,8 @@ REFUSED = {
     "cross join": (f"SELECT * FROM {G} x CROSS JOIN {G2} y", "CROSS JOIN", "not supported"),
     "comma join": (f"SELECT * FROM {G} x, {G2} y", "JOIN", "ON or USING"),
     "distinct": (f"SELECT DISTINCT plug_id FROM {H10}", "DISTINCT", "not supported"),
-    "count distinct": (
-        f"SELECT plug_id, COUNT(DISTINCT house_id) AS n FROM {H10} GROUP BY plug_id",
+    "sum distinct": (
+        f"SELECT plug_id, SUM(DISTINCT house_id) AS n FROM {H10} GROUP BY plug_id",
         "SELECT", "DISTINCT"),
     "order by": (f"SELECT plug_id, value FROM {H10}\nORDER BY value", "ORDER BY",
                  "on a stream"),

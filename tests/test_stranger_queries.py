@@ -23,8 +23,9 @@ from benchmarks.fuzz_queries import HOUSES, PLUGS, RATE, queries
 from costmodel.profile import load_profile
 from db.reference import reference_result
 from federation import count, max_, sum_, window
+from federation.canonical import canonical
 from federation.errors import QueryValidationError
-from federation.expressions import canonical, infer_type, to_expression
+from federation.expressions import infer_type, to_expression
 from federation.instants import extent_of, first_instant, last_instant
 from federation.logical import NumberedPlan
 from federation.optimizer.phase_one import phase_one

@@ -137,6 +137,8 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
     BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type."""
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
+    if func == "count_distinct":
+        return exp.Count(this=exp.Distinct(expressions=[quote(arg)]))
     a = quote(arg)  # type: ignore[arg-type]
     if func == "sum":
         s = exp.Sum(this=a)

@@ -76,7 +76,7 @@ def sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
     aggregate, another member kind below it, or not over a time window's rows).
     `row_level`: the input positions that arrive as window rows (None: every input over a
     window; costmodel.plan_cost.sliced_aggregates keeps the same rule that way)."""
-    if plan.nodes[oid].kind != "aggregate":
+    if plan.nodes[oid].kind != "aggregate" or not plan.nodes[oid].mergeable:
         return None
     chain = []
     (c,) = plan.children[oid]

@@ -9,6 +9,7 @@ from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import (
     AGG_FUNCS,
+    MERGEABLE_FUNCS,
     AggCall,
     agg_result_type,
     infer_type,
@@ -61,14 +62,23 @@ class Aggregate(Unary):
             if call.arg is not None:
                 call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
                 t = infer_type(call.arg, s)
-                if call.func != "count" and t not in NUMERIC_TYPES:
+                if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES:
                     raise QueryValidationError(
                         "aggregate", name,
                         f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
                     )
+            elif call.func != "count":
+                raise QueryValidationError("aggregate", name, f"{call.func.upper()} needs an "
+                                           "argument (only COUNT counts rows: COUNT(*))")
             aggs.append((name, call))
         _check_names("aggregate", [*self.keys, *(n for n, _ in self.aggs)])
         object.__setattr__(self, "aggs", tuple(aggs))
+
+    @property
+    def mergeable(self) -> bool:
+        """Every aggregate's partials over parts of a window merge into the window's (not
+        COUNT(DISTINCT)): DuckDB's slices and Spark's panes need it."""
+        return all(c.func in MERGEABLE_FUNCS for _, c in self.aggs)
 
     @cached_property
     def schema(self) -> dict[str, str]:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sqlglot import exp
 
+from federation.canonical import canonical
 from federation.errors import QueryValidationError
 from federation.expressions import (
     AggCall,
-    canonical,
     infer_type,
     referenced_columns,
     split_conjuncts,

@@ -221,8 +221,10 @@ class Aggregates:
                        "(COUNT, SUM, AVG, MIN, MAX)", "SELECT", call)
         inner = call.this
         if isinstance(inner, exp.Distinct):
-            raise fail(f"{func.upper()}(DISTINCT ...) is not supported", "SELECT",
-                       call, "DISTINCT")
+            if func != "count" or len(inner.expressions) != 1:
+                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT(DISTINCT x) "
+                           "of one expression is)", "SELECT", call, "DISTINCT")
+            func, inner = "count_distinct", inner.expressions[0]
         if inner is not None and inner.find(exp.AggFunc) is not None:
             raise fail(f"nested aggregate {call.sql()}", "SELECT", call)
         if isinstance(inner, exp.Star) or inner is None:

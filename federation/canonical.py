@@ -1,0 +1,154 @@
+"""Expressions in the one form every engine computes alike (docs/sql.md, "Conversions"):
+what Spark and DuckDB would compute differently is written out, what they cannot agree on
+is refused (`canonical`, applied by every plan node to its expressions)."""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from federation.conventions import TYPES
+from federation.expressions import _INTEGRAL, _STRING_FUNCS, infer_type, type_name
+
+
+def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
+    """The expression with one meaning in every engine (docs/sql.md, "Conversions"); what
+    the engines would compute differently is written out, what they cannot agree on is
+    refused with a ValueError.
+
+    - CAST is TRY_CAST: a value that does not convert is NULL (a bad reading never stops a
+      continuous query); a DOUBLE (or a string) to INT or BIGINT truncates toward zero, as
+      Spark, Flink and Java do (DuckDB alone would round): TRY_CAST(TRUNC(x) AS INT).
+    - a division, integer division or modulo by zero is NULL: the divisor is NULLIF(b, 0).
+    - integer +, -, * and // compute in BIGINT (no INT overflow; DuckDB and Spark type
+      them alike).
+    - a decimal literal beside a non-DOUBLE operand is a DOUBLE (1.5e0), not a DECIMAL.
+    - FLOOR and CEIL of a DOUBLE are DOUBLE (Spark would give BIGINT).
+    - refused: // of a non-integer, a TIMESTAMP cast to a number or a number to a
+      TIMESTAMP, a DOUBLE cast to VARCHAR (the engines print doubles differently), a cast
+      to a type outside TYPES.
+
+    Idempotent: a canonical expression is its own canonical form.
+
+    Example:
+        >>> from federation.expressions import to_expression
+        >>> e = canonical(to_expression("CAST(v AS INT) // k"), {"v": "DOUBLE", "k": "INT"})
+        >>> e.sql("duckdb")
+        'TRY_CAST(TRY_CAST(TRUNC(v) AS INT) AS BIGINT) // NULLIF(k, 0)'
+    """
+
+    def t(x: exp.Expression) -> str:
+        return infer_type(x, schema)
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Cast):
+            return _cast(node, t(node.this))
+        if isinstance(node, _STRING_FUNCS):
+            return _string_function(node, t)
+        if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" and not (
+                isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "DOUBLE"):
+            return _try_cast(node.copy(), "DOUBLE")
+        if isinstance(node, exp.Literal) and not node.is_string and "." in node.this \
+                and "e" not in node.this.lower() and isinstance(node.parent, exp.Binary):
+            p = node.parent
+            other = p.right if node is p.left else p.left
+            if t(other) != "DOUBLE":
+                return exp.Literal.number(f"{node.this}e0")
+            return node
+        if isinstance(node, exp.IntDiv) and "DOUBLE" in (t(node.left), t(node.right)):
+            raise ValueError(f"{node.sql('duckdb')!r}: // divides integers; for numbers with "
+                             "a fraction write FLOOR(a / b)")
+        if isinstance(node, (exp.Div, exp.IntDiv, exp.Mod)):
+            node.set("expression", _nonzero(node.expression))
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.IntDiv)) \
+                and t(node.left) == "INT" and t(node.right) in _INTEGRAL:
+            node.set("this", _try_cast(node.left, "BIGINT"))
+        return node
+
+    out = e.copy()
+    for node in reversed(list(out.dfs())):  # children before their parents
+        new = fix(node)
+        if new is not node:
+            if node is out:
+                out = new
+            else:
+                node.replace(new)
+    return out
+
+
+#: the string functions every engine computes alike (with the checks of _string_function)
+#: regular-expression syntax that RE2 (DuckDB) and java.util.regex (Spark) read differently
+_REGEX_APART = re.compile(r"\(\?(?!:)|\\[1-9]|\\[pPQEZzAG]|\[\[:")
+
+
+def _string_function(node: exp.Expression, t) -> exp.Expression:
+    """LOWER, UPPER, ||, SPLIT_PART and REGEXP_EXTRACT with one meaning in every engine:
+    their strings are VARCHARs; SPLIT_PART's delimiter a non-empty string and its part a
+    whole number from 1; REGEXP_EXTRACT's pattern a string that RE2 and Java read alike and
+    its group given (the engines' defaults differ), NULL where the pattern does not match
+    (as Flink SQL; Spark and DuckDB alone give '')."""
+    what = node.sql("duckdb")
+    args = [node.left, node.right] if isinstance(node, exp.DPipe) else [node.this]
+    for a in args:
+        if t(a) != "VARCHAR":
+            raise ValueError(f"{what!r}: {a.sql('duckdb')} is a {t(a)}, not a VARCHAR "
+                             "(CAST an integer AS VARCHAR first)")
+    if isinstance(node, exp.SplitPart):
+        d, n = node.args.get("delimiter"), node.args.get("part_index")
+        if not (isinstance(d, exp.Literal) and d.is_string and d.this):
+            raise ValueError(f"{what!r}: the delimiter is a non-empty string literal")
+        if not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()
+                and int(n.this) >= 1):
+            raise ValueError(f"{what!r}: the part is a whole number from 1 (1 is the first)")
+    if isinstance(node, exp.RegexpExtract):
+        p, g = node.expression, node.args.get("group")
+        if not (isinstance(p, exp.Literal) and p.is_string):
+            raise ValueError(f"{what!r}: the pattern is a string literal")
+        if _REGEX_APART.search(p.this):
+            raise ValueError(f"{what!r}: lookaround, back-references, \\p classes and "
+                             "[[: classes read differently in RE2 (DuckDB) and Java (Spark)")
+        try:
+            groups = re.compile(p.this).groups
+        except re.error as err:
+            raise ValueError(f"{what!r}: the pattern does not compile: {err}") from None
+        if not (isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit()
+                and int(g.this) <= groups):
+            raise ValueError(f"{what!r}: the group is a whole number from 0 (the whole "
+                             f"match) to {groups}, the pattern's groups")
+        parent = node.parent
+        if not (isinstance(parent, exp.If) and isinstance(parent.this, exp.RegexpLike)):
+            return exp.Case(ifs=[exp.If(this=exp.RegexpLike(this=node.this.copy(),
+                                                            expression=p.copy()),
+                                        true=node.copy())])  # Spark's IF takes 3 arguments
+    return node
+
+
+def _try_cast(x: exp.Expression, to: str) -> exp.TryCast:
+    return exp.TryCast(this=x, to=exp.DataType.build(to), safe=True)
+
+
+def _nonzero(b: exp.Expression) -> exp.Expression:
+    """A divisor that is NULL where it is 0."""
+    if isinstance(b, exp.Nullif) or (isinstance(b, exp.Literal) and not b.is_string
+                                     and float(b.this) != 0):
+        return b
+    return exp.Nullif(this=b, expression=exp.Literal.number(0))
+
+
+def _cast(node: exp.Cast, source: str) -> exp.Expression:
+    to = type_name(node.to)
+    if to not in TYPES:
+        raise ValueError(f"{node.sql()!r}: cast to {to}; the types are {', '.join(TYPES)}")
+    if (source == "TIMESTAMP") != (to == "TIMESTAMP") and to != "VARCHAR" \
+            and source != "VARCHAR":
+        raise ValueError(f"{node.sql()!r}: a {source} does not convert to {to}")
+    if source == "TIMESTAMP" and to == "VARCHAR" or source == "DOUBLE" and to == "VARCHAR":
+        raise ValueError(f"{node.sql()!r}: a {source} prints differently in Spark and "
+                         "DuckDB; compare or round it as a number instead")
+    x = node.this
+    if to in _INTEGRAL and source in ("DOUBLE", "VARCHAR") and not isinstance(x, exp.Trunc):
+        if source == "VARCHAR":  # '12.7' is 12 in both engines (Spark alone gives NULL)
+            x = _try_cast(x, "DOUBLE")
+        x = exp.Trunc(this=x)
+    return _try_cast(x, to)
