@@ -78,7 +78,7 @@ SHAPES = (
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
-    "count_distinct",
+    "count_distinct", "select_distinct",
 )
 #: the key under which `written` keeps an aggregate's FILTER condition (name + WHERE)
 WHERE = "/where"
@@ -330,6 +330,12 @@ class _Builder:
         hints.update({n: h for n, _, _, h, _ in aggs})
         src = f"{r.src}.aggregate(by={keys!r}, {', '.join(_render_kwargs(parts))})"
         return Rel(node, src, hints)
+
+    def distinct(self, r: Rel) -> Rel:
+        try:
+            return Rel(r.node.distinct(), f"{r.src}.distinct()", r.hints)
+        except ValueError:  # a relation of a table alone: no window to group over
+            return r
 
     def join_call(self, left: Rel, right: Rel, on: list) -> Rel | None:
         try:
@@ -1041,6 +1047,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("group_by_table_column")
             if any(comp or ren for comp, ren, _ in lineage) and _over_window_rows(c):
                 out.add("sliced_computed_key")  # a DB-op folds it into a slice table
+            if [name for name, _ in n.aggs] == ["_distinct_rows"]:
+                out.add("select_distinct")
             for name, call in n.aggs:
                 out |= _name_shapes(name)
                 if call.func == "count_distinct":
@@ -1113,6 +1121,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
             r = b.projection(r)
     if b.chance(15):
         r = b.projection(r, computed=1)
+    if b.chance(6):  # SELECT DISTINCT: a group by every column, its count dropped
+        r = b.distinct(r)
     q = r.node.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))

@@ -142,6 +142,31 @@ def test_count_distinct_is_the_dsl_s_and_equals_the_reference_in_duckdb():
     assert set(check_db(glob, rows, per_batch_s=5).column("houses").to_pylist()) == {4}
 
 
+ROWS = f"""
+SELECT DISTINCT house_id, plug_id % 2 AS parity, window_end AS t
+FROM {H10}
+WHERE value > 20
+"""
+
+
+def rows_dsl(s):
+    return (window(s, range=10, slide=1).filter("value > 20")
+            .project("house_id", parity="plug_id % 2").distinct().rstream())
+
+
+def test_select_distinct_is_a_group_by_every_column_and_equals_the_reference():
+    q = sql(ROWS, STREAMS)
+    assert q == rows_dsl(S_SQL)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    seen = list(zip(*(got.column(c).to_pylist() for c in ("tau", "house_id", "parity"))))
+    assert len(seen) == len(set(seen)) and len(seen) > 20  # each row once per instant
+    agg = sql(f"SELECT DISTINCT COUNT(*) > 50 AS busy FROM {H10} GROUP BY house_id", STREAMS)
+    assert set(check_db(agg, rows).column("busy").to_pylist()) <= {True, False}
+    with pytest.raises(SqlError, match="DISTINCT over stream 'smartplug' without a window"):
+        sql("SELECT DISTINCT house_id FROM smartplug", STREAMS)
+
+
 @pytest.mark.parametrize("text,why", [
     (_grouped("SUM(DISTINCT value)"), "SUM.DISTINCT"),
     (_grouped("COUNT(DISTINCT value, plug_id)"), "of one expression"),
@@ -159,14 +184,16 @@ CUT = "op1=db,op2=spe,op3=db,op4=spe"
 @pytest.mark.spark
 @pytest.mark.parametrize("which,placement", sampled(
     [("grouped", CUT), ("grouped", "spe"), ("filtered", "spe"),
-     ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe")],
-    keep=[("grouped", CUT), ("distinct", "spe")]))
+     ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe"), ("rows", "spe"),
+     ("rows", "op1=db,op2=db,op3=spe,op4=db")],
+    keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db")]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
 
     s = smartplug_stream(rate=60, plugs=28, houses=4)
-    q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl}[which](s)
+    q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
+         "rows": rows_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

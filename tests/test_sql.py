@@ -169,7 +169,8 @@ REFUSED = {
     "non-equi join": (f"SELECT * FROM {G} x JOIN {G2} y ON x.m > y.a", "JOIN ON", "non-equi"),
     "cross join": (f"SELECT * FROM {G} x CROSS JOIN {G2} y", "CROSS JOIN", "not supported"),
     "comma join": (f"SELECT * FROM {G} x, {G2} y", "JOIN", "ON or USING"),
-    "distinct": (f"SELECT DISTINCT plug_id FROM {H10}", "DISTINCT", "not supported"),
+    "distinct on": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}", "DISTINCT",
+                    "not supported"),
     "sum distinct": (
         f"SELECT plug_id, SUM(DISTINCT house_id) AS n FROM {H10} GROUP BY plug_id",
         "SELECT", "DISTINCT"),

@@ -81,6 +81,15 @@ class Node:
             by = [by]
         return Node._operators["aggregate"](self, tuple(by), tuple(aggs.items()))
 
+    def distinct(self) -> Project:
+        """The distinct rows at each instant (SQL's SELECT DISTINCT): a group by every
+        column, whose row count the projection above drops."""
+        cols = list(self.schema)
+        hidden = "_distinct_rows"
+        while hidden in cols:
+            hidden = "_" + hidden
+        return self.aggregate(by=cols, **{hidden: AggCall("count")}).project(*cols)
+
     def window(self, *args: object, **kwargs: object) -> Window:
         """Windows only stand at the leaves: over a stream, never over a relation."""
         raise QueryValidationError(

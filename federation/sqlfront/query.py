@@ -32,7 +32,6 @@ from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)
 MODIFIERS = (
-    ("distinct", "DISTINCT", "DISTINCT is not supported (group by the columns instead)"),
     ("order", "ORDER BY", ("ORDER BY on a stream is not supported: each slide "
                            "instant's result is a relation; sort the output file "
                            "instead")),
@@ -105,10 +104,23 @@ class Translator:
             pred, sel = scope.resolve(where.this, "WHERE"), selectivity(where)
             scope.node = self.text.build("WHERE", where,
                                          lambda: scope.node.filter(pred, selectivity=sel))
+        distinct = q.args.get("distinct")
         if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",
                                               q.args.get("group") or q)
-        return select_list(self.text, q, scope, self.from_clause.instant_names)
+        elif distinct:
+            self.from_clause.refuse_unbounded(scope.node, "DISTINCT", "DISTINCT", distinct)
+        node = select_list(self.text, q, scope, self.from_clause.instant_names)
+        if not distinct:
+            return node
+        if distinct.args.get("on") is not None:
+            raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
+                       "DISTINCT", distinct, "DISTINCT")
+        out = self.text.build("DISTINCT", distinct, node.distinct)
+        names = self.from_clause.instant_names
+        if id(node) in names:  # the instant's names (window_end AS t) stay with the SELECT
+            names[id(out)] = names[id(node)]
+        return out
 
 
 def refuse_modifiers(text: SqlText, q: exp.Select) -> None:
