@@ -78,7 +78,7 @@ SHAPES = (
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
-    "count_distinct", "select_distinct",
+    "count_distinct", "select_distinct", "union_all",
 )
 #: the key under which `written` keeps an aggregate's FILTER condition (name + WHERE)
 WHERE = "/where"
@@ -636,8 +636,8 @@ class _Builder:
         r = self.rows_join() if self.chance(40 if top else 8) else self.leaf()
         for _ in range(d(st.integers(1, depth + 1))):
             kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join",
-                                      "join", "derived"]))
-            if kind == "join" and _ops(r.node) >= MAX_OPS:
+                                      "join", "derived", "union"]))
+            if kind in ("join", "union") and _ops(r.node) >= MAX_OPS:
                 kind = "aggregate"
             if kind == "select":
                 r = self.select(r)
@@ -645,12 +645,38 @@ class _Builder:
                 r = self.projection(r)
             elif kind == "aggregate":
                 r = self.aggregate(r, global_pct=40 if _below(r.node, "join") else 20) or r
+            elif kind == "union":
+                r = self.union(r, depth - 1)
             elif kind == "derived":  # grouped by a key a projection renames or computes
                 got = self.derived_key(r)
                 r = r if got is None else self.aggregate(got[0], keys=[got[1]]) or r
             else:
                 r = self.join(r, depth - 1)
         return r
+
+    def union(self, r: Rel, depth: int) -> Rel:
+        """`r` UNION ALL another relation whose columns, of `r`'s types, a projection
+        renames to `r`'s (SQL's by position), else `r` through a selection (a union of
+        a subtree with itself)."""
+        d = self.draw
+        other = self.relation(max(depth, 0), top=False)
+        cols, free = [], list(other.node.schema)
+        for c, t in r.node.schema.items():
+            same = [o for o in free if other.node.schema[o] == t]
+            if not same:
+                cols = None
+                break
+            o = d(st.sampled_from(same))
+            free.remove(o)
+            cols.append((c, bare(o), r.hints.get(c, "value")))
+        right = None if cols is None else self.project(other, [], cols)
+        if right is None:
+            right = self.select(r)
+        try:
+            node = r.node.union_all(right.node)
+        except ValueError:  # a side of tables alone, or another slide
+            return r
+        return Rel(node, f"{r.src}.union_all({right.src})", r.hints)
 
     def rows_join(self) -> Rel:
         """Two window-rows relations over windows of different ranges (one slide), each with
@@ -849,6 +875,10 @@ def _size(node: Node) -> _Size:
         return _Size(min(s.rows, groups), {c: s.distinct[c] for c in node.keys
                                            if c in s.distinct}, (frozenset(node.keys),))
     left, right = _size(node.left), _size(node.right)
+    if k == "union":  # both sides' rows; a value may be on both sides
+        dist = {c: left.distinct[c] + right.distinct[c] for c in left.distinct
+                if c in right.distinct}
+        return _Size(left.rows + right.rows, dist, ())
     lk = [a for a, _ in node.keys]
     rk = [b for _, b in node.keys]
     rows = left.rows * right.rows / max(_keys_card(left, lk), _keys_card(right, rk), 1.0)
@@ -1062,6 +1092,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("agg_arg_computed")
                 if not isinstance(call.arg, exp.Column):
                     out |= _expr_shapes(written(n, name, call.arg), c.schema)
+        elif k == "union":
+            out.add("union_all")
         elif k == "join":
             lr, rr = is_row_level(n.left), is_row_level(n.right)
             if lr and rr:

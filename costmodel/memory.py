@@ -107,7 +107,7 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
     return SPE_STATE(node, size, kids)
 
 
-@SPE_STATE.register("Select", "Project")
+@SPE_STATE.register("Select", "Project", "Union")
 def _stateless(node, size: NodeSize, kids: list[NodeSize]) -> float:
     return 0.0
 

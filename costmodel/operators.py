@@ -33,6 +33,15 @@ def _stateless(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile)
     return u + size.l * p.spe_s_per_stateless_op_slide
 
 
+@SPE_COST.register("Union")
+def _union(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
+    """A pass-through (the projection's unit cost) of each input row, window rows once
+    per window holding them (the union is of the instants' relations)."""
+    rows = sum(k.rate * (k.copies if k.row_level else 1.0) for k in kids)
+    return (rows * p.spe_s_per_row.of("project") * spe_row_scale(p)
+            + size.l * p.spe_s_per_stateless_op_slide)
+
+
 @SPE_COST.register("Aggregate", "Join")
 def _stateful(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
     """Stateful operators over row-level input pay Spark's sliding-window expansion: each
@@ -75,3 +84,8 @@ def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
 @DB_COST.register("Select", "Project", "Join", "Aggregate")
 def _db_scan(node: Node, in_size: float, p: CostProfile) -> float:
     return p.db_scan_s_per_row.of(node.kind) * in_size
+
+
+@DB_COST.register("Union")
+def _db_union(node: Node, in_size: float, p: CostProfile) -> float:
+    return p.db_scan_s_per_row.of("project") * in_size  # both inputs read once

@@ -205,6 +205,13 @@ def _join(node, kids: list[NodeSize]) -> NodeSize:
                     groups=max(gl, gr, 1.0))
 
 
+@SIZE.register("Union")
+def _union(node, kids: list[NodeSize]) -> NodeSize:
+    """Both inputs' rows, as a relation: window rows count once per window holding them."""
+    lk, rk = kids
+    return NodeSize(lk.rate + rk.rate, lk.size + rk.size, max(lk.l, rk.l), 1.0, False)
+
+
 @SIZE.register("QuerySet")
 def _queries(node, kids: list[NodeSize]) -> NodeSize:
     """The root of several queries: their results side by side."""

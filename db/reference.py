@@ -122,6 +122,12 @@ class ReferenceEvaluator:
         return (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
                 f"FROM ({self.eval(node.child, tau)}) AS t{group}")
 
+    @REFERENCE.register("Union")
+    def _union(self, node, tau: dt.datetime) -> str:
+        cols = ", ".join(_q(c) for c in node.schema)
+        return (f"SELECT {cols} FROM ({self.eval(node.left, tau)}) AS lhs UNION ALL "
+                f"SELECT {cols} FROM ({self.eval(node.right, tau)}) AS rhs")
+
     @REFERENCE.register("Join")
     def _join(self, node, tau: dt.datetime) -> str:
         cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"

@@ -30,7 +30,7 @@ from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, spark_expr
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
-    from federation.logical import Aggregate, Join, Node, Project, Select, Table, Window
+    from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
 
 #: the Spark streaming DataFrame of each plan node class, from its inputs' (a window's
 #: input: its stream's rows; a table's: its rows as read)
@@ -226,6 +226,14 @@ class SpeTranslator:
         out = [F.col(f"{side}.{WT}").alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
         out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
         return SpeStream(ldf.join(rdf, cond, "inner").select(*out), False)
+
+    @SPARK.register("Union")
+    def visit_union(self, node: Union, inputs: list[SpeStream]) -> SpeStream:
+        """Both inputs as the instants' relations (window rows once per window holding
+        them), one streaming union: Spark's watermark is the smaller of the two."""
+        cols = [WT, *node.schema]
+        left, right = (self.as_relation(s).df.select(*[_c(c) for c in cols]) for s in inputs)
+        return SpeStream(left.unionByName(right), False)
 
     @SPARK.register("Join")
     def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:

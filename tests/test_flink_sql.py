@@ -167,6 +167,42 @@ def test_select_distinct_is_a_group_by_every_column_and_equals_the_reference():
         sql("SELECT DISTINCT house_id FROM smartplug", STREAMS)
 
 
+UNION = f"""
+SELECT house_id, COUNT(*) AS n, SUM(v) AS total
+FROM (SELECT house_id, value AS v FROM {H10} WHERE property = 1
+      UNION ALL
+      SELECT plug_id, value FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND,
+                                     INTERVAL '4' SECOND) WHERE value > 50)
+GROUP BY house_id
+"""
+
+
+def union_dsl(s):
+    a = window(s, range=10, slide=1).filter("property = 1").project("house_id", v="value")
+    b = (window(s, range=4, slide=1).filter("value > 50")
+         .project("plug_id", "value").project(house_id="plug_id", v="value"))
+    return a.union_all(b).aggregate(by=["house_id"], n=count(), total=sum_("v")).rstream()
+
+
+def test_union_all_is_the_dsl_s_and_equals_the_reference_in_duckdb():
+    q = sql(UNION, STREAMS)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    assert diff_results(reference_result(union_dsl(S_SQL), rows), got) is None
+    left = sql(f"SELECT house_id, COUNT(*) AS n FROM {H10} WHERE property = 1 GROUP BY "
+               "house_id", STREAMS)
+    assert sum(got.column("n").to_pylist()) > sum(check_db(left, rows).column("n").to_pylist())
+    both = sql(f"SELECT plug_id FROM {H10} UNION SELECT house_id FROM {H10}", STREAMS)
+    ids = check_db(both, rows).column("plug_id").to_pylist()
+    assert len(ids) > 0 and any(n.kind == "union" for n in both.walk())
+    except_ = f"SELECT plug_id FROM {H10} EXCEPT SELECT house_id FROM {H10}"
+    swapped = f"SELECT plug_id, value FROM {H10} UNION ALL SELECT value, plug_id FROM {H10}"
+    for text, why in ((except_, "EXCEPT of streams is not supported"),
+                      (swapped, "same columns and types")):
+        with pytest.raises(SqlError, match=why):
+            sql(text, STREAMS)
+
+
 @pytest.mark.parametrize("text,why", [
     (_grouped("SUM(DISTINCT value)"), "SUM.DISTINCT"),
     (_grouped("COUNT(DISTINCT value, plug_id)"), "of one expression"),
@@ -179,21 +215,26 @@ def test_distinct_but_count_s_of_one_expression_is_refused(text, why):
 #: a DuckDB projection computing the keys, Spark's aggregate with FILTER, a DuckDB HAVING,
 #: Spark's projection: every engine boundary cut
 CUT = "op1=db,op2=spe,op3=db,op4=spe"
+#: one side's selection in DuckDB, the other's in Spark, the union in DuckDB, the aggregate
+#: in Spark
+UNION_CUT = "op1=db,op2=db,op3=spe,op4=spe,op5=db,op6=spe"
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("which,placement", sampled(
     [("grouped", CUT), ("grouped", "spe"), ("filtered", "spe"),
      ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe"), ("rows", "spe"),
-     ("rows", "op1=db,op2=db,op3=spe,op4=db")],
-    keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db")]))
+     ("rows", "op1=db,op2=db,op3=spe,op4=db"), ("union", "spe"), ("union", "db"),
+     ("union", UNION_CUT)],
+    keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
+          ("union", "spe"), ("union", UNION_CUT)]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
 
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
-         "rows": rows_dsl}[which](s)
+         "rows": rows_dsl, "union": union_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

@@ -184,8 +184,8 @@ REFUSED = {
     "unsupported aggregate": (
         f"SELECT plug_id, MEDIAN(value) AS m FROM {H10} GROUP BY plug_id",
         "SELECT", "MEDIAN"),
-    "union": (f"SELECT plug_id FROM {H10} UNION ALL SELECT plug_id FROM {H30}", "UNION",
-              "one SELECT"),
+    "intersect": (f"SELECT plug_id FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
+                  "INTERSECT", "UNION and UNION ALL are"),
     "window function": (
         f"SELECT plug_id, SUM(value) OVER (PARTITION BY plug_id) AS s FROM {H10}",
         "OVER", "window functions"),

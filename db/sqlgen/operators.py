@@ -120,6 +120,13 @@ def _join(node, srcs: list[str]) -> exp.Select:
             .join(exp.to_table(srcs[1]).as_("r"), on=cond))
 
 
+@DUCKDB.register("Union")
+def _union(node, srcs: list[str]) -> exp.Query:
+    cols = list(node.schema)
+    return exp.union(exp.select(*[col(c) for c in cols]).from_(srcs[0]),
+                     exp.select(*[col(c) for c in cols]).from_(srcs[1]), distinct=False)
+
+
 @DUCKDB.register("Aggregate")
 def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]

@@ -27,6 +27,7 @@ from federation.logical.plan import (
 )
 from federation.logical.queryset import QuerySet, query_set
 from federation.logical.table import Table, table
+from federation.logical.union import Union
 from federation.logical.window import TimeWindow, TupleWindow, Window
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "TimeWindow",
     "TupleWindow",
     "Unary",
+    "Union",
     "Window",
     "input_key",
     "is_row_level",

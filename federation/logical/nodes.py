@@ -81,6 +81,10 @@ class Node:
             by = [by]
         return Node._operators["aggregate"](self, tuple(by), tuple(aggs.items()))
 
+    def union_all(self, other: Node) -> Node:
+        """Every row of both relations at each instant (SQL's UNION ALL)."""
+        return Node._operators["union"](self, other)
+
     def distinct(self) -> Project:
         """The distinct rows at each instant (SQL's SELECT DISTINCT): a group by every
         column, whose row count the projection above drops."""

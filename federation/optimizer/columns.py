@@ -79,6 +79,14 @@ def _aggregate(node, want: set[str], n: _Narrowing) -> None:
     n.visit(node.child, refs)
 
 
+@READS.register("Union")
+def _union(node, want: set[str], n: _Narrowing) -> None:
+    """Every column of both sides: their schemas must stay equal (a side of window rows
+    would lose the columns nobody reads, the other side's projection would not)."""
+    for side in node.children:
+        n.visit(side, set(side.schema))
+
+
 @READS.register("Join")
 def _join(node, want: set[str], n: _Narrowing) -> None:
     n.visit(node.left, (want & set(node.left.schema)) | {lk for lk, _ in node.keys})

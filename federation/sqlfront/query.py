@@ -83,9 +83,7 @@ class Translator:
         if isinstance(q, exp.Subquery):
             return self.query(q.this, ctes)
         if isinstance(q, exp.SetOperation):
-            kind = type(q).__name__.upper()
-            raise fail(f"{kind} of streams is not supported (one SELECT per query)",
-                       kind, q, kind)
+            return self.set_operation(q, ctes)
         if not isinstance(q, exp.Select):
             raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
         refuse_modifiers(self.text, q)
@@ -120,6 +118,38 @@ class Translator:
         names = self.from_clause.instant_names
         if id(node) in names:  # the instant's names (window_end AS t) stay with the SELECT
             names[id(out)] = names[id(node)]
+        return out
+
+
+    def set_operation(self, q: exp.SetOperation, ctes: dict[str, Node]) -> Node:
+        """UNION ALL: both SELECTs' rows at each instant, the right side's columns named
+        by position as the left's; UNION: its distinct rows. INTERSECT, EXCEPT refused."""
+        fail = self.text.fail
+        kind = type(q).__name__.upper()
+        if not isinstance(q, exp.Union):
+            raise fail(f"{kind} of streams is not supported (UNION and UNION ALL are)",
+                       kind, q, kind)
+        for arg, clause, message in MODIFIERS:
+            if q.args.get(arg):
+                raise fail(message, clause, q.args[arg], clause)
+        ctes = dict(ctes)
+        with_ = q.args.get("with_") or q.args.get("with")
+        for cte in with_.expressions if with_ is not None else ():
+            ctes[cte.alias] = self.query(cte.this, ctes)
+        left, right = self.query(q.left, ctes), self.query(q.right, ctes)
+        lcols, rcols = list(left.schema), list(right.schema)
+        if len(lcols) != len(rcols):
+            raise fail(f"UNION of {len(lcols)} and {len(rcols)} columns: both sides need "
+                       "the same number", "UNION", q, "UNION")
+        if rcols != lcols:  # by position, named as the left side's
+            right = self.text.build("UNION", q, lambda: right.project(**{
+                n: exp.column(c) for n, c in zip(lcols, rcols)}))
+        out = self.text.build("UNION", q, lambda: left.union_all(right))
+        if q.args.get("distinct"):
+            out = self.text.build("UNION", q, out.distinct)
+        names = self.from_clause.instant_names
+        if id(left) in names:
+            names[id(out)] = names[id(left)]
         return out
 
 

@@ -1,0 +1,58 @@
+"""UNION ALL of two relations at each slide instant (a logical plan node)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from federation.errors import QueryValidationError
+from federation.logical.nodes import Node, _check_child
+
+
+@dataclass(frozen=True, eq=True)
+class Union(Node):
+    """Every row of both inputs at each instant (a bag: SQL's UNION ALL; UNION is its
+    `.distinct()`). Both inputs have the same columns, by name and type, in the same
+    order (the SQL front end renames the right side's by position); the windows of both
+    share one slide (the query's instants)."""
+
+    left: Node
+    right: Node
+    kind = "union"
+    role = "operator"
+    child_fields = ("left", "right")
+
+    def __post_init__(self) -> None:
+        _check_child("union", self.left)
+        _check_child("union", self.right)
+        ls, rs = self.left.schema, self.right.schema
+        if list(ls.items()) != list(rs.items()):
+            raise QueryValidationError(
+                "union", "columns", "both inputs need the same columns and types in the same "
+                f"order: ({_cols(ls)}) and ({_cols(rs)})")
+        for side in (self.left, self.right):
+            if not any(n.kind == "window" for n in side.walk()):
+                raise QueryValidationError(
+                    "union", "input", "an input reads only database tables: its rows would "
+                    "be the same at every instant; union windows (or join the table)")
+        slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
+                  if w.kind == "window"}
+        if len(slides) > 1:
+            raise QueryValidationError(
+                "union", "slide", "the windows of one query must share one slide (its "
+                "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return dict(self.left.schema)
+
+    def label(self) -> str:
+        return "union all"
+
+
+def _cols(schema: dict[str, str]) -> str:
+    return ", ".join(f"{c} {t}" for c, t in schema.items())
