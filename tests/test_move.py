@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from benchmarks.fuzz_queries import queries
 from federation.errors import PlacementError
+from federation.expressions import count
 from federation.instants import extent_of, first_instant, last_instant
-from federation.logical import NumberedPlan, Window
+from federation.logical import NumberedPlan, Window, window
 from federation.logical.plan import is_row_level
 from federation.physical import build_physical_plan, placement_string
 from federation.results import diff_results
@@ -283,3 +284,33 @@ def test_a_segment_stops_once_spark_has_moved_its_watermark_past_the_tail(
     Execution.stop_due(ex, st, stop + dt.timedelta(seconds=15),
                        stop + dt.timedelta(seconds=before_s))
     assert stopped.wait(1.0 if stops else 0.2) == stops == ex.stopping.is_set()
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: (window(s, rows=5, slide=0.5).filter("value > 0.01")
+               .project("id", x2="CASE WHEN value > 20 THEN 1 ELSE 0 END").distinct()),
+    lambda s: window(s, range=2, slide=0.5).aggregate(by=["house_id"], n=count()),
+], ids=["tuple_window", "time_window"])
+def test_a_move_at_a_half_second_takes_the_rest_of_that_second(make, tmp_path):
+    """A migration instant inside an input file's second (3.5 with a 0.5-s slide): the old
+    placement keeps the readings before it, the moved segment reads that file from the
+    instant on (found by the fuzzer: it read the files from 4.0 on, so a tuple window at
+    4.0 held the five readings before 3.5). No JVM: DuckDB only, the direct feed."""
+    from db.reference import reference_result
+    from federation.adaptive import Segment, run_adaptive
+    from federation.runtime.sources import load_inputs, read_clean_inputs
+    from federation.smartplug import smartplug_stream
+    from federation.smartplug.datagen import generate
+
+    generate(tmp_path / "d", rate=30, seconds=10, plugs=6, houses=2, seed=3)
+    q = make(smartplug_stream(rate=30, plugs=6, houses=2)).rstream("Q")
+    start = T0.replace(microsecond=0)
+    at = [start + dt.timedelta(seconds=s) for s in (3.5, 6.5)]
+    segs = [Segment(start_at=None, stop_at=at[0], placement="db", rate=30, reason="t"),
+            Segment(start_at=at[0], stop_at=at[1], placement="db", rate=30, reason="t"),
+            Segment(start_at=at[1], stop_at=None, placement="db", rate=30, reason="t")]
+    r = run_adaptive(q, tmp_path / "d", segs, seconds_per_batch=3, work_dir=tmp_path / "w",
+                     feed="direct")
+    assert [s.strategy for s in r.segments] == ["start", "move", "move"], r.segments
+    want = reference_result(q, read_clean_inputs(load_inputs(tmp_path / "w" / "input")))
+    assert diff_results(r.rows, want) is None

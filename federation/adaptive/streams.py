@@ -115,6 +115,12 @@ class AdaptiveInput(FileSpans):
         slowest source's) would not exist, and the segment's instants would wait for its
         drain."""
         mine = self.between(lo, stop_at)
+        moved = start_at is not None and lo == start_at
+        if moved:  # the file the instant falls in (a half second, say) holds rows from it
+            for n, fs in self.files.items():
+                holds = [f for f in fs if f.start < start_at < f.start + dt.timedelta(seconds=1)]
+                if holds and (stop_at is None or holds[-1].start < stop_at):
+                    mine[n] = [holds[-1], *mine[n]]
         spools, warm = {}, 0
         for n, fs in mine.items():
             res = self.whole.inputs[n]
@@ -125,7 +131,7 @@ class AdaptiveInput(FileSpans):
                 continue
             span = [int(f.path.stem.removeprefix("part-")) for f in fs]  # spool i: input i
             names = res.file_names[span[0]:span[-1] + 1]
-            w = 0 if start_at is None else next(
+            w = 0 if start_at is None or moved else next(
                 (i - span[0] for i, f in zip(span, fs) if f.start >= start_at), len(names))
             warm = max(warm, w)
             spools[n] = sub_spool(res, names, out / n, self.streams[n],

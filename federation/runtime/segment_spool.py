@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from federation.conventions import KIND, PUNCTUATION, SPOOL_MTIME, TICK
+from federation.conventions import DATA, KIND, PUNCTUATION, SPOOL_MTIME, TICK
 from federation.parts import write_part
 from federation.runtime.ingest import IngestResult, punctuation
 from federation.streams import StreamDecl
@@ -29,6 +29,16 @@ def tick_before(stream: StreamDecl, at: datetime) -> pa.Table:
 def with_tick_before(t: pa.Table, stream: StreamDecl, at: datetime) -> pa.Table:
     """Spool rows `t` (a replayed segment's first file) with `tick_before(stream, at)`."""
     return with_rows(t, tick_before(stream, at))
+
+
+def from_instant(t: pa.Table, stream: StreamDecl, at: datetime) -> tuple[pa.Table, int]:
+    """Spool rows `t` (the file a moved segment's instant `at` falls in) from `at` on, and
+    how many readings were left out: the old placement kept those (its MIGs keep no row
+    from `at` on, mig.stop_before), the new one takes them over as moved state."""
+    ts = t.column(stream.ts_column)
+    keep = pc.greater_equal(ts, pa.scalar(at, ts.type))
+    left = t.filter(pc.and_(pc.invert(keep), pc.equal(t.column(KIND), DATA)))
+    return t.filter(keep), left.num_rows
 
 
 def with_rows(t: pa.Table, extra: pa.Table) -> pa.Table:
@@ -59,8 +69,9 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
     the first `warmup` are merged into files of `warmup_batch` event seconds (a fast warm-up,
     as `prepare_input` does); a flush file follows the last one (the input's own when the
     last is the input's last). Dead letters stay counted in `whole`. `start_at`: the
-    instant a segment whose state is moved starts at (its first file is from there on):
-    that file is copied with a tick before it (`with_tick_before`)."""
+    instant a segment whose state is moved starts at (its first file is the one the instant
+    falls in): that file is copied from the instant on (`from_instant`) with a tick before
+    it (`with_tick_before`)."""
     at = {n: i for i, n in enumerate(whole.file_names)}
     idx = [at[n] for n in names]
     if idx != list(range(idx[0], idx[0] + len(idx))):
@@ -72,7 +83,7 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
     def spool(i: int) -> Path:
         return whole.spool_dir / f"part-{i:08d}.parquet"
 
-    n = 0
+    n, dropped = 0, 0
     warm = idx[:warmup]
     for g in range(0, len(warm), warmup_batch):
         group = warm[g:g + warmup_batch]
@@ -82,8 +93,8 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
         n += 1
     for i in idx[warmup:]:
         if n == 0 and start_at is not None:
-            write_part(out / f"part-{n:08d}.parquet",
-                       with_tick_before(pq.read_table(spool(i)), stream, start_at),
+            t, dropped = from_instant(pq.read_table(spool(i)), stream, start_at)
+            write_part(out / f"part-{n:08d}.parquet", with_tick_before(t, stream, start_at),
                        spool(i).stat().st_mtime, spool=True)
         else:
             os.link(spool(i), out / f"part-{n:08d}.parquet")
@@ -101,9 +112,12 @@ def sub_spool(whole: IngestResult, names: list[str], out: Path, stream: StreamDe
                    punctuation(stream, hi + timedelta(seconds=flush_after_s)),
                    SPOOL_MTIME + last + 0.5)
     los = [whole.file_lo[i] for i in idx if whole.file_lo[i] is not None]
-    rows = sum(whole.file_rows[i] for i in idx)
+    rows = sum(whole.file_rows[i] for i in idx) - dropped
+    first = min(los) if los else None
+    if first is not None and start_at is not None:
+        first = max(first, start_at)
     return IngestResult(spool_dir=out, deadletter_dir=whole.deadletter_dir, files=len(idx),
-                        rows_in=rows, rows_ok=rows, first_ts=min(los) if los else None,
+                        rows_in=rows, rows_ok=rows, first_ts=first,
                         last_ts=hi, spool_files=n, warmup_files=-(-len(warm) // warmup_batch),
                         file_names=list(names), file_rows=[whole.file_rows[i] for i in idx],
                         file_lo=[whole.file_lo[i] for i in idx])
