@@ -121,9 +121,9 @@ def _aggregate(node, size: NodeSize, kids: list[NodeSize]) -> float:
     if not k.row_level:
         return max(k.size, 1.0) if sets else groups
     slide = 1.0 / max(size.l, 1e-12)
-    rows = max(k.rate * slide * k.copies, 1.0)
+    rows, pane = max(k.rate * slide * k.copies, 1.0), max(k.rate * slide, 1.0)
     per_window = rows if sets else min(groups, rows)
-    per_pane = max(k.rate * slide, 1.0) if sets else min(groups, max(k.rate * slide, 1.0))
+    per_pane = pane if sets else min(groups, pane)
     return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
 
 

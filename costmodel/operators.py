@@ -19,8 +19,6 @@ SPE_COST = Lowering("Spark cost", ("operator",))
 DB_COST = Lowering("DuckDB cost", ("operator",))
 
 
-
-
 def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
     """u of one SPE-op: sum_i in_i * c (eq. 4), plus the extension's per-slide terms."""
     return SPE_COST(node, size, kids, p)

@@ -20,9 +20,9 @@ from federation.conventions import NUMERIC_TYPES
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-AGG_FUNCS = ("count", "sum", "avg", "min", "max", "count_distinct")
 #: the aggregates whose partials over parts of a window merge into the whole's (slices, panes)
 MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
+AGG_FUNCS = (*MERGEABLE_FUNCS, "count_distinct")
 
 
 def col(name: str) -> exp.Column:

@@ -42,7 +42,7 @@ def _merge_count(e, p):
     return {p: F.count(F.lit(1)) if e is None else F.count(e)}, F.sum(p)
 
 
-def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as _agg_column
+def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as agg_column
     return ({f"{p}s": F.sum(e.cast("double")), f"{p}n": F.count(e)},
             F.sum(f"{p}s") / F.sum(f"{p}n"))
 

@@ -10,6 +10,7 @@ from federation.logical.nodes import (
     Node,
     _check_child,
     _check_names,
+    _check_one_slide,
 )
 
 
@@ -35,14 +36,7 @@ class Join(Node):
             raise QueryValidationError(
                 "join", "input", "both inputs read only database tables: join them in the "
                 "database (a view) and read that view, or join a table with a window")
-        slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
-                  if w.kind == "window"}
-        if len(slides) > 1:
-            raise QueryValidationError(
-                "join", "slide",
-                "the windows of one query must share one slide (its instants), got "
-                + ", ".join(f"{x:g} s" for x in sorted(slides)),
-            )
+        _check_one_slide("join", self.left, self.right)
         ls, rs = self.left.schema, self.right.schema
         for lk, rk in self.keys:
             if lk not in ls:

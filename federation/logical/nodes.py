@@ -296,6 +296,15 @@ class Rstream(Unary):
         raise QueryValidationError("rstream", "input", "the query already ends in RSTREAM")
 
 
+def _check_one_slide(operator: str, *sides: Node) -> None:
+    """The windows under `sides` share one slide: a query's instants."""
+    slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}
+    if len(slides) > 1:
+        raise QueryValidationError(
+            operator, "slide", "the windows of one query must share one slide (its "
+            "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
+
+
 def _check_child(operator: str, child: object) -> None:
     if not isinstance(child, Node):
         raise QueryValidationError(operator, "input", f"expected a relation, got {child!r}")

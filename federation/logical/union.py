@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from federation.errors import QueryValidationError
-from federation.logical.nodes import Node, _check_child
+from federation.logical.nodes import Node, _check_child, _check_one_slide
 
 
 @dataclass(frozen=True, eq=True)
@@ -35,12 +35,7 @@ class Union(Node):
                 raise QueryValidationError(
                     "union", "input", "an input reads only database tables: its rows would "
                     "be the same at every instant; union windows (or join the table)")
-        slides = {w.slide_s for side in (self.left, self.right) for w in side.walk()
-                  if w.kind == "window"}
-        if len(slides) > 1:
-            raise QueryValidationError(
-                "union", "slide", "the windows of one query must share one slide (its "
-                "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
+        _check_one_slide("union", self.left, self.right)
 
     @property
     def children(self) -> tuple[Node, ...]:

@@ -87,15 +87,7 @@ class Translator:
         if not isinstance(q, exp.Select):
             raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
         refuse_modifiers(self.text, q)
-        ctes = dict(ctes)
-        with_ = q.args.get("with_") or q.args.get("with")
-        if with_ is not None:
-            if with_.args.get("recursive"):
-                raise fail("recursive CTEs are not supported", "WITH RECURSIVE", with_,
-                           "RECURSIVE")
-            for cte in with_.expressions:
-                ctes[cte.alias] = self.query(cte.this, ctes)
-        scope = self.from_clause.scope(q, ctes)
+        scope = self.from_clause.scope(q, self.with_ctes(q, ctes))
         where = q.args.get("where")
         if where is not None:
             check_scalar(self.text, where.this, "WHERE")
@@ -114,12 +106,27 @@ class Translator:
         if distinct.args.get("on") is not None:
             raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
                        "DISTINCT", distinct, "DISTINCT")
-        out = self.text.build("DISTINCT", distinct, node.distinct)
+        return self.named_as(node, self.text.build("DISTINCT", distinct, node.distinct))
+
+    def with_ctes(self, q: exp.Query, ctes: dict[str, Node]) -> dict[str, Node]:
+        """The CTEs in scope of `q`: `ctes` and those of its WITH (not RECURSIVE)."""
+        ctes = dict(ctes)
+        with_ = q.args.get("with_") or q.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.text.fail("recursive CTEs are not supported", "WITH RECURSIVE",
+                                     with_, "RECURSIVE")
+            for cte in with_.expressions:
+                ctes[cte.alias] = self.query(cte.this, ctes)
+        return ctes
+
+    def named_as(self, node: Node, out: Node) -> Node:
+        """`out`, built over `node`, keeps the names `node`'s SELECT gave the instant
+        (`window_end AS t`)."""
         names = self.from_clause.instant_names
-        if id(node) in names:  # the instant's names (window_end AS t) stay with the SELECT
+        if id(node) in names:
             names[id(out)] = names[id(node)]
         return out
-
 
     def set_operation(self, q: exp.SetOperation, ctes: dict[str, Node]) -> Node:
         """UNION ALL: both SELECTs' rows at each instant, the right side's columns named
@@ -129,13 +136,8 @@ class Translator:
         if not isinstance(q, exp.Union):
             raise fail(f"{kind} of streams is not supported (UNION and UNION ALL are)",
                        kind, q, kind)
-        for arg, clause, message in MODIFIERS:
-            if q.args.get(arg):
-                raise fail(message, clause, q.args[arg], clause)
-        ctes = dict(ctes)
-        with_ = q.args.get("with_") or q.args.get("with")
-        for cte in with_.expressions if with_ is not None else ():
-            ctes[cte.alias] = self.query(cte.this, ctes)
+        refuse_modifiers(self.text, q)  # ORDER BY, LIMIT ... of the union
+        ctes = self.with_ctes(q, ctes)
         left, right = self.query(q.left, ctes), self.query(q.right, ctes)
         lcols, rcols = list(left.schema), list(right.schema)
         if len(lcols) != len(rcols):
@@ -147,14 +149,12 @@ class Translator:
         out = self.text.build("UNION", q, lambda: left.union_all(right))
         if q.args.get("distinct"):
             out = self.text.build("UNION", q, out.distinct)
-        names = self.from_clause.instant_names
-        if id(left) in names:
-            names[id(out)] = names[id(left)]
-        return out
+        return self.named_as(left, out)
 
 
-def refuse_modifiers(text: SqlText, q: exp.Select) -> None:
-    """Refuse what a SELECT over a stream cannot mean: `MODIFIERS`, window functions."""
+def refuse_modifiers(text: SqlText, q: exp.Select | exp.Union) -> None:
+    """Refuse what a SELECT (or a UNION of them) over a stream cannot mean: `MODIFIERS`,
+    window functions."""
     for arg, clause, message in MODIFIERS:
         v = q.args.get(arg)
         if v:
