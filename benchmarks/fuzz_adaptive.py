@@ -5,7 +5,8 @@ Every K-th query (of those whose placements matched) runs once more as an adapti
 three given segments: the placements that ran, in an order drawn from the query's source
 (the first cuts every engine boundary where it ran), migrating at two instants on the
 query's slide grid drawn inside the data's span (a third of the time the second one after
-the last reading, within the windows' extent: a segment with no reading of its own); the strategy (move or replay) and the
+the last reading, within the windows' extent: a segment with no reading of its own; with
+a slide under a second, one of them inside an input second); the strategy (move or replay) and the
 input (the data directory replayed, or followed: `follow:DIR` of a landing directory filled
 beforehand, ended by `until`; a query over one stream only: two streams' inputs end apart, and
 the quiet one's idle clock carries the input's end past the data's, so a global COUNT has
@@ -68,6 +69,10 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
         cuts[-1] = grid_floor(first + dt.timedelta(seconds=span + 1 + after), slide)
     cuts = [c for c in cuts if c > first] or [grid_floor(first, slide) + dt.timedelta(
         seconds=slide)]
+    if slide < 1 and all(c.microsecond == 0 for c in cuts):
+        # a migration inside an input file's second (a moved segment once lost the rest of
+        # that second, found only where the drawn instant happened to fall there)
+        cuts = sorted({cuts[0] + dt.timedelta(seconds=slide), *cuts[1:]})
     bounds = [None, *cuts, None]
     segs = [Segment(start_at=a, stop_at=b, placement=p, rate=100.0, reason="fuzz")
             for a, b, p in zip(bounds, bounds[1:], order)]
