@@ -27,8 +27,9 @@ def spe_op_cost(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile
 @SPE_COST.register("Select", "Project")
 def _stateless(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
     """Per input row, and a micro-batch's fixed cost per slide (extension)."""
-    u = sum(k.rate for k in kids) * p.spe_s_per_row.of(node.kind) * spe_row_scale(p)
-    return u + size.l * p.spe_s_per_stateless_op_slide
+    rate = sum(k.rate for k in kids)
+    u = rate * (p.spe_s_per_row.of(node.kind) + python_s_per_row(node, p.spe_udf_s_per_row))
+    return u * spe_row_scale(p) + size.l * p.spe_s_per_stateless_op_slide
 
 
 @SPE_COST.register("Union")
@@ -51,6 +52,7 @@ def _stateful(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) 
     c = p.spe_s_per_row.of(node.kind)
     scale = spe_row_scale(p)
     u = 0.0
+    c += python_s_per_row(node, p.spe_udf_s_per_row)
     for k in kids:
         u += k.rate * c
         if k.row_level:
@@ -81,7 +83,15 @@ def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
 
 @DB_COST.register("Select", "Project", "Join", "Aggregate")
 def _db_scan(node: Node, in_size: float, p: CostProfile) -> float:
-    return p.db_scan_s_per_row.of(node.kind) * in_size
+    return (p.db_scan_s_per_row.of(node.kind) + python_s_per_row(node, p.db_udf_s_per_row)
+            ) * in_size
+
+
+def python_s_per_row(node: Node, per_call: float) -> float:
+    """Per input row: the operator's Python functions (federation.udf), each call's
+    engine overhead `per_call` and the functions' own measured or declared time."""
+    calls, own = getattr(node, "python_cost", (0, 0.0))
+    return calls * per_call + own
 
 
 @DB_COST.register("Union")

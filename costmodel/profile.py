@@ -93,6 +93,15 @@ class CostProfile(BaseModel):
         None, ge=0,
         description="combining one slice row per slide (None: the aggregate's scan cost)",
     )
+    # -- Python functions (federation.udf); the function's own time is measured per UDF --
+    spe_udf_s_per_row: float = Field(
+        0.0, ge=0, description="per row and call of a Python function in Spark (the Arrow "
+        "round trip to its Python worker), besides the function's own time"
+    )
+    db_udf_s_per_row: float = Field(
+        0.0, ge=0, description="per row and call of a Python function in DuckDB (the Arrow "
+        "hand-over in the process), besides the function's own time"
+    )
     # -- state memory (issue 25, costmodel/memory.py) -------------------------------------
     spe_state_bytes_per_row: float = Field(
         217.0, ge=0, description="heap bytes of one Spark state-store row besides its columns "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
+from db.functions import register_functions
 from federation.conventions import DUCKDB_TYPES, Lowering
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
@@ -139,6 +140,7 @@ class ReferenceEvaluator:
 
     def evaluate(self, query: Rstream, taus: list[dt.datetime]) -> pa.Table:
         """Result rows at every tau, with a `tau` column first."""
+        register_functions(self.con, query.functions())
         parts = []
         for tau in taus:
             t = self.con.sql(self.eval(query, tau)).to_arrow_table()

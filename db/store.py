@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from db.functions import register_functions
 from db.sqlgen import BATCH, SLICE, SliceTable
 from db.tables import (
     create_table,
@@ -93,8 +94,9 @@ class MigDatabase:
 
     def __init__(self, inputs: Sequence[InputSpec], sql: str, threads: int = 1,
                  memory_limit: str = "4GB", slices: Sequence[SliceTable] = (),
-                 path: str | None = None) -> None:
-        """`path`: a database file that keeps the state across a crash (`begin` /
+                 path: str | None = None, functions: Sequence = ()) -> None:
+        """`functions`: the Python functions the SQL calls (db/functions.py).
+        `path`: a database file that keeps the state across a crash (`begin` /
         `commit` around each micro-batch); it is reopened as it was at its last commit.
         Without it the database is in memory."""
         self.con = duckdb.connect(str(path) if path else ":memory:",
@@ -103,6 +105,7 @@ class MigDatabase:
         # a database file, made inserting Nexmark's bids 15x slower (1.9 against 0.4 us a
         # row); window rows live seconds to minutes, so they are stored without it
         self.con.execute("SET disabled_compression_methods = 'dict_fsst'")
+        register_functions(self.con, functions)
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
         self.params = [k for k in ("tau", "tau_us", *(f"sealed_{tab.name}" for tab in slices))

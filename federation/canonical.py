@@ -42,6 +42,13 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
         return infer_type(x, schema)
 
     def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous):
+            _python_function(node, t)
+        if isinstance(node, exp.Hour):  # DuckDB's HOUR is a BIGINT, Spark's an INT
+            if t(node.this) != "TIMESTAMP":
+                raise ValueError(f"{node.sql('duckdb')!r}: HOUR of a TIMESTAMP")
+            if not (isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "INT"):
+                return _try_cast(node.copy(), "INT")
         if isinstance(node, exp.Cast):
             return _cast(node, t(node.this))
         if isinstance(node, _STRING_FUNCS):
@@ -122,6 +129,22 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
                                                             expression=p.copy()),
                                         true=node.copy())])  # Spark's IF takes 3 arguments
     return node
+
+
+def _python_function(node: exp.Anonymous, t) -> None:
+    """A call of a registered Python function (federation.udf): known, deterministic on a
+    sample of its argument types (`Udf.check`), at least one argument."""
+    from federation.udf import lookup
+
+    u = lookup(node.name)
+    if u is None:
+        raise ValueError(f"unknown function {node.name}() (a Python function is registered "
+                         "with federation.udf, or in SQL with CREATE FUNCTION ... LANGUAGE "
+                         "PYTHON)")
+    if not node.expressions:
+        raise ValueError(f"{node.name}(): a Python function takes at least one argument "
+                         "(a constant is a literal)")
+    u.check(tuple(t(a) for a in node.expressions))
 
 
 def _try_cast(x: exp.Expression, to: str) -> exp.TryCast:

@@ -23,6 +23,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: the aggregates whose partials over parts of a window merge into the whole's (slices, panes)
 MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
 AGG_FUNCS = (*MERGEABLE_FUNCS, "count_distinct")
+#: the return type of each registered Python function by lower-case name (federation.udf)
+FUNCTION_TYPES: dict[str, str] = {}
 
 
 def col(name: str) -> exp.Column:
@@ -131,6 +133,13 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     if isinstance(e, exp.If):
         return _widest([x for x in (e.args["true"], e.args.get("false")) if x is not None],
                        schema)
+    if isinstance(e, exp.Hour):
+        return "INT"
+    if isinstance(e, exp.Anonymous):
+        if e.name.lower() not in FUNCTION_TYPES:
+            raise ValueError(f"unknown function {e.name}() (a Python function is registered "
+                             "with federation.udf)")
+        return FUNCTION_TYPES[e.name.lower()]
     if isinstance(e, exp.Case):
         branches = [i.args["true"] for i in e.args["ifs"]]
         if e.args.get("default") is not None:

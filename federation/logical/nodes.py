@@ -52,6 +52,26 @@ class Node:
         return ()
 
     @cached_property
+    def python_cost(self) -> tuple[int, float]:
+        """The Python function calls of this operator's own expressions (federation.udf)
+        and their seconds per input row (measured or declared), read by the cost model."""
+        from federation.udf import own_calls
+
+        schema: dict[str, str] = {}
+        for c in self.children:
+            schema.update(c.schema)
+        values = [getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name not in self.child_fields]
+        return own_calls(values, schema)
+
+    def functions(self) -> list:
+        """The Python functions (federation.udf) this plan calls, as the engines register
+        them."""
+        from federation.udf import plan_functions
+
+        return plan_functions(self)
+
+    @cached_property
     def schema(self) -> dict[str, str]:  # pragma: no cover - overridden
         raise NotImplementedError
 

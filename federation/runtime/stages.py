@@ -143,6 +143,10 @@ class StageBuilder:
                  reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
                  extent_s: float, slide_s: float, table_files: dict | None = None) -> None:
         self.spark = spark
+        if spark is not None:  # the Python functions the plan calls (federation.udf)
+            from spe.functions import register_functions
+
+            register_functions(spark, staged.plan.logical.root.functions())
         self.table_files = table_files or {}  # database tables: the run's copies
         self.staged = staged
         self.spools = spools  # per stream name: (its declaration, its spool directory)

@@ -32,6 +32,7 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
+from federation.udf import load, lookup
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, e
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
            exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
-           exp.Upper, exp.SplitPart, exp.RegexpExtract)
+           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.Hour)
 _SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
 
 
@@ -108,6 +109,7 @@ class SqlText:
                                "GROUP BY", line, col) from None
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
+        trees = [t for t in trees if not self._function(t)]
         if not trees:
             raise SqlError("no statement", "statement")
         if len(trees) > 1:
@@ -116,6 +118,25 @@ class SqlText:
                             "views, tables and functions are not created by a query",
                             "statement", trees[1])
         return trees[0]
+
+    def _function(self, tree: exp.Expression) -> bool:
+        """`CREATE [TEMPORARY] FUNCTION name AS 'module.attr' [LANGUAGE PYTHON]` (Flink
+        SQL's form): the Python function registered (federation.udf.load); True if so."""
+        if not (isinstance(tree, exp.Create) and tree.args.get("kind") == "FUNCTION"):
+            return False
+        target = tree.expression
+        langs = [p for p in tree.find_all(exp.LanguageProperty)]
+        if langs and langs[0].name.upper() != "PYTHON":
+            raise self.fail(f"LANGUAGE {langs[0].name}: functions are Python (LANGUAGE "
+                            "PYTHON)", "CREATE FUNCTION", langs[0])
+        if not (isinstance(target, exp.Literal) and target.is_string):
+            raise self.fail("CREATE FUNCTION name AS 'module.attr' [LANGUAGE PYTHON]: the "
+                            "function is a Python name in quotes", "CREATE FUNCTION", tree)
+        try:
+            load(tree.this.name, target.this)
+        except (ValueError, TypeError) as e:
+            raise self.fail(str(e), "CREATE FUNCTION", tree) from None
+        return True
 
     def pos(self, node: exp.Expression | None, keyword: str | None = None
             ) -> tuple[int | None, int | None]:
@@ -172,10 +193,14 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
                 raise text.fail(f"aggregate {n.sql()} in {clause} (aggregates belong in "
                                 "SELECT or HAVING with GROUP BY)", clause, n)
             continue
+        if isinstance(n, exp.Anonymous) and lookup(n.name) is not None:
+            continue  # a Python function (federation.udf)
         if isinstance(n, exp.Anonymous):
             hint = (" (Flink's, from 0; SPLIT_PART(s, delimiter, n) counts from 1)"
                     if n.name.upper() == "SPLIT_INDEX" else "")
-            raise text.fail(f"unknown function {n.name}(){hint}", clause, n)
+            raise text.fail(f"unknown function {n.name}(){hint}; a Python function is "
+                            "declared with CREATE FUNCTION name AS 'module.attr' LANGUAGE "
+                            "PYTHON", clause, n)
         if isinstance(n, exp.Func) and not isinstance(n, SCALARS):
             raise text.fail(f"function {n.sql_name()}() is not supported in continuous "
                             "queries", clause, n)
