@@ -26,6 +26,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 from sqlglot import exp
 
+from benchmarks import fuzz_functions
 from federation.expressions import (
     avg,
     count,
@@ -38,6 +39,7 @@ from federation.expressions import (
     to_expression,
 )
 from federation.logical import Node, NumberedPlan, Rstream, is_row_level, table, window
+from federation.python_functions import lookup
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 RATE, PLUGS, HOUSES, SECONDS = 30, 6, 2, 20
@@ -78,7 +80,7 @@ SHAPES = (
     "name_camel", "name_upper", "name_long", "name_keyword", "keyword_in_expression",
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
-    "count_distinct", "select_distinct", "union_all",
+    "count_distinct", "select_distinct", "union_all", "python_function",
 )
 #: the key under which `written` keeps an aggregate's FILTER condition (name + WHERE)
 WHERE = "/where"
@@ -429,10 +431,10 @@ class _Builder:
         vals = self.cols(r, "value", "ival", types=("DOUBLE",))
         bools = self.cols(r, "bool", types=("BOOLEAN",))
         fams = ["case", "bool", "literal", "literal", "int_arith", "double_arith",
-                "double_arith", "conversion", "conversion", "cast", "cast", "cast"]
+                "double_arith", "conversion", "conversion", "cast", "cast", "cast", "python"]
         if numeric:
             fams = ["case", "int_arith", "double_arith", "double_arith", "conversion", "cast",
-                    "cast"]
+                    "cast", "python"]
         family = family or d(st.sampled_from(fams))
         k = self.pick(keys) if keys else None
         v = self.pick(vals) if vals else None
@@ -460,6 +462,9 @@ class _Builder:
             return (d(st.sampled_from(opts)), "bool") if opts else None
         if family == "literal":
             return d(st.sampled_from(["1", "2", "0"])), "code"
+        if family == "python":  # a Python function (benchmarks/fuzz_functions.py)
+            opts = fuzz_functions.options(K, V, numeric)
+            return d(st.sampled_from(opts)) if opts else None
         if family == "int_arith":
             if not K:
                 return None
@@ -1014,6 +1019,8 @@ def _expr_shapes(e: exp.Expression, schema: dict) -> set[str]:
         t = _safe_type(c.this, schema)
         if t is not None:
             out.add(f"cast:{t}>{_type(c.to.sql(dialect='duckdb').upper())}")
+    if any(lookup(a.name) is not None for a in e.find_all(exp.Anonymous)):
+        out.add("python_function")
     if e.find(exp.IntDiv, exp.Mod, exp.Div, exp.Round):
         out.add("conversion")
     if isinstance(e, exp.Literal):

@@ -13,6 +13,7 @@ from federation.errors import (
 )
 from federation.expressions import avg, col, count, count_distinct, lit, max_, min_, sum_
 from federation.logical import NumberedPlan, Rstream, table, window
+from federation.python_functions import udf
 from federation.streams import StreamDecl, StreamStats
 
 
@@ -70,5 +71,6 @@ __all__ = [
     "stream",
     "sum_",
     "table",
+    "udf",
     "window",
 ]

@@ -134,7 +134,7 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
 def _python_function(node: exp.Anonymous, t) -> None:
     """A call of a registered Python function (federation.udf): known, deterministic on a
     sample of its argument types (`Udf.check`), at least one argument."""
-    from federation.udf import lookup
+    from federation.python_functions import lookup
 
     u = lookup(node.name)
     if u is None:

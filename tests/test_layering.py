@@ -27,7 +27,7 @@ FEDERATION_GROUPS = {
               "federation.canonical",
               "federation.logical", "federation.instants", "federation.results",
               "federation.parts", "federation.smartplug", "federation.nexmark",
-              "federation.importer", "federation.brokers", "federation.udf"],
+              "federation.importer", "federation.brokers", "federation.python_functions"],
     "sql front end": ["federation.sqlfront"],
     "physical": ["federation.physical"],
     "optimizer": ["federation.optimizer"],

@@ -20,8 +20,8 @@ from federation import sql
 from federation.errors import QueryValidationError
 from federation.expressions import count, lit, max_
 from federation.logical import window
+from federation.python_functions import udf
 from federation.sqlfront import SqlError
-from federation.udf import udf
 from tests.test_sql import H10, STREAMS
 from tests.test_sql import S as S_SQL
 from tests.test_stranger_queries import check_db, rows_of, run_checked

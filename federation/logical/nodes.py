@@ -55,7 +55,7 @@ class Node:
     def python_cost(self) -> tuple[int, float]:
         """The Python function calls of this operator's own expressions (federation.udf)
         and their seconds per input row (measured or declared), read by the cost model."""
-        from federation.udf import own_calls
+        from federation.python_functions import own_calls
 
         schema: dict[str, str] = {}
         for c in self.children:
@@ -67,7 +67,7 @@ class Node:
     def functions(self) -> list:
         """The Python functions (federation.udf) this plan calls, as the engines register
         them."""
-        from federation.udf import plan_functions
+        from federation.python_functions import plan_functions
 
         return plan_functions(self)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from federation.udf import udf
+from federation.python_functions import udf
 
 
 @udf(returns="BIGINT")

@@ -32,7 +32,7 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
-from federation.udf import load, lookup
+from federation.python_functions import load, lookup
 
 T = TypeVar("T")
 
@@ -121,7 +121,7 @@ class SqlText:
 
     def _function(self, tree: exp.Expression) -> bool:
         """`CREATE [TEMPORARY] FUNCTION name AS 'module.attr' [LANGUAGE PYTHON]` (Flink
-        SQL's form): the Python function registered (federation.udf.load); True if so."""
+        SQL's form): the Python function registered (federation.python_functions.load); True if so."""
         if not (isinstance(tree, exp.Create) and tree.args.get("kind") == "FUNCTION"):
             return False
         target = tree.expression

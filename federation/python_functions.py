@@ -33,6 +33,8 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,6 +165,8 @@ def load(name: str, target: str) -> Udf:
     if not mod:
         raise ValueError(f"function {name}: AS '{target}' names a module and its attribute, "
                          "e.g. 'mypackage.functions.count_char'")
+    if "" not in sys.path and os.getcwd() not in sys.path:  # `fedq` beside the user's module
+        sys.path.append(os.getcwd())
     try:
         obj = getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
