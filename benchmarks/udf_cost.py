@@ -20,11 +20,15 @@ import time
 import pyarrow as pa
 
 from benchmarks.common import say, write_result
-from federation.python_functions import Function
+from federation.python_functions import Function, udf
 
 
 def _identity(x: pa.Array) -> pa.Array:
     return x
+
+
+#: the identity as a run registers a plan's function (its arguments' and result's checks)
+IDENTITY = udf(_identity, returns="DOUBLE", name="fz_id")
 
 
 def _timed(f, repeats: int) -> list[float]:
@@ -42,7 +46,7 @@ def duckdb_cost(rows: int, repeats: int) -> dict:
     from db.functions import register_functions
 
     con = duckdb.connect(config={"threads": 1})
-    register_functions(con, [Function("fz_id", "DOUBLE", _identity)])
+    register_functions(con, [Function("fz_id", "DOUBLE", IDENTITY.apply)])
     con.execute(f"CREATE TABLE t AS SELECT random() * 100 AS x FROM range({rows})")
     plain = _timed(lambda: con.sql("SELECT SUM(x) FROM t").fetchall(), repeats)
     called = _timed(lambda: con.sql("SELECT SUM(fz_id(x)) FROM t").fetchall(), repeats)
@@ -54,7 +58,7 @@ def spark_cost(rows: int, repeats: int) -> dict:
     from spe.session import get_spark
 
     spark = get_spark()
-    register_functions(spark, [Function("fz_id", "DOUBLE", _identity)])
+    register_functions(spark, [Function("fz_id", "DOUBLE", IDENTITY.apply)])
     df = spark.range(rows).selectExpr("CAST(id AS DOUBLE) * 0.5 AS x").cache()
     df.count()
     plain = _timed(lambda: df.selectExpr("SUM(x)").collect(), repeats)
