@@ -1,0 +1,427 @@
+"""The fuzzer's builder: draws one query, node by node, with its DSL source and a hint
+per column (what the generator may do with it); the expressions it writes are in
+benchmarks/fuzz_expressions.py, the sizes that keep joins small in benchmarks/fuzz_sizes.py."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from benchmarks.fuzz_domain import (
+    AGGS,
+    DOMAINS,
+    GROUPABLE,
+    HOUSES,
+    KEYWORDS,
+    MAX_OPS,
+    MAX_ROWS_PER_INSTANT,
+    NUMERIC,
+    OTHER,
+    PLUGS,
+    RATE,
+    TABLE,
+    WHERE,
+    Rel,
+    _render_kwargs,
+    _type,
+    bare,
+    ref,
+    table_db,
+)
+from benchmarks.fuzz_expressions import Expressions
+from benchmarks.fuzz_shapes import _lineage
+from benchmarks.fuzz_sizes import _below, _join_rows, _ops, estimated_rows
+from federation.logical import Node, is_row_level, table, window
+from federation.smartplug import PLUG_KEYS, smartplug_stream
+
+
+class _Builder(Expressions):
+    """Draws one query: nodes with their DSL source and a hint per column."""
+
+    def __init__(self, draw) -> None:
+        self.draw = draw
+        self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
+        self.other = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name=OTHER)
+        self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        self.n = 0
+        self.used = {c.lower() for c in self.stream.columns}
+        #: the expressions as written, by (id of the node, output name): the DSL keeps
+        #: them in the form every engine computes alike (CAST as TRY_CAST(TRUNC(..)), ...)
+        self.raw: dict[tuple[int, str], str] = {}
+        self._alive: list[Node] = []  # keeps the ids in `raw` those of these nodes
+        self.computed_cols: set[str] = set()
+
+    def written(self, node: Node, exprs: dict[str, str]) -> None:
+        self._alive.append(node)
+        self.raw.update({(id(node), n): e for n, e in exprs.items()})
+
+    def chance(self, percent: int) -> bool:
+        return self.draw(st.integers(0, 99)) < percent
+
+    def pick(self, cols: list[str]) -> str:
+        """One of `cols`, a keyword-named one (or a computed one) more often."""
+        odd = [c for c in cols if c.strip('"').lower() in KEYWORDS or c in self.computed_cols]
+        if odd and self.chance(40):
+            return self.draw(st.sampled_from(odd))
+        return self.draw(st.sampled_from(cols))
+
+    def filter(self, r: Rel, predicate: str) -> Rel | None:
+        try:
+            return Rel(r.node.filter(predicate), f"{r.src}.filter({predicate!r})", r.hints)
+        except ValueError:
+            return None
+
+    def project(self, r: Rel, keep: list[str], outputs: list[tuple[str, str, str]]
+                ) -> Rel | None:
+        """keep: columns by name; outputs: (name, expression, hint)."""
+        try:
+            node = r.node.project(*keep, **{n: e for n, e, _ in outputs})
+        except ValueError:
+            return None
+        self.written(node, {n: e for n, e, _ in outputs})
+        self.computed_cols |= {n for n, e, _ in outputs if e not in r.node.schema}
+        args = [repr(c) for c in keep] + _render_kwargs([(n, repr(e)) for n, e, _ in outputs])
+        hints = {c: r.hints.get(c, "value") for c in keep}
+        hints.update({n: h for n, _, h in outputs})
+        return Rel(node, f"{r.src}.project({', '.join(args)})", hints)
+
+    def aggregate_call(self, r: Rel, keys: list[str], aggs: list[tuple[str, str, str | None,
+                                                                        str, str | None]]
+                       ) -> Rel | None:
+        """aggs: (name, function, argument or None, hint, FILTER's condition or None)."""
+        try:
+            node = r.node.aggregate(by=keys, **{
+                n: AGGS[f](*([] if a is None else [a]), where=w) for n, f, a, _, w in aggs})
+        except ValueError:
+            return None
+        self.written(node, {n: a for n, _, a, _, w in aggs if a is not None and w is None})
+        self.written(node, {f"{n}{WHERE}": w for n, _, _, _, w in aggs if w is not None})
+        parts = [(n, f"{AGGS[f].__name__}({'' if a is None else repr(a)}"
+                  + ("" if w is None else f"{', ' if a else ''}where={w!r}") + ")")
+                 for n, f, a, _, w in aggs]
+        hints = {k: r.hints.get(k, "code") for k in keys}
+        hints.update({n: h for n, _, _, h, _ in aggs})
+        src = f"{r.src}.aggregate(by={keys!r}, {', '.join(_render_kwargs(parts))})"
+        return Rel(node, src, hints)
+
+    def distinct(self, r: Rel) -> Rel:
+        try:
+            return Rel(r.node.distinct(), f"{r.src}.distinct()", r.hints)
+        except ValueError:  # a relation of a table alone: no window to group over
+            return r
+
+    def join_call(self, left: Rel, right: Rel, on: list) -> Rel | None:
+        try:
+            node = left.node.join(right.node, on=on)
+        except ValueError:
+            return None
+        rkeys = {k if isinstance(k, str) else k[1] for k in on}
+        hints = {**left.hints, **{c: h for c, h in right.hints.items() if c not in rkeys}}
+        return Rel(node, f"{left.src}.join({right.src}, on={on!r})", hints)
+
+    # -- leaves ----------------------------------------------------------------------------
+    def window(self, range_s: float | None = None) -> Rel:
+        d = self.draw
+        # a window over the second stream now and then (a query over two streams)
+        stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
+        if range_s is None and self.chance(16):
+            rows = d(st.sampled_from([5, 20]))
+            w = window(stream, rows=rows, slide=self.slide)
+            src = f"window({name}, rows={rows}, slide={self.slide:g})"
+        else:
+            if range_s is None:
+                k = d(st.integers(1, 6))
+                extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
+                range_s = self.slide * (k + extra)
+            w = window(stream, range=range_s, slide=self.slide)
+            src = f"window({name}, range={range_s:g}, slide={self.slide:g})"
+        hints = {"value": "value", "property": "code", "house_id": "key",
+                 "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
+        return Rel(w, src, hints)
+
+    def table(self) -> Rel:
+        """The database table, often filtered, as the right side of a join."""
+        t = Rel(table(TABLE, db=table_db()), f"table({TABLE!r}, db=T)",
+                {"house_id": "key", "household_id": "key", "rank": "code", "tariff": "value",
+                 "label": "vnum", "active": "bool"})
+        if self.chance(50):
+            t = self.filter(t, self.draw(st.sampled_from(["active", "rank < 3",
+                                                          "tariff > 0.2"]))) or t
+        return t
+
+    def leaf(self) -> Rel:
+        r = self.window()
+        if self.chance(50):
+            r = self.select(r)
+        if self.chance(15):  # the window's rows with the database table (then often grouped
+            r = self.join(r, 0, table=True)  # by one of its columns)
+        return r
+
+    # -- unary -----------------------------------------------------------------------------
+    def projection(self, r: Rel, computed: int | None = None) -> Rel:
+        """Keep some columns, maybe rename one, maybe add computed ones."""
+        d = self.draw
+        cols = list(r.node.schema)
+        keep = d(st.lists(st.sampled_from(cols), min_size=1, max_size=len(cols), unique=True))
+        keep = [c for c in cols if c in keep]  # schema order
+        outputs: list[tuple[str, str, str]] = []
+        if len(keep) > 1 and self.chance(20):  # a renaming
+            c = keep.pop(d(st.integers(0, len(keep) - 1)))
+            outputs.append((self.fresh("r", c.split("_")[0]), c, r.hints.get(c, "value")))
+        n = computed if computed is not None else d(st.sampled_from([0, 1, 1, 2]))
+        for _ in range(n):
+            got = self.computed(r)
+            if got is not None:
+                outputs.append((self.fresh("x"), *got))
+        return self.project(r, keep, outputs) or r
+
+    def aggregate(self, r: Rel, keys: list[str] | None = None, global_pct: int = 25
+                  ) -> Rel | None:
+        d = self.draw
+        if keys is None:
+            groupable = [c for c in r.node.schema if r.hints.get(c) in GROUPABLE]
+            made = [c for c in groupable if c in self.computed_cols]
+            tabled = [c for c in groupable if _lineage(r.node, c)[2] == "table"]
+            if self.chance(global_pct):
+                keys = []
+            elif tabled and self.chance(50):  # by a database table's column (issue 41)
+                keys = [d(st.sampled_from(tabled))]
+            elif self.chance(20) and (got := self.derived_key(r)) is not None:
+                r, keys = got[0], [got[1]]  # by a key a projection renames or computes
+            elif made and self.chance(50) or not made and self.chance(35):
+                if not made:  # a computed INT, BOOLEAN or VARCHAR column to group by
+                    got = self.computed(r, family=d(st.sampled_from(
+                        ["case", "bool", "int_arith", "conversion", "cast"])))
+                    if got is not None and got[1] in GROUPABLE:
+                        r = self.project(r, list(r.node.schema),
+                                         [(self.fresh("g"), *got)]) or r
+                        groupable = [c for c in r.node.schema if r.hints.get(c) in GROUPABLE]
+                        made = [c for c in groupable if c in self.computed_cols]
+                keys = [d(st.sampled_from(made))] if made else []
+                if groupable and self.chance(40):
+                    keys.append(d(st.sampled_from(groupable)))
+                keys = [c for c in r.node.schema if c in keys]
+            elif groupable:
+                keys = d(st.lists(st.sampled_from(groupable), min_size=1,
+                                  max_size=min(2, len(groupable)), unique=True))
+                keys = [c for c in r.node.schema if c in keys]
+            else:
+                keys = []
+        nums = [c for c, t in r.node.schema.items() if r.hints.get(c) in NUMERIC
+                and _type(t) in ("INT", "BIGINT", "DOUBLE")]
+        aggs = []
+        for _ in range(d(st.integers(1, 3))):
+            f = d(st.sampled_from(sorted(AGGS))) if nums else "count"
+            # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
+            where = self.predicate(r) if self.chance(5) else None
+            if f == "count_distinct":  # of any column (a key, a code, a value)
+                arg = bare(d(st.sampled_from(list(r.node.schema))))
+                aggs.append((self.fresh("d", "distinct"), f, arg, "count", where))
+                continue
+            if f == "count":
+                arg = None
+                if self.chance(15):
+                    arg = bare(d(st.sampled_from(list(r.node.schema))))
+                aggs.append((self.fresh("n", "count"), "count", arg, "count", where))
+                continue
+            c = d(st.sampled_from(nums))
+            arg, h = bare(c), r.hints.get(c)
+            if self.chance(15):  # a computed argument
+                got = self.computed(r, numeric=True)
+                if got is not None:
+                    arg, h = got
+            if f == "avg":
+                hint = "value"
+            elif h == "count":
+                hint = "count"
+            else:
+                hint = "code" if f in ("min", "max") and h in ("key", "code") else "value"
+            aggs.append((self.fresh(f[0], f), f, arg, hint, where))
+        return self.aggregate_call(r, keys, aggs)
+
+    def derived_key(self, r: Rel) -> tuple[Rel, str] | None:
+        """`r` under a projection that keeps its columns and adds a groupable one, renamed
+        (`k = plug_id`) or computed (a CASE, a cast, integer arithmetic...), and its name:
+        the key whose slice table the memory model once could not type (issue 41)."""
+        d = self.draw
+        groupable = [c for c in r.node.schema if r.hints.get(c) in GROUPABLE]
+        if groupable and self.chance(50):
+            c = d(st.sampled_from(groupable))
+            out = (self.fresh("k", c.split("_")[0]), bare(c), r.hints[c])
+        else:
+            got = self.computed(r, family=d(st.sampled_from(
+                ["case", "bool", "int_arith", "conversion", "cast"])))
+            if got is None or got[1] not in GROUPABLE:
+                return None
+            out = (self.fresh("g"), *got)
+        keep = [c for c in r.node.schema if c != out[0]]
+        projected = self.project(r, keep, [out])
+        return None if projected is None else (projected, out[0])
+
+    # -- whole subtrees --------------------------------------------------------------------
+    def relation(self, depth: int, top: bool = True) -> Rel:
+        """A subtree: a leaf or a join of window rows, then operators in a random order
+        (no more joins once it has MAX_OPS operators)."""
+        d = self.draw
+        r = self.rows_join() if self.chance(40 if top else 8) else self.leaf()
+        for _ in range(d(st.integers(1, depth + 1))):
+            kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join",
+                                      "join", "derived", "union"]))
+            if kind in ("join", "union") and _ops(r.node) >= MAX_OPS:
+                kind = "aggregate"
+            if kind == "select":
+                r = self.select(r)
+            elif kind == "project":
+                r = self.projection(r)
+            elif kind == "aggregate":
+                r = self.aggregate(r, global_pct=40 if _below(r.node, "join") else 20) or r
+            elif kind == "union":
+                r = self.union(r, depth - 1)
+            elif kind == "derived":  # grouped by a key a projection renames or computes
+                got = self.derived_key(r)
+                r = r if got is None else self.aggregate(got[0], keys=[got[1]]) or r
+            else:
+                r = self.join(r, depth - 1)
+        return r
+
+    def union(self, r: Rel, depth: int) -> Rel:
+        """`r` UNION ALL another relation whose columns, of `r`'s types, a projection
+        renames to `r`'s (SQL's by position), else `r` through a selection (a union of
+        a subtree with itself)."""
+        d = self.draw
+        other = self.relation(max(depth, 0), top=False)
+        cols, free = [], list(other.node.schema)
+        for c, t in r.node.schema.items():
+            same = [o for o in free if other.node.schema[o] == t]
+            if not same:
+                cols = None
+                break
+            o = d(st.sampled_from(same))
+            free.remove(o)
+            cols.append((c, bare(o), r.hints.get(c, "value")))
+        right = None if cols is None else self.project(other, [], cols)
+        if right is None:
+            right = self.select(r)
+        try:
+            node = r.node.union_all(right.node)
+        except ValueError:  # a side of tables alone, or another slide
+            return r
+        return Rel(node, f"{r.src}.union_all({right.src})", r.hints)
+
+    def rows_join(self) -> Rel:
+        """Two window-rows relations over windows of different ranges (one slide), each with
+        its own selection and renaming projection, joined on plug keys; then often an
+        aggregate (keyed or global) and sometimes a projection."""
+        d = self.draw
+        keys = list(PLUG_KEYS) if self.chance(50) else [k for k in PLUG_KEYS if k in d(
+            st.lists(st.sampled_from(PLUG_KEYS), min_size=1, max_size=3, unique=True))]
+        ranges = sorted({self.slide * (k + e) for k in range(1, 7) for e in (0.0, 0.25, 0.5)})
+
+        def pairs(ks):
+            v = math.prod(DOMAINS[k] for k in ks)
+            return [(a, b) for a in ranges for b in ranges
+                    if a != b and RATE * a * RATE * b / v <= MAX_ROWS_PER_INSTANT]
+
+        if not pairs(keys):
+            keys = list(PLUG_KEYS)
+        r1, r2 = d(st.sampled_from(pairs(keys)))
+        renamed = d(st.sampled_from(["house_id", "household_id", "plug_id", None, None, None]))
+        renamed = renamed if renamed in keys and self.chance(50) else None
+        sides: list[Rel] = []
+        rname = ""
+        for rng, word in ((r1, "load"), (r2, "work")):
+            r = self.window(rng)
+            if self.chance(85):
+                if self.chance(60):
+                    p = f"property = {d(st.sampled_from([0, 1]))}"
+                    r = self.filter(r, p) or r
+                    if self.chance(25):
+                        r = self.select(r)
+                else:
+                    r = self.select(r)
+            keep = list(keys)
+            if not sides:  # the left may keep more plug keys than it joins on
+                keep += [k for k in PLUG_KEYS if k not in keys and self.chance(30)]
+            outputs = [(self.fresh("v", word), "value", "value")]
+            if sides and renamed:
+                keep.remove(renamed)
+                rname = self.fresh("k", renamed.split("_")[0])
+                outputs.insert(0, (rname, renamed, "key"))
+            if self.chance(35):
+                got = self.computed(r)
+                if got is not None:
+                    outputs.append((self.fresh("x"), *got))
+            keep = [c for c in r.node.schema if c in keep]
+            sides.append(self.project(r, keep, outputs) or r)
+        left, right = sides
+        on: list = list(keys)
+        if renamed and rname in right.node.schema:
+            on = [(k, rname) if k == renamed else k for k in keys]
+        j = self.join_call(left, right, on)
+        if j is None or estimated_rows(j.node) > MAX_ROWS_PER_INSTANT:
+            return left
+        if self.chance(30):
+            vs = self.cols(j, "value", types=("DOUBLE",))
+            if len(vs) >= 2:
+                j = self.filter(j, f"{ref(vs[0])} > {ref(vs[1])}") or j
+        if self.chance(75):
+            a = self.aggregate(j, global_pct=40)
+            if a is not None:
+                j = a
+                if self.chance(40):
+                    j = self.projection(j, computed=d(st.integers(0, 1)))
+        return j
+
+    def join(self, left: Rel, depth: int, table: bool = False) -> Rel:
+        d = self.draw
+        if table or self.chance(25):  # a database table
+            right = self.table()
+        elif self.chance(45):  # self-join: the same subtree on both sides
+            right = left
+        else:
+            right = self.relation(max(depth, 0), top=False)
+        lkeys = [c for c in left.node.schema if left.hints.get(c) in ("key", "code")]
+
+        def common(rr: Rel) -> list[str]:
+            return [c for c in lkeys if c in rr.node.schema and rr.hints.get(c) in ("key", "code")
+                    and _type(left.node.schema[c]) == _type(rr.node.schema[c])]
+
+        keys = common(right)
+        if keys:
+            keys = [c for c in keys if c in d(st.lists(st.sampled_from(keys), min_size=1,
+                                                       max_size=len(keys), unique=True))]
+        if self.chance(15):  # a join on the instant alone (Nexmark q5's window join):
+            agg = self.aggregate(right, keys=[])  # with a global aggregate, one row a side
+            if agg is None:
+                return left
+            right, keys = agg, []
+        elif not keys or _join_rows(left.node, right.node, keys) > MAX_ROWS_PER_INSTANT or (
+                is_row_level(right.node) and self.chance(50)):
+            # no join key, too many rows, or a join of rows or a relation with an aggregate
+            # (CQ1's shape): aggregate the right side by the join keys
+            keys = common(right)
+            if not keys:
+                return left
+            keys = [c for c in keys if c in d(st.lists(st.sampled_from(keys), min_size=1,
+                                                       max_size=len(keys), unique=True))]
+            agg = self.aggregate(right, keys=keys)
+            if agg is None:
+                return left
+            right = agg
+        # rename the right side's other columns: no ambiguous names
+        outputs = [(self.fresh("r", c.split("_")[0]), c, right.hints.get(c, "value"))
+                   for c in right.node.schema if c not in keys]
+        rproj = self.project(right, keys, outputs)
+        if rproj is None:
+            return left
+        out = self.join_call(left, rproj, keys)
+        if out is None or estimated_rows(out.node) > MAX_ROWS_PER_INSTANT:
+            return left  # a near cross product: skip it
+        tabled = [c for c in rproj.node.schema if c not in keys
+                  and rproj.hints.get(c) in GROUPABLE] if right.node.kind == "table" else []
+        if tabled and self.chance(50):  # aggregated by a table's column (issue 41)
+            out = self.aggregate(out, keys=[self.draw(st.sampled_from(tabled))]) or out
+        return out
+
+
