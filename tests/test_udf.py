@@ -22,6 +22,7 @@ from federation.expressions import count, lit, max_
 from federation.logical import window
 from federation.python_functions import udf
 from federation.sqlfront import SqlError
+from tests.sampling import sampled
 from tests.test_sql import H10, STREAMS
 from tests.test_sql import S as S_SQL
 from tests.test_stranger_queries import check_db, rows_of, run_checked
@@ -163,7 +164,7 @@ CUT = "op1=db,op2=spe,op3=db"
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("placement", ["spe", CUT])
+@pytest.mark.parametrize("placement", sampled(["spe", CUT], keep=[CUT]))  # spe: test-long
 def test_python_functions_in_spark_and_across_the_engines(spark, plug_data, tmp_path,
                                                           placement):
     from federation.smartplug import smartplug_stream
