@@ -111,6 +111,29 @@ class _Builder(Expressions):
         except ValueError:  # a relation of a table alone: no window to group over
             return r
 
+    def rank(self, r: Rel) -> Rel:
+        """ROW_NUMBER at each instant: the first n rows per partition (`top`, the window
+        Top-N or ORDER BY ... LIMIT n), or the numbers as a column, often filtered."""
+        d = self.draw
+        cols = list(r.node.schema)
+        order = [f"{c} DESC" if self.chance(50) else c
+                 for c in d(st.lists(st.sampled_from(cols), min_size=1, max_size=2, unique=True))]
+        keys = self.cols(r, *GROUPABLE)
+        part = [self.pick(keys)] if keys and self.chance(60) else []
+        try:
+            if self.chance(60):
+                n = d(st.integers(1, 3))
+                return Rel(r.node.top(n, order, part), f"{r.src}.top({n}, {order!r}, {part!r})",
+                           r.hints)
+            name = self.fresh("rn", "rank")
+            node = r.node.row_number(order, part, name)
+            src = f"{r.src}.row_number({order!r}, {part!r}, {name!r})"
+            if self.chance(50):
+                node, src = node.filter(f"{ref(name)} <= 2"), f"{src}.filter({ref(name) + ' <= 2'!r})"
+            return Rel(node, src, {**r.hints, name: "count"})
+        except ValueError:  # a relation of a table alone: no window to number over
+            return r
+
     def join_call(self, left: Rel, right: Rel, on: list) -> Rel | None:
         try:
             node = left.node.join(right.node, on=on)

@@ -63,6 +63,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
         r = b.projection(r, computed=1)
     if b.chance(6):  # SELECT DISTINCT: a group by every column, its count dropped
         r = b.distinct(r)
+    if b.chance(8):  # ROW_NUMBER: a window Top-N, ORDER BY ... LIMIT n, or the numbers
+        r = b.rank(r)
     q = r.node.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))

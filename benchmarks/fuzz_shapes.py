@@ -26,6 +26,7 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
+    "row_number",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -207,6 +208,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out |= _expr_shapes(written(n, name, call.arg), c.schema)
         elif k == "union":
             out.add("union_all")
+        elif k == "row_number":
+            out.add("row_number")
         elif k == "join":
             lr, rr = is_row_level(n.left), is_row_level(n.right)
             if lr and rr:

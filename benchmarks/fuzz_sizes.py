@@ -93,6 +93,9 @@ def _size(node: Node) -> _Size:
         groups = math.prod(s.distinct.get(c, math.inf) for c in node.keys)
         return _Size(min(s.rows, groups), {c: s.distinct[c] for c in node.keys
                                            if c in s.distinct}, (frozenset(node.keys),))
+    if k == "row_number":  # every row, numbered
+        s = _size(node.child)
+        return _Size(s.rows, {**s.distinct, node.name: s.rows}, s.unique)
     left, right = _size(node.left), _size(node.right)
     if k == "union":  # both sides' rows; a value may be on both sides
         dist = {c: left.distinct[c] + right.distinct[c] for c in left.distinct

@@ -127,6 +127,15 @@ def _aggregate(node, size: NodeSize, kids: list[NodeSize]) -> float:
     return per_window * k.copies + (per_pane if k.copies > 1 else 0.0)
 
 
+@SPE_STATE.register("RowNumber")
+def _row_number(node, size: NodeSize, kids: list[NodeSize]) -> float:
+    """Each open instant's rows, collected per partition (as COUNT(DISTINCT)'s sets)."""
+    (k,) = kids
+    if not k.row_level:
+        return max(k.size, 1.0)
+    return max(k.rate / max(size.l, 1e-12), 1.0) * k.copies * k.copies
+
+
 @SPE_STATE.register("Join")
 def _join(node, size: NodeSize, kids: list[NodeSize]) -> float:
     if any(k.row_level is False and k.rate == 0.0 for k in kids):

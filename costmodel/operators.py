@@ -66,6 +66,16 @@ def _stateful(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) 
     return u
 
 
+@SPE_COST.register("RowNumber")
+def _row_number(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) -> float:
+    """An aggregate's cost (each instant's rows collected per partition, sorted, numbered):
+    window rows copied into every window holding them, one state commit per batch."""
+    (k,) = kids
+    rows = k.rate * (k.copies if k.row_level else 1.0)
+    u = rows * (p.spe_s_per_row.of("aggregate") + p.spe_s_per_window_copy) * spe_row_scale(p)
+    return u + size.l * p.spe_s_per_stateful_op_slide
+
+
 def state_keys(size: NodeSize, kids: list[NodeSize]) -> float:
     """State entries a stateful SPE-op updates per slide (extension, docs/cost-model.md): the groups
     that receive rows in that slide (at most the rows of one slide) x the windows open per
@@ -97,3 +107,8 @@ def python_s_per_row(node: Node, per_call: float) -> float:
 @DB_COST.register("Union")
 def _db_union(node: Node, in_size: float, p: CostProfile) -> float:
     return p.db_scan_s_per_row.of("project") * in_size  # both inputs read once
+
+
+@DB_COST.register("RowNumber")
+def _db_row_number(node: Node, in_size: float, p: CostProfile) -> float:
+    return p.db_scan_s_per_row.of("aggregate") * in_size  # a sort: as a GROUP BY's scan

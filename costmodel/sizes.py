@@ -212,6 +212,13 @@ def _union(node, kids: list[NodeSize]) -> NodeSize:
     return NodeSize(lk.rate + rk.rate, lk.size + rk.size, max(lk.l, rk.l), 1.0, False)
 
 
+@SIZE.register("RowNumber")
+def _row_number(node, kids: list[NodeSize]) -> NodeSize:
+    """Every row of its input, numbered, as a relation (window rows once per window)."""
+    (k,) = kids
+    return NodeSize(k.rate, k.size, k.l, 1.0, False, groups=k.groups)
+
+
 @SIZE.register("QuerySet")
 def _queries(node, kids: list[NodeSize]) -> NodeSize:
     """The root of several queries: their results side by side."""

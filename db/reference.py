@@ -129,6 +129,16 @@ class ReferenceEvaluator:
         return (f"SELECT {cols} FROM ({self.eval(node.left, tau)}) AS lhs UNION ALL "
                 f"SELECT {cols} FROM ({self.eval(node.right, tau)}) AS rhs")
 
+    @REFERENCE.register("RowNumber")
+    def _row_number(self, node, tau: dt.datetime) -> str:
+        order = ", ".join(f"{_q(c)} {'DESC' if d else 'ASC'} NULLS LAST"
+                          for c, d in node.sort_keys)
+        part = f"PARTITION BY {', '.join(map(_q, node.partition_by))} " \
+            if node.partition_by else ""
+        cols = ", ".join(_q(c) for c in node.child.schema)
+        return (f"SELECT {cols}, ROW_NUMBER() OVER ({part}ORDER BY {order}) AS {_q(node.name)} "
+                f"FROM ({self.eval(node.child, tau)}) AS t")
+
     @REFERENCE.register("Join")
     def _join(self, node, tau: dt.datetime) -> str:
         cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"

@@ -58,3 +58,16 @@ MERGE = {
     "count_distinct": lambda e, p: ({p: F.collect_set(e)},
                                     F.size(F.array_distinct(F.flatten(F.collect_list(p))))),
 }
+
+
+def sorted_rows(array: str, keys: list[tuple[str, bool]]) -> Column:
+    """The structs of `array` sorted by `keys` ((field, descending) pairs), NULLs last in
+    every field: `array_sort` with a comparator, the first field that differs deciding."""
+    steps = []
+    for c, desc in keys:
+        lc, rc = f"l.`{c}`", f"r.`{c}`"
+        lt, gt = ("1", "-1") if desc else ("-1", "1")
+        steps.append(f"NULLIF(CASE WHEN {lc} IS NULL AND {rc} IS NULL THEN 0 WHEN {lc} IS NULL "
+                     f"THEN 1 WHEN {rc} IS NULL THEN -1 WHEN {lc} < {rc} THEN {lt} "
+                     f"WHEN {lc} > {rc} THEN {gt} ELSE 0 END, 0)")
+    return F.expr(f"array_sort({array}, (l, r) -> COALESCE({', '.join(steps)}, 0))")

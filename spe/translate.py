@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
-from spe.aggregates import MERGE, agg_column, spark_expr
+from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
@@ -234,6 +234,27 @@ class SpeTranslator:
         cols = [WT, *node.schema]
         left, right = (self.as_relation(s).df.select(*[_c(c) for c in cols]) for s in inputs)
         return SpeStream(left.unionByName(right), False)
+
+    @SPARK.register("RowNumber")
+    def visit_row_number(self, node: Node, inputs: list[SpeStream]) -> SpeStream:
+        """Each instant's rows collected per partition (an aggregate, as Spark's streaming
+        queries allow: its windows or WT, under the watermark), sorted by the node's total
+        order (`array_sort` with a comparator: NULLs last in every column), numbered by
+        their position."""
+        (s,) = inputs
+        cols = list(node.child.schema)
+        keys = [_c(k) for k in node.partition_by]
+        rows = F.collect_list(F.struct(*[_c(c) for c in cols])).alias("_rows")
+        if s.row_level:
+            g = (s.df.groupBy(self._window_column(s), *keys).agg(rows)
+                 .select(F.window_time("window").alias(WT), "_rows"))
+        else:
+            g = s.df.groupBy(_c(WT), *keys).agg(rows)
+        ranked = g.select(_c(WT), F.posexplode(sorted_rows("_rows", node.sort_keys))
+                          .alias("_pos", "_row"))
+        return SpeStream(ranked.select(_c(WT), *[F.col(f"_row.`{c}`").alias(c) for c in cols],
+                                       (F.col("_pos") + 1).cast("bigint").alias(node.name)),
+                         False)
 
     @SPARK.register("Join")
     def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:

@@ -212,6 +212,51 @@ def test_distinct_but_count_s_of_one_expression_is_refused(text, why):
         sql(text, STREAMS)
 
 
+#: Flink's window Top-N, verbatim in form: the two highest readings per house at each
+#: instant, their numbers kept
+TOP_N = f"""
+SELECT * FROM (
+  SELECT house_id, plug_id, value,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end, house_id
+                            ORDER BY value DESC) AS rownum
+  FROM {H10})
+WHERE rownum <= 2
+"""
+#: ORDER BY ... LIMIT n of an aggregate: the three busiest plugs at each instant
+LIMITED = f"""
+SELECT house_id, plug_id, COUNT(*) AS n FROM {H10}
+GROUP BY window_end, house_id, plug_id
+ORDER BY n DESC, window_end LIMIT 3
+"""
+
+
+def top_n_dsl(s):
+    return (window(s, range=10, slide=1).row_number(["value DESC"], ["house_id"], "rownum")
+            .project("house_id", "plug_id", "value", "rownum").filter("rownum <= 2").rstream())
+
+
+def limited_dsl(s):
+    return (window(s, range=10, slide=1).aggregate(by=["house_id", "plug_id"], n=count())
+            .top(3, ["n DESC"]).rstream())
+
+
+def test_window_top_n_and_order_by_limit_are_the_dsl_s_and_equal_the_reference():
+    """Ties (equal counts) are broken by the other columns ascending, NULLs last: the
+    rows kept are one set in every engine."""
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    for text, dsl in ((TOP_N, top_n_dsl), (LIMITED, limited_dsl)):
+        q = sql(text, STREAMS)
+        assert q == dsl(S_SQL)
+        got = check_db(q, rows, per_batch_s=3)
+        per = {}
+        for t, h in zip(got.column("tau").to_pylist(), got.column("house_id").to_pylist()):
+            per[(t, h if text is TOP_N else None)] = per.get((t, h if text is TOP_N else None),
+                                                             0) + 1
+        assert max(per.values()) == (2 if text is TOP_N else 3)
+    ranks = check_db(sql(TOP_N, STREAMS), rows).column("rownum").to_pylist()
+    assert set(ranks) == {1, 2}
+
+
 #: a DuckDB projection computing the keys, Spark's aggregate with FILTER, a DuckDB HAVING,
 #: Spark's projection: every engine boundary cut
 CUT = "op1=db,op2=spe,op3=db,op4=spe"
@@ -225,16 +270,19 @@ UNION_CUT = "op1=db,op2=db,op3=spe,op4=spe,op5=db,op6=spe"
     [("grouped", CUT), ("grouped", "spe"), ("filtered", "spe"),
      ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe"), ("rows", "spe"),
      ("rows", "op1=db,op2=db,op3=spe,op4=db"), ("union", "spe"), ("union", "db"),
-     ("union", UNION_CUT)],
+     ("union", UNION_CUT), ("top_n", "spe"), ("top_n", "db"),
+     ("limited", "op1=spe,op2=db,op3=spe,op4=db")],
     keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
-          ("union", "spe"), ("union", UNION_CUT)]))
+          ("union", "spe"), ("union", UNION_CUT), ("top_n", "spe"),
+          ("limited", "op1=spe,op2=db,op3=spe,op4=db")]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
 
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
-         "rows": rows_dsl, "union": union_dsl}[which](s)
+         "rows": rows_dsl, "union": union_dsl, "top_n": top_n_dsl,
+         "limited": limited_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

@@ -50,7 +50,8 @@ def node_classes() -> list[type]:
 def test_the_node_classes_are_the_plan_s_operators_leaves_and_roots():
     names = {c.__name__: c.role for c in node_classes()}
     assert names == {"Aggregate": "operator", "Join": "operator", "Project": "operator",
-                     "Select": "operator", "Union": "operator", "TimeWindow": "leaf",
+                     "Select": "operator", "Union": "operator", "RowNumber": "operator",
+                     "TimeWindow": "leaf",
                      "TupleWindow": "leaf",
                      "Table": "leaf", "Rstream": "root", "QuerySet": "root"}, names
     # every lowering the engines and models register is checked here

@@ -166,7 +166,7 @@ REFUSED = {
     "q4": "join over stream 'auction' without a window",
     "q6": "window functions (OVER ...) are not supported",
     "q7": "join over stream 'bid' without a window",  # a join of the stream, BETWEEN times
-    "q9": "window functions (OVER ...) are not supported",
+    "q9": "join over stream 'auction' without a window",  # and ROW_NUMBER over it
     "q10": "unknown function DATE_FORMAT()",
     "q11": "session windows are not supported",
     "q12": "found 2: CREATE VIEW, INSERT",  # PROCTIME() in a view
@@ -175,8 +175,8 @@ REFUSED = {
     "q15": "aggregate over stream 'bid' without a window",  # unbounded, COUNT(DISTINCT)
     "q16": "aggregate over stream 'bid' without a window",
     "q17": "aggregate over stream 'bid' without a window",
-    "q18": "window functions (OVER ...) are not supported",
-    "q19": "window functions (OVER ...) are not supported",
+    "q18": "ROW_NUMBER over stream 'bid' without a window",  # an unbounded dedup
+    "q19": "ROW_NUMBER over stream 'bid' without a window",  # an unbounded Top-N
     "q20": "join over stream 'bid' without a window",
     "q22": "unknown function SPLIT_INDEX() (Flink's, from 0; SPLIT_PART",
     "q23": "join over stream 'bid' without a window",

@@ -127,6 +127,16 @@ def _union(node, srcs: list[str]) -> exp.Query:
                      exp.select(*[col(c) for c in cols]).from_(srcs[1]), distinct=False)
 
 
+@DUCKDB.register("RowNumber")
+def _row_number(node, srcs: list[str]) -> exp.Select:
+    """ROW_NUMBER() in the node's total order (NULLs last in every column)."""
+    order = exp.Order(expressions=[exp.Ordered(this=col(c), desc=d, nulls_first=False)
+                                   for c, d in node.sort_keys])
+    rn = exp.Window(this=exp.RowNumber(), order=order,
+                    partition_by=[col(k) for k in node.partition_by] or [exp.Literal.number(1)])
+    return exp.select(*[col(c) for c in node.child.schema], alias(rn, node.name)).from_(srcs[0])
+
+
 @DUCKDB.register("Aggregate")
 def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]

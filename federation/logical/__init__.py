@@ -26,6 +26,7 @@ from federation.logical.plan import (
     leaf_window,
 )
 from federation.logical.queryset import QuerySet, query_set
+from federation.logical.rank import RowNumber
 from federation.logical.table import Table, table
 from federation.logical.union import Union
 from federation.logical.window import TimeWindow, TupleWindow, Window
@@ -38,6 +39,7 @@ __all__ = [
     "NumberedPlan",
     "Project",
     "QuerySet",
+    "RowNumber",
     "Rstream",
     "Select",
     "Table",

@@ -105,6 +105,22 @@ class Node:
         """Every row of both relations at each instant (SQL's UNION ALL)."""
         return Node._operators["union"](self, other)
 
+    def row_number(self, order_by, partition_by: Sequence[str] = (),
+                   name: str = "row_number") -> Node:
+        """Each row's position in its partition at each instant (ROW_NUMBER() OVER
+        (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC."""
+        one = (lambda x: (x,) if isinstance(x, str) else tuple(x))
+        return Node._operators["row_number"](self, one(partition_by), one(order_by), name)
+
+    def top(self, n: int, order_by, partition_by: Sequence[str] = ()) -> Project:
+        """The first `n` rows of each partition at each instant under `order_by` (Flink's
+        window Top-N; ORDER BY ... LIMIT n); ties as `row_number` breaks them."""
+        cols, hidden = list(self.schema), "_rank"
+        while hidden in cols:
+            hidden = "_" + hidden
+        return self.row_number(order_by, partition_by, hidden).filter(
+            f"{hidden} <= {int(n)}").project(*cols)
+
     def distinct(self) -> Project:
         """The distinct rows at each instant (SQL's SELECT DISTINCT): a group by every
         column, whose row count the projection above drops."""

@@ -12,12 +12,13 @@ from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import window  # noqa: F401 - doctests
 from federation.logical.join import Join
 from federation.logical.nodes import Node, Project, Rstream, Select
+from federation.logical.rank import RowNumber
 from federation.logical.table import Table, fold_tables
 from federation.logical.union import Union
 from federation.logical.window import Window
 
 #: the relation-to-relation operators, the ones the optimizer places
-R2R_KINDS = (Select, Project, Join, Aggregate, Union)
+R2R_KINDS = (Select, Project, Join, Aggregate, Union, RowNumber)
 
 
 def is_row_level(node: Node) -> bool:

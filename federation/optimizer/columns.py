@@ -79,6 +79,12 @@ def _aggregate(node, want: set[str], n: _Narrowing) -> None:
     n.visit(node.child, refs)
 
 
+@READS.register("RowNumber")
+def _row_number(node, want: set[str], n: _Narrowing) -> None:
+    """Every column: the numbering breaks ties by all of them (RowNumber.sort_keys)."""
+    n.visit(node.child, set(node.child.schema))
+
+
 @READS.register("Union")
 def _union(node, want: set[str], n: _Narrowing) -> None:
     """Every column of both sides: their schemas must stay equal (a side of window rows

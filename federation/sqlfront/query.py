@@ -4,7 +4,7 @@
 its clauses take effect: WITH binds each CTE to its plan (a CTE used twice is the same
 subplan twice), FROM builds the scope (from_clause.py), WHERE filters it, the SELECT list
 with GROUP BY and HAVING ends it (select_list.py). The modifiers that have no meaning on a
-stream (ORDER BY, LIMIT, DISTINCT, OVER, ...) and set operations are refused:
+stream (ORDER BY without LIMIT, OFFSET, OVER but ROW_NUMBER, ...) are refused:
 
     >>> from federation.smartplug import smartplug_stream
     >>> from federation.sqlfront.dialect import SqlError
@@ -26,16 +26,13 @@ from sqlglot import exp
 from federation.logical import Node, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
+from federation.sqlfront.ranking import numbered, order_limit, refuse_window_functions
 from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)
 MODIFIERS = (
-    ("order", "ORDER BY", ("ORDER BY on a stream is not supported: each slide "
-                           "instant's result is a relation; sort the output file "
-                           "instead")),
-    ("limit", "LIMIT", "LIMIT on a stream is not supported"),
     ("offset", "OFFSET", "OFFSET on a stream is not supported"),
     ("qualify", "QUALIFY", "QUALIFY is not supported"),
     ("windows", "WINDOW", "named windows (WINDOW w AS ...) are not supported"),
@@ -100,13 +97,18 @@ class Translator:
                                               q.args.get("group") or q)
         elif distinct:
             self.from_clause.refuse_unbounded(scope.node, "DISTINCT", "DISTINCT", distinct)
+        for e in (e for e in q.expressions if numbered(e)):  # Flink's: over every row so far
+            self.from_clause.refuse_unbounded(scope.node, "ROW_NUMBER", "OVER", e)
+        if q.args.get("limit") is not None:
+            self.from_clause.refuse_unbounded(scope.node, "ORDER BY ... LIMIT", "LIMIT",
+                                              q.args["limit"])
         node = select_list(self.text, q, scope, self.from_clause.instant_names)
-        if not distinct:
-            return node
-        if distinct.args.get("on") is not None:
+        if distinct and distinct.args.get("on") is not None:
             raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
                        "DISTINCT", distinct, "DISTINCT")
-        return self.named_as(node, self.text.build("DISTINCT", distinct, node.distinct))
+        if distinct:
+            node = self.named_as(node, self.text.build("DISTINCT", distinct, node.distinct))
+        return self.named_as(node, order_limit(self.text, q, node))  # ORDER BY ... LIMIT n
 
     def with_ctes(self, q: exp.Query, ctes: dict[str, Node]) -> dict[str, Node]:
         """The CTEs in scope of `q`: `ctes` and those of its WITH (not RECURSIVE)."""
@@ -149,7 +151,9 @@ class Translator:
         out = self.text.build("UNION", q, lambda: left.union_all(right))
         if q.args.get("distinct"):
             out = self.text.build("UNION", q, out.distinct)
-        return self.named_as(left, out)
+        if q.args.get("limit") is not None:
+            self.from_clause.refuse_unbounded(out, "ORDER BY ... LIMIT", "LIMIT", q.args["limit"])
+        return self.named_as(left, order_limit(self.text, q, out))
 
 
 def refuse_modifiers(text: SqlText, q: exp.Select | exp.Union) -> None:
@@ -160,8 +164,5 @@ def refuse_modifiers(text: SqlText, q: exp.Select | exp.Union) -> None:
         if v:
             raise text.fail(message, clause, v if isinstance(v, exp.Expression) else None,
                             clause)
-    for e in q.expressions:
-        w = e.find(exp.Window)
-        if w is not None:
-            raise text.fail("window functions (OVER ...) are not supported; use a window "
-                            "table function and GROUP BY", "OVER", w, "OVER")
+    if isinstance(q, exp.Select):
+        refuse_window_functions(text, q)

@@ -19,6 +19,7 @@ from federation.expressions import AggCall, agg_call
 from federation.logical import Node
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.ranking import number_rows, numbered
 from federation.sqlfront.scopes import Scope, rewrite
 
 _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
@@ -47,6 +48,7 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
     items = list(q.expressions)
     group = q.args.get("group")
     having = q.args.get("having")
+    rn = number_rows(text, q, scope, aggregates(q))  # ROW_NUMBER() OVER (...) AS rn
     if aggregates(q):
         return aggregate(text, q, scope, items, group, having)
     if len(items) == 1 and isinstance(items[0], exp.Star):
@@ -62,6 +64,10 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
                             "SELECT", e, "*")
         if scope.is_instant(inner):
             continue  # the instant: every result row carries it as tau
+        if numbered(e):  # a column of the RowNumber below
+            columns.append(rn)
+            order.append(rn)
+            continue
         check_scalar(text, inner, "SELECT")
         out = scope.resolve(inner, "SELECT")
         alias = e.alias if isinstance(e, exp.Alias) else None

@@ -1,0 +1,112 @@
+"""Ranking at each instant: `ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) AS rn` in a
+SELECT list (Flink's window Top-N: `WHERE rn <= n` over it), and `ORDER BY ... LIMIT n` of
+a SELECT or a UNION (the first n rows of each instant's result). Both become the plan's
+`RowNumber` (federation/logical/rank.py), whose order is total: after the ORDER BY, the
+other columns ascending, NULLs last in every column (so every engine picks the same rows).
+`window_start` and `window_end` in PARTITION BY or ORDER BY are the instant (dropped).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from federation.logical import Node
+from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.scopes import Scope
+
+
+def numbered(item: exp.Expression) -> bool:
+    """`item` (a SELECT item) is `ROW_NUMBER() OVER (...)`, named or not."""
+    inner = item.this if isinstance(item, exp.Alias) else item
+    return isinstance(inner, exp.Window) and isinstance(inner.this, exp.RowNumber)
+
+
+def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
+    """Every OVER but a SELECT item's own `ROW_NUMBER() OVER (...) AS name` is refused."""
+    for e in q.expressions:
+        for w in e.find_all(exp.Window):
+            if numbered(e) and w is (e.this if isinstance(e, exp.Alias) else e):
+                continue
+            raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER() "
+                            "OVER (PARTITION BY ... ORDER BY ...) AS name as a SELECT item; "
+                            "use a window table function and GROUP BY", "OVER", w, "OVER")
+
+
+def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) -> str | None:
+    """The ROW_NUMBER item of `q`, if any, as a RowNumber over the scope's relation (the
+    scope then reads it); its name, which the SELECT list reads as a column."""
+    items = [e for e in q.expressions if numbered(e)]
+    if not items:
+        return None
+    if len(items) > 1:
+        raise text.fail("one ROW_NUMBER() per SELECT", "OVER", items[1], "OVER")
+    item = items[0]
+    w = item.this if isinstance(item, exp.Alias) else item
+    if not isinstance(item, exp.Alias):
+        raise text.fail("name the row number: ROW_NUMBER() OVER (...) AS name", "OVER", item)
+    if aggregated:
+        raise text.fail("ROW_NUMBER() beside GROUP BY or aggregates: aggregate in a subquery "
+                        "and number its rows above it", "OVER", item, "OVER")
+    part = [_column(text, scope, p, "PARTITION BY") for p in w.args.get("partition_by") or []]
+    order = []
+    for o in (w.args.get("order") or exp.Order(expressions=[])).expressions:
+        name = _column(text, scope, o.this, "ORDER BY")
+        if name is not None:
+            order.append((name, _descending(text, o)))
+    if not order:
+        raise text.fail("ROW_NUMBER() OVER (... ORDER BY ...): order by at least one column "
+                        "(the window's instant alone leaves the order open)", "OVER", w, "OVER")
+    node = scope.node
+    scope.node = text.build("OVER", w, lambda: node.row_number(
+        order, [p for p in part if p is not None], item.alias))
+    return item.alias
+
+
+def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
+    """`ORDER BY ... LIMIT n` of `q` over its plan `node`: the first n rows at each instant
+    (`Node.top`). ORDER BY without LIMIT, LIMIT without ORDER BY and OFFSET are refused."""
+    order, limit = q.args.get("order"), q.args.get("limit")
+    if order is None and limit is None:
+        return node
+    if limit is None:
+        raise text.fail("ORDER BY without LIMIT: each instant's result is a set of rows (sort "
+                        "the output file instead); ORDER BY ... LIMIT n keeps the first n",
+                        "ORDER BY", order, "ORDER BY")
+    if order is None:
+        raise text.fail("LIMIT without ORDER BY: which rows is not defined; write ORDER BY "
+                        "... LIMIT n", "LIMIT", limit, "LIMIT")
+    n = limit.expression
+    if not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()
+            and int(n.this) >= 1):
+        raise text.fail("LIMIT takes a whole number >= 1", "LIMIT", limit, "LIMIT")
+    keys = []
+    for o in order.expressions:
+        c = o.this
+        if isinstance(c, exp.Column) and c.name in ("window_start", "window_end") \
+                and c.name not in node.schema:
+            continue  # the instant: each instant's rows are ordered on their own
+        if not isinstance(c, exp.Column) or c.name not in node.schema:
+            raise text.fail(f"ORDER BY {c.sql()}: order by a column of the result (available: "
+                            f"{', '.join(node.schema)})", "ORDER BY", o, "ORDER BY")
+        keys.append((c.name, _descending(text, o)))
+    if not keys:
+        raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
+                        "ORDER BY", order, "ORDER BY")
+    return text.build("ORDER BY", order, lambda: node.top(int(n.this), keys))
+
+
+def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str | None:
+    """A PARTITION BY or ORDER BY item: a column (None for the instant)."""
+    if scope.is_instant(e):
+        return None
+    out = scope.resolve(e, clause)
+    if not isinstance(out, exp.Column):
+        raise text.fail(f"{clause} {e.sql()}: a column (compute it in a subquery)", clause, e)
+    return out.name
+
+
+def _descending(text: SqlText, o: exp.Ordered) -> bool:
+    if o.args.get("nulls_first"):
+        raise text.fail("NULLS FIRST: NULLs come last in every order here", "ORDER BY", o,
+                        "NULLS")
+    return bool(o.args.get("desc"))
