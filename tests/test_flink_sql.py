@@ -263,6 +263,9 @@ CUT = "op1=db,op2=spe,op3=db,op4=spe"
 #: one side's selection in DuckDB, the other's in Spark, the union in DuckDB, the aggregate
 #: in Spark
 UNION_CUT = "op1=db,op2=db,op3=spe,op4=spe,op5=db,op6=spe"
+#: the aggregate in DuckDB, the row numbers in Spark (over a relation), the selection in
+#: DuckDB, the projection in Spark
+LIMIT_CUT = "op1=db,op2=spe,op3=db,op4=spe"
 
 
 @pytest.mark.spark
@@ -271,10 +274,9 @@ UNION_CUT = "op1=db,op2=db,op3=spe,op4=spe,op5=db,op6=spe"
      ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe"), ("rows", "spe"),
      ("rows", "op1=db,op2=db,op3=spe,op4=db"), ("union", "spe"), ("union", "db"),
      ("union", UNION_CUT), ("top_n", "spe"), ("top_n", "db"),
-     ("limited", "op1=spe,op2=db,op3=spe,op4=db")],
+     ("limited", "op1=spe,op2=db,op3=spe,op4=db"), ("limited", LIMIT_CUT)],
     keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
-          ("union", "spe"), ("union", UNION_CUT), ("top_n", "spe"),
-          ("limited", "op1=spe,op2=db,op3=spe,op4=db")]))
+          ("union", "spe"), ("union", UNION_CUT), ("limited", LIMIT_CUT)]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
