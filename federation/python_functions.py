@@ -253,6 +253,13 @@ def plan_functions(root: object) -> list[Function]:
     return [found[k] for k in sorted(found)]
 
 
+def sql_functions(sql: exp.Expression) -> list[Function]:
+    """The UDFs a generated SQL statement (a DB-op's) calls, once each by name."""
+    found = {u.name: Function(u.name, u.returns, u.apply)
+             for u in (lookup(c.name) for c in calls(sql))}
+    return [found[k] for k in sorted(found)]
+
+
 def own_calls(values: list, schema: dict[str, str]) -> tuple[int, float]:
     """The UDF calls in `values` (a node's fields) and their seconds per row over a
     relation of `schema` (`Udf.check`)."""

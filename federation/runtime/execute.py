@@ -284,8 +284,7 @@ class _Run:
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,
                                  table_files=table_files, moved_after=None if h.after is None
-                                 else (lambda: h.after.wait(self.halt)),
-                                 functions=self.lg.root.functions())
+                                 else (lambda: h.after.wait(self.halt)))
                 for c in plan.db_ops}
         collectors = {q: ResultParts(results_dir(work, q), staged.columns[q],
                                      sinks[q], q) for q in staged.tops}

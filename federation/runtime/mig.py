@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +20,7 @@ from federation.conventions import OUT, TAU, TS, WT, output_column
 from federation.instants import first_instant
 from federation.logical import leaf_window
 from federation.physical import DbOp
+from federation.python_functions import sql_functions
 from federation.runtime.phases import PHASES
 
 ONE_US = dt.timedelta(microseconds=1)
@@ -109,8 +110,7 @@ class MigRuntime:
                  life: tuple[dt.datetime, dt.datetime | None] | None = None,
                  state_path: str | None = None, moved=None,
                  stop_at: dt.datetime | None = None, table_files: dict | None = None,
-                 moved_after: Callable[[], None] | None = None,
-                 functions: Sequence = ()) -> None:
+                 moved_after: Callable[[], None] | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
         (federation.instants); the MIG computes exactly those instants, empty ones
         included; a followed input has no last one (None: every instant up to the clock,
@@ -123,7 +123,6 @@ class MigRuntime:
         `moved_after` (it returns once the old placement has finished, or raises) at the
         first micro-batch, after it returned (an overlapped start: the old DB-op's file is
         complete only then).
-        `functions`: the Python functions its SQL calls (federation.udf).
         `stop_at`: the migration instant (`stop_before`). `table_files`: the run's copy of
         each database table the DB-op reads (federation/runtime/tables.py)."""
         self.db_op = db_op
@@ -135,7 +134,7 @@ class MigRuntime:
                               for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path,
-                              functions=functions)
+                              functions=sql_functions(db_op.sql))  # federation.udf
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None
