@@ -253,10 +253,10 @@ def plan_functions(root: object) -> list[Function]:
     return [found[k] for k in sorted(found)]
 
 
-def sql_functions(sql: exp.Expression) -> list[Function]:
-    """The UDFs a generated SQL statement (a DB-op's) calls, once each by name."""
+def sql_functions(*sql: exp.Expression | None) -> list[Function]:
+    """The UDFs generated SQL statements (a DB-op's, its slice folds) call, once each."""
     found = {u.name: Function(u.name, u.returns, u.apply)
-             for u in (lookup(c.name) for c in calls(sql))}
+             for e in sql if e is not None for u in (lookup(c.name) for c in calls(e))}
     return [found[k] for k in sorted(found)]
 
 

@@ -88,8 +88,7 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
     hi = max(pc.max(t.column(ts[n])).as_py() for n, t in rows.items())
     t0 = lo.replace(microsecond=0)
     last = last_instant(hi, extent_of(windows), slide)
-    migs = [MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes,
-                       functions=plan.root.functions())
+    migs = [MigRuntime(op, slide, life=(first_instant(lo, slide), last), plan_nodes=plan.nodes)
             for op in ops]
     rows = {n: t.append_column("_ts", t.column(ts[n])) for n, t in rows.items()}
     outs: dict[str, list[pa.Table]] = {name: [] for name in plan.tops}
