@@ -14,9 +14,10 @@ def register_functions(con: duckdb.DuckDBPyConnection, functions: Sequence) -> N
     """Register each function (`name`, `returns` as a plan type, `apply(*arrays)`); its
     arguments take the types of the call (DuckDB's ANY), its result is `returns`."""
     for f in functions:
-        if con.execute("SELECT 1 FROM duckdb_functions() WHERE function_name = ? AND "
-                       "function_type = 'scalar' AND NOT internal", [f.name]).fetchall():
-            con.remove_function(f.name)  # registered before on this connection
+        try:  # registered before on this connection (DuckDB lists it as internal)
+            con.remove_function(f.name)
+        except duckdb.InvalidInputException:
+            pass
         con.create_function(f.name, _varargs(f.apply), None, DUCKDB_TYPES[f.returns], type="arrow",
                             null_handling="special", side_effects=False)
 

@@ -60,10 +60,12 @@ def moved_table(name: str) -> exp.Table:
 
 
 def binding_error(select: str, table: str, columns: dict[str, str],
-                  schema: str = MOVED) -> str | None:
+                  schema: str = MOVED, functions: Sequence = ()) -> str | None:
     """Why `select` does not bind against `schema`.`table` with these columns (the columns'
-    SQL types), or None when it does; nothing is read (an empty in-memory table)."""
+    SQL types), or None when it does; nothing is read (an empty in-memory table).
+    `functions`: the Python functions it calls (db.functions)."""
     con = duckdb.connect()
+    register_functions(con, functions)
     try:
         con.execute(f"ATTACH ':memory:' AS {schema}")
         con.execute(f"USE {schema}")

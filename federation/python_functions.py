@@ -253,10 +253,15 @@ def plan_functions(root: object) -> list[Function]:
     return [found[k] for k in sorted(found)]
 
 
-def sql_functions(*sql: exp.Expression | None) -> list[Function]:
-    """The UDFs generated SQL statements (a DB-op's, its slice folds) call, once each."""
+def sql_functions(*sql: exp.Expression | str | None) -> list[Function]:
+    """The UDFs generated SQL statements (a DB-op's, its slice folds, a move's SELECTs:
+    DuckDB's text) call, once each."""
+    from sqlglot import parse_one
+
+    trees = [parse_one(e, dialect="duckdb") if isinstance(e, str) else e
+             for e in sql if e is not None]
     found = {u.name: Function(u.name, u.returns, u.apply)
-             for e in sql if e is not None for u in (lookup(c.name) for c in calls(e))}
+             for e in trees for u in (lookup(c.name) for c in calls(e))}
     return [found[k] for k in sorted(found)]
 
 

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.fuzz_queries import queries
+from db.functions import register_functions
 from federation.errors import PlacementError
 from federation.expressions import count
 from federation.instants import extent_of, first_instant, last_instant
@@ -82,6 +83,7 @@ def _spark_side(t: pa.Table, node) -> pa.Table:
     """The window rows `t` through the selections and projections Spark runs below a MIG
     input (`node`), each as the reference evaluator (db/reference.py) does, on DuckDB
     relations: not through `row_chain`, which a move uses on the moved rows."""
+    register_functions(_CON, node.functions())  # a chain's Python functions (federation.udf)
     chain = []
     while not isinstance(node, Window):
         chain.append(node)
@@ -131,6 +133,28 @@ def test_a_db_op_started_from_moved_state_continues_exactly(name, old, new, scal
         assert got.num_rows > 0 and min(got.column("_tau").to_pylist()) == stop_at
         problem = diff_results(got, want)
         assert problem is None, f"{c}: {problem}"
+
+
+def test_a_move_takes_rows_through_a_python_function_the_new_db_op_does_not_call(tmp_path):
+    """The old DB-op keeps the window's rows; the new one reads them through a projection
+    that calls a Python function, run in Spark after the migration: the move computes it
+    on the moved rows, so the function is registered where the move's SELECT binds and
+    where it runs (CI at c5d5b40 failed without)."""
+    from federation.expressions import count_distinct
+    from federation.smartplug import smartplug_stream
+    from tests.test_udf import scaled
+
+    q = (window(smartplug_stream(rate=2000), range=3, slide=1)
+         .project("plug_id", x=scaled("value", "plug_id"))
+         .aggregate(by=["plug_id"], m=count_distinct("x")).rstream())  # keeps the rows
+    lg = NumberedPlan.of(q)
+    po, pn = build_physical_plan(lg, "db"), build_physical_plan(lg, "op1=spe,op2=db")
+    rng = np.random.default_rng(5)
+    seconds = [second_of_rows(s, 200, 20, rng) for s in range(9)]
+    runs = _continuation(po, pn, seconds, T0 + dt.timedelta(seconds=4), 1.0, 3.0, tmp_path)
+    for c, (got, want, moved) in runs.items():
+        assert moved and all(moved.values()) and got.num_rows > 0, c
+        assert diff_results(got, want) is None
 
 
 def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s: float,

@@ -135,7 +135,8 @@ class MigRuntime:
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path,
                               functions=sql_functions(  # federation.udf
-                                  db_op.sql, *(e for t in db_op.slices for e in (t.fold, t.seal))))
+                                  db_op.sql, *(e for t in db_op.slices for e in (t.fold, t.seal)),
+                                  *(sql for part in moved or () for _, sql in part.rows)))
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None

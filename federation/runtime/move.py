@@ -43,6 +43,7 @@ from federation.instants import holdback
 from federation.logical import Node, Project, Rstream, Select
 from federation.logical.plan import input_key, is_row_level, leaf_window
 from federation.physical import PhysicalPlan
+from federation.python_functions import sql_functions
 from federation.runtime.mig import input_specs
 
 
@@ -150,7 +151,8 @@ def _rows_from(have: Node, spec: InputSpec, want: Node, cols: list[str], need_s:
     q = row_chain(src, chain[::-1], every_column=True)
     q = exp.select(*[exp.column(c, quoted=True) for c in [TS, *cols]]).from_(q.subquery())
     sql = q.sql(dialect="duckdb")
-    why = binding_error(sql, spec.table, {TS: "TIMESTAMP", **spec.columns})
+    why = binding_error(sql, spec.table, {TS: "TIMESTAMP", **spec.columns},
+                        functions=sql_functions(q))
     if why:
         return None, f"{have.label()} without a column the new DB-op needs ({why})"
     return sql, ""
