@@ -135,13 +135,21 @@ class _Builder(Expressions):
             return r
 
     def join_call(self, left: Rel, right: Rel, on: list) -> Rel | None:
+        """An inner join, or now and then an outer one (LEFT, RIGHT, FULL; inner where it
+        would keep a table's rows, which is refused)."""
+        how = self.draw(st.sampled_from(["left", "right", "full"])) if self.chance(25) \
+            else "inner"
         try:
-            node = left.node.join(right.node, on=on)
+            node = left.node.join(right.node, on=on, how=how)
         except ValueError:
-            return None
+            try:
+                node, how = left.node.join(right.node, on=on), "inner"
+            except ValueError:
+                return None
         rkeys = {k if isinstance(k, str) else k[1] for k in on}
         hints = {**left.hints, **{c: h for c, h in right.hints.items() if c not in rkeys}}
-        return Rel(node, f"{left.src}.join({right.src}, on={on!r})", hints)
+        tail = "" if how == "inner" else f", how={how!r}"
+        return Rel(node, f"{left.src}.join({right.src}, on={on!r}{tail})", hints)
 
     # -- leaves ----------------------------------------------------------------------------
     def window(self, range_s: float | None = None) -> Rel:

@@ -26,7 +26,7 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
-    "row_number",
+    "row_number", "outer_join",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -228,6 +228,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("join_renamed_keys")
             if not n.keys:
                 out.add("instant_join")  # on the window's instant alone (Nexmark q5)
+            if n.how != "inner":
+                out.add("outer_join")  # LEFT, RIGHT or FULL: rows with NULLs
             if any(_origin(n, c) is not None for c in n.schema):
                 out.add("computed_across_join")
     if placements and _cuts_every_boundary(q, placements):

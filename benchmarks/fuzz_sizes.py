@@ -104,6 +104,8 @@ def _size(node: Node) -> _Size:
     lk = [a for a, _ in node.keys]
     rk = [b for _, b in node.keys]
     rows = left.rows * right.rows / max(_keys_card(left, lk), _keys_card(right, rk), 1.0)
+    keep_l, keep_r = node.keeps  # an outer join: at most every kept row besides
+    rows += left.rows * keep_l + right.rows * keep_r
     dist = {c: v for c, v in right.distinct.items() if c not in rk}
     dist.update(left.distinct)
     for a, b in node.keys:
@@ -112,7 +114,7 @@ def _size(node: Node) -> _Size:
             dist[a] = min(known)
     dist = {c: min(v, rows) for c, v in dist.items()}
     right_unique = any(u <= set(rk) for u in right.unique)
-    return _Size(rows, dist, left.unique if right_unique else ())
+    return _Size(rows, dist, left.unique if right_unique and not keep_r else ())
 
 
 def _keys_card(s: _Size, keys: list[str]) -> float:

@@ -142,7 +142,7 @@ def _join(node, size: NodeSize, kids: list[NodeSize]) -> float:
         return 0.0  # a database table: Spark's stream-static join keeps no state
     rows = [k for k in kids if k.row_level]
     rels = [k for k in kids if not k.row_level]
-    if len(rows) == 1 and node.keys:  # the time-interval join
+    if len(rows) == 1 and node.keys and node.how == "inner":  # the time-interval join
         return rows[0].size + rels[0].size * rows[0].copies
     return sum(k.size * (k.copies if k.row_level else 1.0) for k in kids)
 

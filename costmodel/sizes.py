@@ -201,6 +201,9 @@ def _join(node, kids: list[NodeSize]) -> NodeSize:
     f = 1.0 / max(gl, gr, 1.0)  # equi-join selectivity
     rate = lk.rate * f * rk.size + rk.rate * f * lk.size  # eq. 2
     size = f * lk.size * rk.size
+    for keep, k in zip(node.keeps, kids):  # an outer join: at least each row it keeps
+        if keep:
+            rate, size = max(rate, k.rate), max(size, k.size)
     return NodeSize(rate, size, max(lk.l, rk.l), 1.0, False, selectivity=f,
                     groups=max(gl, gr, 1.0))
 

@@ -143,10 +143,14 @@ class ReferenceEvaluator:
     def _join(self, node, tau: dt.datetime) -> str:
         cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
         rkeys = {b for _, b in node.keys}
-        cols = [f"lhs.{_q(c)}" for c in node.left.schema]
+        lkeys = dict(node.keys)
+        cols = [f"lhs.{_q(c)}" if c not in lkeys or node.how in ("inner", "left") else
+                f"COALESCE(lhs.{_q(c)}, rhs.{_q(lkeys[c])}) AS {_q(c)}"
+                for c in node.left.schema]
         cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]
+        how = "" if node.how == "inner" else f"{node.how.upper()} OUTER "
         return (f"SELECT {', '.join(cols)} FROM ({self.eval(node.left, tau)}) AS lhs "
-                f"JOIN ({self.eval(node.right, tau)}) AS rhs ON {cond}")
+                f"{how}JOIN ({self.eval(node.right, tau)}) AS rhs ON {cond}")
 
     def evaluate(self, query: Rstream, taus: list[dt.datetime]) -> pa.Table:
         """Result rows at every tau, with a `tau` column first."""

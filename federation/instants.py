@@ -69,7 +69,7 @@ def extent_of(windows: Iterable) -> float:
 
 def holdback(nodes: Iterable) -> tuple[float, float, int]:
     """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
-    back the watermark below a join of window rows (spe.translate._rows_join) by the
+    back the watermark below a join of window rows (spe.joins.rows_join) by the
     window's range (a bound: only joins of rows do)."""
     nodes = list(nodes)
     windows = [n for n in nodes if n.kind == "window"]

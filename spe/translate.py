@@ -10,8 +10,8 @@ A visitor over the plan nodes builds streaming DataFrames. Two shapes of stream 
 
 Aggregation over rows is Spark's sliding `window()` aggregation in append mode; over a
 relation it groups by `_wt`. A join of relations is a stream-stream join on `_wt` and the
-keys. A join with a row-level side (CQ1/CQ2: window contents against the window's own
-aggregate) first collects that side's rows per (window, keys) with Spark's own aggregate,
+keys (an outer join is a cogroup: spe/joins.py). A join with a row-level side (CQ1/CQ2:
+window contents against the window's own aggregate) first collects that side's rows per (window, keys) with Spark's own aggregate,
 joins on (`_wt`, keys) and explodes the collected rows again.
 """
 
@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
+from spe.joins import cogroup_join, rows_join
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
@@ -223,9 +224,12 @@ class SpeTranslator:
             eq = F.col(f"l.`{lk}`") == F.col(f"r.`{rk}`")
             cond = eq if cond is None else cond & eq
         side = "r" if left.static else "l"
-        out = [F.col(f"{side}.{WT}").alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
+        rkey = dict(node.keys) if node.how == "right" else {}  # the stream's key (the node
+        out = [F.col(f"{side}.{WT}").alias(WT)] + [  # keeps no table side's rows alone)
+            F.col(f"r.`{rkey[c]}`" if c in rkey else f"l.`{c}`").alias(c) for c in lcols]
         out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
-        return SpeStream(ldf.join(rdf, cond, "inner").select(*out), False)
+        how = {"inner": "inner", "left": "left_outer", "right": "right_outer"}[node.how]
+        return SpeStream(ldf.join(rdf, cond, how).select(*out), False)
 
     @SPARK.register("Union")
     def visit_union(self, node: Union, inputs: list[SpeStream]) -> SpeStream:
@@ -265,10 +269,17 @@ class SpeTranslator:
         rcols = [c for c in node.right.schema if c not in set(rkeys)]
         if left.static or right.static:
             return self._static_join(node, left, right, lcols, rcols)
-        if left.row_level != right.row_level and self.rows_join == "interval" and lkeys:
-            return self._rows_join(node, left, right, lkeys, rkeys, lcols, rcols)
-        ldf, lpack = self._as_relation(left, lkeys, [c for c in lcols if c not in lkeys], "_lrows")
+        if (left.row_level != right.row_level and self.rows_join == "interval" and lkeys
+                and node.how == "inner"):
+            return SpeStream(rows_join(node, left, right, lkeys, rkeys, lcols, rcols), False)
+        lrest = [c for c in lcols if c not in lkeys]
+        ldf, lpack = self._as_relation(left, lkeys, lrest, "_lrows")
         rdf, rpack = self._as_relation(right, rkeys, rcols, "_rrows")
+        if node.how != "inner":  # spe/joins.py
+            return SpeStream(cogroup_join(
+                node.how, ldf, rdf, lkeys, rkeys, lrest, rcols,
+                "_lrows" if left.row_level else None, "_rrows" if right.row_level else None,
+                list(node.schema)), False)
         ldf = ldf.select(_c(WT), *[_c(k) for k in lkeys], *lpack).alias("l")
         rdf = rdf.select(_c(WT).alias("_rwt"), *[_c(k).alias(f"_rk{i}") for i, k in
                                                    enumerate(rkeys)], *rpack).alias("r")
@@ -290,44 +301,6 @@ class SpeTranslator:
             out_cols.append(F.col(f"_rrow.`{c}`").alias(c) if right.row_level
                             else F.col(f"r.`{c}`").alias(c))
         return SpeStream(j.select(*out_cols), False)
-
-    def _rows_join(self, node: Join, left: SpeStream, right: SpeStream, lkeys: list[str],
-                   rkeys: list[str], lcols: list[str], rcols: list[str]) -> SpeStream:
-        """Window rows joined with a relation (CQ1/CQ2: rows against their window's own
-        aggregate) as Spark's time-interval stream-stream join: a row at `_ts` matches the
-        relation's row of every instant tau with tau - range <= _ts < tau, i.e.
-        `_wt - range < _ts <= _wt`. Each row is kept once in the join's state (until the
-        watermark passes `_ts + range`) instead of once per window holding it; relation rows
-        at instants that are not instants of the rows' window are left out."""
-        w = (left if left.row_level else right).window
-        if w is None or not w.is_time_based:
-            raise NotImplementedError(
-                "tuple-based windows run in the DB only for now; place their operators in db")
-        r_us, sl_us = us(w.range_s), us(w.slide_s)
-        ltag = TS if left.row_level else WT
-        rtag = TS if right.row_level else WT
-        lcol = [c for c in lcols if c not in set(lkeys)]
-        ldf = left.df.select(_c(ltag), *[_c(k) for k in lkeys], *[_c(c) for c in lcol])
-        rdf = right.df.select(_c(rtag).alias(f"_r{rtag}"),
-                              *[_c(k).alias(f"_rk{i}") for i, k in enumerate(rkeys)],
-                              *[_c(c) for c in rcols])
-        def on_instant(col: str) -> Column:  # the relation's rows at the window's instants
-            return ((F.unix_micros(_c(col)) + 1) % sl_us) == 0
-
-        if left.row_level:
-            rdf = rdf.filter(on_instant(f"_r{WT}"))
-        else:
-            ldf = ldf.filter(on_instant(WT))
-        ldf, rdf = ldf.alias("l"), rdf.alias("r")
-        ts, wt = ((F.col(f"l.{TS}"), F.col(f"r._r{WT}")) if left.row_level
-                  else (F.col(f"r._r{TS}"), F.col(f"l.{WT}")))
-        cond = (ts <= wt) & (ts > wt - F.expr(f"INTERVAL {r_us} MICROSECONDS"))
-        for i, k in enumerate(lkeys):
-            cond = cond & (F.col(f"l.`{k}`") == F.col(f"r._rk{i}"))
-        j = ldf.join(rdf, cond, "inner")
-        out = [wt.alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
-        out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
-        return SpeStream(j.select(*out), False)
 
     def _window_column(self, s: SpeStream) -> Column:
         w = s.window

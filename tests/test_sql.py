@@ -160,12 +160,12 @@ G2 = f"(SELECT plug_id, AVG(value) AS a FROM {H30} GROUP BY plug_id)"
 
 #: case: (query, clause named, words of the message)
 REFUSED = {
-    "left outer join": (
-        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id",
-        "LEFT JOIN", "inner equi-joins only"),
-    "full outer join": (
-        f"SELECT * FROM {G} x FULL OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
-        "FULL OUTER JOIN", "inner equi-joins only"),
+    "outer join on more than keys": (
+        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id AND y.a > 1",
+        "JOIN ON", "key equalities only"),
+    "outer join without a side": (
+        f"SELECT * FROM {G} x OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
+        "OUTER JOIN", "names no side"),
     "non-equi join": (f"SELECT * FROM {G} x JOIN {G2} y ON x.m > y.a", "JOIN ON", "non-equi"),
     "cross join": (f"SELECT * FROM {G} x CROSS JOIN {G2} y", "CROSS JOIN", "not supported"),
     "comma join": (f"SELECT * FROM {G} x, {G2} y", "JOIN", "ON or USING"),

@@ -109,15 +109,21 @@ def _project(node, srcs: list[str]) -> exp.Select:
 
 @DUCKDB.register("Join")
 def _join(node, srcs: list[str]) -> exp.Select:
-    rkeys = {r for _, r in node.keys}
-    cols = [col(c, "l") for c in node.left.schema]
+    """An inner or outer join; an outer join's key column is the value of the side a row
+    has (COALESCE, as USING's)."""
+    rkeys = {r: l for l, r in node.keys}
+    lkeys = {l: r for l, r in node.keys}
+    cols = [col(c, "l") if c not in lkeys or node.how in ("inner", "left") else
+            alias(exp.Coalesce(this=col(c, "l"), expressions=[col(lkeys[c], "r")]), c)
+            for c in node.left.schema]
     cols += [col(c, "r") for c in node.right.schema if c not in rkeys]
     cond: exp.Expression = exp.true()
     for i, (lk, rk) in enumerate(node.keys):
         eq = exp.EQ(this=col(lk, "l"), expression=col(rk, "r"))
         cond = eq if i == 0 else exp.and_(cond, eq)
     return (exp.select(*cols).from_(exp.to_table(srcs[0]).as_("l"))
-            .join(exp.to_table(srcs[1]).as_("r"), on=cond))
+            .join(exp.to_table(srcs[1]).as_("r"), on=cond,
+                  join_type="" if node.how == "inner" else f"{node.how} outer"))
 
 
 @DUCKDB.register("Union")

@@ -13,6 +13,9 @@ from federation.logical.nodes import (
     _check_one_slide,
 )
 
+#: the joins of two relations at an instant: inner, and the three outer ones
+HOWS = ("inner", "left", "right", "full")
+
 
 @dataclass(frozen=True, eq=True)
 class Join(Node):
@@ -21,15 +24,24 @@ class Join(Node):
 
     The output keeps the left key columns and every non-key column of both inputs; a
     non-key name present on both sides is ambiguous and must be renamed by a projection.
+
+    `how`: "inner", or an outer join of the instant's two relations: "left" keeps every
+    left row (a row without a match gets NULL right columns), "right" every right row,
+    "full" both. A key column is SQL's `USING` column: the value of the side the row has
+    (COALESCE(left, right)); a NULL key matches nothing.
     """
 
     left: Node
     right: Node
     keys: tuple[tuple[str, str], ...]
+    how: str = "inner"
     kind = "join"
     role = "operator"
 
     def __post_init__(self) -> None:
+        if self.how not in HOWS:
+            raise QueryValidationError("join", "how", f"how={self.how!r}: one of "
+                                       + ", ".join(map(repr, HOWS)))
         _check_child("join", self.left)
         _check_child("join", self.right)
         if not any(n.kind == "window" for side in (self.left, self.right) for n in side.walk()):
@@ -37,6 +49,13 @@ class Join(Node):
                 "join", "input", "both inputs read only database tables: join them in the "
                 "database (a view) and read that view, or join a table with a window")
         _check_one_slide("join", self.left, self.right)
+        for keep, side in zip(self.keeps, ("left", "right")):
+            if keep and not any(n.kind == "window" for n in getattr(self, side).walk()):
+                raise QueryValidationError(
+                    "join", "how", f"a {self.how} outer join would keep every row of the "
+                    f"database table on its {side}, at every instant, also where no "
+                    "stream row arrived: a table is looked up by stream rows (as in Flink's "
+                    "lookup joins, inner or outer on the stream's side only)")
         ls, rs = self.left.schema, self.right.schema
         for lk, rk in self.keys:
             if lk not in ls:
@@ -85,4 +104,10 @@ class Join(Node):
 
     def label(self) -> str:
         on = ", ".join(lk if lk == rk else f"{lk}={rk}" for lk, rk in self.keys)
-        return f"join on {on}" if on else "join on the instant"
+        what = "join" if self.how == "inner" else f"{self.how} outer join"
+        return f"{what} on {on}" if on else f"{what} on the instant"
+
+    @property
+    def keeps(self) -> tuple[bool, bool]:
+        """Whether every left / right row is kept (an outer join's preserved sides)."""
+        return self.how in ("left", "full"), self.how in ("right", "full")

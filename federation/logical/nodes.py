@@ -88,12 +88,14 @@ class Node:
         items += [(name, _expr("project", name, e)) for name, e in outputs.items()]
         return Project(self, tuple(items))
 
-    def join(self, other: Node, on: Sequence[str | tuple[str, str]]) -> Join:
-        """Equi-join with another relation on key columns (names or (left, right) pairs)."""
+    def join(self, other: Node, on: Sequence[str | tuple[str, str]], how: str = "inner"
+             ) -> Join:
+        """Equi-join with another relation on key columns (names or (left, right) pairs);
+        `how`: "inner", "left", "right" or "full" (outer)."""
         if isinstance(on, str):
             on = [on]
         keys = tuple((k, k) if isinstance(k, str) else (k[0], k[1]) for k in on)
-        return Node._operators["join"](self, other, keys)
+        return Node._operators["join"](self, other, keys, how)
 
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Aggregate:
         """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""

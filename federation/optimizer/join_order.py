@@ -54,7 +54,7 @@ def _region(node: Node) -> tuple[list[Node], list[tuple[int, int, tuple]]]:
     edges: list[tuple[int, int, tuple]] = []
 
     def rec(n: Node) -> list[int]:
-        if not isinstance(n, Join):
+        if not _inner(n):
             branches.append(n)
             return [len(branches) - 1]
         left, right = rec(n.left), rec(n.right)
@@ -74,8 +74,14 @@ def order_joins(node: Node, profile: CostProfile | _SpeCoster) -> Node:
     """System-R dynamic programming over the join orders (bushy trees) of each join region."""
     if not isinstance(profile, _SpeCoster):
         profile = _SpeCoster(profile)
-    return node.transform(lambda n: _order_region(n, profile) if isinstance(n, Join) else None,
+    return node.transform(lambda n: _order_region(n, profile) if _inner(n) else None,
                           top_down=True)
+
+
+def _inner(n: Node) -> bool:
+    """An inner join: a region's joins (an outer join's sides are not reordered across it:
+    which rows it keeps depends on them)."""
+    return isinstance(n, Join) and n.how == "inner"
 
 
 def _order_region(node: Join, profile: _SpeCoster) -> Node:

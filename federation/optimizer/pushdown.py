@@ -1,7 +1,8 @@
 """Phase-One rule: selection push-down (paper section 6).
 
-Each conjunct of a selection moves below joins (to the side that has its columns) and
-below projections that pass its columns through unchanged.
+Each conjunct of a selection moves below joins (to the side that has its columns; below an
+outer join only to a side whose every row it keeps) and below projections that pass its
+columns through unchanged.
 """
 
 from __future__ import annotations
@@ -22,19 +23,21 @@ def _push(child: Node, conjuncts: list, selectivity: float | None) -> Node:
     if isinstance(child, Join):
         left, right = child.left, child.right
         rkeys = {r for _, r in child.keys}
+        # below an outer join only to a side it keeps whole: the other side's rows decide
+        # which of its rows get NULLs (a right join's key column is the right side's)
         moved = False
         for c in conjuncts:
             cols = referenced_columns(c)
-            if cols <= set(left.schema):
+            if child.how in ("inner", "left") and cols <= set(left.schema):
                 left = _push(left, [c], None)
                 moved = True
-            elif cols <= (set(right.schema) - rkeys):
+            elif child.how in ("inner", "right") and cols <= set(right.schema) - rkeys:
                 right = _push(right, [c], None)
                 moved = True
             else:
                 stay.append(c)
         if moved:
-            child = Join(left, right, child.keys)
+            child = Join(left, right, child.keys, child.how)
     elif isinstance(child, Project):
         passthrough = {n for n, e in child.outputs if getattr(e, "name", None) == n
                        and e.key == "column"}

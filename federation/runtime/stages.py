@@ -192,7 +192,7 @@ class StageBuilder:
 
     def _holdback(self, oid: str) -> float:
         """Event seconds by which Spark's output at `oid` lags the stage's clock: a join of
-        window rows with a relation (spe.translate._rows_join) holds the watermark of every
+        window rows with a relation (spe.joins.rows_join) holds the watermark of every
         stateful operator above it back by the window's range, so a relation computed there
         at instant tau is complete only once the clock passed tau plus those ranges."""
         pp = self.staged.plan
@@ -201,7 +201,7 @@ class StageBuilder:
             return 0.0  # a source: the stage's spool, or a re-entry with its own punctuation
         kids = pp.logical.children[oid]
         below = max((self._holdback(c) for c in kids), default=0.0)
-        if node.kind == "join":
+        if node.kind == "join" and node.how == "inner":  # an outer one: no interval join
             sides = [self._node(c) for c in kids]
             if sides[0].row_level != sides[1].row_level and not any(x.static for x in sides):
                 rows = sides[0] if sides[0].row_level else sides[1]

@@ -15,8 +15,8 @@ What a query may use (docs/sql.md has the full reference):
   `ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)])` (this project's
   spelling: Flink has no row-count window table function);
 * WHERE, projections with expressions, GROUP BY columns with COUNT/SUM/AVG/MIN/MAX, HAVING,
-  inner equi-joins (`JOIN ... ON a.k = b.k AND ...` or `USING (k)`; further conditions in
-  ON become a selection above the join), subqueries in FROM and CTEs (WITH);
+  equi-joins, inner and LEFT/RIGHT/FULL OUTER (`JOIN ... ON a.k = b.k AND ...` or `USING
+  (k)`; an inner join's further conditions in ON become a selection above it), subqueries in FROM and CTEs (WITH);
 * the result is RSTREAM (the whole result relation at every slide instant), named by
   `INSERT INTO name SELECT ...` or by the `name` argument;
 * a selectivity hint for the optimizer in a comment of a WHERE or HAVING condition:
@@ -30,7 +30,7 @@ One module per concept:
   expression forms every engine evaluates alike; the selectivity hint;
 * query.py: a statement clause by clause (INSERT INTO, WITH, WHERE), refused modifiers;
 * windows.py: the window table functions HOP, TUMBLE and ROWS_WINDOW;
-* from_clause.py: FROM items (windows, CTEs, subqueries) and inner equi-joins;
+* from_clause.py: FROM items (windows, CTEs, subqueries) and equi-joins;
 * scopes.py: names in scope and the columns they reach;
 * select_list.py: projections, GROUP BY, aggregates and HAVING.
 

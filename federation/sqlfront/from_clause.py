@@ -5,11 +5,14 @@ DuckDB file given as `tables` (a plain name that is no stream or CTE), named by 
 (else by its stream, CTE or table name). A bare stream is read through CQL's NOW window:
 at each instant the rows of that instant's slide, so each row once (a window whose range is
 the query's slide: that of its window table functions, else 1 s).
-Joins are inner equi-joins at each instant: `JOIN ... USING (k, ...)` or
-`JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or window_start) is
-implied and dropped, and a condition that is no key equality becomes a selection above
-the join. Outer, CROSS, SEMI, ANTI, NATURAL and comma joins are refused, as is a join
-without a key equality.
+Joins are equi-joins at each instant, inner or LEFT, RIGHT, FULL OUTER: `JOIN ... USING
+(k, ...)` or `JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or
+window_start) is implied and dropped, and a condition of an inner join that is no key
+equality becomes a selection above the join. A bare USING column is the value of the side
+a row has; `a.k` of a side an outer join may miss is NULL there (a copy of the key,
+`key_copies`). CROSS, SEMI, ANTI, NATURAL and comma joins are refused, as is a join
+without a key equality and an outer join's ON condition that is no key equality (it
+would decide which rows match, not which are output).
 """
 
 from __future__ import annotations
@@ -118,13 +121,13 @@ class FromClause:
         """`left` joined with the item of `j` on its key equalities."""
         fail = self.text.fail
         side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if side or kind in ("OUTER", "FULL"):
-            what = f"{side} {kind}".strip() or kind
-            raise fail(f"{what} JOIN is not supported (inner equi-joins only)",
-                       f"{what} JOIN", j, f"{side or kind} ")
         if kind in ("CROSS", "SEMI", "ANTI", "NATURAL"):
-            raise fail(f"{kind} JOIN is not supported (inner equi-joins only)",
-                       f"{kind} JOIN", j, kind)
+            raise fail(f"{kind} JOIN is not supported (equi-joins only: inner, LEFT, RIGHT "
+                       "and FULL OUTER)", f"{kind} JOIN", j, kind)
+        how = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side or kind, "inner")
+        if kind == "OUTER" and not side:
+            raise fail("OUTER JOIN names no side: LEFT, RIGHT or FULL OUTER JOIN",
+                       "OUTER JOIN", j, "OUTER")
         if j.args.get("method"):
             raise fail(f"{j.args['method']} JOIN is not supported", "JOIN", j)
         right = self.source(j.this, ctes)
@@ -163,19 +166,55 @@ class FromClause:
                        "of each side, or of their window instants (a.window_end = "
                        "b.window_end: every pair of rows of one instant)", "JOIN ON",
                        on if on is not None else j, "ON")
+        if rest and how != "inner":
+            raise fail(f"{rest[0].sql()}: an outer join's ON holds key equalities only (a "
+                       "further condition decides which rows match, and unmatched rows are "
+                       "kept with NULLs: filter a side in a subquery, or the result in "
+                       "WHERE)", "JOIN ON", rest[0])
+        if how in ("right", "full"):  # the left side may be missing: a.k is NULL then
+            left = self.key_copies(left, [lk for lk, _ in keys], right, j)
+        if how in ("left", "full"):
+            right = self.key_copies(right, [rk for _, rk in keys], left, j)
         right = self.renamed_apart(left, right, {rk for _, rk in keys}, j)
-        node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys))
+        node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys,
+                                                                  how=how))
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():
             aliases[a] = {c: rkey.get(n, n) for c, n in cols.items()}
-        scope = Scope(self.text, node, aliases, {**left.instants, **right.instants})
+        scope = Scope(self.text, node, aliases, {**left.instants, **right.instants},
+                      {**left.using, **right.using,
+                       **({u.name: lk for u, (lk, _) in zip(using, keys)} if using else {})})
         if rest:
             cond = rest[0] if len(rest) == 1 else exp.and_(*rest)
             check_scalar(self.text, cond, "JOIN ON")
             pred = scope.resolve(cond, "JOIN ON")
             scope.node = self.text.build("JOIN ON", on, lambda: node.filter(pred))
         return scope
+
+    def key_copies(self, side: Scope, keys: list[str], other: Scope, at: exp.Expression
+                   ) -> Scope:
+        """`side` of an outer join that may be missing from an output row: its key
+        columns copied (`<key>_<alias>`) and its aliases' names of them moved to the
+        copies, NULL where the side is missing (the join's key column is the value of the
+        side a row has, as USING's)."""
+        taken = {c.lower() for c in (*side.node.schema, *other.node.schema)}
+        alias = next(iter(side.aliases), "t")
+        copies: dict[str, str] = {}
+        for k in keys:
+            n, i = f"{k}_{alias}", 2
+            while n.lower() in taken:
+                n, i = f"{k}_{alias}{i}", i + 1
+            taken.add(n.lower())
+            copies[k] = n
+        outputs = tuple((c, exp.column(c)) for c in side.node.schema)
+        outputs += tuple((n, exp.column(k)) for k, n in copies.items())
+        child = side.node
+        node = self.text.build("JOIN", at, lambda: Project(child, outputs))
+        aliases = {a: {c: copies.get(n, n) for c, n in cols.items()}
+                   for a, cols in side.aliases.items()}
+        using = {u: copies.get(n, n) for u, n in side.using.items()}
+        return Scope(self.text, node, aliases, side.instants, using)
 
     def renamed_apart(self, left: Scope, right: Scope, rkeys: set[str],
                       at: exp.Expression) -> Scope:
@@ -201,7 +240,7 @@ class FromClause:
         node = self.text.build("JOIN", at, lambda: Project(child, outputs))
         aliases = {a: {c: rename.get(n, n) for c, n in cols.items()}
                    for a, cols in right.aliases.items()}
-        return Scope(self.text, node, aliases, right.instants)
+        return Scope(self.text, node, aliases, right.instants, right.using)
 
     def key_pair(self, c: exp.Expression, left: Scope, right: Scope
                  ) -> tuple[str, str] | tuple[()] | None:

@@ -51,6 +51,9 @@ class Scope:
     #: alias -> {name -> the window column it renames}: a subquery's `window_start AS
     #: starttime` names the instant too (Flink's Nexmark q5 and q8 join on such names)
     instants: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: a bare name of a `JOIN ... USING` column -> the join's key column (one, not the
+    #: sides' columns that an outer join keeps apart)
+    using: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, text: SqlText, node: Node, alias: str,
@@ -92,6 +95,8 @@ class Scope:
                 raise fail(f"unknown column {table}.{name} (available: "
                            f"{', '.join(cols)})", clause, node)
             return cols[name]
+        if name in self.using:
+            return self.using[name]
         hits = {cols[name] for cols in self.aliases.values() if name in cols}
         if not hits and name in self.node.schema:
             return name
