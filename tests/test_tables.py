@@ -1,6 +1,7 @@
 """Database tables in a query (federation/logical/table.py, federation/runtime/tables.py): a
-table of a DuckDB file joined with window rows or with an aggregate equals the reference
-under spe, db, auto and a placement that alternates engines; a run reads the table as it
+table of a DuckDB file joined (inner, or outer keeping the stream's rows) with window rows
+or with an aggregate equals the reference under spe, db, auto and a placement that
+alternates engines; a run reads the table as it
 was when the run started (updated mid-run, the run's results keep that version; the next
 run reads the new one); queries a table cannot serve are refused where they are written."""
 
@@ -61,6 +62,22 @@ def table_join_aggregate(db):
         "house", "city", cost="load * tariff").rstream("cost")
 
 
+def rows_left_join(db):
+    """Every window row, with its house's tariff where the table has the house (house 2
+    has none: NULL), counted per house and tariff."""
+    a = window(PLUGS, range=4, slide=1).project("house_id", w="value")
+    t = table("houses", db=db).project("house_id", "tariff")
+    return a.join(t, on=["house_id"], how="left").aggregate(
+        by=["house_id", "tariff"], n=count(), priced=count("tariff")).rstream("priced")
+
+
+def table_right_join(db):
+    """The mirror: a table on the left of a RIGHT join keeps every aggregate row."""
+    load = window(PLUGS, range=5, slide=1).aggregate(by=["house_id"], load=avg("value"))
+    t = table("houses", db=db).filter("active").project("city", house="house_id")
+    return t.join(load, on=[("house", "house_id")], how="right").rstream("cities")
+
+
 def test_a_table_is_read_as_declared_and_refused_where_it_cannot_serve(setup):
     db = setup / "ref.duckdb"
     t = table("houses", db=db)
@@ -106,8 +123,10 @@ def test_the_db_op_reads_the_table_in_place_and_the_optimizer_knows_its_size(set
 
 @pytest.mark.spark
 @pytest.mark.parametrize("make,which", sampled(
-    [(m, p) for m in (rows_join, table_join_aggregate) for p in PLACEMENTS],
-    keep=[(rows_join, "spe"), (table_join_aggregate, "alternating")]),
+    [(m, p) for m in (rows_join, table_join_aggregate, rows_left_join, table_right_join)
+     for p in PLACEMENTS],
+    keep=[(rows_join, "spe"), (table_join_aggregate, "alternating"),
+          (table_right_join, "alternating")]),  # Spark's stream-static right outer join
     ids=lambda v: getattr(v, "__name__", v))
 def test_a_table_join_equals_the_reference_in_every_placement(make, which, setup, tmp_path,
                                                               spark):
