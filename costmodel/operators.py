@@ -48,8 +48,10 @@ def _stateful(node: Node, size: NodeSize, kids: list[NodeSize], p: CostProfile) 
     each row is copied once, into its pane (one slide), and each pane's partial row per
     group (at most the rows of a slide) into range/slide windows. The per-row terms scale
     with the cores Spark has (spe_row_scale), the per-micro-batch ones do not; every
-    stateful operator commits its state store at every micro-batch (extension)."""
-    c = p.spe_s_per_row.of(node.kind)
+    stateful operator commits its state store at every micro-batch (extension). An outer
+    join is a cogroup in Spark (spe/joins.py): an aggregate's cost per row."""
+    c = p.spe_s_per_row.of("aggregate" if getattr(node, "how", "inner") != "inner"
+                           else node.kind)
     scale = spe_row_scale(p)
     u = 0.0
     c += python_s_per_row(node, p.spe_udf_s_per_row)

@@ -118,8 +118,8 @@ def shared_joins(plan: NumberedPlan, members: list[str], sliced: dict) -> set[st
     rule is written here and in db/ (the layers keep costmodel/ from importing db/)."""
     seen, out = set(), set()
     for m in members:
-        if plan.nodes[m].kind != "join":
-            continue
+        if plan.nodes[m].kind != "join" or plan.nodes[m].how != "inner":
+            continue  # db.sqlgen.share shares inner joins only
         up = _parents(plan, m)
         while len(up) == 1 and up[0] in members and plan.nodes[up[0]].kind == "select":
             up = _parents(plan, up[0])
