@@ -1,4 +1,4 @@
-"""Outer joins (LEFT, RIGHT, FULL) of two instants' relations (docs/sql.md, "Joins").
+"""Outer joins (LEFT, RIGHT, FULL) of two instants' relations (docs/sql.md, its `LEFT JOIN` row).
 
 At each instant a row of a side the join keeps and that matches nothing is output once,
 the other side's columns NULL; a NULL key matches nothing; the key column is the value
