@@ -109,7 +109,8 @@ class Expressions:
         vals = self.cols(r, "value", "ival", types=("DOUBLE",))
         bools = self.cols(r, "bool", types=("BOOLEAN",))
         fams = ["case", "bool", "literal", "literal", "int_arith", "double_arith",
-                "double_arith", "conversion", "conversion", "cast", "cast", "cast", "python"]
+                "double_arith", "conversion", "conversion", "cast", "cast", "cast", "python",
+                "time"]
         if numeric:
             fams = ["case", "int_arith", "double_arith", "double_arith", "conversion", "cast",
                     "cast", "python"]
@@ -140,6 +141,14 @@ class Expressions:
             return (d(st.sampled_from(opts)), "bool") if opts else None
         if family == "literal":
             return d(st.sampled_from(["1", "2", "0"])), "code"
+        if family == "time":  # of the event time: DATE_FORMAT (as STRFTIME), HOUR
+            stamps = self.cols(r, "ts", types=("TIMESTAMP",))
+            if not stamps:
+                return None
+            T = ref(self.pick(stamps))
+            return d(st.sampled_from([(f"STRFTIME({T}, '%H:%M:%S')", "vtime"),
+                                      (f"STRFTIME({T}, '%Y-%m-%d %H:%M')", "vtime"),
+                                      (f"HOUR({T})", "code")]))
         if family == "python":  # a Python function (benchmarks/fuzz_functions.py)
             opts = fuzz_functions.options(K, V, numeric)
             return d(st.sampled_from(opts)) if opts else None

@@ -26,7 +26,7 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
-    "row_number", "outer_join",
+    "row_number", "outer_join", "time_function",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -130,6 +130,8 @@ def _expr_shapes(e: exp.Expression, schema: dict) -> set[str]:
         out.add("python_function")
     if e.find(exp.IntDiv, exp.Mod, exp.Div, exp.Round):
         out.add("conversion")
+    if e.find(exp.TimeToStr, exp.Hour):
+        out.add("time_function")  # DATE_FORMAT (STRFTIME), HOUR of the event time
     if isinstance(e, exp.Literal):
         out.add("computed_literal")
     t = _safe_type(e, schema)

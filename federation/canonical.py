@@ -49,6 +49,8 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
                 raise ValueError(f"{node.sql('duckdb')!r}: HOUR of a TIMESTAMP")
             if not (isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "INT"):
                 return _try_cast(node.copy(), "INT")
+        if isinstance(node, exp.TimeToStr):
+            _time_format(node, t)
         if isinstance(node, exp.Cast):
             return _cast(node, t(node.this))
         if isinstance(node, _STRING_FUNCS):
@@ -87,6 +89,25 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
 #: the string functions every engine computes alike (with the checks of _string_function)
 #: regular-expression syntax that RE2 (DuckDB) and java.util.regex (Spark) read differently
 _REGEX_APART = re.compile(r"\(\?(?!:)|\\[1-9]|\\[pPQEZzAG]|\[\[:")
+
+
+_TIME_FORMAT = re.compile(r"(%[YmdHMS]|[-:/. _])*")
+
+
+def _time_format(node: exp.TimeToStr, t) -> None:
+    """DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss') (DuckDB's STRFTIME): of a TIMESTAMP (UTC in
+    every engine), a pattern of the numeric fields year, month, day, hour, minute, second
+    and separators, which Spark's DATE_FORMAT and DuckDB's STRFTIME write alike (names of
+    days and months, fractions and zones they do not)."""
+    what = node.sql("spark")  # DATE_FORMAT(ts, 'yyyy-MM-dd'), as written
+    if t(node.this) != "TIMESTAMP":
+        raise ValueError(f"{what!r}: DATE_FORMAT of a TIMESTAMP, not a {t(node.this)}")
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string
+            and _TIME_FORMAT.fullmatch(fmt.this)):
+        raise ValueError(f"{what!r}: a DATE_FORMAT pattern of yyyy, MM, dd, HH, mm, ss and "
+                         "the separators - : / . _ and space (STRFTIME: %Y %m %d %H %M "
+                         "%S), as a string")
 
 
 def _string_function(node: exp.Expression, t) -> exp.Expression:

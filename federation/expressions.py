@@ -135,6 +135,8 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
                        schema)
     if isinstance(e, exp.Hour):
         return "INT"
+    if isinstance(e, exp.TimeToStr):  # DATE_FORMAT / STRFTIME
+        return "VARCHAR"
     if isinstance(e, exp.Anonymous):
         if e.name.lower() not in FUNCTION_TYPES:
             raise ValueError(f"unknown function {e.name}() (a Python function is registered "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -41,7 +41,7 @@ SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, e
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
            exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
-           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.Hour)
+           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.Hour, exp.TimeToStr)
 _SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
 
 
@@ -60,11 +60,29 @@ class SqlError(FedqError, ValueError):
         super().__init__(f"SQL {where} ({clause}): {message}")
 
 
+#: DATE_FORMAT's pattern letters (Flink's and Spark's, Java's) as strftime writes them
+_JAVA_TIME = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+
+
+def _date_format(args: list) -> exp.Expression:
+    """Flink's `DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss')` as sqlglot's TimeToStr (DuckDB's
+    STRFTIME, Spark's DATE_FORMAT) of the strftime pattern; a letter outside yyyy, MM,
+    dd, HH, mm, ss stays as written and is refused by federation.canonical."""
+    if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
+        return exp.Anonymous(this="DATE_FORMAT", expressions=args)
+    parts = re.findall(r"yyyy|MM|dd|HH|mm|ss|[A-Za-z]+|[^A-Za-z]+", args[1].this)
+    fmt = "".join(_JAVA_TIME.get(x, x) for x in parts)
+    return exp.TimeToStr(this=args[0], format=exp.Literal.string(fmt))
+
+
 class FedqSql(DuckDB):
     """DuckDB's dialect, reading `TABLE name` inside a function call as a table argument
-    (the window table functions' first argument) instead of `TABLE name` as a query."""
+    (the window table functions' first argument) instead of `TABLE name` as a query, and
+    Flink's DATE_FORMAT."""
 
     class Parser(DuckDB.Parser):
+        FUNCTIONS: ClassVar[dict] = {**DuckDB.Parser.FUNCTIONS, "DATE_FORMAT": _date_format}
+
         def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
             if (self._curr is not None and self._curr.token_type == TokenType.TABLE
                     and self._next is not None

@@ -76,7 +76,8 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
             order.append(out.name)
             continue
         if alias is None:
-            raise text.fail(f"name the expression {inner.sql()!r}: {inner.sql()} AS name",
+            shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
+            raise text.fail(f"name the expression {shown!r}: {shown} AS name",
                             "SELECT", e)
         outputs[alias] = out
         order.append(alias)
@@ -158,7 +159,8 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
             order.append(alias or k)
             continue
         if alias is None:
-            raise text.fail(f"name the expression {inner.sql()!r}: {inner.sql()} AS name",
+            shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
+            raise text.fail(f"name the expression {shown!r}: {shown} AS name",
                             "SELECT", e)
         check_scalar(text, inner, "SELECT", aggs_ok=True)
         computed[alias] = aggs.over(inner)
