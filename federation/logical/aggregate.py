@@ -65,7 +65,8 @@ class Aggregate(Unary):
                 if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES:
                     raise QueryValidationError(
                         "aggregate", name,
-                        f"{call.func.upper()} over non-numeric {call.arg.sql()!r} ({t})",
+                        f"{call.func.upper()} over non-numeric "
+                        f"{call.arg.sql(dialect='spark')!r} ({t})",
                     )
             elif call.func != "count":
                 raise QueryValidationError("aggregate", name, f"{call.func.upper()} needs an "

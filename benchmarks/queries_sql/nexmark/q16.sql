@@ -1,6 +1,6 @@
 -- Nexmark q16, channel statistics per day: q15 per channel. A daily TUMBLE as in q15;
 -- Flink's `minute` column (the latest bid's DATE_FORMAT(dateTime, 'HH:mm')) is left out:
--- fedq has no DATE_FORMAT, and MAX of a time is not one of its aggregates.
+-- MAX of a VARCHAR is not one of fedq's aggregates (MIN/MAX are of numbers).
 INSERT INTO q16
 SELECT channel,
        COUNT(*) AS total_bids,
