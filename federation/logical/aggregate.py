@@ -62,7 +62,9 @@ class Aggregate(Unary):
             if call.arg is not None:
                 call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
                 t = infer_type(call.arg, s)
-                if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES:
+                ordered = call.func in ("min", "max") and t in ("VARCHAR", "TIMESTAMP")
+                if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES \
+                        and not ordered:  # MIN/MAX of strings (bytes' order) and of times
                     raise QueryValidationError(
                         "aggregate", name,
                         f"{call.func.upper()} over non-numeric "
