@@ -256,6 +256,12 @@ class _Builder(Expressions):
                     arg = bare(d(st.sampled_from(list(r.node.schema))))
                 aggs.append((self.fresh("n", "count"), "count", arg, "count", where))
                 continue
+            ordered = [c for c, t in r.node.schema.items() if _type(t) in ("VARCHAR",
+                                                                            "TIMESTAMP")]
+            if f in ("min", "max") and ordered and self.chance(20):  # of strings or times
+                c = d(st.sampled_from(ordered))
+                aggs.append((self.fresh(f[0], f), f, bare(c), r.hints.get(c, "vtime"), where))
+                continue
             c = d(st.sampled_from(nums))
             arg, h = bare(c), r.hints.get(c)
             if self.chance(15):  # a computed argument

@@ -110,7 +110,7 @@ class Expressions:
         bools = self.cols(r, "bool", types=("BOOLEAN",))
         fams = ["case", "bool", "literal", "literal", "int_arith", "double_arith",
                 "double_arith", "conversion", "conversion", "cast", "cast", "cast", "python",
-                "time"]
+                "time", "time"]
         if numeric:
             fams = ["case", "int_arith", "double_arith", "double_arith", "conversion", "cast",
                     "cast", "python"]

@@ -26,7 +26,7 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
-    "row_number", "outer_join", "time_function",
+    "row_number", "outer_join", "time_function", "min_max_ordered",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -199,6 +199,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out |= _name_shapes(name)
                 if call.func == "count_distinct":
                     out.add("count_distinct")
+                if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):
+                    out.add("min_max_ordered")  # of strings or times
                 if (id(n), f"{name}{WHERE}") in raw:
                     out.add("aggregate_filter")
                     continue
