@@ -107,6 +107,11 @@ class MigDatabase:
         # a database file, made inserting Nexmark's bids 15x slower (1.9 against 0.4 us a
         # row); window rows live seconds to minutes, so they are stored without it
         self.con.execute("SET disabled_compression_methods = 'dict_fsst'")
+        if re.search(r"\b(LEFT|RIGHT|FULL) OUTER JOIN\b", sql):
+            # DuckDB 2.0.1's statistics propagation drops an outer join's unmatched rows
+            # under a HAVING over a stored table (Arrow views are right; the fuzzer's seed
+            # 92: a LEFT JOIN of window rows, SUM, HAVING SUM > 0.01 returned no row)
+            self.con.execute("SET disabled_optimizers = 'statistics_propagation'")
         register_functions(self.con, functions)
         self.inputs = {i.table: i for i in inputs}
         self.sql = sql
