@@ -83,13 +83,13 @@ def duckdb_tables(pp) -> dict[str, dict[str, str]]:
     """The tables each DB-op's DuckDB creates for `pp` (db/store.py, as a run does), by
     DB-op and table: column -> fedq type (HUGEINT as itself)."""
     from db.store import MigDatabase
-    from federation.runtime.mig import input_specs
+    from federation.runtime.mig import db_op_functions, input_specs
 
     out = {}
     for d in pp.db_ops:
         w = next(n for n in pp.logical.nodes.values() if n.kind == "window")
         specs, _ = input_specs(d, w.slide_s, pp.logical.nodes)
-        db = MigDatabase(specs, d.sql_text, slices=d.slices)
+        db = MigDatabase(specs, d.sql_text, slices=d.slices, functions=db_op_functions(d))
         try:
             for t in [*(s.table for s in specs), *(s.name for s in d.slices)]:
                 cols = db.con.execute(f'DESCRIBE "{t}"').fetchall()

@@ -68,6 +68,13 @@ def mig_resources(n_migs: int) -> tuple[int, str]:
     return threads, f"{per // 2**20}MB"
 
 
+def db_op_functions(db_op: DbOp, moved=None) -> list:
+    """The Python functions (federation.udf) a DB-op's SQL, its slice folds and a move's
+    SELECTs call: what its DuckDB must have registered."""
+    return sql_functions(db_op.sql, *(e for t in db_op.slices for e in (t.fold, t.seal)),
+                         *(sql for part in moved or () for _, sql in part.rows))
+
+
 def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
                 table_files: dict | None = None) -> tuple[list[InputSpec], float]:
     """How the DB-op's DuckDB keeps each input, and the horizon: how long after its last
@@ -134,9 +141,7 @@ class MigRuntime:
                               for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path,
-                              functions=sql_functions(  # federation.udf
-                                  db_op.sql, *(e for t in db_op.slices for e in (t.fold, t.seal)),
-                                  *(sql for part in moved or () for _, sql in part.rows)))
+                              functions=db_op_functions(db_op, moved))
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None
