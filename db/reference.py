@@ -144,7 +144,7 @@ class ReferenceEvaluator:
         cond = " AND ".join(f"lhs.{_q(a)} = rhs.{_q(b)}" for a, b in node.keys) or "true"
         rkeys = {b for _, b in node.keys}
         lkeys = dict(node.keys)
-        cols = [f"lhs.{_q(c)}" if c not in lkeys or node.how in ("inner", "left") else
+        cols = [f"lhs.{_q(c)}" if c not in lkeys or not node.keeps[1] else
                 f"COALESCE(lhs.{_q(c)}, rhs.{_q(lkeys[c])}) AS {_q(c)}"
                 for c in node.left.schema]
         cols += [f"rhs.{_q(c)}" for c in node.right.schema if c not in rkeys]

@@ -243,14 +243,9 @@ class Function:
 
 def plan_functions(root: object) -> list[Function]:
     """The UDFs a plan (any node: a query, a query set) calls, once each by name."""
-    found: dict[str, Function] = {}
-    for node in root.walk():  # type: ignore[attr-defined]
-        for value in vars(node).values():
-            for e in _expressions(value):
-                for c in calls(e):
-                    u = lookup(c.name)
-                    found.setdefault(u.name, Function(u.name, u.returns, u.apply))
-    return [found[k] for k in sorted(found)]
+    return _by_name(c for node in root.walk()  # type: ignore[attr-defined]
+                    for value in vars(node).values() for e in _expressions(value)
+                    for c in calls(e))
 
 
 def sql_functions(*sql: exp.Expression | str | None) -> list[Function]:
@@ -260,9 +255,13 @@ def sql_functions(*sql: exp.Expression | str | None) -> list[Function]:
 
     trees = [parse_one(e, dialect="duckdb") if isinstance(e, str) else e
              for e in sql if e is not None]
-    found = {u.name: Function(u.name, u.returns, u.apply)
-             for e in trees for u in (lookup(c.name) for c in calls(e))}
-    return [found[k] for k in sorted(found)]
+    return _by_name(c for e in trees for c in calls(e))
+
+
+def _by_name(found) -> list[Function]:
+    """The functions of these calls, once each, in the order of their names."""
+    us = {u.name: u for u in (lookup(c.name) for c in found)}
+    return [Function(u.name, u.returns, u.apply) for _, u in sorted(us.items())]
 
 
 def own_calls(values: list, schema: dict[str, str]) -> tuple[int, float]:

@@ -8,6 +8,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 
+def quoted_col(name: str) -> Column:
+    """A column by its name, quoted (a column may be called `order` or `a.b`)."""
+    return F.col(f"`{name}`")
+
+
 def spark_expr(e) -> Column:
     """A plan expression (canonical: federation.canonical.canonical) as a Spark column.
     Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is

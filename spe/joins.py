@@ -21,10 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from federation.conventions import TS, WT, us
-
-
-def _c(name: str) -> Column:
-    return F.col(f"`{name}`")
+from spe.aggregates import quoted_col as _c
 
 
 def _side(df: DataFrame, keys: list[str], packed: str | None, cols: list[str], tag: int,
@@ -39,12 +36,13 @@ def _side(df: DataFrame, keys: list[str], packed: str | None, cols: list[str], t
                      rows.alias(mine))
 
 
-def cogroup_join(how: str, left: DataFrame, right: DataFrame, lkeys: list[str],
-                 rkeys: list[str], lcols: list[str], rcols: list[str], lpacked: str | None,
-                 rpacked: str | None, out: list[str]) -> DataFrame:
-    """`left` `how`-joined ("left", "right", "full") with `right` on the keys at each
-    instant. `lcols`/`rcols`: each side's non-key columns (in its packed structs, if
-    `lpacked`/`rpacked` names them); `out`: the output's columns (the left keys' names)."""
+def cogroup_join(keeps: tuple[bool, bool], left: DataFrame, right: DataFrame,
+                 lkeys: list[str], rkeys: list[str], lcols: list[str], rcols: list[str],
+                 lpacked: str | None, rpacked: str | None, out: list[str]) -> DataFrame:
+    """`left` outer-joined with `right` on the keys at each instant, keeping every row of
+    the sides `keeps` says (the plan's `Join.keeps`: left, right). `lcols`/`rcols`: each
+    side's non-key columns (in its packed structs, if `lpacked`/`rpacked` names them);
+    `out`: the output's columns (the left keys' names)."""
     ls = _side(left, lkeys, lpacked, lcols, 0, "_l")
     rs = _side(right, rkeys, rpacked, rcols, 1, "_r")
     ls = ls.withColumn("_r", F.lit(None).cast(rs.schema["_r"].dataType))
@@ -53,7 +51,7 @@ def cogroup_join(how: str, left: DataFrame, right: DataFrame, lkeys: list[str],
     g = (ls.unionByName(rs).groupBy(_c(WT), *map(_c, keys), _c("_nk"))
          .agg(F.flatten(F.collect_list("_l")).alias("_l"),
               F.flatten(F.collect_list("_r")).alias("_r")))
-    keep_l, keep_r = how in ("left", "full"), how in ("right", "full")
+    keep_l, keep_r = keeps
     g = g.withColumn("_lrow", (F.explode_outer if keep_r else F.explode)("_l"))
     g = g.withColumn("_rrow", (F.explode_outer if keep_l else F.explode)("_r"))
     key_of = {k: f"_k{i}" for i, k in enumerate(lkeys)}

@@ -11,8 +11,9 @@ A visitor over the plan nodes builds streaming DataFrames. Two shapes of stream 
 Aggregation over rows is Spark's sliding `window()` aggregation in append mode; over a
 relation it groups by `_wt`. A join of relations is a stream-stream join on `_wt` and the
 keys (an outer join is a cogroup: spe/joins.py). A join with a row-level side (CQ1/CQ2:
-window contents against the window's own aggregate) first collects that side's rows per (window, keys) with Spark's own aggregate,
-joins on (`_wt`, keys) and explodes the collected rows again.
+window contents against the window's own aggregate) first collects that side's rows per
+(window, keys) with Spark's own aggregate, joins on (`_wt`, keys) and explodes the
+collected rows again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pyspark.sql import types as T
 
 from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
+from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
@@ -58,10 +60,6 @@ class SpeStream:
     row_level: bool
     window: Window | None = None
     static: bool = False  # a database table: a static DataFrame, the same at every instant
-
-
-def _c(name: str) -> Column:
-    return F.col(f"`{name}`")
 
 
 def _interval(micros: int) -> str:
@@ -277,7 +275,7 @@ class SpeTranslator:
         rdf, rpack = self._as_relation(right, rkeys, rcols, "_rrows")
         if node.how != "inner":  # spe/joins.py
             return SpeStream(cogroup_join(
-                node.how, ldf, rdf, lkeys, rkeys, lrest, rcols,
+                node.keeps, ldf, rdf, lkeys, rkeys, lrest, rcols,
                 "_lrows" if left.row_level else None, "_rrows" if right.row_level else None,
                 list(node.schema)), False)
         ldf = ldf.select(_c(WT), *[_c(k) for k in lkeys], *lpack).alias("l")

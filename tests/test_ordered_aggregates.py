@@ -10,7 +10,7 @@ import pytest
 from federation.expressions import count, max_, min_
 from federation.logical import window
 from tests.test_sql import S as S_SQL
-from tests.test_stranger_queries import check_db, rows_of, run_checked
+from tests.test_stranger_queries import check_db, generated_plugs, rows_of, run_checked
 
 
 def ordered():
@@ -38,11 +38,7 @@ def test_min_of_a_boolean_is_still_refused():
 
 @pytest.fixture(scope="module")
 def plug_data(tmp_path_factory):
-    from federation.smartplug.datagen import generate
-
-    d = tmp_path_factory.mktemp("ordered")
-    generate(d, rate=60, seconds=16, plugs=20, houses=2, seed=3)
-    return d
+    return generated_plugs(tmp_path_factory, "ordered", seed=3, plugs=20, houses=2)
 
 
 @pytest.mark.spark

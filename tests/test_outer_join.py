@@ -13,13 +13,14 @@ import pytest
 
 from federation import sql
 from federation.errors import QueryValidationError
+from federation.expressions import count
 from federation.logical import Join, window
 from federation.optimizer import plan_for
 from federation.sqlfront import SqlError
 from tests.sampling import sampled
 from tests.test_sql import H10, STREAMS
 from tests.test_sql import S as S_SQL
-from tests.test_stranger_queries import check_db, rows_of, run_checked
+from tests.test_stranger_queries import check_db, generated_plugs, rows_of, run_checked
 
 H5 = H10.replace("'10' SECOND)", "'5' SECOND)")
 A = (f"SELECT window_start, window_end, CASE WHEN plug_id = 2 THEN NULL ELSE plug_id END "
@@ -59,7 +60,7 @@ def test_a_dsl_left_join_keeps_unmatched_rows_with_nulls():
     w = window(S_SQL, range=10, slide=1)
     low = w.filter("plug_id < 3").project("plug_id", "value")
     high = (window(S_SQL, range=5, slide=1).filter("plug_id >= 2")
-            .aggregate(by=["plug_id"], n=__import__("federation.expressions").expressions.count()))
+            .aggregate(by=["plug_id"], n=count()))
     q = low.join(high, on=["plug_id"], how="left").rstream()
     got = check_db(q, data())
     assert None in got.column("n").to_pylist()
@@ -122,11 +123,7 @@ def test_an_outer_join_keeping_a_tables_rows_is_refused_with_the_reason(tmp_path
 
 @pytest.fixture(scope="module")
 def plug_data(tmp_path_factory):
-    from federation.smartplug.datagen import generate
-
-    d = tmp_path_factory.mktemp("outer")
-    generate(d, rate=60, seconds=16, plugs=20, houses=1, seed=1)  # plugs 0-7
-    return d
+    return generated_plugs(tmp_path_factory, "outer", seed=1, plugs=20, houses=1)  # plugs 0-7
 
 
 # pure Spark and a cut (the join in DuckDB between Spark's sides, or in Spark over

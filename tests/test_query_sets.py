@@ -33,7 +33,7 @@ from federation.results import diff_results
 from federation.smartplug import queries as cq
 from federation.smartplug import smartplug_stream
 from tests.sampling import sampled
-from tests.test_stranger_queries import distinct_placements, pure_db, rows_of
+from tests.test_stranger_queries import distinct_placements, generated_plugs, pure_db, rows_of
 
 ALL = ("cq1_plan", "cq2_plan", "cq3_plan", "cq4_plan", "cq5_plan", "cq6_plan")
 
@@ -324,11 +324,7 @@ def test_explain_shows_what_is_shared(capsys):
 
 @pytest.fixture(scope="module")
 def plug_data(tmp_path_factory):
-    from federation.smartplug.datagen import generate
-
-    d = tmp_path_factory.mktemp("sets")
-    generate(d, rate=60, seconds=24, plugs=28, houses=4, seed=2)
-    return d
+    return generated_plugs(tmp_path_factory, "sets", seed=2, seconds=24)
 
 
 @pytest.mark.spark

@@ -309,13 +309,19 @@ def test_pure_duckdb_matches_the_reference_for_generated_queries(g):
 
 # -- every placement, end to end ----------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def plug_data(tmp_path_factory):
+def generated_plugs(tmp_path_factory, name: str, seed: int, seconds: int = 16,
+                    plugs: int = 28, houses: int = 4):
+    """A smart-plug data directory of 60 readings a second (a module's `plug_data`)."""
     from federation.smartplug.datagen import generate
 
-    d = tmp_path_factory.mktemp("stranger")
-    generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
+    d = tmp_path_factory.mktemp(name)
+    generate(d, rate=60, seconds=seconds, plugs=plugs, houses=houses, seed=seed)
     return d
+
+
+@pytest.fixture(scope="module")
+def plug_data(tmp_path_factory):
+    return generated_plugs(tmp_path_factory, "stranger", seed=1)
 
 
 def run_checked(spark, q, placement, data, tmp_path, per_batch):

@@ -111,9 +111,9 @@ def _project(node, srcs: list[str]) -> exp.Select:
 def _join(node, srcs: list[str]) -> exp.Select:
     """An inner or outer join; an outer join's key column is the value of the side a row
     has (COALESCE, as USING's)."""
-    rkeys = {r: l for l, r in node.keys}
-    lkeys = {l: r for l, r in node.keys}
-    cols = [col(c, "l") if c not in lkeys or node.how in ("inner", "left") else
+    rkeys = {r for _, r in node.keys}
+    lkeys = dict(node.keys)
+    cols = [col(c, "l") if c not in lkeys or not node.keeps[1] else
             alias(exp.Coalesce(this=col(c, "l"), expressions=[col(lkeys[c], "r")]), c)
             for c in node.left.schema]
     cols += [col(c, "r") for c in node.right.schema if c not in rkeys]

@@ -44,13 +44,13 @@ class Join(Node):
                                        + ", ".join(map(repr, HOWS)))
         _check_child("join", self.left)
         _check_child("join", self.right)
-        if not any(n.kind == "window" for side in (self.left, self.right) for n in side.walk()):
+        if not (_reads_stream(self.left) or _reads_stream(self.right)):
             raise QueryValidationError(
                 "join", "input", "both inputs read only database tables: join them in the "
                 "database (a view) and read that view, or join a table with a window")
         _check_one_slide("join", self.left, self.right)
         for keep, side in zip(self.keeps, ("left", "right")):
-            if keep and not any(n.kind == "window" for n in getattr(self, side).walk()):
+            if keep and not _reads_stream(getattr(self, side)):
                 raise QueryValidationError(
                     "join", "how", f"a {self.how} outer join would keep every row of the "
                     f"database table on its {side}, at every instant, also where no "
@@ -111,3 +111,8 @@ class Join(Node):
     def keeps(self) -> tuple[bool, bool]:
         """Whether every left / right row is kept (an outer join's preserved sides)."""
         return self.how in ("left", "full"), self.how in ("right", "full")
+
+
+def _reads_stream(node: Node) -> bool:
+    """Whether a window is below `node` (else it reads database tables only)."""
+    return any(n.kind == "window" for n in node.walk())

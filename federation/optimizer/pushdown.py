@@ -25,13 +25,14 @@ def _push(child: Node, conjuncts: list, selectivity: float | None) -> Node:
         rkeys = {r for _, r in child.keys}
         # below an outer join only to a side it keeps whole: the other side's rows decide
         # which of its rows get NULLs (a right join's key column is the right side's)
+        keep_l, keep_r = child.keeps
         moved = False
         for c in conjuncts:
             cols = referenced_columns(c)
-            if child.how in ("inner", "left") and cols <= set(left.schema):
+            if not keep_r and cols <= set(left.schema):
                 left = _push(left, [c], None)
                 moved = True
-            elif child.how in ("inner", "right") and cols <= set(right.schema) - rkeys:
+            elif not keep_l and cols <= set(right.schema) - rkeys:
                 right = _push(right, [c], None)
                 moved = True
             else:

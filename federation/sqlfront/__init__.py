@@ -16,7 +16,8 @@ What a query may use (docs/sql.md has the full reference):
   spelling: Flink has no row-count window table function);
 * WHERE, projections with expressions, GROUP BY columns with COUNT/SUM/AVG/MIN/MAX, HAVING,
   equi-joins, inner and LEFT/RIGHT/FULL OUTER (`JOIN ... ON a.k = b.k AND ...` or `USING
-  (k)`; an inner join's further conditions in ON become a selection above it), subqueries in FROM and CTEs (WITH);
+  (k)`; an inner join's further conditions in ON become a selection above it), subqueries
+  in FROM and CTEs (WITH);
 * the result is RSTREAM (the whole result relation at every slide instant), named by
   `INSERT INTO name SELECT ...` or by the `name` argument;
 * a selectivity hint for the optimizer in a comment of a WHERE or HAVING condition:
