@@ -9,7 +9,8 @@ feeds the same rows to every engine, one after the other, nothing else running:
 - **Flink SQL** (PyFlink 2.3, local mini-cluster, parallelism 2) runs the Nexmark
   project's own query texts (benchmarks/queries_sql/nexmark/flink/) over the rows as CSV
   files (a filesystem source; PyFlink's pip package has no Parquet format and Maven is out
-  of reach here), into a blackhole sink. Timed: from the INSERT's submission to its end
+  of reach here), into a blackhole sink; q14's count_char is a Java class of the name
+  Flink's text declares (benchmarks/flink_udf, compiled with the JDK's javac). Timed: from the INSERT's submission to its end
   (planning, deployment, CSV parsing, the query), after a warm-up job over a small input
   in the same JVM; the JVM's start is outside.
 - **DuckDB alone**: a hand-written incremental loop per query over the same Parquet files
@@ -71,6 +72,13 @@ FLINK_COLUMNS = {
     "q5": ["auction", "num"],
     "q7": ["auction", "price", "bidder", "dateTime", "extra"],
     "q8": ["id", "name", "starttime"],
+    "q10": ["auction", "bidder", "price", "dateTime", "extra", "dt", "hm"],
+    "q14": ["auction", "bidder", "price", "bidTimeType", "dateTime", "extra", "c_counts"],
+    "q15": ["day", *(f"{w}_{k}" for k in ("bids", "bidders", "auctions")
+                     for w in ("total", "rank1", "rank2", "rank3"))],
+    "q16": ["channel", "day", "minute",
+            *(f"{w}_{k}" for k in ("bids", "bidders", "auctions")
+              for w in ("total", "rank1", "rank2", "rank3"))],
 }
 #: what the check compares: the columns both engines give, and how far they agree
 CHECKS = {
@@ -78,7 +86,15 @@ CHECKS = {
     "q7": "Flink's BETWEEN keeps a bid at a window's end in two windows; fedq's windows "
           "are [start, end)",
     "q8": "Flink gives the window's start, fedq its end (tau); compared without it",
+    "q14": "price to 3 decimals (Flink DECIMAL, fedq DOUBLE); Flink's count_char is a "
+           "Java class (benchmarks/flink_udf), fedq's a Python function",
+    "q15": "Flink groups by the day's string (an updating aggregate: the check takes its "
+           "final rows from Flink's batch mode), fedq by a daily TUMBLE (tau); compared "
+           "without the day",
+    "q16": "as q15, per channel",
 }
+#: Java functions Flink's texts declare (CREATE FUNCTION), compiled by `flink_jars`
+FLINK_UDFS = ROOT / "benchmarks" / "flink_udf"
 #: events/s per core from the Nexmark project's Flink results (issue 24), 8-vCPU RisingWave
 PUBLISHED = {"flink_per_core": {"q5": 22_000, "q7": 12_000, "q8": 146_000},
              "risingwave_8vcpu": {"q5": 89_000, "q7": 296_000, "q8": 627_000}}
@@ -101,6 +117,27 @@ def to_csv(src: Path, dst: Path, schemas: dict = SCHEMAS) -> None:
                 w.write_table(pa.table(cols, names=list(schema)))
 
 
+def flink_jars() -> list[str]:
+    """The jar of the Java functions Flink's texts declare (benchmarks/flink_udf),
+    compiled with javac against PyFlink's own jars when missing or older than a source."""
+    sources = sorted(FLINK_UDFS.glob("*.java"))
+    jar = ROOT / ".venv-flink" / "fedq-peers-udf.jar"
+    if jar.exists() and all(jar.stat().st_mtime >= s.stat().st_mtime for s in sources):
+        return [str(jar)]
+    lib = next((ROOT / ".venv-flink" / "lib").glob("python3*/site-packages/pyflink/lib"))
+    classes = Path(tempfile.mkdtemp(prefix="fedq-udf-"))
+    try:
+        subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(classes),
+                        *map(str, sources)], check=True, capture_output=True, text=True)
+        subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"compiling {FLINK_UDFS} for Flink's CREATE FUNCTION failed (a "
+                         f"JDK's javac and jar are needed): {getattr(e, 'stderr', e)}")
+    finally:
+        shutil.rmtree(classes, ignore_errors=True)
+    return [str(jar)]
+
+
 def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None,
           texts: Path = QUERIES / "flink", schemas: dict = SCHEMAS,
           time_column: str = "dateTime", timeout: float = 7200) -> dict:
@@ -115,7 +152,7 @@ def flink(csv: Path, warm: Path | None, names: list[str], out: Path | None,
                 for k, s in schemas.items()}
 
     spec = {"tables": tables(csv), "warmup": tables(warm) if warm else None,
-            "out": str(out) if out else None,
+            "out": str(out) if out else None, "jars": flink_jars(),
             "queries": {q: (texts / f"{q.lower()}.sql").read_text() for q in names}}
     path = csv.parent / "flink_spec.json"
     path.write_text(json.dumps(spec))
@@ -219,7 +256,8 @@ def check(data: Path, csv: Path, names: list[str], spark) -> dict:
     for q in names:
         files = [p for p in (out / q).rglob("*") if p.is_file() and not p.name.startswith(".")]
         cols = FLINK_COLUMNS[q]
-        types = {c: pa.timestamp("ms") for c in ("dateTime", "starttime")}
+        types = {**{c: pa.timestamp("ms") for c in ("dateTime", "starttime")},
+                 **{c: pa.string() for c in ("dt", "hm", "day", "minute", "extra")}}
         ft = pa.concat_tables(pcsv.read_csv(f, read_options=pcsv.ReadOptions(
             column_names=cols), convert_options=pcsv.ConvertOptions(
             column_types={c: t for c, t in types.items() if c in cols})) for f in files)
@@ -256,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=int, default=200_000, help="events per event second")
     ap.add_argument("--seconds", type=int, default=60, help="event seconds of input")
-    ap.add_argument("--queries", default="q0,q1,q2,q5,q7,q8")
+    ap.add_argument("--queries", default="q0,q1,q2,q5,q7,q8,q10,q14,q15,q16")
     ap.add_argument("--placements", default="auto,spe,db,db:spe",
                     help="fedq's placements; db:spe is pure DuckDB fed through Spark")
     ap.add_argument("--seconds-per-batch", type=int, default=10)
