@@ -109,11 +109,11 @@ class Expressions:
         vals = self.cols(r, "value", "ival", types=("DOUBLE",))
         bools = self.cols(r, "bool", types=("BOOLEAN",))
         fams = ["case", "bool", "literal", "literal", "int_arith", "double_arith",
-                "double_arith", "conversion", "conversion", "cast", "cast", "cast", "python",
-                "time", "time"]
+                "double_arith", "conversion", "conversion", "cast", "cast", "cast", "cast",
+                "python", "time", "time", "scalar", "scalar"]
         if numeric:
             fams = ["case", "int_arith", "double_arith", "double_arith", "conversion", "cast",
-                    "cast", "python"]
+                    "cast", "python", "scalar"]
         family = family or d(st.sampled_from(fams))
         k = self.pick(keys) if keys else None
         v = self.pick(vals) if vals else None
@@ -148,7 +148,24 @@ class Expressions:
             T = ref(self.pick(stamps))
             return d(st.sampled_from([(f"STRFTIME({T}, '%H:%M:%S')", "vtime"),
                                       (f"STRFTIME({T}, '%Y-%m-%d %H:%M')", "vtime"),
-                                      (f"HOUR({T})", "code")]))
+                                      (f"HOUR({T})", "code"), (f"MINUTE({T})", "code"),
+                                      (f"SECOND({T})", "code"),
+                                      (f"DAYOFMONTH({T})", "code")]))
+        if family == "scalar":  # Flink's functions of numbers and strings (canonical.py)
+            opts = []
+            if V:  # NULL outside the domain: values may be negative
+                opts += [(f"SQRT({V})", "value"), (f"LN({V})", "value"),
+                         (f"LOG10({V} - 20)", "value"), (f"EXP({V} / 100)", "value"),
+                         (f"POWER({V}, 2)", "value"), (f"SIGN({V} - 20)", "value")]
+            if K:
+                text = f"CAST({K} AS VARCHAR)"
+                opts += [(f"SIGN({K} - 1)", "code"), (f"POWER(2, {K})", "value"),
+                         (f"CHAR_LENGTH({text})", "code"), (f"POSITION('1' IN {text})", "code")]
+                if not numeric:
+                    opts += [(f"SUBSTRING({text}, 1, 1)", "vnum"), (f"TRIM({text})", "vnum"),
+                             (f"CONCAT({text}, '-', {text})", "vtime"),
+                             (f"REPLACE({text}, '1', 'one')", "vtime")]
+            return d(st.sampled_from(opts)) if opts else None
         if family == "python":  # a Python function (benchmarks/fuzz_functions.py)
             opts = fuzz_functions.options(K, V, numeric)
             return d(st.sampled_from(opts)) if opts else None

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from benchmarks.fuzz_domain import KEYWORDS, WHERE, _logical, _type
 from benchmarks.fuzz_sizes import _below
-from federation.expressions import infer_type, to_expression
+from federation.expressions import MATH, TEXT, TIME_PARTS, infer_type, to_expression
 from federation.logical import Node, Rstream, is_row_level
 from federation.python_functions import lookup
 
@@ -26,7 +26,7 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
-    "row_number", "outer_join", "time_function", "min_max_ordered",
+    "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -130,8 +130,10 @@ def _expr_shapes(e: exp.Expression, schema: dict) -> set[str]:
         out.add("python_function")
     if e.find(exp.IntDiv, exp.Mod, exp.Div, exp.Round):
         out.add("conversion")
-    if e.find(exp.TimeToStr, exp.Hour):
-        out.add("time_function")  # DATE_FORMAT (STRFTIME), HOUR of the event time
+    if e.find(exp.TimeToStr, *TIME_PARTS):
+        out.add("time_function")  # DATE_FORMAT (STRFTIME), HOUR, ... of the event time
+    if e.find(*MATH, *TEXT):
+        out.add("scalar_function")  # SQRT, LN, ..., CHAR_LENGTH, SUBSTRING, CONCAT, ...
     if isinstance(e, exp.Literal):
         out.add("computed_literal")
     t = _safe_type(e, schema)

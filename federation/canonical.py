@@ -9,7 +9,15 @@ import re
 from sqlglot import exp
 
 from federation.conventions import TYPES
-from federation.expressions import _INTEGRAL, _STRING_FUNCS, infer_type, type_name
+from federation.expressions import (
+    _INTEGRAL,
+    _STRING_FUNCS,
+    MATH,
+    TEXT,
+    TIME_PARTS,
+    infer_type,
+    type_name,
+)
 
 
 def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
@@ -24,7 +32,12 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
     - integer +, -, * and // compute in BIGINT (no INT overflow; DuckDB and Spark type
       them alike).
     - a decimal literal beside a non-DOUBLE operand is a DOUBLE (1.5e0), not a DECIMAL.
-    - FLOOR and CEIL of a DOUBLE are DOUBLE (Spark would give BIGINT).
+    - FLOOR and CEIL of a DOUBLE are DOUBLE (Spark would give BIGINT, and fail past 2^63).
+    - SQRT, LN and LOG(b, x) are NULL outside their domain (a negative, or 0 for a
+      logarithm), POWER(x, y) where x < 0 and y has a fraction (DuckDB gives NaN or
+      -inf there, Spark NaN or NULL); SIGN has its argument's type, CHAR_LENGTH, POSITION
+      and the parts of a time (HOUR, MINUTE, ..., YEAR) are INT; CONCAT is `||` (NULL
+      where an argument is NULL, as Flink's); SUBSTRING counts from a literal 1 or more.
     - refused: // of a non-integer, a TIMESTAMP cast to a number or a number to a
       TIMESTAMP, a DOUBLE cast to VARCHAR (the engines print doubles differently), a cast
       to a type outside TYPES.
@@ -44,11 +57,14 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
     def fix(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous):
             _python_function(node, t)
-        if isinstance(node, exp.Hour):  # DuckDB's HOUR is a BIGINT, Spark's an INT
+        if isinstance(node, TIME_PARTS):  # DuckDB's are BIGINTs, Spark's INTs
             if t(node.this) != "TIMESTAMP":
-                raise ValueError(f"{node.sql('duckdb')!r}: HOUR of a TIMESTAMP")
-            if not (isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "INT"):
-                return _try_cast(node.copy(), "INT")
+                raise ValueError(f"{node.sql('spark')!r}: {_name(node)} of a TIMESTAMP")
+            return _as(node, "INT")
+        if isinstance(node, MATH):
+            return _math(node, t)
+        if isinstance(node, TEXT):
+            return _text(node, t)
         if isinstance(node, exp.TimeToStr):
             _time_format(node, t)
         if isinstance(node, exp.Cast):
@@ -57,7 +73,12 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
             return _string_function(node, t)
         if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" and not (
                 isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "DOUBLE"):
-            return _try_cast(node.copy(), "DOUBLE")
+            # Spark's FLOOR of a DOUBLE is a BIGINT, which overflows (an error) past 2^63:
+            # from 2^52 on a DOUBLE is whole, its own FLOOR (NaN and Infinity too)
+            big = exp.LT(this=exp.Abs(this=node.this.copy()),
+                         expression=exp.Literal.number("4503599627370496e0"))
+            return exp.Case(ifs=[exp.If(this=big, true=_try_cast(node.copy(), "DOUBLE"))],
+                            default=node.this.copy())
         if isinstance(node, exp.Literal) and not node.is_string and "." in node.this \
                 and "e" not in node.this.lower() and isinstance(node.parent, exp.Binary):
             p = node.parent
@@ -149,6 +170,101 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
             return exp.Case(ifs=[exp.If(this=exp.RegexpLike(this=node.this.copy(),
                                                             expression=p.copy()),
                                         true=node.copy())])  # Spark's IF takes 3 arguments
+    return node
+
+
+def _name(node: exp.Expression) -> str:
+    return node.sql_name().upper()
+
+
+def _as(node: exp.Expression, to: str) -> exp.Expression:
+    """`node` as a `to` (the engines type it differently), once."""
+    if isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == to:
+        return node
+    return _try_cast(node.copy(), to)
+
+
+def _numbers(node: exp.Expression, args: list, t) -> None:
+    for a in args:
+        if t(a) not in ("INT", "BIGINT", "DOUBLE"):
+            raise ValueError(f"{node.sql('spark')!r}: {a.sql('spark')} is a {t(a)}, not a "
+                             "number")
+
+
+def _guarded(node: exp.Expression, cond: exp.Expression) -> exp.Expression:
+    """CASE WHEN cond THEN node END, once (the engines differ outside `cond`)."""
+    p = node.parent
+    if isinstance(p, exp.If) and p.args.get("true") is node and p.this == cond:
+        return node
+    return exp.Case(ifs=[exp.If(this=cond, true=node.copy())])
+
+
+def _math(node: exp.Expression, t) -> exp.Expression:
+    """SQRT, LN, LOG(b, x), EXP, POWER of numbers, DOUBLE; NULL outside the domain."""
+    if isinstance(node, exp.Log):
+        base, x = node.this, node.args.get("expression")
+        if x is None:  # LOG(x) is ln in Spark and Flink, log10 in DuckDB
+            raise ValueError(f"{node.sql('spark')!r}: write LN(x) or LOG10(x) (LOG(x) "
+                             "means ln in Flink and Spark, log10 in DuckDB)")
+        if not (isinstance(base, exp.Literal) and not base.is_string
+                and float(base.this) > 0 and float(base.this) != 1):
+            raise ValueError(f"{node.sql('spark')!r}: the base is a number literal > 0, "
+                             "not 1")
+        _numbers(node, [x], t)
+        return _guarded(node, exp.GT(this=x.copy(), expression=exp.Literal.number(0)))
+    y = node.args.get("expression")
+    _numbers(node, [node.this, *([y] if y is not None else [])], t)
+    x = node.this.copy()
+    if isinstance(node, exp.Sqrt):
+        return _guarded(node, exp.GTE(this=x, expression=exp.Literal.number(0)))
+    if isinstance(node, exp.Ln):
+        return _guarded(node, exp.GT(this=x, expression=exp.Literal.number(0)))
+    if isinstance(node, exp.Pow) and t(y) == "DOUBLE" and not (
+            isinstance(node.this, exp.Literal) and float(node.this.this) >= 0):
+        whole = exp.EQ(this=exp.Round(this=y.copy()), expression=y.copy())
+        return _guarded(node, exp.or_(
+            exp.GTE(this=x, expression=exp.Literal.number(0)), whole))
+    return node
+
+
+def _text(node: exp.Expression, t) -> exp.Expression:
+    """CHAR_LENGTH, POSITION, SUBSTRING, TRIM, REPLACE, CONCAT of VARCHARs and SIGN of a
+    number, with one meaning in every engine (`canonical`)."""
+    what = node.sql("spark")
+    if isinstance(node, exp.Sign):
+        _numbers(node, [node.this], t)
+        return _as(node, t(node.this))
+    args = {exp.Concat: list(node.expressions),
+            exp.StrPosition: [node.this, node.args.get("substr")],
+            exp.Replace: [node.this, node.expression, node.args.get("replacement")]
+            }.get(type(node), [node.this])
+    for a in args:
+        if a is not None and t(a) != "VARCHAR":
+            raise ValueError(f"{what!r}: {a.sql('spark')} is a {t(a)}, not a VARCHAR "
+                             "(CAST an integer AS VARCHAR first)")
+    if isinstance(node, exp.Concat):  # ||: NULL where an argument is NULL (Flink's and
+        # Spark's CONCAT), but where the text's dialect skips NULLs (DuckDB's CONCAT)
+        parts = [exp.Coalesce(this=a.copy(), expressions=[exp.Literal.string("")])
+                 if node.args.get("coalesce") and not isinstance(a, exp.Literal)
+                 else a.copy() for a in node.expressions]
+        out = parts[0]
+        for a in parts[1:]:
+            out = exp.DPipe(this=out, expression=a)
+        return out
+    if isinstance(node, (exp.Length, exp.StrPosition)):
+        if node.args.get("position") is not None:
+            raise ValueError(f"{what!r}: POSITION from a start is not supported")
+        return _as(node, "INT")
+    if isinstance(node, exp.Substring):
+        for k, least in (("start", 1), ("length", 0)):
+            v = node.args.get(k)
+            if v is not None and not (isinstance(v, exp.Literal) and not v.is_string
+                                      and str(v.this).isdigit() and int(v.this) >= least):
+                raise ValueError(f"{what!r}: the {k} is a whole number literal from "
+                                 f"{least} (the engines count positions below 1 apart)")
+    if isinstance(node, exp.Trim) and (node.expression is not None
+                                       or node.args.get("collation") is not None):
+        raise ValueError(f"{what!r}: TRIM of spaces only (TRIM(s), LTRIM(s), RTRIM(s))")
     return node
 
 

@@ -69,6 +69,12 @@ def referenced_columns(e: exp.Expression) -> set[str]:
 
 _INTEGRAL = ("INT", "BIGINT")
 _STRING_FUNCS = (exp.Lower, exp.Upper, exp.DPipe, exp.SplitPart, exp.RegexpExtract)
+#: the parts of a time (INT), the DOUBLE functions of numbers, the other functions of
+#: strings (and SIGN): their one meaning in every engine is federation.canonical's
+TIME_PARTS = (exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.DayOfMonth, exp.Day)
+MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
+TEXT = (exp.Length, exp.StrPosition, exp.Substring, exp.Trim, exp.Replace, exp.Concat,
+        exp.Sign)
 
 
 def type_name(dt: exp.DataType) -> str:
@@ -118,11 +124,13 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
         return "BOOLEAN"
     if isinstance(e, (exp.Predicate, exp.Connector, exp.Not)):
         return "BOOLEAN"
-    if isinstance(e, exp.Div):
+    if isinstance(e, (exp.Div, *MATH)):  # POWER is a Binary
         return "DOUBLE"
-    if isinstance(e, _STRING_FUNCS):
+    if isinstance(e, (*_STRING_FUNCS, exp.Substring, exp.Trim, exp.Replace, exp.Concat)):
         return "VARCHAR"
-    if isinstance(e, (exp.Neg, exp.Abs, exp.Round, exp.Nullif)):
+    if isinstance(e, (*TIME_PARTS, exp.Length, exp.StrPosition)):
+        return "INT"
+    if isinstance(e, (exp.Neg, exp.Abs, exp.Round, exp.Nullif, exp.Sign)):
         return infer_type(e.this, schema)
     if isinstance(e, exp.Binary):
         return _wider(infer_type(e.left, schema), infer_type(e.right, schema))
@@ -133,8 +141,6 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     if isinstance(e, exp.If):
         return _widest([x for x in (e.args["true"], e.args.get("false")) if x is not None],
                        schema)
-    if isinstance(e, exp.Hour):
-        return "INT"
     if isinstance(e, exp.TimeToStr):  # DATE_FORMAT / STRFTIME
         return "VARCHAR"
     if isinstance(e, exp.Anonymous):

@@ -193,8 +193,9 @@ REFUSED = {
         "OVER", "order by at least one column"),
     "unknown function": (f"SELECT plug_id, foo(value) AS f FROM {H10}", "SELECT",
                          "unknown function foo"),
-    "unsupported function": (f"SELECT plug_id, sqrt(value) AS f FROM {H10}", "SELECT",
-                             "SQRT"),
+    "unsupported function": (
+        f"SELECT plug_id, initcap(CAST(plug_id AS VARCHAR)) AS f FROM {H10}", "SELECT",
+        "INITCAP"),
     "unsupported aggregate": (
         f"SELECT plug_id, MEDIAN(value) AS m FROM {H10} GROUP BY plug_id",
         "SELECT", "MEDIAN"),

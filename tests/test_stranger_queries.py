@@ -187,7 +187,9 @@ def test_a_bare_name_is_a_column_even_an_sql_keyword():
     ("v / k", {"v": "DOUBLE", "k": "INT"}, "v / NULLIF(k, 0)", "DOUBLE"),
     ("k % 3", {"k": "INT"}, "k % 3", "INT"),
     ("k * 1.5", {"k": "INT"}, "k * 1.5e0", "DOUBLE"),
-    ("FLOOR(v)", {"v": "DOUBLE"}, "TRY_CAST(FLOOR(v) AS DOUBLE)", "DOUBLE"),
+    ("FLOOR(v)", {"v": "DOUBLE"},
+     "CASE WHEN ABS(v) < 4503599627370496e0 THEN TRY_CAST(FLOOR(v) AS DOUBLE) ELSE v END",
+     "DOUBLE"),
     ("CASE WHEN v > 50 THEN 1 ELSE 0 END", {"v": "DOUBLE"},
      "CASE WHEN v > 50 THEN 1 ELSE 0 END", "INT"),
 ])

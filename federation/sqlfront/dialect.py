@@ -32,6 +32,7 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
+from federation.expressions import MATH, TEXT, TIME_PARTS
 from federation.python_functions import load, lookup
 
 T = TypeVar("T")
@@ -41,7 +42,8 @@ SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, e
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
            exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
-           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.Hour, exp.TimeToStr)
+           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.TimeToStr, exp.Floor, exp.Ceil,
+           *TIME_PARTS, *MATH, *TEXT)
 _SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
 
 
@@ -78,10 +80,13 @@ def _date_format(args: list) -> exp.Expression:
 class FedqSql(DuckDB):
     """DuckDB's dialect, reading `TABLE name` inside a function call as a table argument
     (the window table functions' first argument) instead of `TABLE name` as a query, and
-    Flink's DATE_FORMAT."""
+    Flink's DATE_FORMAT and CONCAT."""
 
     class Parser(DuckDB.Parser):
-        FUNCTIONS: ClassVar[dict] = {**DuckDB.Parser.FUNCTIONS, "DATE_FORMAT": _date_format}
+        FUNCTIONS: ClassVar[dict] = {
+            **DuckDB.Parser.FUNCTIONS, "DATE_FORMAT": _date_format,
+            # Flink's CONCAT: NULL where an argument is NULL (DuckDB's skips NULLs)
+            "CONCAT": lambda args: exp.Concat(expressions=args, safe=False, coalesce=False)}
 
         def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
             if (self._curr is not None and self._curr.token_type == TokenType.TABLE
