@@ -323,7 +323,7 @@ class _Builder(Expressions):
         return r
 
     def union(self, r: Rel, depth: int) -> Rel:
-        """`r` UNION ALL another relation whose columns, of `r`'s types, a projection
+        """`r` UNION ALL (or INTERSECT, EXCEPT [ALL]) another relation whose columns, of `r`'s types, a projection
         renames to `r`'s (SQL's by position), else `r` through a selection (a union of
         a subtree with itself)."""
         d = self.draw
@@ -340,11 +340,15 @@ class _Builder(Expressions):
         right = None if cols is None else self.project(other, [], cols)
         if right is None:
             right = self.select(r)
-        try:
-            node = r.node.union_all(right.node)
+        how = d(st.sampled_from(["union_all", "union_all", "intersect", "except_"]))
+        all_ = how != "union_all" and d(st.booleans())
+        try:  # INTERSECT / EXCEPT [ALL]: a union, row numbers, a group by (union.py)
+            node = (r.node.union_all(right.node) if how == "union_all" else
+                    getattr(r.node, how)(right.node, all_))
         except ValueError:  # a side of tables alone, or another slide
             return r
-        return Rel(node, f"{r.src}.union_all({right.src})", r.hints)
+        arg = "" if how == "union_all" else f", {all_}"
+        return Rel(node, f"{r.src}.{how}({right.src}{arg})", r.hints)
 
     def rows_join(self) -> Rel:
         """Two window-rows relations over windows of different ranges (one slide), each with

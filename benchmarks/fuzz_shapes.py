@@ -27,6 +27,7 @@ SHAPES = (
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
     "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
+    "intersect_except",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -214,6 +215,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out |= _expr_shapes(written(n, name, call.arg), c.schema)
         elif k == "union":
             out.add("union_all")
+            if any(p.kind == "aggregate" and "_set_l" in dict(p.aggs) for p in q.walk()):
+                out.add("intersect_except")  # federation/logical/union.py set_operation
         elif k == "row_number":
             out.add("row_number")
         elif k == "join":

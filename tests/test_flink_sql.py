@@ -195,12 +195,55 @@ def test_union_all_is_the_dsl_s_and_equals_the_reference_in_duckdb():
     both = sql(f"SELECT plug_id FROM {H10} UNION SELECT house_id FROM {H10}", STREAMS)
     ids = check_db(both, rows).column("plug_id").to_pylist()
     assert len(ids) > 0 and any(n.kind == "union" for n in both.walk())
-    except_ = f"SELECT plug_id FROM {H10} EXCEPT SELECT house_id FROM {H10}"
     swapped = f"SELECT plug_id, value FROM {H10} UNION ALL SELECT value, plug_id FROM {H10}"
-    for text, why in ((except_, "EXCEPT of streams is not supported"),
-                      (swapped, "same columns and types")):
+    three = f"SELECT plug_id, value, house_id FROM {H10} EXCEPT SELECT plug_id, value FROM {H10}"
+    for text, why in ((swapped, "same columns and types"),
+                      (three, "EXCEPT of 3 and 2 columns")):
         with pytest.raises(SqlError, match=why):
             sql(text, STREAMS)
+
+
+#: the two sides of INTERSECT and EXCEPT: readings over 20 in 10-s windows, and of
+#: property 1 in 4-s windows; a plug is in each side once per reading (a multiset)
+SIDES = (f"SELECT house_id, plug_id FROM {H10} WHERE value > 20",
+         ("SELECT house_id, plug_id FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' "
+          "SECOND, INTERVAL '4' SECOND) WHERE property = 1"))
+
+
+def sets_dsl(s, op: str = "intersect", all_: bool = True):
+    a = window(s, range=10, slide=1).filter("value > 20").project("house_id", "plug_id")
+    b = window(s, range=4, slide=1).filter("property = 1").project("house_id", "plug_id")
+    return (a.intersect(b, all_) if op == "intersect" else a.except_(b, all_)).rstream()
+
+
+@pytest.mark.parametrize("op", ["INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"])
+def test_intersect_and_except_are_sql_s_at_each_instant(op):
+    """SQL's multiset meaning at each instant, computed here from the two sides' rows
+    (the reference evaluates the plan's nodes, so it would not see a wrong rewrite):
+    INTERSECT ALL min(a, b) copies of a row the sides hold a and b times, EXCEPT ALL a - b;
+    INTERSECT the rows both hold, EXCEPT those of the left the right lacks, once each."""
+    from collections import Counter
+
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    q = sql(f"{SIDES[0]} {op} {SIDES[1]}", STREAMS)
+    name, all_ = op.split()[0].lower(), op.endswith("ALL")
+    assert q == sets_dsl(S_SQL, name, all_).transform(
+        lambda n: n.with_children(*n.children) if n.kind != "rstream" else
+        type(n)(n.child, q.name))
+    got = check_db(q, rows, per_batch_s=3)
+
+    def bag(t):
+        return Counter(zip(t.column("tau").to_pylist(), t.column("house_id").to_pylist(),
+                           t.column("plug_id").to_pylist()))
+
+    a, b = (bag(reference_result(sql(side, STREAMS), rows)) for side in SIDES)
+    if all_:
+        want = +Counter({k: min(n, b[k]) if name == "intersect" else n - b[k]
+                         for k, n in a.items()})
+    else:  # the distinct rows of both sides, or of the left that the right lacks
+        want = Counter(k for k in a if (b[k] > 0) == (name == "intersect"))
+    assert bag(got) == want
+    assert max(want.values()) > 1 or not all_  # the multiplicities are exercised
 
 
 @pytest.mark.parametrize("text,why", [
@@ -266,6 +309,11 @@ UNION_CUT = "op1=db,op2=db,op3=spe,op4=spe,op5=db,op6=spe"
 #: the aggregate in DuckDB, the row numbers in Spark (over a relation), the selection in
 #: DuckDB, the projection in Spark
 LIMIT_CUT = "op1=db,op2=spe,op3=db,op4=spe"
+#: INTERSECT ALL cut at every boundary: each side a selection in DuckDB, its projection in
+#: Spark, row numbers in DuckDB, the tags in Spark (the right side mirrored), the union in
+#: Spark, the group by in DuckDB, the selection in Spark, the projection in DuckDB
+SETS_CUT = ("op1=db,op2=spe,op3=db,op4=spe,op5=spe,op6=db,op7=spe,op8=db,op9=spe,op10=db,"
+            "op11=spe,op12=db")
 
 
 @pytest.mark.spark
@@ -274,9 +322,11 @@ LIMIT_CUT = "op1=db,op2=spe,op3=db,op4=spe"
      ("filtered", "op1=spe,op2=db,op3=spe"), ("distinct", "spe"), ("rows", "spe"),
      ("rows", "op1=db,op2=db,op3=spe,op4=db"), ("union", "spe"), ("union", "db"),
      ("union", UNION_CUT), ("top_n", "spe"), ("top_n", "db"),
-     ("limited", "op1=spe,op2=db,op3=spe,op4=db"), ("limited", LIMIT_CUT)],
+     ("limited", "op1=spe,op2=db,op3=spe,op4=db"), ("limited", LIMIT_CUT),
+     ("sets", "spe"), ("sets", "db"), ("sets", SETS_CUT)],
     keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
-          ("union", "spe"), ("union", UNION_CUT), ("limited", LIMIT_CUT)]))
+          ("union", "spe"), ("union", UNION_CUT), ("limited", LIMIT_CUT),
+          ("sets", SETS_CUT)]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
@@ -284,7 +334,7 @@ def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_pa
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
          "rows": rows_dsl, "union": union_dsl, "top_n": top_n_dsl,
-         "limited": limited_dsl}[which](s)
+         "limited": limited_dsl, "sets": sets_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

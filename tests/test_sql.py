@@ -199,8 +199,8 @@ REFUSED = {
     "unsupported aggregate": (
         f"SELECT plug_id, MEDIAN(value) AS m FROM {H10} GROUP BY plug_id",
         "SELECT", "MEDIAN"),
-    "intersect": (f"SELECT plug_id FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
-                  "INTERSECT", "UNION and UNION ALL are"),
+    "intersect": (f"SELECT plug_id, value FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
+                  "INTERSECT", "INTERSECT of 2 and 1 columns"),
     "window function": (
         f"SELECT plug_id, SUM(value) OVER (PARTITION BY plug_id) AS s FROM {H10}",
         "OVER", "window functions"),

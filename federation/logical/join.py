@@ -10,8 +10,8 @@ from federation.logical.nodes import (
     Node,
     _check_child,
     _check_names,
-    _check_one_slide,
 )
+from federation.logical.window import _check_one_slide
 
 #: the joins of two relations at an instant: inner, and the three outer ones
 HOWS = ("inner", "left", "right", "full")

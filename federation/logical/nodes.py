@@ -107,6 +107,14 @@ class Node:
         """Every row of both relations at each instant (SQL's UNION ALL)."""
         return Node._operators["union"](self, other)
 
+    def intersect(self, other: Node, all: bool = False) -> Node:
+        """The rows of both relations at each instant (INTERSECT [ALL]; union.py)."""
+        return Node._operators["union"].set_operation(self, other, "intersect", all)
+
+    def except_(self, other: Node, all: bool = False) -> Node:
+        """The rows of this relation not in `other` at each instant (EXCEPT [ALL])."""
+        return Node._operators["union"].set_operation(self, other, "except", all)
+
     def row_number(self, order_by, partition_by: Sequence[str] = (),
                    name: str = "row_number") -> Node:
         """Each row's position in its partition at each instant (ROW_NUMBER() OVER
@@ -332,15 +340,6 @@ class Rstream(Unary):
 
     def rstream(self, name: str = "result") -> Rstream:
         raise QueryValidationError("rstream", "input", "the query already ends in RSTREAM")
-
-
-def _check_one_slide(operator: str, *sides: Node) -> None:
-    """The windows under `sides` share one slide: a query's instants."""
-    slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}
-    if len(slides) > 1:
-        raise QueryValidationError(
-            operator, "slide", "the windows of one query must share one slide (its "
-            "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
 
 
 def _check_child(operator: str, child: object) -> None:

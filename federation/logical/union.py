@@ -1,12 +1,16 @@
-"""UNION ALL of two relations at each slide instant (a logical plan node)."""
+"""UNION ALL of two relations at each slide instant (a logical plan node), and INTERSECT
+and EXCEPT [ALL] built of it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
 
+from sqlglot import exp
+
 from federation.errors import QueryValidationError
-from federation.logical.nodes import Node, _check_child, _check_one_slide
+from federation.logical.nodes import Node, _check_child
+from federation.logical.window import _check_one_slide
 
 
 @dataclass(frozen=True, eq=True)
@@ -48,6 +52,40 @@ class Union(Node):
     def label(self) -> str:
         return "union all"
 
+    @staticmethod
+    def set_operation(left: Node, right: Node, op: str, all_: bool = False) -> Node:
+        return set_operation(left, right, op, all_)
+
 
 def _cols(schema: dict[str, str]) -> str:
     return ", ".join(f"{c} {t}" for c, t in schema.items())
+
+
+def set_operation(left: Node, right: Node, op: str, all_: bool = False) -> Node:
+    """INTERSECT (`op` "intersect") or EXCEPT ("except") of two relations at each instant,
+    distinct rows or with `all_` SQL's multiplicities (INTERSECT ALL: min(a, b) copies of a
+    row the sides hold a and b times; EXCEPT ALL: a - b). Built of plan nodes every engine
+    runs: each side's rows tagged (with ALL numbered 1, 2, ... among identical rows), a
+    UNION ALL, a group by every column (NULLs equal, as SQL's set operations compare), kept
+    where both sides hold the row (INTERSECT) or the left only (EXCEPT)."""
+    if op not in ("intersect", "except"):
+        raise QueryValidationError(op, "op", "intersect or except")
+    cols = list(left.schema)
+    if list(right.schema.items()) != list(left.schema.items()):
+        raise QueryValidationError(
+            op, "columns", "both inputs need the same columns and types in the same order: "
+            f"({_cols(left.schema)}) and ({_cols(right.schema)})")
+    from federation.expressions import AggCall
+
+    def tagged(side: Node, mine: int) -> Node:
+        if all_:
+            side = side.row_number(cols, cols, "_set_n")
+        keep = [*cols, "_set_n"] if all_ else cols
+        return side.project(*keep, _set_l=str(mine), _set_r=str(1 - mine))
+
+    keys = [*cols, "_set_n"] if all_ else cols
+    both = tagged(left, 1).union_all(tagged(right, 0)).aggregate(
+        by=keys, _set_l=AggCall("sum", exp.column("_set_l")),
+        _set_r=AggCall("sum", exp.column("_set_r")))
+    keep = "_set_l > 0 AND " + ("_set_r > 0" if op == "intersect" else "_set_r = 0")
+    return both.filter(keep).project(*cols)

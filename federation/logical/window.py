@@ -84,3 +84,12 @@ class TupleWindow(Window):
     def label(self) -> str:
         part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
         return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"
+
+
+def _check_one_slide(operator: str, *sides: Node) -> None:
+    """The windows under `sides` share one slide: a query's instants."""
+    slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}
+    if len(slides) > 1:
+        raise QueryValidationError(
+            operator, "slide", "the windows of one query must share one slide (its "
+            "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))

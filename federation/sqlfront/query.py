@@ -132,25 +132,28 @@ class Translator:
 
     def set_operation(self, q: exp.SetOperation, ctes: dict[str, Node]) -> Node:
         """UNION ALL: both SELECTs' rows at each instant, the right side's columns named
-        by position as the left's; UNION: its distinct rows. INTERSECT, EXCEPT refused."""
+        by position as the left's; UNION: its distinct rows; INTERSECT and EXCEPT [ALL]
+        (federation/logical/union.py)."""
         fail = self.text.fail
         kind = type(q).__name__.upper()
-        if not isinstance(q, exp.Union):
-            raise fail(f"{kind} of streams is not supported (UNION and UNION ALL are)",
-                       kind, q, kind)
         refuse_modifiers(self.text, q)  # ORDER BY, LIMIT ... of the union
         ctes = self.with_ctes(q, ctes)
         left, right = self.query(q.left, ctes), self.query(q.right, ctes)
         lcols, rcols = list(left.schema), list(right.schema)
         if len(lcols) != len(rcols):
-            raise fail(f"UNION of {len(lcols)} and {len(rcols)} columns: both sides need "
-                       "the same number", "UNION", q, "UNION")
+            raise fail(f"{kind} of {len(lcols)} and {len(rcols)} columns: both sides need "
+                       "the same number", kind, q, kind)
         if rcols != lcols:  # by position, named as the left side's
-            right = self.text.build("UNION", q, lambda: right.project(**{
+            right = self.text.build(kind, q, lambda: right.project(**{
                 n: exp.column(c) for n, c in zip(lcols, rcols)}))
-        out = self.text.build("UNION", q, lambda: left.union_all(right))
-        if q.args.get("distinct"):
-            out = self.text.build("UNION", q, out.distinct)
+        all_ = not q.args.get("distinct")
+        if isinstance(q, exp.Union):
+            out = self.text.build(kind, q, lambda: left.union_all(right))
+            if not all_:
+                out = self.text.build(kind, q, out.distinct)
+        else:  # INTERSECT, EXCEPT [ALL]
+            out = self.text.build(kind, q, lambda: left.intersect(right, all_) if isinstance(
+                q, exp.Intersect) else left.except_(right, all_))
         if q.args.get("limit") is not None:
             self.from_clause.refuse_unbounded(out, "ORDER BY ... LIMIT", "LIMIT", q.args["limit"])
         return self.named_as(left, order_limit(self.text, q, out))
