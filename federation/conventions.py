@@ -31,6 +31,8 @@ PUNCT = "_punct"
 OUT = "_out"
 #: the event time of a clock row in a stage's tagged output
 CLOCK = "_clock"
+#: the struct column of Spark's window() in a group by (a user's column may be `window`)
+WINDOW = "_window"
 
 
 def output_column(k: int, column: str) -> str:

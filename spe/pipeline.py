@@ -15,6 +15,7 @@ from federation.conventions import (
     PUNCTUATION,
     TICK,
     TS,
+    WINDOW,
     WT,
     clock_tag,
     packed,
@@ -125,8 +126,8 @@ def start_query(df: DataFrame, handler, checkpoint: str, name: str,
 def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> DataFrame:
     """One row (`_wt`) per slide instant of the query's life, possibly repeated: every tick
     in each window of the query's largest range that holds it (federation.instants)."""
-    w = ticks.select(window_column(F.col(TS), extent_s, slide_s).alias("window"))
-    return w.select(F.window_time("window").alias(WT))
+    w = ticks.select(window_column(F.col(TS), extent_s, slide_s).alias(WINDOW))
+    return w.select(F.window_time(WINDOW).alias(WT))
 
 
 def state_of(query) -> dict[str, int]:

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from federation.conventions import SPARK_TYPES, TS, WT, Lowering, us
+from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join
@@ -130,7 +130,7 @@ class SpeTranslator:
         elif s.row_level:
             w = self._window_column(s)
             out = (s.df.groupBy(w, *keys).agg(*aggs)
-                   .select(F.window_time("window").alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
+                   .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
         else:
             out = s.df.groupBy(_c(WT), *keys).agg(*aggs)
         if not node.keys:
@@ -161,12 +161,12 @@ class SpeTranslator:
             parts, merge = MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}")
             partial.update(parts)
             merged.append(merge.alias(n))
-        panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias("window"), *keys)
+        panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias(WINDOW), *keys)
                  .agg(*[col.alias(name) for name, col in partial.items()])
-                 .select(F.window_time("window").alias("_pane"), *keys, *partial))
-        win = window_column(F.col("_pane"), w.range_s, w.slide_s).alias("window")
+                 .select(F.window_time(WINDOW).alias("_pane"), *keys, *partial))
+        win = window_column(F.col("_pane"), w.range_s, w.slide_s).alias(WINDOW)
         return (panes.groupBy(win, *keys).agg(*merged)
-                .select(F.window_time("window").alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
+                .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
 
     def _pad_empty_instants(self, node: Aggregate, out: DataFrame) -> DataFrame:
         """A global aggregate: one row at every instant, (COUNT 0, others NULL) where the
@@ -191,7 +191,7 @@ class SpeTranslator:
             return s
         cols = [c for c in s.df.columns if c != TS]
         df = s.df.select(self._window_column(s), *[_c(c) for c in cols])
-        return SpeStream(df.select(F.window_time("window").alias(WT), *[_c(c) for c in cols]),
+        return SpeStream(df.select(F.window_time(WINDOW).alias(WT), *[_c(c) for c in cols]),
                          False)
 
     @SPARK.register("Table")
@@ -249,7 +249,7 @@ class SpeTranslator:
         rows = F.collect_list(F.struct(*[_c(c) for c in cols])).alias("_rows")
         if s.row_level:
             g = (s.df.groupBy(self._window_column(s), *keys).agg(rows)
-                 .select(F.window_time("window").alias(WT), "_rows"))
+                 .select(F.window_time(WINDOW).alias(WT), "_rows"))
         else:
             g = s.df.groupBy(_c(WT), *keys).agg(rows)
         ranked = g.select(_c(WT), F.posexplode(sorted_rows("_rows", node.sort_keys))
@@ -305,7 +305,7 @@ class SpeTranslator:
         if w is None or not w.is_time_based:
             raise NotImplementedError(
                 "tuple-based windows run in the DB only for now; place their operators in db")
-        return window_column(_c(TS), w.range_s, w.slide_s).alias("window")
+        return window_column(_c(TS), w.range_s, w.slide_s).alias(WINDOW)
 
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):
         """A relation-level DataFrame; a row-level side is collected per (window, keys)."""
@@ -314,5 +314,5 @@ class SpeTranslator:
         w = self._window_column(s)
         rows = F.collect_list(F.struct(*[_c(c) for c in others])).alias(packed)
         df = (s.df.groupBy(w, *[_c(k) for k in keys]).agg(rows)
-              .select(F.window_time("window").alias(WT), *[_c(k) for k in keys], _c(packed)))
+              .select(F.window_time(WINDOW).alias(WT), *[_c(k) for k in keys], _c(packed)))
         return df, [_c(packed)]

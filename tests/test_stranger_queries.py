@@ -421,6 +421,20 @@ def aggregate_by_the_join_key():
             .aggregate(by=["c"], a7=max_("n2")).rstream("q"))
 
 
+def aggregate_named_window():
+    """Found by the fuzzer (seed 94, query 12): an aggregate named `window`, the name Spark's
+    group by gave its window() struct column: AMBIGUOUS_REFERENCE, the run failed."""
+    return (window(S, range=4, slide=2)
+            .aggregate(by=["plug_id", "house_id"], **{"from": count()}, window=sum_("household_id"))
+            .aggregate(by=["plug_id"], sumLow=sum_("window"))
+            .project("plug_id", "sumLow", x1="0").rstream("Q"))
+
+
+@pytest.mark.spark
+def test_spark_aggregate_named_window(spark, plug_data, tmp_path):
+    run_checked(spark, aggregate_named_window(), "spe", plug_data, tmp_path, 8)
+
+
 @pytest.mark.spark
 def test_spark_aggregate_by_the_key_of_the_join_below(spark, plug_data, tmp_path):
     run_checked(spark, aggregate_by_the_join_key(), "spe", plug_data, tmp_path, 8)
