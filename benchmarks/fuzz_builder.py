@@ -323,9 +323,9 @@ class _Builder(Expressions):
         return r
 
     def union(self, r: Rel, depth: int) -> Rel:
-        """`r` UNION ALL (or INTERSECT, EXCEPT [ALL]) another relation whose columns, of `r`'s types, a projection
-        renames to `r`'s (SQL's by position), else `r` through a selection (a union of
-        a subtree with itself)."""
+        """`r` UNION ALL (or INTERSECT, EXCEPT [ALL]) another relation whose columns, of
+        `r`'s types, a projection renames to `r`'s (SQL's by position), else `r` through a
+        selection (a union of a subtree with itself)."""
         d = self.draw
         other = self.relation(max(depth, 0), top=False)
         cols, free = [], list(other.node.schema)

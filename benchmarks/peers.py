@@ -10,9 +10,9 @@ feeds the same rows to every engine, one after the other, nothing else running:
   project's own query texts (benchmarks/queries_sql/nexmark/flink/) over the rows as CSV
   files (a filesystem source; PyFlink's pip package has no Parquet format and Maven is out
   of reach here), into a blackhole sink; q14's count_char is a Java class of the name
-  Flink's text declares (benchmarks/flink_udf, compiled with the JDK's javac). Timed: from the INSERT's submission to its end
-  (planning, deployment, CSV parsing, the query), after a warm-up job over a small input
-  in the same JVM; the JVM's start is outside.
+  Flink's text declares (benchmarks/flink_udf, compiled with the JDK's javac). Timed: from
+  the INSERT's submission to its end (planning, deployment, CSV parsing, the query), after
+  a warm-up job over a small input in the same JVM; the JVM's start is outside.
 - **DuckDB alone**: a hand-written incremental loop per query over the same Parquet files
   (benchmarks/peers_duckdb.py: slices for q5, the current window's rows for q7 and q8), the
   way a DuckDB user would write it; timed whole, in one process.

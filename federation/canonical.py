@@ -8,7 +8,7 @@ import re
 
 from sqlglot import exp
 
-from federation.conventions import TYPES
+from federation.conventions import NUMERIC_TYPES, TYPES
 from federation.expressions import (
     _INTEGRAL,
     _STRING_FUNCS,
@@ -59,7 +59,7 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
             _python_function(node, t)
         if isinstance(node, TIME_PARTS):  # DuckDB's are BIGINTs, Spark's INTs
             if t(node.this) != "TIMESTAMP":
-                raise ValueError(f"{node.sql('spark')!r}: {_name(node)} of a TIMESTAMP")
+                raise ValueError(f"{node.sql('spark')!r}: {node.sql_name().upper()} of a TIMESTAMP")
             return _as(node, "INT")
         if isinstance(node, MATH):
             return _math(node, t)
@@ -71,8 +71,8 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
             return _cast(node, t(node.this))
         if isinstance(node, _STRING_FUNCS):
             return _string_function(node, t)
-        if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" and not (
-                isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == "DOUBLE"):
+        if isinstance(node, (exp.Floor, exp.Ceil)) and t(node.this) == "DOUBLE" \
+                and not _cast_to(node, "DOUBLE"):
             # Spark's FLOOR of a DOUBLE is a BIGINT, which overflows (an error) past 2^63:
             # from 2^52 on a DOUBLE is whole, its own FLOOR (NaN and Infinity too)
             big = exp.LT(this=exp.Abs(this=node.this.copy()),
@@ -138,11 +138,8 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
     its group given (the engines' defaults differ), NULL where the pattern does not match
     (as Flink SQL; Spark and DuckDB alone give '')."""
     what = node.sql("duckdb")
-    args = [node.left, node.right] if isinstance(node, exp.DPipe) else [node.this]
-    for a in args:
-        if t(a) != "VARCHAR":
-            raise ValueError(f"{what!r}: {a.sql('duckdb')} is a {t(a)}, not a VARCHAR "
-                             "(CAST an integer AS VARCHAR first)")
+    _varchars(node, [node.left, node.right] if isinstance(node, exp.DPipe) else [node.this],
+              t, "duckdb")
     if isinstance(node, exp.SplitPart):
         d, n = node.args.get("delimiter"), node.args.get("part_index")
         if not (isinstance(d, exp.Literal) and d.is_string and d.this):
@@ -173,22 +170,28 @@ def _string_function(node: exp.Expression, t) -> exp.Expression:
     return node
 
 
-def _name(node: exp.Expression) -> str:
-    return node.sql_name().upper()
+def _cast_to(node: exp.Expression, to: str) -> bool:
+    """Whether `node` is already cast to `to` (a canonical form, made once)."""
+    return isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == to
 
 
 def _as(node: exp.Expression, to: str) -> exp.Expression:
     """`node` as a `to` (the engines type it differently), once."""
-    if isinstance(node.parent, exp.Cast) and type_name(node.parent.to) == to:
-        return node
-    return _try_cast(node.copy(), to)
+    return node if _cast_to(node, to) else _try_cast(node.copy(), to)
 
 
 def _numbers(node: exp.Expression, args: list, t) -> None:
     for a in args:
-        if t(a) not in ("INT", "BIGINT", "DOUBLE"):
+        if t(a) not in NUMERIC_TYPES:
             raise ValueError(f"{node.sql('spark')!r}: {a.sql('spark')} is a {t(a)}, not a "
                              "number")
+
+
+def _varchars(node: exp.Expression, args: list, t, dialect: str = "spark") -> None:
+    for a in args:
+        if t(a) != "VARCHAR":
+            raise ValueError(f"{node.sql(dialect)!r}: {a.sql(dialect)} is a {t(a)}, not a "
+                             "VARCHAR (CAST an integer AS VARCHAR first)")
 
 
 def _guarded(node: exp.Expression, cond: exp.Expression) -> exp.Expression:
@@ -238,10 +241,7 @@ def _text(node: exp.Expression, t) -> exp.Expression:
             exp.StrPosition: [node.this, node.args.get("substr")],
             exp.Replace: [node.this, node.expression, node.args.get("replacement")]
             }.get(type(node), [node.this])
-    for a in args:
-        if a is not None and t(a) != "VARCHAR":
-            raise ValueError(f"{what!r}: {a.sql('spark')} is a {t(a)}, not a VARCHAR "
-                             "(CAST an integer AS VARCHAR first)")
+    _varchars(node, [a for a in args if a is not None], t)
     if isinstance(node, exp.Concat):  # ||: NULL where an argument is NULL (Flink's and
         # Spark's CONCAT), but where the text's dialect skips NULLs (DuckDB's CONCAT)
         parts = [exp.Coalesce(this=a.copy(), expressions=[exp.Literal.string("")])

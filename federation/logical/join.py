@@ -11,7 +11,7 @@ from federation.logical.nodes import (
     _check_child,
     _check_names,
 )
-from federation.logical.window import _check_one_slide
+from federation.logical.window import _check_one_slide, _reads_stream
 
 #: the joins of two relations at an instant: inner, and the three outer ones
 HOWS = ("inner", "left", "right", "full")
@@ -111,8 +111,3 @@ class Join(Node):
     def keeps(self) -> tuple[bool, bool]:
         """Whether every left / right row is kept (an outer join's preserved sides)."""
         return self.how in ("left", "full"), self.how in ("right", "full")
-
-
-def _reads_stream(node: Node) -> bool:
-    """Whether a window is below `node` (else it reads database tables only)."""
-    return any(n.kind == "window" for n in node.walk())

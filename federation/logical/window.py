@@ -93,3 +93,8 @@ def _check_one_slide(operator: str, *sides: Node) -> None:
         raise QueryValidationError(
             operator, "slide", "the windows of one query must share one slide (its "
             "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
+
+
+def _reads_stream(node: Node) -> bool:
+    """Whether a window is below `node` (else it reads database tables only)."""
+    return any(n.kind == "window" for n in node.walk())
