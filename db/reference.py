@@ -85,6 +85,33 @@ class ReferenceEvaluator:
                 f"{desc}) AS rn FROM {src} WHERE {ts} < TIMESTAMP '{tau.isoformat(sep=' ')}') "
                 f"WHERE rn <= {w.rows}")
 
+    @REFERENCE.register("SessionWindow")
+    def _session_window(self, w: Window, tau: dt.datetime) -> str:
+        """The readings before tau of the sessions that end in (tau - slide, tau]: one after
+        the other at most the gap apart, but a reading at exactly a session's end when that
+        end is an instant begins a new one (the session closed at that instant)."""
+        have = self.have[w.stream.name]
+        names = [c for c in w.stream.columns]
+        cols = ", ".join(_q(c) if c in have else
+                         f"CAST(NULL AS {DUCKDB_TYPES[w.stream.columns[c]]}) AS {_q(c)}"
+                         for c in names)
+        ts, src = _q(w.stream.ts_column), self.tables[w.stream.name]
+        gap, slide = round(w.gap_s * 1_000_000), round(w.slide_s * 1_000_000)
+        part = ", ".join(_q(k) for k in w.partition_by)
+        by = f"PARTITION BY {part} " if part else ""
+        at = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
+        marked = (f"SELECT *, CASE WHEN _ref_prev IS NULL OR epoch_us({ts}) - _ref_prev > {gap} "
+                  f"OR (epoch_us({ts}) - _ref_prev = {gap} AND (_ref_prev + {gap}) % {slide} = 0) "
+                  f"THEN 1 ELSE 0 END AS _ref_new FROM (SELECT {cols}, lag(epoch_us({ts})) "
+                  f"OVER ({by}ORDER BY {ts}) AS _ref_prev FROM {src} WHERE {ts} < {at})")
+        numbered = f"SELECT *, sum(_ref_new) OVER ({by}ORDER BY {ts}) AS _ref_sid FROM ({marked})"
+        sess = f"PARTITION BY {part + ', ' if part else ''}_ref_sid"
+        tagged = (f"SELECT *, min({ts}) OVER ({sess}) AS window_start, max({ts}) OVER ({sess})"
+                  f" + to_microseconds({gap}) AS window_end FROM ({numbered})")
+        return (f"SELECT {', '.join(_q(c) for c in names)}, window_start, window_end FROM "
+                f"({tagged}) WHERE window_end <= {at} AND window_end > {at} - "
+                f"to_microseconds({slide})")
+
     def eval(self, node: Node, tau: dt.datetime) -> str:
         """The SQL of `node`'s rows at instant `tau` (one statement per instant: DuckDB binds
         it once, where a chain of relations bound every step)."""
@@ -173,8 +200,8 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     from federation/instants.py which the engines' path uses: the reference is independent."""
     windows = [n for n in query.walk() if n.kind == "window"]
     slide = round(windows[0].slide_s * 1_000_000)
-    extent = round(max(w.range_s if w.range_s is not None else w.slide_s
-                       for w in windows) * 1_000_000)
+    extent = round(max(w.gap_s + w.slide_s if w.is_session else w.range_s
+                       if w.range_s is not None else w.slide_s for w in windows) * 1_000_000)
     epoch = dt.datetime(1970, 1, 1)
 
     def us(t: dt.datetime) -> int:

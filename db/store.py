@@ -26,11 +26,12 @@ from db.tables import (
     create_table,
     delete_before,
     delete_beyond_last,
+    delete_closed_sessions,
     quoted_column,
     quoted_table,
     render,
 )
-from federation.conventions import DB_CHECKPOINT_SLIDES, DB_EXPIRE_SLIDES, TAU, TS, ts_us
+from federation.conventions import DB_CHECKPOINT_SLIDES, DB_EXPIRE_SLIDES, TAU, TS, ts_us, us
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class InputSpec:
     range_s: float | None = None  # time window: rows older than tau - range expire
     rows: int | None = None  # tuple window
     partition_by: tuple[str, ...] = ()
+    session: tuple[float, float] | None = None  # a session window's (gap, slide) in seconds
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
     #: a database table (the same rows at every instant): loaded once from this Parquet
     #: copy (federation/runtime/tables.py), or (db, table) read in place; never expired
@@ -275,6 +277,10 @@ class MigDatabase:
                 self._exec(delete_before(spec.table, TAU), [next_tau])
             elif not spec.keep_rows:
                 continue
+            elif spec.session is not None:
+                gap_s, slide_s = spec.session
+                self._exec(delete_closed_sessions(spec.table, spec.partition_by, us(gap_s),
+                                                  us(slide_s)), [next_tau])
             elif spec.range_s is not None:
                 self._exec(delete_before(spec.table, TS, spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition

@@ -33,6 +33,9 @@ OUT = "_out"
 CLOCK = "_clock"
 #: the struct column of Spark's window() in a group by (a user's column may be `window`)
 WINDOW = "_window"
+#: the columns a session window adds to its stream's: its session's first reading and its
+#: end (the last reading plus the gap)
+SESSION_COLUMNS = ("window_start", "window_end")
 
 
 def output_column(k: int, column: str) -> str:

@@ -63,8 +63,9 @@ def grid_points(lo: dt.datetime, hi: dt.datetime, slide_s: float) -> list[dt.dat
 
 
 def extent_of(windows: Iterable) -> float:
-    """The largest range of the windows (a tuple window counts its slide)."""
-    return max(w.range_s if w.range_s is not None else w.slide_s for w in windows)
+    """The largest range of the windows (a tuple window counts its slide, a session
+    window its gap and slide: its last session ends a gap after its last reading)."""
+    return max(w.extent_s for w in windows)
 
 
 def holdback(nodes: Iterable) -> tuple[float, float, int]:

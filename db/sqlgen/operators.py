@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import sqlglot
 from sqlglot import exp
 
 from db.sqlgen.terms import (
@@ -26,7 +27,7 @@ from db.sqlgen.terms import (
     seconds,
     tau_param,
 )
-from federation.conventions import TS, Lowering
+from federation.conventions import SESSION_COLUMNS, TS, Lowering, us
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import NumberedPlan, Window
@@ -63,6 +64,33 @@ def _tuple_window(win: Window, columns: Sequence[str], table: str) -> exp.Select
              .where(exp.LT(this=col(TS), expression=tau_param())))
     return (exp.select(*[col(c) for c in columns]).from_(inner.subquery("r"))
             .where(exp.LTE(this=col("_rn"), expression=exp.Literal.number(win.rows))))
+
+
+@DUCKDB.register("SessionWindow")
+def _session_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    """The rows before `$tau` of the sessions that end in ($tau - slide, $tau]
+    (federation/logical/window.py): a reading begins a session when the one before it (in
+    its partition) is more than the gap earlier, or exactly the gap when that end is an
+    instant. Ties in event time are one peer group (RANGE frames): one session."""
+    gap, slide = us(win.gap_s), us(win.slide_s)
+    keys = ", ".join(col(k).sql("duckdb") for k in win.partition_by)
+    by = f"PARTITION BY {keys} " if keys else ""
+    ts = col(TS).sql("duckdb")
+    stream = [c for c in columns if c not in SESSION_COLUMNS]
+    cols = ", ".join(col(c).sql("duckdb") for c in dict.fromkeys([TS, *win.partition_by, *stream]))
+    tau = tau_param().sql("duckdb")
+    marked = (f"SELECT *, CASE WHEN _s_prev IS NULL OR epoch_us({ts}) - _s_prev > {gap} OR "
+              f"(epoch_us({ts}) - _s_prev = {gap} AND (_s_prev + {gap}) % {slide} = 0) THEN 1 "
+              f"ELSE 0 END AS _s_new FROM (SELECT {cols}, lag(epoch_us({ts})) OVER ({by}ORDER "
+              f"BY {ts}) AS _s_prev FROM {exp.to_table(table).sql('duckdb')} WHERE {ts} < {tau})")
+    numbered = f"SELECT *, sum(_s_new) OVER ({by}ORDER BY {ts}) AS _s_id FROM ({marked})"
+    sess = f"PARTITION BY {keys + ', ' if keys else ''}_s_id"
+    tagged = (f"SELECT *, min({ts}) OVER ({sess}) AS window_start, max({ts}) OVER ({sess}) + "
+              f"to_microseconds({gap}) AS window_end FROM ({numbered})")
+    out = ", ".join(col(c).sql("duckdb") for c in columns)
+    return sqlglot.parse_one(
+        f"SELECT {out} FROM ({tagged}) AS s WHERE window_end <= {tau} AND window_end > "
+        f"{tau} - to_microseconds({slide})", dialect="duckdb")
 
 
 @DUCKDB.register("Table")

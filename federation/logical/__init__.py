@@ -29,7 +29,7 @@ from federation.logical.queryset import QuerySet, query_set
 from federation.logical.rank import RowNumber
 from federation.logical.table import Table, table
 from federation.logical.union import Union
-from federation.logical.window import TimeWindow, TupleWindow, Window
+from federation.logical.window import SessionWindow, TimeWindow, TupleWindow, Window
 
 __all__ = [
     "R2R_KINDS",
@@ -42,6 +42,7 @@ __all__ = [
     "RowNumber",
     "Rstream",
     "Select",
+    "SessionWindow",
     "Table",
     "TimeWindow",
     "TupleWindow",

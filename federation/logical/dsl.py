@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node
-from federation.logical.window import TimeWindow, TupleWindow, Window
+from federation.logical.window import SessionWindow, TimeWindow, TupleWindow, Window
 from federation.streams import StreamDecl
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)?\s*$")
@@ -41,9 +41,11 @@ def window(
     slide: float | str = 1,
     rows: int | None = None,
     partition_by: Sequence[str] = (),
+    gap: float | str | None = None,
     catalog: Mapping[str, StreamDecl] | None = None,
 ) -> Window:
-    """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), or `rows` and `slide`.
+    """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), `rows` and `slide`,
+    or a session window: `gap` and `slide` (the instants), per `partition_by` key.
 
     Example:
         >>> from federation.smartplug import smartplug_stream
@@ -61,8 +63,12 @@ def window(
     if isinstance(partition_by, str):
         partition_by = (partition_by,)
     slide_s = parse_duration(slide, "window", "slide")
-    if (range is None) == (rows is None):
-        raise QueryValidationError("window", "range", "give exactly one of range or rows")
+    if (range is not None) + (rows is not None) + (gap is not None) != 1:
+        raise QueryValidationError("window", "range", "give exactly one of range, rows or gap")
+    if gap is not None:
+        return SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+                             gap_s=parse_duration(gap, "window", "gap"),
+                             partition_by=tuple(partition_by))
     if range is not None:
         return TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
                           range_s=parse_duration(range, "window", "range"))

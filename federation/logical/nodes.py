@@ -27,7 +27,6 @@ from federation.expressions import (
 if TYPE_CHECKING:
     from federation.logical.aggregate import Aggregate
     from federation.logical.join import Join
-    from federation.logical.window import Window
 
 
 class Node:
@@ -140,7 +139,7 @@ class Node:
             hidden = "_" + hidden
         return self.aggregate(by=cols, **{hidden: AggCall("count")}).project(*cols)
 
-    def window(self, *args: object, **kwargs: object) -> Window:
+    def window(self, *args: object, **kwargs: object) -> Node:
         """Windows only stand at the leaves: over a stream, never over a relation."""
         raise QueryValidationError(
             "window", "input", f"a window must read a stream at a leaf, not a {self.kind}"
@@ -334,6 +333,8 @@ class Rstream(Unary):
             raise QueryValidationError(
                 "rstream", "input", "the query reads no stream: a continuous query reads at "
                 "least one window (a database table is joined with one)")
+        from federation.logical.window import check_sessions  # window.py imports this one
+        check_sessions(self.child)
 
     def label(self) -> str:
         return f"rstream {self.name}"

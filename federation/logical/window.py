@@ -1,5 +1,5 @@
-"""The S2R window at a leaf of a query: time-based (range, slide) or tuple-based (rows,
-slide) over a named stream."""
+"""The S2R window at a leaf of a query over a named stream: time-based (range, slide),
+tuple-based (rows, slide) or a session window (gap, slide, partition keys)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
+from federation.conventions import SESSION_COLUMNS
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node
 from federation.streams import StreamDecl
@@ -27,6 +28,7 @@ class Window(Node):
     rows: int | None = dataclasses.field(default=None, init=False)
     partition_by: tuple[str, ...] = dataclasses.field(default=(), init=False)
     is_time_based: ClassVar[bool]
+    is_session: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.stream, StreamDecl):
@@ -40,6 +42,12 @@ class Window(Node):
     @cached_property
     def schema(self) -> dict[str, str]:
         return self.stream.columns
+
+    @property
+    def extent_s(self) -> float:
+        """How long after a reading an instant can still hold it (federation.instants):
+        the range, a tuple window's slide, a session's gap and slide."""
+        return self.range_s if self.range_s is not None else self.slide_s
 
 
 @dataclass(frozen=True, eq=True)
@@ -84,6 +92,82 @@ class TupleWindow(Window):
     def label(self) -> str:
         part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
         return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"
+
+
+@dataclass(frozen=True, eq=True)
+class SessionWindow(Window):
+    """Sessions of each `partition_by` key (Flink's SESSION window; docs/sql.md, "Session
+    windows"): readings at most `gap_s` apart, one after the other, are one session, from
+    its first reading to its last plus the gap (`window_start`, `window_end`). A session is
+    in the relation of the first instant tau >= its end, with its readings before tau (a
+    reading at exactly tau comes after the session closed: it begins the next one); at
+    other instants it is not. So a session's rows stand in exactly one instant, and only
+    an aggregate grouped by `window_start`, `window_end` and the partition keys reads them
+    (`check_sessions`)."""
+
+    gap_s: float = 0.0
+    partition_by: tuple[str, ...] = ()
+    is_time_based = False
+    is_session = True
+    role = "leaf"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gap_s <= 0:
+            raise QueryValidationError("window", "gap", f"must be positive, got {self.gap_s}")
+        for k in self.partition_by:
+            if k not in self.stream.columns:
+                raise QueryValidationError(
+                    "window", "partition_by", f"unknown column {k!r} of stream {self.stream.name!r}"
+                )
+        for c in SESSION_COLUMNS:
+            if c in self.stream.columns:
+                raise QueryValidationError(
+                    "window", "gap", f"stream {self.stream.name!r} has a column {c!r}: a "
+                    "session window adds one of that name (rename the stream's)")
+
+    @cached_property
+    def schema(self) -> dict[str, str]:
+        return {**self.stream.columns, **{c: "TIMESTAMP" for c in SESSION_COLUMNS}}
+
+    @property
+    def extent_s(self) -> float:
+        return self.gap_s + self.slide_s
+
+    def label(self) -> str:
+        part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
+        return f"session {self.stream.name} [gap {self.gap_s:g} s{part}, slide {self.slide_s:g} s]"
+
+
+def check_sessions(root: Node) -> None:
+    """A session window's rows exist only at the instant its session closes: only an
+    aggregate grouped by `window_start`, `window_end` and exactly the window's partition
+    keys reads them, with selections of those keys between (a selection of other columns
+    would decide which readings make a session: Flink forms sessions of the rows its
+    window reads, so filter those in the stream instead)."""
+    for node in root.walk():
+        for c in node.children:
+            w = c.row_window()
+            if w is None or not w.is_session:
+                continue
+            keys = set(w.partition_by)
+            if node.kind == "select":
+                from federation.expressions import referenced_columns
+                if not referenced_columns(node.predicate) <= keys:
+                    raise QueryValidationError(
+                        "select", "predicate", f"{node.predicate.sql()!r} reads a session "
+                        f"window's rows ({w.label()}): only its partition keys "
+                        f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
+                        "its aggregate, which decides what a session is")
+                continue
+            want = keys | set(SESSION_COLUMNS)
+            if node.kind != "aggregate" or set(node.keys) != want:  # type: ignore[attr-defined]
+                got = (f"an aggregate grouped by {', '.join(node.keys) or 'nothing'}"  # type: ignore[attr-defined]
+                       if node.kind == "aggregate" else f"a {node.kind}")
+                raise QueryValidationError(
+                    node.kind, "input", f"{w.label()} is read by {got}: a session's rows are "
+                    "read by an aggregate grouped by exactly window_start, window_end"
+                    + "".join(f", {k}" for k in w.partition_by) + " (its partition keys)")
 
 
 def _check_one_slide(operator: str, *sides: Node) -> None:

@@ -38,12 +38,13 @@ class _Narrowing:
         READS(node, want, self)
 
 
-@READS.register("TimeWindow", "TupleWindow")
+@READS.register("TimeWindow", "TupleWindow", "SessionWindow")
 def _window(node, want: set[str], n: _Narrowing) -> None:
     s = node.stream
     if not node.is_time_based:
         n.whole.add(s.name)
-    n.needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column})
+    n.needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column},
+                                              node.partition_by)
 
 
 @READS.register("Table")

@@ -96,7 +96,8 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             continue
         wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
                 for o in ci.op_ids]
-        horizon_s = max(horizon_s, max(w.range_s or 0.0 for w in wins) + slide_s)
+        horizon_s = max(horizon_s, max(w.gap_s if w.is_session else w.range_s or 0.0
+                                       for w in wins) + slide_s)
         raw = [w for o, w in zip(ci.op_ids, wins) if o in db_op.raw.get(ci.table, ())]
         if not raw:  # every reader folds these rows into slices
             specs.append(InputSpec(ci.table, dict(ci.node.schema), True, keep_rows=False))
@@ -104,7 +105,7 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
         # readers of one table may read it with different ranges: keep the longest
         w = max(raw, key=lambda x: x.range_s or 0.0)
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
-                               w.partition_by))
+                               w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None))
     return specs, horizon_s
 
 
