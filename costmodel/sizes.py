@@ -161,6 +161,16 @@ def _tuple_window(node, kids: list[NodeSize]) -> NodeSize:
                     copies=max(1.0, size / lam / node.slide_s), row_level=True)
 
 
+@SIZE.register("SessionWindow")
+def _session_window(node, kids: list[NodeSize]) -> NodeSize:
+    """Each reading is in one instant's relation (copies 1); the DB holds the readings of
+    the open sessions, about a gap and a slide of them where sessions close (a key read
+    more often than once a gap keeps one session open, and its rows, as long as it is)."""
+    lam = node.stream.stats.rate_tps
+    return NodeSize(rate=lam, size=lam * (node.gap_s + node.slide_s), l=1.0 / node.slide_s,
+                    copies=1.0, row_level=True)
+
+
 @SIZE.register("Table")
 def _table(node, kids: list[NodeSize]) -> NodeSize:
     """The same rows at every instant: no arrivals (eq. 2's rate 0)."""

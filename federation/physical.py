@@ -260,7 +260,7 @@ def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[s
         node = plan.nodes[oid]
         for c in plan.children[oid]:
             w = plan.nodes[c]
-            if isinstance(w, Window) and not w.is_time_based:
+            if isinstance(w, Window) and w.rows is not None:
                 why = (f"{oid} ({node.kind}) cannot run in Spark: it reads a tuple window "
                        f"({w.label()}), which only the DB has; place it in db")
                 out.append((oid, why))

@@ -97,7 +97,7 @@ def _check_extents(queries: tuple[Rstream, ...]) -> None:
         if extent[q.name] >= longest and streams[q.name] == every:
             continue
         nodes = list(q.walk())
-        why = ("a tuple window" if any(n.kind == "window" and not n.is_time_based  # type: ignore[attr-defined]
+        why = ("a tuple window" if any(n.kind == "window" and n.rows is not None  # type: ignore[attr-defined]
                                        for n in nodes) else
                "a global aggregate" if any(n.kind == "aggregate" and not n.keys  # type: ignore[attr-defined]
                                            for n in nodes) else None)

@@ -70,7 +70,7 @@ def phase_two(
         closed = ZERO
         db_placed: frozenset[str] = frozenset()
         # Spark has no tuple windows: an operator reading one runs in the DB (spe_limits)
-        if any(isinstance(plan.nodes[c], Window) and not plan.nodes[c].is_time_based
+        if any(isinstance(plan.nodes[c], Window) and plan.nodes[c].rows is not None
                for c in plan.children[oid]):
             closed = closed.add(float("inf"))
         for c in kids:

@@ -82,6 +82,11 @@ class FedqSql(DuckDB):
     (the window table functions' first argument) instead of `TABLE name` as a query, and
     Flink's DATE_FORMAT and CONCAT."""
 
+    class Tokenizer(DuckDB.Tokenizer):
+        # SESSION(...) is the session window table function, not a keyword
+        KEYWORDS: ClassVar[dict] = {k: v for k, v in DuckDB.Tokenizer.KEYWORDS.items()
+                                    if k != "SESSION"}
+
     class Parser(DuckDB.Parser):
         FUNCTIONS: ClassVar[dict] = {
             **DuckDB.Parser.FUNCTIONS, "DATE_FORMAT": _date_format,
@@ -93,7 +98,15 @@ class FedqSql(DuckDB):
                     and self._next is not None
                     and self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER)):
                 self._advance()
-                return self.expression(exp.Table(this=self._parse_id_var()))
+                table = self.expression(exp.Table(this=self._parse_id_var()))
+                if self._match(TokenType.PARTITION_BY):  # SESSION(TABLE s PARTITION BY k)
+                    if self._match(TokenType.L_PAREN):  # PARTITION BY (k1, k2)
+                        keys = self._parse_csv(self._parse_column)
+                        self._match_r_paren()
+                    else:  # PARTITION BY k
+                        keys = [self._parse_column()]
+                    table.set("partition", exp.Tuple(expressions=keys))
+                return table
             return super()._parse_lambda(alias)
 
 
@@ -113,25 +126,32 @@ class SqlText:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def _group_window(self) -> None:
+        """Refuse Flink's group window functions in GROUP BY (Nexmark q11), naming the
+        window table function that reads the stream instead."""
+        legacy = _GROUP_WINDOW.search(self.text)
+        if legacy:
+            line = self.text.count("\n", 0, legacy.start()) + 1
+            col = legacy.start() - (self.text.rfind("\n", 0, legacy.start()) + 1) + 1
+            fn = legacy.group(1).upper()
+            form = ("SESSION(TABLE s PARTITION BY k, DESCRIPTOR(ts), gap)" if fn == "SESSION"
+                    else f"{fn}(TABLE s, DESCRIPTOR(ts), ...)")
+            raise SqlError(f"{fn}(...) in GROUP BY (a group window function) is not "
+                           f"supported; read the stream through {form} in FROM and group "
+                           "by window_start, window_end", "GROUP BY", line, col) from None
+
     def statement(self) -> exp.Expression:
         """The text's one statement, parsed in the `FedqSql` dialect."""
         try:
             trees = [t for t in sqlglot.parse(self.text, dialect=FedqSql) if t is not None]
         except ParseError as e:
             err = (e.errors or [{}])[0]
-            legacy = _GROUP_WINDOW.search(self.text)
-            if legacy:  # Flink's group window functions in GROUP BY (Nexmark q11)
-                line = self.text.count("\n", 0, legacy.start()) + 1
-                col = legacy.start() - (self.text.rfind("\n", 0, legacy.start()) + 1) + 1
-                fn = legacy.group(1).upper()
-                raise SqlError(f"{fn}(...) in GROUP BY (a group window function) is not "
-                               "supported" + (": session windows are not supported"
-                                              if fn == "SESSION" else
-                                              f"; read the stream through {fn}(TABLE s, "
-                                              "DESCRIPTOR(ts), ...) in FROM"),
-                               "GROUP BY", line, col) from None
+            self._group_window()
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
+        if any(isinstance(f, exp.Anonymous) and f.name.upper() in ("SESSION", "TUMBLE", "HOP")
+               for t in trees for g in t.find_all(exp.Group) for f in g.walk()):
+            self._group_window()
         trees = [t for t in trees if not self._function(t)]
         if not trees:
             raise SqlError("no statement", "statement")

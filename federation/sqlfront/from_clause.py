@@ -85,7 +85,7 @@ class FromClause:
         if isinstance(src, exp.Subquery):
             node = self.subquery(src.this, ctes)
         elif isinstance(src, exp.Table) and isinstance(src.this, exp.Anonymous):
-            node = window_tvf(self.text, self.streams, src.this)
+            node = window_tvf(self.text, self.streams, src.this, self.now_slide)
             stream_name = node.stream.name if isinstance(node, Window) else ""
             alias = alias or stream_name
         elif isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier):

@@ -14,7 +14,10 @@ as `HOP(...)`. Sizes are `INTERVAL '5' MINUTE`, `INTERVAL '5 minutes'`,
     >>> [duration(SqlText(s), sqlglot.parse_one(s, dialect=FedqSql), "HOP") for s in sizes]
     [300.0, 300.0, 0.5, 90.0]
 
-CUMULATE and SESSION windows and window offsets are refused.
+Session windows are Flink's `SESSION(TABLE s [PARTITION BY k | PARTITION BY (k, ...)],
+DESCRIPTOR(ts), gap)`, at the query's instants (the slide of its other windows, else 1 s),
+their `window_start` and `window_end` columns of each session (docs/sql.md, "Session
+windows"). CUMULATE windows and window offsets are refused.
 """
 
 from __future__ import annotations
@@ -33,24 +36,30 @@ SIGNATURES = {
     "HOP": "HOP(TABLE s, DESCRIPTOR(ts), slide, size)",
     "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size)",
     "ROWS_WINDOW": "ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(keys)])",
+    "SESSION": "SESSION(TABLE s [PARTITION BY k], DESCRIPTOR(ts), gap)",
 }
-_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5)}
+_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5), "SESSION": (3,)}
 _UNITS = {"millisecond": "ms", "milliseconds": "ms"}
 
 
-def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anonymous
-               ) -> Window:
-    """The window a call of HOP, TUMBLE or ROWS_WINDOW in FROM reads."""
+def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anonymous,
+               slide_s: float = 1.0) -> Window:
+    """The window a call of HOP, TUMBLE, ROWS_WINDOW or SESSION in FROM reads (a session
+    window's instants: `slide_s`, the query's)."""
     fn = call.name.upper()
     args = list(call.expressions)
     if fn == "TABLE" and len(args) == 1 and isinstance(args[0], exp.Anonymous):
-        return window_tvf(text, streams, args[0])
-    if fn in ("CUMULATE", "SESSION"):
-        raise text.fail(f"{fn} windows are not supported (HOP, TUMBLE or ROWS_WINDOW)",
-                        fn, call)
+        return window_tvf(text, streams, args[0], slide_s)
+    if fn == "CUMULATE":
+        raise text.fail(f"{fn} windows are not supported (HOP, TUMBLE, SESSION or "
+                        "ROWS_WINDOW)", fn, call)
     if fn not in SIGNATURES:
-        raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE or "
+        raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE, SESSION or "
                         "ROWS_WINDOW)", "FROM", call)
+    if args and isinstance(args[0], exp.Table) and args[0].args.get("partition") \
+            and fn != "SESSION":
+        raise text.fail(f"PARTITION BY in {fn}: only SESSION partitions its stream",
+                        fn, args[0])
     want = _ARITY[fn]
     if len(args) not in want:
         extra = (" (a window offset is not supported)"
@@ -76,6 +85,12 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
                         f"{ts!r}", fn, desc)
     if fn == "ROWS_WINDOW":
         return rows_window(text, stream, call, args)
+    if fn == "SESSION":
+        part = table.args.get("partition")
+        keys = tuple(c.name for c in part.expressions) if part is not None else ()
+        gap = duration(text, args[2], fn)
+        return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
+                                                   partition_by=keys))
     sizes = [duration(text, a, fn) for a in args[2:]]
     slide, size = (sizes[0], sizes[1]) if fn == "HOP" else (sizes[0], sizes[0])
     return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size))
@@ -86,7 +101,7 @@ def query_slide(text: SqlText, tree: exp.Expression) -> float:
     other slides are refused where they join), else 1 s: a bare stream's NOW window."""
     for call in tree.find_all(exp.Anonymous):
         fn = call.name.upper()
-        if fn in _ARITY and len(call.expressions) in _ARITY[fn]:
+        if fn in _ARITY and fn != "SESSION" and len(call.expressions) in _ARITY[fn]:
             return duration(text, call.expressions[2], fn)  # HOP's slide, TUMBLE's size
     return 1.0
 
