@@ -38,6 +38,14 @@ WINDOW = "_window"
 SESSION_COLUMNS = ("window_start", "window_end")
 
 
+def stored_columns(node) -> dict[str, str]:
+    """The columns of `node`'s window rows as Spark hands them on and a DB-op stores them:
+    its schema but a session window's SESSION_COLUMNS, which the DB-op's SQL computes."""
+    w = node.row_window()
+    made = SESSION_COLUMNS if w is not None and w.is_session else ()
+    return {c: t for c, t in node.schema.items() if c not in made}
+
+
 def output_column(k: int, column: str) -> str:
     """Root k's `column` in the rows of a DB-op with several roots (several queries share
     it): its SQL yields every root's rows tagged `OUT` = k (db.sqlgen.statement)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from db.sqlgen import SliceTable, db_op_sql
-from federation.conventions import SESSION_COLUMNS
+from federation.conventions import stored_columns
 from federation.errors import PlacementError
 from federation.logical import (
     Node,
@@ -72,11 +72,10 @@ class DbOp:
     def input_columns(self, ci: DbOpInput) -> dict[str, str]:
         """Input `ci`'s columns (but `_ts`/`_tau`) as runtime/mig.py creates them and
         costmodel/memory.py sizes: a table's own, the SQL's of raw rows, else all."""
-        cols = ci.node.columns if ci.node.kind == "table" else ci.node.schema.items()
+        cols = ci.node.columns if ci.node.kind == "table" else \
+            stored_columns(ci.node).items() if ci.row_level else ci.node.schema.items()
         kept = self.raw_columns.get(ci.table) if ci.row_level else None
-        w = ci.node.row_window() if ci.row_level else None
-        made = SESSION_COLUMNS if w is not None and w.is_session else ()  # by the DB-op's SQL
-        return {c: t for c, t in cols if (kept is None or c in kept) and c not in made}
+        return {c: t for c, t in cols if kept is None or c in kept}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from db.sqlgen.share import share_joins
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
 from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
-from federation.conventions import OUT, SESSION_COLUMNS, TAU, TS, output_column, us
+from federation.conventions import OUT, TAU, TS, output_column, stored_columns, us
 
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import NumberedPlan
@@ -145,7 +145,8 @@ def db_op_sql(
         query = outputs_query(plan, root, [source(r) for r in root])
     for name, q in ctes:
         query = query.with_(name, as_=q)
-    schema = {t: {TS: "TIMESTAMP", **_stored(plan.nodes[oids[0]])} for t, oids in raw.items()}
+    schema = {t: {TS: "TIMESTAMP", **stored_columns(plan.nodes[oids[0]])}
+              for t, oids in raw.items()}
     for tab in tables.values():  # column names are what pruning needs, not types
         schema[tab.name] = schema[tab.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in tab.keys},
                                                **{p: "DOUBLE" for p in tab.partials}}
@@ -161,13 +162,6 @@ def db_op_sql(
                             if c != TS and c.lower() in read_columns(query, t))
                    for t in raw}
     return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
-
-
-def _stored(node) -> dict[str, str]:
-    """The columns of a table of window rows: a session window's own (SESSION_COLUMNS)
-    are computed by its SQL."""
-    made = SESSION_COLUMNS if node.row_window().is_session else ()
-    return {c: t for c, t in node.schema.items() if c not in made}
 
 
 def _read_raw(plan: NumberedPlan, members: set[str], chains: dict[str, list[str]],

@@ -27,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from federation.conventions import DATA, KIND, PUNCTUATION, SESSION_COLUMNS, TS
+from federation.conventions import DATA, KIND, PUNCTUATION, TS, stored_columns
 from federation.errors import FedqError
 from federation.logical import Table, Window
 from federation.parts import atomic_write_bytes, read_spool_part, spool_part
@@ -121,8 +121,7 @@ def build_direct(staged: StagedPlan, st: Stage, spools: dict,
                                            (formats or {}).get(name, "parquet")))
                 idx = len(streams) - 1
             st.outputs.append(("mig", (c.id, ci.table)))
-            made = SESSION_COLUMNS if ci.node.is_session else ()  # the DB-op's SQL makes them
-            layout.append((idx, (TS, *[k for k in ci.node.schema if k not in made])))
+            layout.append((idx, (TS, *stored_columns(ci.node))))
     st.clock_sources = list(range(len(streams)))
     return layout, streams
 

@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from federation.conventions import stored_columns
 from federation.logical import Table, Window
 from federation.physical import DbOp, PhysicalPlan
 
@@ -175,7 +176,7 @@ class StageBuilder:
                     continue
                 s = self._node(ci.op_ids[0])
                 tag = TS if s.row_level else WT
-                cols = [tag, *ci.node.schema]
+                cols = [tag, *(stored_columns(ci.node) if s.row_level else ci.node.schema)]
                 outs.append((("mig", (c.id, ci.table)), select_columns(s.df, cols)))
                 if not s.row_level:
                     st.holdback_s[c.id] = max(st.holdback_s.get(c.id, 0.0),

@@ -1,0 +1,160 @@
+"""Session windows (docs/sql.md, "Session windows"): readings of one key at most the gap
+apart, one after the other, are one session [first, last + gap); it is emitted at the
+first instant at or after its end, with its readings before that instant (a reading at
+exactly that instant begins the next session).
+
+The rows below are written for the edges: a gap of exactly 2 s whose end is an instant
+(a new session) and one whose end is not (the same session), two readings at one time,
+NULL keys, a key alone at the end. The expected sessions are worked out by hand; the
+reference, pure DuckDB at several batch sizes, pure Spark and a plan cut between the
+engines must all give them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from db.reference import reference_result
+from db.tables import delete_closed_sessions
+from federation import sql
+from federation.errors import QueryValidationError
+from federation.expressions import count, sum_
+from federation.logical import window
+from federation.results import diff_results
+from federation.sqlfront import SqlError
+from federation.streams import StreamDecl, StreamStats
+from tests.test_stranger_queries import pure_db
+
+T0 = dt.datetime(2013, 9, 1)
+CLICKS = StreamDecl(name="clicks", schema={"ts": "TIMESTAMP", "user": "INT", "amount": "DOUBLE"},
+                    stats=StreamStats(rate_tps=2.0, distinct={"user": 3}))
+#: (seconds after T0, user, amount)
+ROWS = [(0.0, 1, 1.0), (2.0, 1, 2.0), (2.5, 1, 3.0), (4.5, 1, 4.0), (10.0, 1, 5.0),
+        (0.3, 2, 10.0), (2.3, 2, 20.0), (2.3, 2, 30.0), (4.3, 2, 40.0),
+        (1.0, None, 0.5), (3.0, None, 0.25), (20.0, 3, 7.0)]
+#: (tau, window_start, window_end, user, n, total): gap 2 s, slide 1 s, by user
+SESSIONS = [
+    (2, 0.0, 2.0, 1, 1, 1.0),  # 2.0 is 2 s after 0.0 and 2.0 is an instant: a new session
+    (3, 1.0, 3.0, None, 1, 0.5),  # the same for the NULL key at 1.0 and 3.0
+    (5, 3.0, 5.0, None, 1, 0.25),
+    (7, 2.0, 6.5, 1, 3, 9.0),  # 4.5 is 2 s after 2.5, and 4.5 is no instant: one session
+    (7, 0.3, 6.3, 2, 4, 100.0),  # two readings at 2.3
+    (12, 10.0, 12.0, 1, 1, 5.0),
+    (22, 20.0, 22.0, 3, 1, 7.0),
+]
+
+
+def rows() -> pa.Table:
+    ts, user, amount = zip(*sorted(ROWS, key=lambda r: r[0]))
+    return pa.table({"ts": pa.array([T0 + dt.timedelta(seconds=s) for s in ts],
+                                    pa.timestamp("us")),
+                     "user": pa.array(user, pa.int32()), "amount": pa.array(amount)})
+
+
+def sessions(keep=lambda user: True) -> pa.Table:
+    at = [r for r in SESSIONS if keep(r[3])]
+    t = (lambda s: T0 + dt.timedelta(seconds=s))
+    return pa.table({"tau": pa.array([t(r[0]) for r in at], pa.timestamp("us")),
+                     "window_start": pa.array([t(r[1]) for r in at], pa.timestamp("us")),
+                     "window_end": pa.array([t(r[2]) for r in at], pa.timestamp("us")),
+                     "user": pa.array([r[3] for r in at], pa.int32()),
+                     "n": pa.array([r[4] for r in at], pa.int64()),
+                     "total": pa.array([r[5] for r in at])})
+
+
+def query(where: str | None = None):
+    w = window(CLICKS, gap=2, slide=1, partition_by=["user"])
+    rel = w.filter(where) if where else w
+    return rel.aggregate(by=["window_start", "window_end", "user"], n=count(),
+                         total=sum_("amount")).rstream("sessions")
+
+
+def test_the_reference_gives_the_sessions_worked_out_by_hand():
+    assert diff_results(reference_result(query(), rows()), sessions()) is None
+
+
+@pytest.mark.parametrize("per_batch_s", [1, 3, 7])
+def test_pure_duckdb_gives_them_at_any_batch_size(per_batch_s):
+    assert diff_results(pure_db(query(), rows(), per_batch_s), sessions()) is None
+
+
+def test_sql_session_is_the_dsl_session():
+    text = ('SELECT window_start, window_end, "user", COUNT(*) AS n, SUM(amount) AS total '
+            'FROM SESSION(TABLE clicks PARTITION BY "user", DESCRIPTOR(ts), INTERVAL '
+            "'2' SECOND) GROUP BY window_start, window_end, \"user\"")
+    q = sql(text, {"clicks": CLICKS})
+    assert diff_results(pure_db(q, rows(), 2), sessions()) is None
+
+
+def test_the_duckdb_table_keeps_only_the_open_sessions_rows():
+    """With instant 4 done, the next one 5: user 1's session from 2.0 (it ends at 6.5),
+    user 2's (6.3), the NULL key's from 3.0 (5.0) and the rows from 4 on are still
+    needed; the sessions that closed by 4 (0.0 and 1.0) are gone."""
+    con = duckdb.connect()
+    con.register("t", rows().append_column("_ts", rows().column("ts")))
+    con.execute("CREATE TABLE w AS SELECT * FROM t")
+    con.execute(delete_closed_sessions("w", ["user"], 2_000_000, 1_000_000),
+                [T0 + dt.timedelta(seconds=5)])
+    kept = sorted((r[0] - T0).total_seconds() for r in con.sql("SELECT ts FROM w").fetchall())
+    assert kept == [0.3, 2.0, 2.3, 2.3, 2.5, 3.0, 4.3, 4.5, 10.0, 20.0]
+
+
+@pytest.mark.parametrize("bad,why", [
+    (lambda w: w.aggregate(by=["window_start", "user"], n=count()),
+     "grouped by exactly window_start, window_end, user"),
+    (lambda w: w.project("user", "amount").aggregate(by=["user"], n=count()),
+     "is read by a project"),
+    (lambda w: w.filter("amount > 1").aggregate(by=["window_start", "window_end", "user"],
+                                                n=count()),
+     "only its partition keys (user) may be selected on"),
+])
+def test_what_reads_a_session_window_but_its_aggregate_is_refused(bad, why):
+    with pytest.raises(QueryValidationError, match=why.replace("(", r"\(").replace(")", r"\)")):
+        bad(window(CLICKS, gap=2, slide=1, partition_by=["user"])).rstream()
+
+
+@pytest.mark.parametrize("text,why", [
+    (("SELECT \"user\", COUNT(*) AS n FROM clicks GROUP BY \"user\", SESSION(ts, INTERVAL '2' "
+     "SECOND)"), "read the stream through SESSION(TABLE s PARTITION BY k"),
+    (("SELECT \"user\", COUNT(*) AS n FROM TUMBLE(TABLE clicks PARTITION BY \"user\", "
+     "DESCRIPTOR(ts), INTERVAL '2' SECOND) GROUP BY window_start, window_end, \"user\""),
+     "only SESSION partitions its stream"),
+    (("SELECT COUNT(*) AS n FROM SESSION(TABLE clicks, DESCRIPTOR(ts), INTERVAL '0' SECOND) "
+     "GROUP BY window_start, window_end"), "gap"),
+])
+def test_session_sql_a_user_gets_wrong_is_refused_where_written(text, why):
+    with pytest.raises(SqlError, match=why.replace("(", r"\(")):
+        sql(text, {"clicks": CLICKS})
+
+
+def write_clicks(d) -> None:
+    """ROWS as a data directory: one file per event second."""
+    d.mkdir(parents=True)
+    t = rows()
+    secs = [int((x - T0).total_seconds()) for x in t.column("ts").to_pylist()]
+    for i, s in enumerate(sorted(set(secs))):
+        pq.write_table(t.filter(pa.array([x == s for x in secs])), d / f"part-{i:08d}.parquet")
+    (d / "_stream.json").write_text(CLICKS.model_dump_json(by_alias=True))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where,placement", [
+    (None, "spe"),
+    # the selection of the key in Spark, the sessions in DuckDB from the rows it passes on
+    ('"user" <> 2', "op1=spe,op2=db"),
+])
+def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, placement):
+    from federation.api import run
+
+    write_clicks(tmp_path / "clicks")
+    q = query(where)
+    r = run(q, placement, tmp_path / "clicks", work_dir=tmp_path / "w", seconds_per_batch=3,
+            spark=spark)
+    # the readings without a user are dead letters of the run's ingest (a NULL key of a
+    # session is DuckDB's case above)
+    want = sessions(lambda u: u is not None and (u != 2 or not where))
+    assert diff_results(r.rows, want) is None
