@@ -181,7 +181,30 @@ class _Builder(Expressions):
                                                           "tariff > 0.2"]))) or t
         return t
 
+    def session(self) -> Rel:
+        """Sessions of a stream per a key (or none) and their aggregate: gaps from half to
+        twice the mean time between two readings of one key, so that sessions both close
+        and go on (fuzz data: RATE readings a second over PLUGS plugs in HOUSES houses)."""
+        d = self.draw
+        stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
+        keys = d(st.sampled_from([[], ["plug_id"], ["house_id"], ["house_id", "plug_id"],
+                                  ["household_id"]]))
+        per_key = RATE / (PLUGS // HOUSES if keys == ["plug_id"] else PLUGS if "plug_id" in keys
+                          else HOUSES if keys == ["house_id"] else 1)
+        gap = round(d(st.sampled_from([0.5, 1.0, 2.0])) / per_key, 3)
+        w = window(stream, gap=gap, slide=self.slide, partition_by=keys)
+        hints = {"value": "value", "property": "code", "house_id": "key",
+                 "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts",
+                 "window_start": "ts", "window_end": "ts"}
+        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={keys!r})",
+                hints)
+        if keys and self.chance(30):  # a selection of a key below the sessions' aggregate
+            r = self.filter(r, f"{keys[0]} <> 1") or r
+        return self.aggregate(r, keys=["window_start", "window_end", *keys]) or self.window()
+
     def leaf(self) -> Rel:
+        if self.chance(7):
+            return self.session()
         r = self.window()
         if self.chance(50):
             r = self.select(r)

@@ -27,7 +27,7 @@ SHAPES = (
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
     "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
-    "intersect_except",
+    "intersect_except", "session_window",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -165,7 +165,9 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
     out: set[str] = set()
     for n in q.walk():
         k = n.kind
-        if k == "window" and not n.is_time_based:
+        if k == "window" and n.is_session:
+            out.add("session_window")
+        elif k == "window" and not n.is_time_based:
             out.add("tuple_window")
         elif k == "project":
             for name, e in n.outputs:

@@ -60,7 +60,9 @@ def _size(node: Node) -> _Size:
     values of key-like columns and the column sets the relation is unique on."""
     k = node.kind
     if k == "window":
-        rows = float(node.rows) if node.rows else RATE * node.range_s
+        # a session window: every reading in one instant, each about a slide late
+        rows = float(node.rows) if node.rows else RATE * (
+            node.slide_s if node.is_session else node.range_s)
         return _Size(rows, {c: float(v) for c, v in DOMAINS.items() if c in node.schema}, ())
     if k == "rstream":
         return _size(node.child)

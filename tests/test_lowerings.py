@@ -51,7 +51,7 @@ def test_the_node_classes_are_the_plan_s_operators_leaves_and_roots():
     names = {c.__name__: c.role for c in node_classes()}
     assert names == {"Aggregate": "operator", "Join": "operator", "Project": "operator",
                      "Select": "operator", "Union": "operator", "RowNumber": "operator",
-                     "TimeWindow": "leaf",
+                     "SessionWindow": "leaf", "TimeWindow": "leaf",
                      "TupleWindow": "leaf",
                      "Table": "leaf", "Rstream": "root", "QuerySet": "root"}, names
     # every lowering the engines and models register is checked here

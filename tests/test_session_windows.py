@@ -158,3 +158,11 @@ def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, placemen
     # session is DuckDB's case above)
     want = sessions(lambda u: u is not None and (u != 2 or not where))
     assert diff_results(r.rows, want) is None
+
+
+def test_an_adaptive_run_of_sessions_is_refused_with_the_reason(tmp_path):
+    from federation.adaptive import AdaptiveError, run_adaptive
+
+    write_clicks(tmp_path / "clicks")
+    with pytest.raises(AdaptiveError, match="no replay of a bounded extent rebuilds"):
+        run_adaptive(query(), tmp_path / "clicks", work_dir=tmp_path / "w")

@@ -173,6 +173,9 @@ def _check_options(query: Rstream, every_s: float, margin: float,
     """The decision options, or the given segments, checked (AdaptiveError names the bad
     one): a migration instant is an instant of the query (on its slide's grid)."""
     windows = [n for n in query.walk() if isinstance(n, Window)]
+    session = next((w for w in windows if w.is_session), None)
+    if session is not None:
+        raise AdaptiveError("query", f"{session.label()}: {SESSION_STATE}")
     for s in segments or ():
         if s.start_at is not None and grid_floor(s.start_at, windows[0].slide_s) != s.start_at:
             raise AdaptiveError("segments", f"{s.start_at} is not an instant of the query "
@@ -186,7 +189,13 @@ def _check_options(query: Rstream, every_s: float, margin: float,
 
 
 def has_tuple_window(query: Node) -> bool:
-    return any(isinstance(n, Window) and not n.is_time_based for n in query.walk())
+    return any(isinstance(n, Window) and n.rows is not None for n in query.walk())
+
+
+#: why a query with a session window is not re-placed during its run
+SESSION_STATE = ("a session lasts as long as its key's readings keep coming, so no replay "
+                 "of a bounded extent rebuilds the open sessions, and Spark's session state "
+                 "cannot be moved into DuckDB's tables; run it with one placement")
 
 
 #: why a migration of a query with a tuple window must move its state
