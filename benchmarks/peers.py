@@ -73,6 +73,7 @@ FLINK_COLUMNS = {
     "q7": ["auction", "price", "bidder", "dateTime", "extra"],
     "q8": ["id", "name", "starttime"],
     "q10": ["auction", "bidder", "price", "dateTime", "extra", "dt", "hm"],
+    "q11": ["bidder", "bid_count", "starttime", "endtime"],
     "q14": ["auction", "bidder", "price", "bidTimeType", "dateTime", "extra", "c_counts"],
     "q15": ["day", *(f"{w}_{k}" for k in ("bids", "bidders", "auctions")
                      for w in ("total", "rank1", "rank2", "rank3"))],
@@ -86,6 +87,9 @@ CHECKS = {
     "q7": "Flink's BETWEEN keeps a bid at a window's end in two windows; fedq's windows "
           "are [start, end)",
     "q8": "Flink gives the window's start, fedq its end (tau); compared without it",
+    "q11": "Flink groups by its legacy SESSION(dateTime, INTERVAL '10' SECOND), fedq reads "
+           "SESSION(TABLE bid PARTITION BY bidder, ...); the same sessions, fedq's each at the "
+           "first instant at or after its end (tau)",
     "q14": "price to 3 decimals (Flink DECIMAL, fedq DOUBLE); Flink's count_char is a "
            "Java class (benchmarks/flink_udf), fedq's a Python function",
     "q15": "Flink groups by the day's string (an updating aggregate: the check takes its "
@@ -256,7 +260,7 @@ def check(data: Path, csv: Path, names: list[str], spark) -> dict:
     for q in names:
         files = [p for p in (out / q).rglob("*") if p.is_file() and not p.name.startswith(".")]
         cols = FLINK_COLUMNS[q]
-        types = {**{c: pa.timestamp("ms") for c in ("dateTime", "starttime")},
+        types = {**{c: pa.timestamp("ms") for c in ("dateTime", "starttime", "endtime")},
                  **{c: pa.string() for c in ("dt", "hm", "day", "minute", "extra")}}
         ft = pa.concat_tables(pcsv.read_csv(f, read_options=pcsv.ReadOptions(
             column_names=cols), convert_options=pcsv.ConvertOptions(
@@ -294,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=int, default=200_000, help="events per event second")
     ap.add_argument("--seconds", type=int, default=60, help="event seconds of input")
-    ap.add_argument("--queries", default="q0,q1,q2,q5,q7,q8,q10,q14,q15,q16")
+    ap.add_argument("--queries", default="q0,q1,q2,q5,q7,q8,q10,q11,q14,q15,q16")
     ap.add_argument("--placements", default="auto,spe,db,db:spe",
                     help="fedq's placements; db:spe is pure DuckDB fed through Spark")
     ap.add_argument("--seconds-per-batch", type=int, default=10)
