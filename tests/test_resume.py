@@ -149,18 +149,20 @@ GROUP BY window_start, window_end, house_id, household_id, plug_id"""
 def test_killed_session_run_resumes_with_each_session_once(tmp_path):
     """Sessions in DuckDB (their open sessions' readings held in its tables, closed ones
     deleted), killed with a MIG's rows inserted but not committed, resumed."""
+    from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
-    from federation.streams import load_stream_decl
 
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
     (tmp_path / "sessions.sql").write_text(SESSIONS_SQL)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
     cmd = fedq_run("--sql", "db", data, work, out, 8)
+    i = cmd.index("--scale")
+    cmd[i:i + 2] = []  # the SQL's own sizes
     cmd.insert(cmd.index("--sql") + 1, str(tmp_path / "sessions.sql"))
     hit, _, _ = run_killed_then_resumed(cmd, "mig_rows_in:3", work)
     assert hit
-    q = sql(SESSIONS_SQL, {"smartplug": load_stream_decl(data)})
+    q = sql(SESSIONS_SQL, {"smartplug": smartplug_stream(rate=RATE, plugs=PLUGS)})
     want = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
     assert want.num_rows > 100
     assert diff_results(pq.read_table(out), want) is None
