@@ -359,3 +359,35 @@ def test_a_filter_aggregate_of_no_row_is_null_as_sql_says():
     rewritten = con.sql(f"SELECT k, {c.sql()} AS c, {s.sql()} AS s FROM t GROUP BY k "
                         "ORDER BY k").fetchall()
     assert written == rewritten == [(1, 2, 12.0), (2, 0, None)]
+
+
+def test_offset_qualify_group_by_position_and_min_distinct():
+    """ORDER BY ... LIMIT n OFFSET m: rows m+1 to m+n of each instant (the first m+n
+    without the first m); QUALIFY: a selection of the SELECT's named result; GROUP BY a
+    position: that SELECT item; MIN/MAX(DISTINCT x): MIN/MAX(x). The first two against the
+    reference (and pure DuckDB), the last two as the plans they mean."""
+    rows = rows_of(seconds=12, rate=40, plugs=12, houses=3)
+    top = f"SELECT plug_id, house_id, value FROM {H10} ORDER BY value DESC, plug_id"
+
+    def by_tau(q) -> dict:
+        out: dict = {}
+        for r in reference_result(q, rows).to_pylist():
+            out.setdefault(r.pop("tau"), set()).add(tuple(r.values()))
+        return out
+
+    got = check_db(sql(f"{top} LIMIT 3 OFFSET 2", STREAMS), rows)
+    five, two = by_tau(sql(f"{top} LIMIT 5", STREAMS)), by_tau(sql(f"{top} LIMIT 2", STREAMS))
+    mine = {}
+    for r in got.to_pylist():
+        mine.setdefault(r.pop("tau"), set()).add(tuple(r.values()))
+    assert mine == {t: five[t] - two.get(t, set()) for t in five if five[t] - two.get(t, set())}
+    assert any(len(v) == 3 for v in mine.values())
+    ranked = (f"SELECT plug_id, value, ROW_NUMBER() OVER (PARTITION BY house_id ORDER BY "
+              f"value DESC) AS rn FROM {H10}")
+    got = check_db(sql(f"{ranked} QUALIFY rn <= 2", STREAMS), rows)
+    want = reference_result(sql(f"SELECT * FROM ({ranked}) WHERE rn <= 2", STREAMS), rows)
+    assert diff_results(got, want) is None and set(got.column("rn").to_pylist()) == {1, 2}
+    assert sql(f"SELECT plug_id % 3 AS k, MIN(DISTINCT value) AS lo, MAX(DISTINCT value) AS hi "
+               f"FROM {H10} GROUP BY 1", STREAMS) == sql(
+        f"SELECT plug_id % 3 AS k, MIN(value) AS lo, MAX(value) AS hi FROM {H10} GROUP BY "
+        "plug_id % 3", STREAMS)

@@ -213,8 +213,12 @@ REFUSED = {
     "unknown stream": ("SELECT x FROM HOP(TABLE sensors, DESCRIPTOR(ts), 1, 60)", "HOP",
                        "unknown stream 'sensors'"),
     "unknown column": (f"SELECT plug, value FROM {H10}", "SELECT", "unknown column 'plug'"),
-    "group by position": (f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY 1",
-                          "GROUP BY", "a position or a constant"),
+    "group by a constant": (f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY 'a'",
+                            "GROUP BY", "a constant groups nothing"),
+    "group by an aggregate's position": (
+        f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY 2", "GROUP BY", "is an aggregate"),
+    "group by a position past the items": (
+        f"SELECT plug_id, COUNT(*) AS n FROM {H10} GROUP BY 3", "GROUP BY", "has 2 items"),
     "aggregate in where": (f"SELECT plug_id FROM {H10} WHERE MAX(value) > 3", "WHERE",
                            "aggregate"),
     "nested aggregate": (f"SELECT plug_id, MAX(COUNT(*)) AS m FROM {H10} GROUP BY plug_id",
@@ -236,8 +240,13 @@ REFUSED = {
          "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '1' MINUTE) "
          "GROUP BY plug_id) y USING (plug_id)"),
         "JOIN", "share one slide"),
-    "qualify": (f"SELECT plug_id, value FROM {H10} QUALIFY value > 1", "QUALIFY",
-                "not supported"),
+    "qualify inline": (
+        f"SELECT plug_id, value FROM {H10} QUALIFY ROW_NUMBER() OVER (ORDER BY value) <= 2",
+        "QUALIFY", "written inline"),
+    "qualify of an input column": (f"SELECT plug_id FROM {H10} QUALIFY value > 1", "QUALIFY",
+                                   "by its names"),
+    "offset without order": (f"SELECT plug_id, value FROM {H10} OFFSET 2", "OFFSET",
+                             "without ORDER BY"),
     "unnamed expression": (f"SELECT plug_id, value * 2 FROM {H10}", "SELECT", "AS name"),
     "syntax error": (f"SELECT plug_id, FROM {H10} WHERE", "syntax", "cannot parse"),
     "rows window count": (

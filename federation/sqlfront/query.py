@@ -26,15 +26,13 @@ from sqlglot import exp
 from federation.logical import Node, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
-from federation.sqlfront.ranking import numbered, order_limit, refuse_window_functions
+from federation.sqlfront.ranking import numbered, order_limit, qualify, refuse_window_functions
 from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)
 MODIFIERS = (
-    ("offset", "OFFSET", "OFFSET on a stream is not supported"),
-    ("qualify", "QUALIFY", "QUALIFY is not supported"),
     ("windows", "WINDOW", "named windows (WINDOW w AS ...) are not supported"),
     ("laterals", "LATERAL", "LATERAL is not supported"),
     ("pivots", "PIVOT", "PIVOT is not supported"),
@@ -99,10 +97,12 @@ class Translator:
             self.from_clause.refuse_unbounded(scope.node, "DISTINCT", "DISTINCT", distinct)
         for e in (e for e in q.expressions if numbered(e)):  # Flink's: over every row so far
             self.from_clause.refuse_unbounded(scope.node, "ROW_NUMBER", "OVER", e)
-        if q.args.get("limit") is not None:
-            self.from_clause.refuse_unbounded(scope.node, "ORDER BY ... LIMIT", "LIMIT",
-                                              q.args["limit"])
+        for clause in ("limit", "offset"):
+            if q.args.get(clause) is not None:
+                self.from_clause.refuse_unbounded(scope.node, "ORDER BY ... LIMIT",
+                                                  clause.upper(), q.args[clause])
         node = select_list(self.text, q, scope, self.from_clause.instant_names)
+        node = self.named_as(node, qualify(self.text, q, node))
         if distinct and distinct.args.get("on") is not None:
             raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
                        "DISTINCT", distinct, "DISTINCT")

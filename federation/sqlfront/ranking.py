@@ -62,23 +62,32 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
     return item.alias
 
 
+def _count(text: SqlText, clause: exp.Expression, what: str, least: int) -> int:
+    n = clause.expression
+    if not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()
+            and int(n.this) >= least):
+        raise text.fail(f"{what} takes a whole number >= {least}", what, clause, what)
+    return int(n.this)
+
+
 def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
-    """`ORDER BY ... LIMIT n` of `q` over its plan `node`: the first n rows at each instant
-    (`Node.top`). ORDER BY without LIMIT, LIMIT without ORDER BY and OFFSET are refused."""
-    order, limit = q.args.get("order"), q.args.get("limit")
-    if order is None and limit is None:
+    """`ORDER BY ... LIMIT n [OFFSET m]` of `q` over its plan `node`: the first n rows at
+    each instant (`Node.top`), after the first m (rows m+1 to m+n: a ROW_NUMBER, a
+    selection, a projection). ORDER BY without LIMIT or OFFSET, LIMIT or OFFSET without
+    ORDER BY are refused."""
+    order, limit, offset = q.args.get("order"), q.args.get("limit"), q.args.get("offset")
+    if order is None and limit is None and offset is None:
         return node
-    if limit is None:
+    if limit is None and offset is None:
         raise text.fail("ORDER BY without LIMIT: each instant's result is a set of rows (sort "
                         "the output file instead); ORDER BY ... LIMIT n keeps the first n",
                         "ORDER BY", order, "ORDER BY")
     if order is None:
-        raise text.fail("LIMIT without ORDER BY: which rows is not defined; write ORDER BY "
-                        "... LIMIT n", "LIMIT", limit, "LIMIT")
-    n = limit.expression
-    if not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()
-            and int(n.this) >= 1):
-        raise text.fail("LIMIT takes a whole number >= 1", "LIMIT", limit, "LIMIT")
+        what, clause = ("LIMIT", limit) if limit is not None else ("OFFSET", offset)
+        raise text.fail(f"{what} without ORDER BY: which rows is not defined; write ORDER BY "
+                        f"... {what} n", what, clause, what)
+    n = _count(text, limit, "LIMIT", 1) if limit is not None else None
+    skip = _count(text, offset, "OFFSET", 0) if offset is not None else 0
     keys = []
     for o in order.expressions:
         c = o.this
@@ -92,7 +101,39 @@ def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
     if not keys:
         raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
                         "ORDER BY", order, "ORDER BY")
-    return text.build("ORDER BY", order, lambda: node.top(int(n.this), keys))
+    if not skip:
+        return text.build("ORDER BY", order, lambda: node.top(n, keys))
+    return text.build("OFFSET", offset, lambda: _rows_after(node, keys, skip, n))
+
+
+def _rows_after(node: Node, keys: list, skip: int, n: int | None) -> Node:
+    """Rows skip+1 to skip+n (to the last without n) of each instant in the order `keys`
+    (ties as ROW_NUMBER breaks them)."""
+    cols, hidden = list(node.schema), "_rank"
+    while hidden in cols:
+        hidden = "_" + hidden
+    keep = f"{hidden} > {skip}" + (f" AND {hidden} <= {skip + n}" if n is not None else "")
+    return node.row_number(keys, (), hidden).filter(keep).project(*cols)
+
+
+def qualify(text: SqlText, q: exp.Expression, node: Node) -> Node:
+    """QUALIFY cond: a selection of the SELECT's result (after its ROW_NUMBER, before
+    DISTINCT and ORDER BY), over the names the SELECT gives (`QUALIFY rn <= 3` of
+    `ROW_NUMBER() OVER (...) AS rn`)."""
+    clause = q.args.get("qualify")
+    if clause is None:
+        return node
+    cond = clause.this
+    for c in cond.find_all(exp.Column):
+        if c.table or c.name not in node.schema:
+            raise text.fail(f"QUALIFY reads the SELECT's result by its names (available: "
+                            f"{', '.join(node.schema)}), not {c.sql()}: name the "
+                            "ROW_NUMBER() item and compare it (QUALIFY rn <= 3)",
+                            "QUALIFY", c)
+    if cond.find(exp.Window) is not None or cond.find(exp.AggFunc) is not None:
+        raise text.fail("QUALIFY over a window function or aggregate written inline: name it "
+                        "as a SELECT item and compare the name", "QUALIFY", cond)
+    return text.build("QUALIFY", clause, lambda: node.filter(cond.copy()))
 
 
 def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str | None:

@@ -100,14 +100,16 @@ def group_keys(text: SqlText, scope: Scope, group: exp.Group | None,
     written: dict[str, str] = {}
     aliases = {e.this.sql(): e.alias for e in items if isinstance(e, exp.Alias)}
     for g in (group.expressions if group is not None else []):
+        g = _by_position(text, g, items)
         if scope.is_instant(g):
             continue
         if isinstance(g, exp.Column):
             k = scope.column_of(g.table or None, g.name, "GROUP BY", g)
         else:
             if isinstance(g, exp.Literal):
-                raise text.fail(f"GROUP BY {g.sql()}: a position or a constant groups "
-                                "nothing; name a column or an expression", "GROUP BY", g)
+                raise text.fail(f"GROUP BY {g.sql()}: a constant groups nothing; name a "
+                                "column, an expression or a SELECT item's position",
+                                "GROUP BY", g)
             check_scalar(text, g, "GROUP BY")
             k = written.get(g.sql()) or aliases.get(g.sql()) or f"_g{len(computed) + 1}"
             while k in scope.node.schema and k not in computed:
@@ -228,10 +230,13 @@ class Aggregates:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
                        "(COUNT, SUM, AVG, MIN, MAX)", "SELECT", call)
         inner = call.this
+        if isinstance(inner, exp.Distinct) and func in ("min", "max") \
+                and len(inner.expressions) == 1:
+            inner = inner.expressions[0]  # the least (greatest) of the distinct values
         if isinstance(inner, exp.Distinct):
             if func != "count" or len(inner.expressions) != 1:
-                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT(DISTINCT x) "
-                           "of one expression is)", "SELECT", call, "DISTINCT")
+                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT, MIN and MAX "
+                           "of DISTINCT x, one expression, are)", "SELECT", call, "DISTINCT")
             func, inner = "count_distinct", inner.expressions[0]
         if inner is not None and inner.find(exp.AggFunc) is not None:
             raise fail(f"nested aggregate {call.sql()}", "SELECT", call)
@@ -281,3 +286,19 @@ def _filtered(e: exp.Expression) -> bool:
     """`e` is an aggregate with `FILTER (WHERE ...)`."""
     return isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc)
 
+
+
+def _by_position(text: SqlText, g: exp.Expression, items: list[exp.Expression]
+                 ) -> exp.Expression:
+    """`GROUP BY 2`: the second SELECT item's expression (DuckDB's and Spark's reading; a
+    position of an aggregate is refused)."""
+    if not (isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit()):
+        return g
+    k = int(g.this)
+    if not 1 <= k <= len(items):
+        raise text.fail(f"GROUP BY {k}: the SELECT has {len(items)} items", "GROUP BY", g)
+    e = items[k - 1]
+    e = e.this if isinstance(e, exp.Alias) else e
+    if e.find(exp.AggFunc) is not None or isinstance(e, exp.Star):
+        raise text.fail(f"GROUP BY {k}: item {k} ({e.sql()}) is an aggregate", "GROUP BY", g)
+    return e.copy()
