@@ -32,6 +32,7 @@ from federation.logical import (
     input_key,
     is_row_level,
 )
+from federation.logical.window import reads_session_bounds
 
 ENGINES = ("spe", "db")
 
@@ -257,6 +258,12 @@ def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[s
         if placement.get(oid, "spe") == "db":
             continue
         node = plan.nodes[oid]
+        if reads_session_bounds(node):
+            why = (f"{oid} (aggregate) cannot run in Spark: its aggregates read window_start "
+                   "or window_end of the sessions it groups, which Spark has only as the "
+                   "groups' keys; place it in db")
+            out.append((oid, why))
+            continue
         for c in plan.children[oid]:
             w = plan.nodes[c]
             if isinstance(w, Window) and w.rows is not None:

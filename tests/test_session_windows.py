@@ -166,3 +166,23 @@ def test_an_adaptive_run_of_sessions_is_refused_with_the_reason(tmp_path):
     write_clicks(tmp_path / "clicks")
     with pytest.raises(AdaptiveError, match="no replay of a bounded extent rebuilds"):
         run_adaptive(query(), tmp_path / "clicks", work_dir=tmp_path / "w")
+
+
+def test_an_aggregate_of_the_sessions_bounds_runs_in_duckdb():
+    """Found by the fuzzer (seed 98): COUNT(DISTINCT window_start) over sessions. Spark has
+    a session's bounds only as its group's keys: placed in DuckDB (an engine limit the
+    placement names), equal to the reference there."""
+    from federation.errors import PlacementError
+    from federation.expressions import count_distinct, min_
+    from federation.optimizer import plan_for
+
+    q = (window(CLICKS, gap=2, slide=1, partition_by=["user"])
+         .aggregate(by=["window_start", "window_end", "user"], d=count_distinct("window_end"),
+                    lo=min_("window_start")).rstream("bounds"))
+    assert plan_for(q, "auto")[0].placement == {"op1": "db"}
+    with pytest.raises(PlacementError, match="read window_start or window_end"):
+        plan_for(q, "spe")
+    want = sessions().select(["tau", "window_start", "window_end", "user"])
+    want = want.append_column("d", pa.array([1] * want.num_rows, pa.int64()))
+    want = want.append_column("lo", want.column("window_start"))
+    assert diff_results(pure_db(q, rows(), 3), want) is None

@@ -170,6 +170,21 @@ def check_sessions(root: Node) -> None:
                     + "".join(f", {k}" for k in w.partition_by) + " (its partition keys)")
 
 
+def reads_session_bounds(node: Node) -> bool:
+    """An aggregate over a session window whose aggregates read `window_start` or
+    `window_end` (its groups' own bounds; `MIN(window_start)`, `COUNT(DISTINCT
+    window_end)`): Spark knows a session's bounds only once it has grouped the readings,
+    so such an aggregate runs in DuckDB (physical.spe_limits)."""
+    if node.kind != "aggregate":
+        return False
+    w = node.child.row_window()  # type: ignore[attr-defined]
+    if w is None or not w.is_session:
+        return False
+    from federation.expressions import referenced_columns
+    return any(call.arg is not None and referenced_columns(call.arg) & set(SESSION_COLUMNS)
+               for _, call in node.aggs)  # type: ignore[attr-defined]
+
+
 def _check_one_slide(operator: str, *sides: Node) -> None:
     """The windows under `sides` share one slide: a query's instants."""
     slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}

@@ -21,6 +21,7 @@ from costmodel.plan_cost import plan_cost, reentry_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan, Table, Window
+from federation.logical.window import reads_session_bounds
 from federation.optimizer.coster import Partial, PartialCoster
 from federation.physical import build_physical_plan, spe_limits
 
@@ -71,7 +72,7 @@ def phase_two(
         db_placed: frozenset[str] = frozenset()
         # Spark has no tuple windows: an operator reading one runs in the DB (spe_limits)
         if any(isinstance(plan.nodes[c], Window) and plan.nodes[c].rows is not None
-               for c in plan.children[oid]):
+               for c in plan.children[oid]) or reads_session_bounds(plan.nodes[oid]):
             closed = closed.add(float("inf"))
         for c in kids:
             # a DB-rooted child feeding this SPE-op re-enters Spark: one more query
