@@ -28,11 +28,10 @@ from federation.errors import PlacementError
 from federation.logical import (
     Node,
     NumberedPlan,
-    Window,
     input_key,
     is_row_level,
 )
-from federation.logical.window import reads_session_bounds
+from federation.logical.sessions import spark_limit
 
 ENGINES = ("spe", "db")
 
@@ -249,28 +248,14 @@ def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]
 
 
 def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(operator, reason) for each operator a placement puts in Spark that Spark cannot run.
-    Spark has no tuple windows: the last n rows before an instant exist only in the DB, so
-    every operator that reads a tuple window runs there (a selection in Spark would filter
-    before the window counts its n rows, which is another query)."""
+    """(operator, reason) for each operator a placement puts in Spark that Spark cannot run
+    (`sessions.spark_limit`: a tuple window's readers, an aggregate of sessions' bounds)."""
     out = []
     for oid in plan.r2r_ids:
-        if placement.get(oid, "spe") == "db":
-            continue
         node = plan.nodes[oid]
-        if reads_session_bounds(node):
-            why = (f"{oid} (aggregate) cannot run in Spark: its aggregates read window_start "
-                   "or window_end of the sessions it groups, which Spark has only as the "
-                   "groups' keys; place it in db")
-            out.append((oid, why))
-            continue
-        for c in plan.children[oid]:
-            w = plan.nodes[c]
-            if isinstance(w, Window) and w.rows is not None:
-                why = (f"{oid} ({node.kind}) cannot run in Spark: it reads a tuple window "
-                       f"({w.label()}), which only the DB has; place it in db")
-                out.append((oid, why))
-                break
+        why = spark_limit(node, [plan.nodes[c] for c in plan.children[oid]])
+        if why and placement.get(oid, "spe") != "db":
+            out.append((oid, f"{oid} ({node.kind}) cannot run in Spark: {why}; place it in db"))
     return out
 
 

@@ -28,11 +28,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
-
-SESSION = "_session"  # the session_window struct column
 from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join
+from spe.sessions import session_aggregate
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
@@ -128,7 +127,7 @@ class SpeTranslator:
         aggs = [agg_column(c.func, c.arg, n) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level and s.window is not None and s.window.is_session:
-            out = self._session_aggregate(s, node)
+            out = session_aggregate(s.df, s.window, node)
         elif s.row_level and self._panes(s, node):
             out = self._pane_aggregate(s, node)
         elif s.row_level:
@@ -171,37 +170,6 @@ class SpeTranslator:
         win = window_column(F.col("_pane"), w.range_s, w.slide_s).alias(WINDOW)
         return (panes.groupBy(win, *keys).agg(*merged)
                 .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
-
-    def _session_aggregate(self, s: SpeStream, node: Aggregate) -> DataFrame:
-        """Sessions as Spark writes them: `session_window` grouped with the partition keys
-        (Spark's own session state and merging, which joins readings at most the gap
-        apart), then a tumbling window of the slide over each session's `window_time`:
-        every session of instant tau (the first instant >= its end) is emitted together
-        under the watermark. A reading whose end (ts + gap) is an instant gets a gap one
-        microsecond shorter: the session closes at that instant, and a reading at exactly
-        it begins the next one (federation/logical/window.py)."""
-        w = s.window
-        gap, sl = us(w.gap_s), us(w.slide_s)
-        shorter = F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {(gap - 1) / 1e6:.6f})")
-        gaps = F.when((F.unix_micros(_c(TS)) + F.lit(gap)) % F.lit(sl) == 0, shorter) \
-            .otherwise(F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {gap / 1e6:.6f})"))
-        part = [_c(k) for k in w.partition_by]
-        # Spark refuses a session window without other keys: a key equal on every reading
-        # then (a literal would be folded away before that check)
-        by = part or [_c(TS).isNull().alias("_s_all")]
-        names = [n for n, _ in node.aggs]
-        aggs = [agg_column(c.func, c.arg, n) for n, c in node.aggs]
-        sessions = (s.df.groupBy(F.session_window(_c(TS), gaps).alias(SESSION), *by)
-                    .agg(*aggs, F.max(_c(TS)).alias("_s_last"))
-                    .select(F.window_time(SESSION).alias("_s_time"),
-                            F.col(f"{SESSION}.start").alias("window_start"),
-                            (F.col("_s_last") + F.expr(f"make_dt_interval(0, 0, 0, "
-                                                       f"{gap / 1e6:.6f})")).alias("window_end"),
-                            *part, *[_c(n) for n in names]))
-        keys = [_c(k) for k in ("window_start", "window_end", *w.partition_by)]
-        return (sessions.groupBy(F.window("_s_time", _interval(sl)).alias(WINDOW), *keys)
-                .agg(*[F.first(_c(n)).alias(n) for n in names])
-                .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n in names]))
 
     def _pad_empty_instants(self, node: Aggregate, out: DataFrame) -> DataFrame:
         """A global aggregate: one row at every instant, (COUNT 0, others NULL) where the

@@ -23,6 +23,7 @@ from federation.expressions import (
     split_conjuncts,
     to_expression,
 )
+from federation.logical.sessions import check_sessions
 
 if TYPE_CHECKING:
     from federation.logical.aggregate import Aggregate
@@ -333,7 +334,6 @@ class Rstream(Unary):
             raise QueryValidationError(
                 "rstream", "input", "the query reads no stream: a continuous query reads at "
                 "least one window (a database table is joined with one)")
-        from federation.logical.window import check_sessions  # window.py imports this one
         check_sessions(self.child)
 
     def label(self) -> str:

@@ -139,52 +139,6 @@ class SessionWindow(Window):
         return f"session {self.stream.name} [gap {self.gap_s:g} s{part}, slide {self.slide_s:g} s]"
 
 
-def check_sessions(root: Node) -> None:
-    """A session window's rows exist only at the instant its session closes: only an
-    aggregate grouped by `window_start`, `window_end` and exactly the window's partition
-    keys reads them, with selections of those keys between (a selection of other columns
-    would decide which readings make a session: Flink forms sessions of the rows its
-    window reads, so filter those in the stream instead)."""
-    for node in root.walk():
-        for c in node.children:
-            w = c.row_window()
-            if w is None or not w.is_session:
-                continue
-            keys = set(w.partition_by)
-            if node.kind == "select":
-                from federation.expressions import referenced_columns
-                if not referenced_columns(node.predicate) <= keys:
-                    raise QueryValidationError(
-                        "select", "predicate", f"{node.predicate.sql()!r} reads a session "
-                        f"window's rows ({w.label()}): only its partition keys "
-                        f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
-                        "its aggregate, which decides what a session is")
-                continue
-            want = keys | set(SESSION_COLUMNS)
-            if node.kind != "aggregate" or set(node.keys) != want:  # type: ignore[attr-defined]
-                got = (f"an aggregate grouped by {', '.join(node.keys) or 'nothing'}"  # type: ignore[attr-defined]
-                       if node.kind == "aggregate" else f"a {node.kind}")
-                raise QueryValidationError(
-                    node.kind, "input", f"{w.label()} is read by {got}: a session's rows are "
-                    "read by an aggregate grouped by exactly window_start, window_end"
-                    + "".join(f", {k}" for k in w.partition_by) + " (its partition keys)")
-
-
-def reads_session_bounds(node: Node) -> bool:
-    """An aggregate over a session window whose aggregates read `window_start` or
-    `window_end` (its groups' own bounds; `MIN(window_start)`, `COUNT(DISTINCT
-    window_end)`): Spark knows a session's bounds only once it has grouped the readings,
-    so such an aggregate runs in DuckDB (physical.spe_limits)."""
-    if node.kind != "aggregate":
-        return False
-    w = node.child.row_window()  # type: ignore[attr-defined]
-    if w is None or not w.is_session:
-        return False
-    from federation.expressions import referenced_columns
-    return any(call.arg is not None and referenced_columns(call.arg) & set(SESSION_COLUMNS)
-               for _, call in node.aggs)  # type: ignore[attr-defined]
-
-
 def _check_one_slide(operator: str, *sides: Node) -> None:
     """The windows under `sides` share one slide: a query's instants."""
     slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}

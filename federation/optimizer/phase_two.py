@@ -21,7 +21,7 @@ from costmodel.plan_cost import plan_cost, reentry_cost
 from costmodel.profile import CostProfile
 from costmodel.sizes import SourceDrivenSizes
 from federation.logical import NumberedPlan, Table, Window
-from federation.logical.window import reads_session_bounds
+from federation.logical.sessions import spark_limit
 from federation.optimizer.coster import Partial, PartialCoster
 from federation.physical import build_physical_plan, spe_limits
 
@@ -70,9 +70,8 @@ def phase_two(
         # SPE-rooted: this operator in Spark over each child's best partial plan
         closed = ZERO
         db_placed: frozenset[str] = frozenset()
-        # Spark has no tuple windows: an operator reading one runs in the DB (spe_limits)
-        if any(isinstance(plan.nodes[c], Window) and plan.nodes[c].rows is not None
-               for c in plan.children[oid]) or reads_session_bounds(plan.nodes[oid]):
+        # what Spark cannot run (a tuple window's reader, ...) runs in the DB (spe_limits)
+        if spark_limit(plan.nodes[oid], [plan.nodes[c] for c in plan.children[oid]]):
             closed = closed.add(float("inf"))
         for c in kids:
             # a DB-rooted child feeding this SPE-op re-enters Spark: one more query

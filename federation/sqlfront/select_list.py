@@ -235,8 +235,9 @@ class Aggregates:
             inner = inner.expressions[0]  # the least (greatest) of the distinct values
         if isinstance(inner, exp.Distinct):
             if func != "count" or len(inner.expressions) != 1:
-                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT, MIN and MAX "
-                           "of DISTINCT x, one expression, are)", "SELECT", call, "DISTINCT")
+                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT(DISTINCT x) "
+                           "of one expression is, and MIN and MAX of DISTINCT x)", "SELECT",
+                           call, "DISTINCT")
             func, inner = "count_distinct", inner.expressions[0]
         if inner is not None and inner.find(exp.AggFunc) is not None:
             raise fail(f"nested aggregate {call.sql()}", "SELECT", call)

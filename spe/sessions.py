@@ -1,0 +1,49 @@
+"""Session windows in Spark (federation/logical/window.py, `SessionWindow`): the aggregate
+over a session window as a Spark expert writes it, with Spark's own session state."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from federation.conventions import TS, US_PER_S, WINDOW, WT, us
+from spe.aggregates import agg_column
+from spe.aggregates import quoted_col as _c
+
+SESSION = "_session"  # the session_window struct column
+
+
+def _seconds(micros: int):
+    """A CalendarInterval of `micros` microseconds (session_window's gap type)."""
+    return F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {micros / US_PER_S:.6f})")
+
+
+def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
+    """`node` (an aggregate grouped by window_start, window_end and `w`'s partition keys)
+    over the readings `rows` of session window `w`: `session_window` grouped with the
+    partition keys (Spark's own session state and merging, which joins readings at most
+    the gap apart), then a tumbling window of the slide over each session's `window_time`:
+    every session of instant tau (the first instant >= its end) is emitted together under
+    the watermark. A reading whose end (ts + gap) is an instant gets a gap one microsecond
+    shorter: the session closes at that instant, and a reading at exactly it begins the
+    next one. The result is tagged with `_wt` (tau - 1 us) as every relation is."""
+    gap, sl = us(w.gap_s), us(w.slide_s)
+    gaps = F.when((F.unix_micros(_c(TS)) + F.lit(gap)) % F.lit(sl) == 0, _seconds(gap - 1)) \
+        .otherwise(_seconds(gap))
+    part = [_c(k) for k in w.partition_by]
+    # Spark refuses a session window without other keys: a key equal on every reading
+    # then (a literal would be folded away before that check)
+    by = part or [_c(TS).isNull().alias("_s_all")]
+    names = [n for n, _ in node.aggs]
+    aggs = [agg_column(c.func, c.arg, n) for n, c in node.aggs]
+    sessions = (rows.groupBy(F.session_window(_c(TS), gaps).alias(SESSION), *by)
+                .agg(*aggs, F.max(_c(TS)).alias("_s_last"))
+                .select(F.window_time(SESSION).alias("_s_time"),
+                        F.col(f"{SESSION}.start").alias("window_start"),
+                        (F.col("_s_last") + F.expr(f"make_dt_interval(0, 0, 0, "
+                                                   f"{gap / US_PER_S:.6f})")).alias("window_end"),
+                        *part, *[_c(n) for n in names]))
+    keys = [_c(k) for k in ("window_start", "window_end", *w.partition_by)]
+    return (sessions.groupBy(F.window("_s_time", f"{sl} microseconds").alias(WINDOW), *keys)
+            .agg(*[F.first(_c(n)).alias(n) for n in names])
+            .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n in names]))
