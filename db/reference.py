@@ -64,7 +64,7 @@ class ReferenceEvaluator:
         reads the others), its time column and its rows' table."""
         have = self.have[w.stream.name]
         cols = ", ".join(_q(c) if c in have else f"CAST(NULL AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
-                         for c, t in w.schema.items())
+                         for c, t in w.stream.columns.items())
         return cols, _q(w.stream.ts_column), self.tables[w.stream.name]
 
     @REFERENCE.register("TimeWindow")
@@ -90,12 +90,7 @@ class ReferenceEvaluator:
         """The readings before tau of the sessions that end in (tau - slide, tau]: one after
         the other at most the gap apart, but a reading at exactly a session's end when that
         end is an instant begins a new one (the session closed at that instant)."""
-        have = self.have[w.stream.name]
-        names = [c for c in w.stream.columns]
-        cols = ", ".join(_q(c) if c in have else
-                         f"CAST(NULL AS {DUCKDB_TYPES[w.stream.columns[c]]}) AS {_q(c)}"
-                         for c in names)
-        ts, src = _q(w.stream.ts_column), self.tables[w.stream.name]
+        cols, ts, src = self._rows(w)
         gap, slide = round(w.gap_s * 1_000_000), round(w.slide_s * 1_000_000)
         part = ", ".join(_q(k) for k in w.partition_by)
         by = f"PARTITION BY {part} " if part else ""
@@ -108,7 +103,7 @@ class ReferenceEvaluator:
         sess = f"PARTITION BY {part + ', ' if part else ''}_ref_sid"
         tagged = (f"SELECT *, min({ts}) OVER ({sess}) AS window_start, max({ts}) OVER ({sess})"
                   f" + to_microseconds({gap}) AS window_end FROM ({numbered})")
-        return (f"SELECT {', '.join(_q(c) for c in names)}, window_start, window_end FROM "
+        return (f"SELECT {', '.join(map(_q, w.stream.columns))}, window_start, window_end FROM "
                 f"({tagged}) WHERE window_end <= {at} AND window_end > {at} - "
                 f"to_microseconds({slide})")
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from db.sqlgen.terms import session_begins
 from federation.conventions import DUCKDB_TYPES, TS
 
 
@@ -53,24 +54,22 @@ def delete_closed_sessions(table: str, partition_by: Sequence[str], gap_us: int,
     can be open (its end after that instant), and only its rows and later ones stay."""
     keys = [quoted_column(k).sql("duckdb") for k in partition_by]
     ts, by = quoted_column(TS).sql("duckdb"), (f"PARTITION BY {', '.join(keys)} " if keys else "")
+    src = quoted_table(table).sql("duckdb")
     done = f"(CAST($1 AS TIMESTAMP) - to_microseconds({slide_us}))"
-    last = (f"SELECT {', '.join(keys + [''])}max({ts}) AS _s_last FROM {quoted_table(table).sql('duckdb')} "
+    last = (f"SELECT {', '.join(keys + [''])}max({ts}) AS _s_last FROM {src} "
             f"WHERE {ts} < {done}" + (f" GROUP BY {', '.join(keys)}" if keys else ""))
     # a row's session is open when the gaps after it (to the partition's last row before
     # the instant) are all short: its start is the first row after the last long gap
-    marked = (f"SELECT {', '.join(keys + [''])}{ts}, CASE WHEN _s_prev IS NULL OR "
-              f"epoch_us({ts}) - _s_prev > {gap_us} OR (epoch_us({ts}) - _s_prev = {gap_us} AND "
-              f"(_s_prev + {gap_us}) % {slide_us} = 0) THEN 1 ELSE 0 END AS _s_new FROM (SELECT "
-              f"*, lag(epoch_us({ts})) OVER ({by}ORDER BY {ts}) AS _s_prev FROM "
-              f"{quoted_table(table).sql('duckdb')} WHERE {ts} < {done})")
+    prev, new = session_begins(ts, by, gap_us, slide_us)
+    marked = (f"SELECT {', '.join(keys + [''])}{ts}, {new} FROM (SELECT *, {prev} FROM {src} "
+              f"WHERE {ts} < {done})")
     on = " AND ".join(f"m.{k} IS NOT DISTINCT FROM l.{k}" for k in keys) or "TRUE"
     opens = (f"SELECT {', '.join([f'm.{k}' for k in keys] + [''])}max(m.{ts}) AS _s_start FROM "
              f"({marked}) AS m JOIN ({last}) AS l ON {on} WHERE m._s_new = 1 AND "
              f"l._s_last + to_microseconds({gap_us}) > {done}"
              + (f" GROUP BY {', '.join(f'm.{k}' for k in keys)}" if keys else ""))
-    match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {quoted_table(table).sql('duckdb')}.{k}"
-                         for k in keys) or "TRUE"
-    return (f"DELETE FROM {quoted_table(table).sql('duckdb')} WHERE {ts} < {done} AND {ts} < "
+    match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {src}.{k}" for k in keys) or "TRUE"
+    return (f"DELETE FROM {src} WHERE {ts} < {done} AND {ts} < "
             f"COALESCE((SELECT o._s_start FROM ({opens}) AS o WHERE {match}), {done})")
 
 

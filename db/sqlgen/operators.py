@@ -25,6 +25,7 @@ from db.sqlgen.terms import (
     col,
     quote,
     seconds,
+    session_begins,
     tau_param,
 )
 from federation.conventions import SESSION_COLUMNS, TS, Lowering, us
@@ -92,10 +93,8 @@ def _session_window(win: Window, columns: Sequence[str], table: str) -> exp.Sele
                         [col(k).sql("duckdb") for k in win.partition_by]) or "TRUE"
     rows = (f"SELECT {', '.join('a.' + c for c in names)} FROM {src} AS a WHERE "
             f"a.{ts} < {tau} AND EXISTS (SELECT 1 FROM {src} AS b WHERE {band('b')} AND {same})")
-    marked = (f"SELECT *, CASE WHEN _s_prev IS NULL OR epoch_us({ts}) - _s_prev > {gap} OR "
-              f"(epoch_us({ts}) - _s_prev = {gap} AND (_s_prev + {gap}) % {slide} = 0) THEN 1 "
-              f"ELSE 0 END AS _s_new FROM (SELECT {cols}, lag(epoch_us({ts})) OVER ({by}ORDER "
-              f"BY {ts}) AS _s_prev FROM ({rows}))")
+    prev, new = session_begins(ts, by, gap, slide)
+    marked = f"SELECT *, {new} FROM (SELECT {cols}, {prev} FROM ({rows}))"
     numbered = f"SELECT *, sum(_s_new) OVER ({by}ORDER BY {ts}) AS _s_id FROM ({marked})"
     sess = f"PARTITION BY {keys + ', ' if keys else ''}_s_id"
     tagged = (f"SELECT *, min({ts}) OVER ({sess}) AS window_start, max({ts}) OVER ({sess}) + "

@@ -83,15 +83,10 @@ class TupleWindow(Window):
         super().__post_init__()
         if self.rows <= 0:
             raise QueryValidationError("window", "rows", f"must be positive, got {self.rows}")
-        for k in self.partition_by:
-            if k not in self.stream.columns:
-                raise QueryValidationError(
-                    "window", "partition_by", f"unknown column {k!r} of stream {self.stream.name!r}"
-                )
+        _check_partition(self)
 
     def label(self) -> str:
-        part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
-        return f"window {self.stream.name} [rows {self.rows}{part}, slide {self.slide_s:g} s]"
+        return f"window {self.stream.name} [rows {self.rows}{_part(self)}, slide {self.slide_s:g} s]"
 
 
 @dataclass(frozen=True, eq=True)
@@ -115,11 +110,7 @@ class SessionWindow(Window):
         super().__post_init__()
         if self.gap_s <= 0:
             raise QueryValidationError("window", "gap", f"must be positive, got {self.gap_s}")
-        for k in self.partition_by:
-            if k not in self.stream.columns:
-                raise QueryValidationError(
-                    "window", "partition_by", f"unknown column {k!r} of stream {self.stream.name!r}"
-                )
+        _check_partition(self)
         for c in SESSION_COLUMNS:
             if c in self.stream.columns:
                 raise QueryValidationError(
@@ -135,8 +126,20 @@ class SessionWindow(Window):
         return self.gap_s + self.slide_s
 
     def label(self) -> str:
-        part = f" partition by {', '.join(self.partition_by)}" if self.partition_by else ""
-        return f"session {self.stream.name} [gap {self.gap_s:g} s{part}, slide {self.slide_s:g} s]"
+        return (f"session {self.stream.name} [gap {self.gap_s:g} s{_part(self)}, slide "
+                f"{self.slide_s:g} s]")
+
+
+def _check_partition(w: Window) -> None:
+    """A tuple or session window's partition keys are columns of its stream."""
+    for k in w.partition_by:
+        if k not in w.stream.columns:
+            raise QueryValidationError(
+                "window", "partition_by", f"unknown column {k!r} of stream {w.stream.name!r}")
+
+
+def _part(w: Window) -> str:
+    return f" partition by {', '.join(w.partition_by)}" if w.partition_by else ""
 
 
 def _check_one_slide(operator: str, *sides: Node) -> None:
