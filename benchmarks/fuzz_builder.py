@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from benchmarks.fuzz_domain import (
     AGGS,
     DOMAINS,
+    DRAWN_AGGS,
     GROUPABLE,
     HOUSES,
     KEYWORDS,
@@ -92,12 +93,12 @@ class _Builder(Expressions):
         """aggs: (name, function, argument or None, hint, FILTER's condition or None)."""
         try:
             node = r.node.aggregate(by=keys, **{
-                n: AGGS[f](*([] if a is None else [a]), where=w) for n, f, a, _, w in aggs})
+                n: AGGS[f](*_args(a), where=w) for n, f, a, _, w in aggs})
         except ValueError:
             return None
-        self.written(node, {n: a for n, _, a, _, w in aggs if a is not None and w is None})
+        self.written(node, {n: a for n, _, a, _, w in aggs if isinstance(a, str) and w is None})
         self.written(node, {f"{n}{WHERE}": w for n, _, _, _, w in aggs if w is not None})
-        parts = [(n, f"{AGGS[f].__name__}({'' if a is None else repr(a)}"
+        parts = [(n, f"{AGGS[f].__name__}({', '.join(map(repr, _args(a)))}"
                   + ("" if w is None else f"{', ' if a else ''}where={w!r}") + ")")
                  for n, f, a, _, w in aggs]
         hints = {k: r.hints.get(k, "code") for k in keys}
@@ -266,11 +267,14 @@ class _Builder(Expressions):
                 and _type(t) in ("INT", "BIGINT", "DOUBLE")]
         aggs = []
         for _ in range(d(st.integers(1, 3))):
-            f = d(st.sampled_from(sorted(AGGS))) if nums else "count"
+            f = d(st.sampled_from(DRAWN_AGGS)) if nums else "count"
             # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
             where = self.predicate(r) if self.chance(5) else None
-            if f == "count_distinct":  # of any column (a key, a code, a value)
+            if f == "count_distinct":  # of any column (a key, a code, a value), or two
                 arg = bare(d(st.sampled_from(list(r.node.schema))))
+                if len(r.node.schema) > 1 and self.chance(25):  # COUNT(DISTINCT a, b)
+                    arg = tuple(bare(c) for c in d(st.lists(st.sampled_from(list(
+                        r.node.schema)), min_size=2, max_size=2, unique=True)))
                 aggs.append((self.fresh("d", "distinct"), f, arg, "count", where))
                 continue
             if f == "count":
@@ -291,7 +295,9 @@ class _Builder(Expressions):
                 got = self.computed(r, numeric=True)
                 if got is not None:
                     arg, h = got
-            if f == "avg":
+            if f in ("sum", "avg") and self.chance(12):  # of the distinct values
+                f = f"{f}_distinct"
+            if f in ("avg", "avg_distinct"):
                 hint = "value"
             elif h == "count":
                 hint = "count"
@@ -489,3 +495,7 @@ class _Builder(Expressions):
         return out
 
 
+def _args(a: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    """An aggregate's arguments as drawn: none (COUNT(*)), one, or several (COUNT(DISTINCT
+    a, b))."""
+    return () if a is None else a if isinstance(a, tuple) else (a,)

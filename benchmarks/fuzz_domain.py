@@ -11,7 +11,17 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from federation.expressions import avg, count, count_distinct, max_, min_, sum_, to_expression
+from federation.expressions import (
+    avg,
+    avg_distinct,
+    count,
+    count_distinct,
+    max_,
+    min_,
+    sum_,
+    sum_distinct,
+    to_expression,
+)
 from federation.logical import Node, NumberedPlan, Rstream
 
 RATE, PLUGS, HOUSES, SECONDS = 30, 6, 2, 20
@@ -25,7 +35,10 @@ MAX_OPS = 10
 #: RATE / PLUGS rows a second, half of them work and half load)
 DOMAINS = {"house_id": HOUSES, "household_id": 1, "plug_id": PLUGS // HOUSES, "property": 2}
 AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_,
-        "count_distinct": count_distinct}
+        "count_distinct": count_distinct, "sum_distinct": sum_distinct,
+        "avg_distinct": avg_distinct}
+#: the functions the generator draws first (SUM and AVG are made DISTINCT now and then)
+DRAWN_AGGS = sorted(f for f in AGGS if f not in ("sum_distinct", "avg_distinct"))
 #: output names equal to SQL keywords or function names (never `by` or `self`: arguments
 #: of the DSL methods; never true/false/null: literals)
 KEYWORDS = ("load", "work", "order", "select", "group", "count", "sum", "avg", "min", "max",

@@ -27,7 +27,7 @@ SHAPES = (
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
     "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
-    "intersect_except", "session_window",
+    "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -204,6 +204,10 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out |= _name_shapes(name)
                 if call.func == "count_distinct":
                     out.add("count_distinct")
+                    if _distinct_tuple(call.arg):
+                        out.add("count_distinct_tuple")  # COUNT(DISTINCT a, b)
+                if call.func in ("sum_distinct", "avg_distinct"):
+                    out.add("distinct_sum_avg")
                 if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):
                     out.add("min_max_ordered")  # of strings or times
                 if (id(n), f"{name}{WHERE}") in raw:
@@ -266,3 +270,6 @@ def _cuts_every_boundary(q: Rstream, placements: list[str]) -> bool:
         for p, c in pairs for a, b in (("spe", "db"), ("db", "spe")))
 
 
+def _distinct_tuple(arg: exp.Expression | None) -> bool:
+    """COUNT(DISTINCT a, b)'s argument (expressions.distinct_tuple), FILTER's CASE or not."""
+    return arg is not None and arg.find(exp.Struct) is not None

@@ -133,11 +133,12 @@ class ReferenceEvaluator:
         for name, call in node.aggs:
             arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
             e = f"{call.func}({arg})"
-            if call.func == "count_distinct":
-                e = f"count(DISTINCT {arg})"
-            if call.func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
+            func = call.func.removesuffix("_distinct")
+            if func != call.func:  # COUNT/SUM/AVG of the distinct non-NULL values
+                e, arg = f"{func}(DISTINCT {arg})", f"DISTINCT {arg}"
+            if func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
                 e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
-            if call.func == "sum" and node.schema[name] == "BIGINT":
+            if func == "sum" and node.schema[name] == "BIGINT":
                 e = f"CAST({e} AS BIGINT)"
             aggs.append(f"{e} AS {_q(name)}")
         keys = ", ".join(_q(k) for k in node.keys)

@@ -11,7 +11,18 @@ from federation.errors import (
     QueryValidationError,
     UnsupportedOperationError,
 )
-from federation.expressions import avg, col, count, count_distinct, lit, max_, min_, sum_
+from federation.expressions import (
+    avg,
+    avg_distinct,
+    col,
+    count,
+    count_distinct,
+    lit,
+    max_,
+    min_,
+    sum_,
+    sum_distinct,
+)
 from federation.logical import NumberedPlan, Rstream, table, window
 from federation.python_functions import udf
 from federation.streams import StreamDecl, StreamStats
@@ -59,6 +70,7 @@ __all__ = [
     "StreamStats",
     "UnsupportedOperationError",
     "avg",
+    "avg_distinct",
     "col",
     "count",
     "count_distinct",
@@ -70,6 +82,7 @@ __all__ = [
     "sql",
     "stream",
     "sum_",
+    "sum_distinct",
     "table",
     "udf",
     "window",

@@ -22,7 +22,10 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: the aggregates whose partials over parts of a window merge into the whole's (slices, panes)
 MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
-AGG_FUNCS = (*MERGEABLE_FUNCS, "count_distinct")
+#: the aggregates of distinct values, each over the set of its argument's non-NULL values:
+#: the plain aggregate each applies to that set
+DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
+AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS)
 #: the return type of each registered Python function by lower-case name (federation.udf)
 FUNCTION_TYPES: dict[str, str] = {}
 
@@ -165,8 +168,8 @@ class AggCall:
 
     def sql(self, dialect: str = "duckdb") -> str:
         inner = "*" if self.arg is None else self.arg.sql(dialect=dialect)
-        if self.func == "count_distinct":
-            return f"COUNT(DISTINCT {inner})"
+        if self.func in DISTINCT_FUNCS:
+            return f"{DISTINCT_FUNCS[self.func].upper()}(DISTINCT {inner})"
         return f"{self.func.upper()}({inner})"
 
 
@@ -182,9 +185,33 @@ def count(arg: str | exp.Expression | None = None, *, where=None) -> AggCall:
     return agg_call("count", arg, where)  # COUNT(arg) or COUNT(*) (`where`: FILTER)
 
 
-def count_distinct(arg: str | exp.Expression, *, where=None) -> AggCall:
-    """COUNT(DISTINCT arg): the distinct non-NULL values (`where`: FILTER)."""
+def count_distinct(arg: str | exp.Expression, *more: str | exp.Expression,
+                   where=None) -> AggCall:
+    """COUNT(DISTINCT arg): the distinct non-NULL values (`where`: FILTER); of several
+    arguments, COUNT(DISTINCT a, b): the distinct combinations in which none is NULL."""
+    if more:
+        arg = distinct_tuple([to_expression(a) for a in (arg, *more)])
     return agg_call("count_distinct", arg, where)
+
+
+def distinct_tuple(args: list[exp.Expression]) -> exp.Expression:
+    """The value COUNT(DISTINCT a, b, ...) counts: a struct of the arguments, NULL where any
+    of them is (SQL's and Flink's rule: such a row is not counted)."""
+    fields = [exp.PropertyEQ(this=exp.to_identifier(f"f{i}"), expression=a.copy())
+              for i, a in enumerate(args, 1)]
+    nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
+    return exp.Case(ifs=[exp.If(this=exp.or_(*nulls), true=exp.Null())],
+                    default=exp.Struct(expressions=fields))
+
+
+def sum_distinct(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """SUM(DISTINCT arg): the sum of the distinct non-NULL values (`where`: FILTER)."""
+    return agg_call("sum_distinct", arg, where)
+
+
+def avg_distinct(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """AVG(DISTINCT arg): the mean of the distinct non-NULL values (`where`: FILTER)."""
+    return agg_call("avg_distinct", arg, where)
 
 
 def sum_(arg: str | exp.Expression, *, where=None) -> AggCall:
@@ -211,9 +238,9 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
     """Type of an aggregate's result (COUNT BIGINT, AVG DOUBLE, others keep the argument's)."""
     if call.func in ("count", "count_distinct"):
         return "BIGINT"
-    if call.func == "avg":
+    if call.func in ("avg", "avg_distinct"):
         return "DOUBLE"
-    if call.func == "sum":
+    if call.func in ("sum", "sum_distinct"):
         return "DOUBLE" if arg_type == "DOUBLE" else "BIGINT"
     return arg_type or "DOUBLE"
 

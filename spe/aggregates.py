@@ -7,6 +7,10 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+#: the aggregates of distinct values (federation.expressions): the plain aggregate each
+#: applies to the set of its argument's non-NULL values
+DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
+
 
 def quoted_col(name: str) -> Column:
     """A column by its name, quoted (a column may be called `order` or `a.b`)."""
@@ -28,11 +32,11 @@ def spark_expr(e) -> Column:
     return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
 
 
-def agg_column(func: str, arg, name: str) -> Column:
+def agg_column(func: str, arg, name: str, result_type: str) -> Column:
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
-    elif func == "count_distinct":  # Spark's streaming aggregates refuse DISTINCT: a set
-        c = F.size(F.collect_set(spark_expr(arg)))
+    elif func in DISTINCT_FUNCS:  # Spark's streaming aggregates refuse DISTINCT: a set
+        c = of_set(func, F.collect_set(spark_expr(arg)), result_type)
     elif func == "avg":
         # AVG(x) is SUM(x) / COUNT(x) in double in every engine (federation.expressions)
         e = spark_expr(arg)
@@ -43,11 +47,11 @@ def agg_column(func: str, arg, name: str) -> Column:
     return c.alias(name)
 
 
-def _merge_count(e, p):
+def _merge_count(e, p, t):
     return {p: F.count(F.lit(1)) if e is None else F.count(e)}, F.sum(p)
 
 
-def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as agg_column
+def _merge_avg(e, p, t):  # SUM(x) / COUNT(x) in double, as agg_column
     return ({f"{p}s": F.sum(e.cast("double")), f"{p}n": F.count(e)},
             F.sum(f"{p}s") / F.sum(f"{p}n"))
 
@@ -56,13 +60,26 @@ def _merge_avg(e, p):  # SUM(x) / COUNT(x) in double, as agg_column
 MERGE = {
     "count": _merge_count,
     "avg": _merge_avg,
-    "sum": lambda e, p: ({p: F.sum(e)}, F.sum(p)),
-    "min": lambda e, p: ({p: F.min(e)}, F.min(p)),
-    "max": lambda e, p: ({p: F.max(e)}, F.max(p)),
-    # a pane's set of values; the window's: the union of its panes' sets
-    "count_distinct": lambda e, p: ({p: F.collect_set(e)},
-                                    F.size(F.array_distinct(F.flatten(F.collect_list(p))))),
+    "sum": lambda e, p, t: ({p: F.sum(e)}, F.sum(p)),
+    "min": lambda e, p, t: ({p: F.min(e)}, F.min(p)),
+    "max": lambda e, p, t: ({p: F.max(e)}, F.max(p)),
 }
+for _f in DISTINCT_FUNCS:  # a pane's set of values; the window's: the union of its panes'
+    MERGE[_f] = lambda e, p, t, f=_f: ({p: F.collect_set(e)}, of_set(
+        f, F.array_distinct(F.flatten(F.collect_list(p))), t))
+
+
+def of_set(func: str, values: Column, result_type: str) -> Column:
+    """COUNT, SUM or AVG (`func`'s plain aggregate) of the array `values` (no NULLs):
+    SUM and AVG are NULL over an empty set, SUM adds in its result type (`result_type`: the
+    aggregate's, BIGINT or DOUBLE), AVG is SUM / COUNT in double as everywhere."""
+    plain = DISTINCT_FUNCS[func]
+    if plain == "count":
+        return F.size(values)
+    t = "double" if plain == "avg" or result_type == "DOUBLE" else "bigint"
+    total = F.aggregate(values.cast(f"array<{t}>"), F.lit(0).cast(t), lambda acc, x: acc + x)
+    return F.when(F.size(values) > 0,
+                  total.cast("double") / F.size(values) if plain == "avg" else total)
 
 
 def sorted_rows(array: str, keys: list[tuple[str, bool]]) -> Column:

@@ -124,7 +124,7 @@ class SpeTranslator:
     @SPARK.register("Aggregate")
     def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
-        aggs = [agg_column(c.func, c.arg, n) for n, c in node.aggs]
+        aggs = [agg_column(c.func, c.arg, n, node.schema[n]) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level and s.window is not None and s.window.is_session:
             out = session_aggregate(s.df, s.window, node)
@@ -161,7 +161,8 @@ class SpeTranslator:
         keys = [_c(k) for k in node.keys]
         partial, merged = {}, []
         for i, (n, c) in enumerate(node.aggs):
-            parts, merge = MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}")
+            parts, merge = MERGE[c.func](None if c.arg is None else spark_expr(c.arg), f"_part{i}",
+                                         node.schema[n])
             partial.update(parts)
             merged.append(merge.alias(n))
         panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias(WINDOW), *keys)
@@ -184,7 +185,7 @@ class SpeTranslator:
         cols = []
         for n, call in node.aggs:
             v = F.max(F.when(~F.col("_pad"), _c(n)))
-            zero = call.func in ("count", "count_distinct")
+            zero = call.func in ("count", "count_distinct")  # COUNT 0, the others NULL
             cols.append((F.coalesce(v, F.lit(0)) if zero else v).alias(n))
         return padded.groupBy(_c(WT)).agg(*cols)
 

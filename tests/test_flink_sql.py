@@ -13,11 +13,22 @@ DISTINCT, keeps a set per group (and per pane).
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from db.reference import reference_result
 from federation import sql
-from federation.expressions import avg, count, count_distinct, max_, min_, sum_
+from federation.expressions import (
+    avg,
+    avg_distinct,
+    count,
+    count_distinct,
+    max_,
+    min_,
+    sum_,
+    sum_distinct,
+)
 from federation.logical import window
 from federation.results import diff_results
 from federation.sqlfront import SqlError
@@ -116,7 +127,9 @@ def test_group_by_expressions_are_the_dsl_computed_keys_and_equal_the_reference(
 
 DISTINCT = f"""
 SELECT house_id, COUNT(DISTINCT plug_id) AS plugs,
-       COUNT(DISTINCT plug_id) FILTER (WHERE value > 50) AS busy, COUNT(*) AS n
+       COUNT(DISTINCT plug_id) FILTER (WHERE value > 50) AS busy, COUNT(*) AS n,
+       COUNT(DISTINCT plug_id, property) AS pairs, SUM(DISTINCT plug_id) AS ids,
+       AVG(DISTINCT value) FILTER (WHERE property = 1) AS mean_load
 FROM {H10}
 GROUP BY window_end, house_id
 """
@@ -125,7 +138,10 @@ GROUP BY window_end, house_id
 def distinct_dsl(s):
     return (window(s, range=10, slide=1)
             .aggregate(by=["house_id"], plugs=count_distinct("plug_id"),
-                       busy=count_distinct("plug_id", where="value > 50"), n=count())
+                       busy=count_distinct("plug_id", where="value > 50"), n=count(),
+                       pairs=count_distinct("plug_id", "property"),
+                       ids=sum_distinct("plug_id"),
+                       mean_load=avg_distinct("value", where="property = 1"))
             .rstream())
 
 
@@ -140,6 +156,19 @@ def test_count_distinct_is_the_dsl_s_and_equals_the_reference_in_duckdb():
     assert all(b <= p for b, p in zip(busy, plugs)) and busy != plugs
     glob = sql(f"SELECT COUNT(DISTINCT house_id) AS houses FROM {H10}", STREAMS)
     assert set(check_db(glob, rows, per_batch_s=5).column("houses").to_pylist()) == {4}
+    # a combination counts once; SUM and AVG of the distinct values, not of every row
+    pairs = got.column("pairs").to_pylist()
+    assert all(p <= 2 * d for p, d in zip(pairs, plugs)) and max(pairs) > max(plugs)
+    readings = list(zip(*(rows.column(c).to_pylist() for c in (
+        "ts", "house_id", "value", "property", "plug_id"))))
+    for tau, house, ids, mean_load, pair in list(zip(*(got.column(c).to_pylist() for c in (
+            "tau", "house_id", "ids", "mean_load", "pairs"))))[::37]:
+        inside = [r for r in readings if tau - dt.timedelta(seconds=10) <= r[0] < tau
+                  and r[1] == house]  # the window [tau - 10 s, tau) of the house
+        loads = {r[2] for r in inside if r[3] == 1}
+        assert ids == sum({r[4] for r in inside})
+        assert pair == len({(r[4], r[3]) for r in inside})
+        assert mean_load == pytest.approx(sum(loads) / len(loads) if loads else None)
 
 
 ROWS = f"""
@@ -247,10 +276,11 @@ def test_intersect_and_except_are_sql_s_at_each_instant(op):
 
 
 @pytest.mark.parametrize("text,why", [
-    (_grouped("SUM(DISTINCT value)"), "SUM.DISTINCT"),
-    (_grouped("COUNT(DISTINCT value, plug_id)"), "of one expression"),
+    (_grouped("SUM(DISTINCT value, plug_id)"), "SUM.DISTINCT .... takes one argument"),
+    (_grouped("MAX(DISTINCT value, plug_id)"), "MAX takes one argument, not 'plug_id' too"),
+    (_grouped("MIN(value, 3)"), "MIN takes one argument, not '3' too"),
 ])
-def test_distinct_but_count_s_of_one_expression_is_refused(text, why):
+def test_a_distinct_aggregate_but_count_of_several_arguments_is_refused(text, why):
     with pytest.raises(SqlError, match=why):
         sql(text, STREAMS)
 

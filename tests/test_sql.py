@@ -172,8 +172,8 @@ REFUSED = {
     "distinct on": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}", "DISTINCT",
                     "not supported"),
     "sum distinct": (
-        f"SELECT plug_id, SUM(DISTINCT house_id) AS n FROM {H10} GROUP BY plug_id",
-        "SELECT", "DISTINCT"),
+        f"SELECT plug_id, SUM(DISTINCT house_id, value) AS n FROM {H10} GROUP BY plug_id",
+        "SELECT", "takes one argument"),
     "order by": (f"SELECT plug_id, value FROM {H10}\nORDER BY value", "ORDER BY",
                  "without LIMIT"),
     "limit": (f"SELECT plug_id, value FROM {H10} LIMIT 10", "LIMIT", "without ORDER BY"),

@@ -203,6 +203,9 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
     if func == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[quote(arg)]))
     a = quote(arg)  # type: ignore[arg-type]
+    if func.endswith("_distinct"):  # SUM/AVG(DISTINCT a): of the distinct non-NULL values
+        a = exp.Distinct(expressions=[a])
+        func = func.removesuffix("_distinct")
     if func == "sum":
         s = exp.Sum(this=a)
         if result_type != "DOUBLE":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import AggCall, agg_call
+from federation.expressions import AggCall, agg_call, distinct_tuple
 from federation.logical import Node
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
@@ -229,25 +229,33 @@ class Aggregates:
         if func is None:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
                        "(COUNT, SUM, AVG, MIN, MAX)", "SELECT", call)
-        inner = call.this
+        extra = [v for k, v in call.args.items() if k != "this" and isinstance(v, exp.Expression)]
+        if extra:  # DuckDB's MAX(x, n) is a list of the n largest: no aggregate here
+            raise fail(f"{func.upper()} takes one argument, not {extra[0].sql()!r} too",
+                       "SELECT", call)
+        inner, parts = call.this, [call.this]
         if isinstance(inner, exp.Distinct) and func in ("min", "max") \
                 and len(inner.expressions) == 1:
             inner = inner.expressions[0]  # the least (greatest) of the distinct values
+            parts = [inner]
         if isinstance(inner, exp.Distinct):
-            if func != "count" or len(inner.expressions) != 1:
-                raise fail(f"{func.upper()}(DISTINCT ...) is not supported (COUNT(DISTINCT x) "
-                           "of one expression is, and MIN and MAX of DISTINCT x)", "SELECT",
-                           call, "DISTINCT")
-            func, inner = "count_distinct", inner.expressions[0]
-        if inner is not None and inner.find(exp.AggFunc) is not None:
+            parts = inner.expressions
+            if func != "count" and len(parts) != 1:
+                raise fail(f"{func.upper()}(DISTINCT ...) takes one argument (COUNT(DISTINCT "
+                           "a, b) counts combinations)", "SELECT", call, "DISTINCT")
+            func, inner = f"{func}_distinct", parts[0]
+        if inner is not None and any(p.find(exp.AggFunc) is not None for p in parts):
             raise fail(f"nested aggregate {call.sql()}", "SELECT", call)
         if isinstance(inner, exp.Star) or inner is None:
             if func != "count":
                 raise fail(f"{func.upper()}(*) is not an aggregate", "SELECT", call)
             arg = None
         else:
-            check_scalar(self.text, inner, "SELECT")
-            arg = self.scope.resolve(inner, "SELECT")
+            for e in parts:
+                check_scalar(self.text, e, "SELECT")
+            resolved = [self.scope.resolve(e, "SELECT") for e in parts]
+            # COUNT(DISTINCT a, b): of the combinations in which none is NULL
+            arg = resolved[0] if len(resolved) == 1 else distinct_tuple(resolved)
         name = wanted
         if name is None:
             if where is not None:
