@@ -33,7 +33,7 @@ from benchmarks.fuzz_domain import (
 from benchmarks.fuzz_expressions import Expressions
 from benchmarks.fuzz_shapes import _lineage
 from benchmarks.fuzz_sizes import _below, _join_rows, _ops, estimated_rows
-from federation.logical import Node, is_row_level, table, window
+from federation.logical import Node, is_row_level, table, where_in, window
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 
@@ -140,6 +140,11 @@ class _Builder(Expressions):
         would keep a table's rows, which is refused)."""
         how = self.draw(st.sampled_from(["left", "right", "full"])) if self.chance(25) \
             else "inner"
+        if how != "inner" and self.chance(40):  # a value that is not NULL on NULL input
+            if how in ("left", "full"):  # on a side the join may miss (NULL where it did)
+                right = self.never_null(right) or right
+            if how in ("right", "full"):
+                left = self.never_null(left) or left
         try:
             node = left.node.join(right.node, on=on, how=how)
         except ValueError:
@@ -151,6 +156,15 @@ class _Builder(Expressions):
         hints = {**left.hints, **{c: h for c, h in right.hints.items() if c not in rkeys}}
         tail = "" if how == "inner" else f", how={how!r}"
         return Rel(node, f"{left.src}.join({right.src}, on={on!r}{tail})", hints)
+
+    def never_null(self, r: Rel) -> Rel | None:
+        """`r` with a column that is never NULL on its rows (a constant, a COALESCE):
+        NULL on the rows an outer join pads (sqlglot's subquery merge once made it the
+        constant there)."""
+        nums = [c for c, t in r.node.schema.items() if _type(t) in ("INT", "BIGINT")]
+        e = self.draw(st.sampled_from(["TRUE", "1"] + [f"COALESCE({ref(c)}, 0) + 1"
+                                                       for c in nums]))
+        return self.project(r, list(r.node.schema), [(self.fresh("seen"), e, "code")])
 
     # -- leaves ----------------------------------------------------------------------------
     def window(self, range_s: float | None = None) -> Rel:
@@ -461,6 +475,10 @@ class _Builder(Expressions):
         if keys:
             keys = [c for c in keys if c in d(st.lists(st.sampled_from(keys), min_size=1,
                                                        max_size=len(keys), unique=True))]
+        if keys and self.chance(35):  # x [NOT] IN (SELECT k FROM right)
+            got = self.membership(left, right, keys)
+            if got is not None:
+                return got
         if self.chance(15):  # a join on the instant alone (Nexmark q5's window join):
             agg = self.aggregate(right, keys=[])  # with a global aggregate, one row a side
             if agg is None:
@@ -493,6 +511,21 @@ class _Builder(Expressions):
         if tabled and self.chance(50):  # aggregated by a table's column (issue 41)
             out = self.aggregate(out, keys=[self.draw(st.sampled_from(tabled))]) or out
         return out
+
+
+    def membership(self, left: Rel, right: Rel, keys: list[str]) -> Rel | None:
+        """`left`'s rows whose `keys` are (or are not) among `right`'s values of them,
+        renamed (SQL's `(a, b) [NOT] IN (SELECT x, y FROM ...)`: logical/membership.py)."""
+        sub = self.project(right, [], [(self.fresh("v", k.split("_")[0]), bare(k),
+                                        right.hints.get(k, "code")) for k in keys])
+        if sub is None:
+            return None
+        negated = right.node.kind != "table" and not self.chance(35)  # not over a table
+        try:
+            node = where_in(left.node, keys, sub.node, negated)
+        except ValueError:  # NOT IN over a table alone
+            return None
+        return Rel(node, f"where_in({left.src}, {keys!r}, {sub.src}, {negated})", left.hints)
 
 
 def _args(a: str | tuple[str, ...] | None) -> tuple[str, ...]:

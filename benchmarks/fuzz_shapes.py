@@ -28,6 +28,7 @@ SHAPES = (
     "count_distinct", "select_distinct", "union_all", "python_function",
     "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
+    "outer_join_never_null", "in_subquery", "not_in_subquery",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -243,8 +244,17 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("join_renamed_keys")
             if not n.keys:
                 out.add("instant_join")  # on the window's instant alone (Nexmark q5)
+            if any(r.startswith("_in_key") for _, r in n.keys):
+                out.add("not_in_subquery" if n.how == "left" else "in_subquery")  # where_in
             if n.how != "inner":
                 out.add("outer_join")  # LEFT, RIGHT or FULL: rows with NULLs
+                missable = [n.right] * (n.how in ("left", "full")) + [n.left] * (
+                    n.how in ("right", "full"))
+                if any(side.kind == "project" and any(
+                        isinstance(e, (exp.Literal, exp.Boolean, exp.Coalesce)) or (
+                            isinstance(e, exp.Add) and e.find(exp.Coalesce))
+                        for _, e in side.outputs) for side in missable):
+                    out.add("outer_join_never_null")  # a constant the join pads with NULL
             if any(_origin(n, c) is not None for c in n.schema):
                 out.add("computed_across_join")
     if placements and _cuts_every_boundary(q, placements):

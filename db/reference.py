@@ -51,7 +51,9 @@ class ReferenceEvaluator:
         sql = (f"SELECT {', '.join(_q(c) for c, _ in node.columns)} "
                f"FROM {self.db_tables[node.name]}")
         for what, v in node.steps:
-            if what == "where":
+            if what == "distinct":
+                sql = f"SELECT DISTINCT * FROM ({sql}) AS t"
+            elif what == "where":
                 sql = f"SELECT * FROM ({sql}) AS t WHERE {v.sql(dialect='duckdb', identify=True)}"
             else:
                 sql = "SELECT " + ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "

@@ -205,7 +205,9 @@ class SpeTranslator:
         (rows,) = inputs
         df = rows.select(*[_c(c) for c, _ in node.columns])
         for what, v in node.steps:
-            if what == "where":
+            if what == "distinct":
+                df = df.distinct()
+            elif what == "where":
                 df = df.filter(spark_expr(v))
             else:
                 df = df.select(*[spark_expr(e).alias(n) for n, e in v])

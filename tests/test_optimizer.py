@@ -198,3 +198,4 @@ def test_a_reorder_under_a_projection_is_dropped():
     q = reorder.project("plug_id", twice="m * 2").rstream()
     out = drop_reorders(q)
     assert out.child.child == agg and out.child.schema == q.child.schema
+

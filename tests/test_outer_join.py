@@ -92,6 +92,19 @@ def test_a_selection_on_the_side_an_outer_join_may_miss_stays_above_it():
     check_db(q, data())
 
 
+def test_a_constant_of_the_side_an_outer_join_may_miss_is_null_where_it_missed():
+    # sqlglot's merge_subqueries moved `TRUE AS seen` above the join (TRUE where no row
+    # matched, `seen IS NULL` read `TRUE IS NULL`): found by NOT IN (tests/test_subqueries)
+    q = sql(f"SELECT a.k, a.value, b.seen, b.tag FROM ({A}) a LEFT JOIN (SELECT k, TRUE AS "
+            f"seen, COALESCE(n, 0) + 1 AS tag FROM ({B})) b ON a.k = b.k", STREAMS)
+    got = check_db(q, data())
+    seen = got.column("seen").to_pylist()
+    assert None in seen and True in seen
+    missed = sql(f"SELECT a.k, a.value FROM ({A}) a LEFT JOIN (SELECT k, TRUE AS seen FROM "
+                 f"({B})) b ON a.k = b.k WHERE b.seen IS NULL", STREAMS)
+    assert check_db(missed, data()).num_rows == seen.count(None)
+
+
 @pytest.mark.parametrize("text,why", [
     (f"SELECT a.value FROM ({A}) a LEFT JOIN ({B}) b ON a.k = b.k AND b.n > 2",
      "an outer join's ON holds key equalities only"),

@@ -205,7 +205,7 @@ REFUSED = {
         f"SELECT plug_id, SUM(value) OVER (PARTITION BY plug_id) AS s FROM {H10}",
         "OVER", "window functions"),
     "subquery in where": (
-        f"SELECT plug_id FROM {H10} WHERE plug_id IN (SELECT plug_id FROM {H30})",
+        f"SELECT plug_id FROM {H10} WHERE value > 9 OR plug_id IN (SELECT plug_id FROM {H30})",
         "WHERE", "subqueries"),
     "grouped by the instant only": (
         f"SELECT window_end FROM {H10} GROUP BY window_start, window_end", "GROUP BY",

@@ -111,7 +111,9 @@ def table_rows(node, columns: Sequence[str], table: str) -> exp.Select:
     projections, from the DB-op's copy of it (`table`)."""
     q = exp.select(*[col(c) for c, _ in node.columns]).from_(exp.to_table(table))
     for what, v in node.steps:
-        if what == "where":
+        if what == "distinct":
+            q = exp.select(exp.Star()).from_(q.subquery()).distinct()
+        elif what == "where":
             q = exp.select(exp.Star()).from_(q.subquery()).where(quote(v))
         else:
             q = exp.select(*[alias(quote(e), n) for n, e in v]).from_(q.subquery())

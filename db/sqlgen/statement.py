@@ -155,7 +155,11 @@ def db_op_sql(
             schema[table] = dict(plan.nodes[oid].columns)
         elif oid not in row_level:
             schema[table] = {TAU: "TIMESTAMP", **dict(plan.nodes[oid].schema)}
-    query = share_joins(pushdown(query, schema, merge=True))
+    # sqlglot's merge_subqueries moves a projection of an outer join's NULL-padded side
+    # above the join (`TRUE AS m` is then TRUE also where no row matched, and `m IS NULL`
+    # becomes `TRUE IS NULL`): a DB-op with an outer join keeps its operators' CTEs apart
+    outer = any(getattr(plan.nodes[m], "how", "inner") != "inner" for m in members)
+    query = share_joins(pushdown(query, schema, merge=not outer))
     for q, names_of in zip(_selects(query), _output_names(plan, root)):
         exact_names(q, names_of)
     raw_columns = {t: tuple(c for c in schema[t]

@@ -17,6 +17,7 @@ Example:
 from federation.logical.aggregate import Aggregate
 from federation.logical.dsl import parse_duration, window
 from federation.logical.join import Join
+from federation.logical.membership import where_in
 from federation.logical.nodes import Node, Project, Rstream, Select, Unary
 from federation.logical.plan import (
     R2R_KINDS,
@@ -55,5 +56,6 @@ __all__ = [
     "parse_duration",
     "query_set",
     "table",
+    "where_in",
     "window",
 ]

@@ -39,8 +39,9 @@ class TableStats:
 
 @dataclass(frozen=True, eq=True)
 class Table(Node):
-    """Table `name` of the DuckDB database file `db`, through selections and projections
-    (`steps`: ("where", predicate) or ("select", outputs), in order)."""
+    """Table `name` of the DuckDB database file `db`, through selections, projections and
+    de-duplication (`steps`: ("where", predicate), ("select", outputs) or ("distinct",
+    None), in order)."""
 
     name: str
     db: str
@@ -73,10 +74,18 @@ class Table(Node):
         p = Node.project(self, *columns, **outputs)  # checked as any projection
         return dataclasses.replace(self, steps=self.steps + (("select", p.outputs),))
 
+    def distinct_rows(self) -> Table:
+        """The table's distinct rows (SQL's SELECT DISTINCT): a step of the leaf, as its
+        selections and projections are (no instants to group at; `distinct` is the
+        statistics' field)."""
+        return dataclasses.replace(self, steps=self.steps + (("distinct", None),))
+
     def label(self) -> str:
         out = f"table {self.name} ({Path(self.db).name})"
         for what, v in self.steps:
-            if what == "where":
+            if what == "distinct":
+                out += " distinct"
+            elif what == "where":
                 out += f" where {v.sql(dialect='duckdb')}"  # type: ignore[union-attr]
             else:
                 out += " select " + ", ".join(

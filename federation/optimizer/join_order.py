@@ -117,7 +117,25 @@ def _order_region(node: Join, profile: _SpeCoster) -> Node:
         return node  # not connected by equi-join keys: keep the written order
     out = best[full][0]
     if list(out.schema) != list(node.schema):  # keep the column order the user wrote
-        out = Project(out, tuple((c, exp.column(c)) for c in node.schema))
+        # a join keeps its left key: a renamed key (a = b) may come out as the other name
+        same = {}
+        for _, _, keys in edges:
+            for a, b in keys:
+                same.setdefault(a, set()).add(b)
+                same.setdefault(b, set()).add(a)
+
+        def named(c: str) -> str:
+            seen, todo = {c}, [c]
+            while todo:
+                for o in same.get(todo.pop(), ()):
+                    if o in out.schema:
+                        return o
+                    if o not in seen:
+                        seen.add(o)
+                        todo.append(o)
+            return c
+        out = Project(out, tuple((c, exp.column(c if c in out.schema else named(c)))
+                                 for c in node.schema))
     return out
 
 

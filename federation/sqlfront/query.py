@@ -28,6 +28,7 @@ from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.ranking import numbered, order_limit, qualify, refuse_window_functions
 from federation.sqlfront.select_list import aggregates, select_list
+from federation.sqlfront.subqueries import semi_joins
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
@@ -82,11 +83,15 @@ class Translator:
         if not isinstance(q, exp.Select):
             raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
         refuse_modifiers(self.text, q)
-        scope = self.from_clause.scope(q, self.with_ctes(q, ctes))
+        ctes = self.with_ctes(q, ctes)
+        scope = self.from_clause.scope(q, ctes)
         where = q.args.get("where")
-        if where is not None:
-            check_scalar(self.text, where.this, "WHERE")
-            pred, sel = scope.resolve(where.this, "WHERE"), selectivity(where)
+        # `x [NOT] IN (SELECT ...)` conjuncts: joins with the subquery's relation
+        rest = None if where is None else semi_joins(
+            self.text, where.this, scope, lambda sub: self.query(sub, ctes))
+        if rest is not None:
+            check_scalar(self.text, rest, "WHERE")
+            pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
             scope.node = self.text.build("WHERE", where,
                                          lambda: scope.node.filter(pred, selectivity=sel))
         distinct = q.args.get("distinct")

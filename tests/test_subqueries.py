@@ -1,0 +1,141 @@
+"""`x IN (SELECT ...)` and `x NOT IN (SELECT ...)` in WHERE (issue 44): joins at each
+instant with the subquery's distinct values (federation/sqlfront/subqueries.py).
+
+Each query runs in pure DuckDB through the DB-op runtime against the reference evaluator
+(no JVM), and, at sampled instants, against DuckDB's own SQL over the window's rows (IN's
+and NOT IN's NULL rules are DuckDB's, not the plan's); with the JVM a NOT IN in Spark and
+cut across the engines.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import duckdb
+import pytest
+
+from federation import sql
+from federation.sqlfront import SqlError
+from tests.sampling import sampled
+from tests.test_sql import H10, STREAMS
+from tests.test_stranger_queries import check_db, rows_of
+
+W = "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"
+assert W == H10
+
+IN = f"""SELECT plug_id, value FROM {W}
+WHERE value > 10 AND plug_id IN (SELECT plug_id FROM {W} WHERE value > 100)"""
+#: a NULL in the subquery (a reading in (109.7, 110]) makes NOT IN NULL for every row
+NOT_IN_NULLS = f"""SELECT plug_id, value FROM {W}
+WHERE plug_id + 1 NOT IN (SELECT CASE WHEN value <= 109.7 THEN plug_id END FROM {W}
+                          WHERE value > 108)"""
+NOT_IN = f"""SELECT plug_id, house_id, value FROM {W}
+WHERE house_id NOT IN (SELECT house_id FROM {W} WHERE value > 105) AND value < 50"""
+PAIRS = f"""SELECT house_id, COUNT(*) AS n, SUM(value) AS total FROM {W}
+WHERE (house_id, plug_id % 2) IN (SELECT house_id, plug_id % 3 FROM {W} WHERE value > 100)
+GROUP BY window_end, house_id"""
+
+
+def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
+    """DuckDB's own answer of `text` over the window [tau - 10 s, tau) of `rows`."""
+    con = duckdb.connect()
+    w = rows.filter([tau - dt.timedelta(seconds=10) <= t < tau
+                     for t in rows.column("ts").to_pylist()])
+    con.register("w", w)
+    for name, t in (tables or {}).items():
+        con.register(name, t)
+    q = text.replace(W, "w").replace("GROUP BY window_end, ", "GROUP BY ")
+    out = con.sql(q).fetchall()
+    con.close()
+    return Counter(tuple(round(x, 6) if isinstance(x, float) else x for x in r) for r in out)
+
+
+def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
+    rows = zip(*(got.column(c).to_pylist() for c in ["tau", *cols]))
+    return Counter(tuple(round(x, 6) if isinstance(x, float) else x for x in r[1:])
+                   for r in rows if r[0] == tau)
+
+
+@pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS],
+                         ids=["in", "not_in", "not_in_nulls", "pairs"])
+def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
+    q = sql(text, STREAMS)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    taus = sorted(set(got.column("tau").to_pylist()))
+    first = min(rows.column("ts").to_pylist())
+    every = [first.replace(microsecond=0) + dt.timedelta(seconds=s) for s in range(1, 31)]
+    for tau in every[::3]:
+        assert at(got, tau, list(q.schema)) == oracle(text, rows, tau), tau
+    assert len(taus) > 5
+
+
+def test_not_in_keeps_no_row_where_the_subquery_holds_a_null():
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(sql(NOT_IN_NULLS, STREAMS), rows, per_batch_s=3)
+    kept = set(got.column("tau").to_pylist())
+    for tau in kept:  # no reading in (109.7, 110] in the window: no NULL in the subquery
+        window = [v for t, v in zip(rows.column("ts").to_pylist(),
+                                    rows.column("value").to_pylist())
+                  if tau - dt.timedelta(seconds=10) <= t < tau]
+        assert window and not any(109.7 < v <= 110 for v in window), tau
+    assert 0 < len(kept) < 25
+
+
+def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
+    import pyarrow as pa
+
+    db = tmp_path / "ref.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE watched AS SELECT * FROM (VALUES (1, 'a'), (1, 'b'), (3, 'c'), "
+                "(NULL, 'd')) t(house_id, tag)")
+    con.close()
+    text = f"""SELECT plug_id, house_id, value FROM {W}
+    WHERE house_id IN (SELECT house_id FROM watched WHERE tag <> 'c') AND value > 0"""
+    q = sql(text, STREAMS, tables=db)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    assert set(got.column("house_id").to_pylist()) == {1}
+    watched = pa.table({"house_id": [1, 1, 3, None], "tag": ["a", "b", "c", "d"]})
+    first = min(rows.column("ts").to_pylist()).replace(microsecond=0)
+    for s in (4, 11, 17):
+        tau = first + dt.timedelta(seconds=s)
+        assert at(got, tau, list(q.schema)) == oracle(text, rows, tau, {"watched": watched})
+    with pytest.raises(SqlError, match="NOT IN over a database table alone"):
+        sql(text.replace(" IN (", " NOT IN ("), STREAMS, tables=db)
+
+
+@pytest.mark.parametrize("text,why", [
+    (f"SELECT plug_id FROM {W} WHERE value > 1 OR plug_id IN (SELECT plug_id FROM {W})",
+     "subqueries in WHERE are not supported .but `x .NOT. IN"),
+    (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT plug_id, house_id FROM {W})",
+     "IN compares 1 value.s. with a subquery of 2 column.s."),
+    (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT ts FROM {W})",
+     "IN compares INT with the subquery's 'ts' .TIMESTAMP.: cast one side"),
+    (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
+     "WHERE b.value > a.value)", "unknown table or alias 'a'"),
+    (f"SELECT plug_id FROM {W} WHERE EXISTS (SELECT plug_id FROM {W})",
+     "subqueries in WHERE are not supported"),
+])
+def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
+    with pytest.raises(SqlError, match=why):
+        sql(text, STREAMS)
+
+
+#: NOT IN cut at every boundary: each window's selection, projection, group by ... apart
+NOT_IN_CUT = "op1=db,op2=spe,op3=db,op4=spe,op5=db,op6=spe,op7=db,op8=spe,op9=db,op10=spe"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("placement", sampled(["spe", NOT_IN_CUT], keep=[NOT_IN_CUT]))
+def test_not_in_in_spark_and_across_the_engines(spark, tmp_path, placement):
+    from federation.smartplug import smartplug_stream
+    from federation.smartplug.datagen import generate
+    from tests.test_stranger_queries import run_checked
+
+    d = tmp_path / "data"
+    generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
+    s = smartplug_stream(rate=60, plugs=28, houses=4)
+    q = sql(NOT_IN, {"smartplug": s})
+    run_checked(spark, q, placement, d, tmp_path / "run", 5)
