@@ -175,6 +175,10 @@ class _Builder(Expressions):
             rows = d(st.sampled_from([5, 20]))
             w = window(stream, rows=rows, slide=self.slide)
             src = f"window({name}, rows={rows}, slide={self.slide:g})"
+        elif range_s is None and self.chance(15):  # Flink's CUMULATE: size k steps
+            size = self.slide * d(st.integers(2, 5))
+            w = window(stream, range=size, slide=self.slide, cumulate=True)
+            src = f"window({name}, range={size:g}, slide={self.slide:g}, cumulate=True)"
         else:
             if range_s is None:
                 k = d(st.integers(1, 6))

@@ -28,7 +28,7 @@ SHAPES = (
     "count_distinct", "select_distinct", "union_all", "python_function",
     "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
-    "outer_join_never_null", "in_subquery", "not_in_subquery",
+    "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -168,6 +168,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
         k = n.kind
         if k == "window" and n.is_session:
             out.add("session_window")
+        elif k == "window" and n.is_time_based and n.cumulate:
+            out.add("cumulate_window")
         elif k == "window" and not n.is_time_based:
             out.add("tuple_window")
         elif k == "project":

@@ -104,7 +104,7 @@ def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[
         if c in members:
             continue
         w = plan.nodes[c].row_window()
-        if w is None or not w.is_time_based:
+        if w is None or not w.is_time_based or w.cumulate:  # as db/sqlgen/slices.py
             continue
         out[m] = (c, tuple(chain))
     return out

@@ -146,9 +146,12 @@ def node_size(node: Node, kids: list[NodeSize]) -> NodeSize:
 
 @SIZE.register("TimeWindow")
 def _time_window(node, kids: list[NodeSize]) -> NodeSize:
+    """A cumulating window holds (size + step) / 2 seconds of rows on average over its
+    period's instants, and a row is in as many windows on average (its steps after it)."""
     lam = node.stream.stats.rate_tps
-    return NodeSize(rate=lam, size=lam * node.range_s, l=1.0 / node.slide_s,
-                    copies=node.range_s / node.slide_s, row_level=True)
+    held = (node.range_s + node.slide_s) / 2 if node.cumulate else node.range_s
+    return NodeSize(rate=lam, size=lam * held, l=1.0 / node.slide_s,
+                    copies=held / node.slide_s, row_level=True)
 
 
 @SIZE.register("TupleWindow")

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
-from federation.conventions import DUCKDB_TYPES, Lowering
+from federation.conventions import DUCKDB_TYPES, Lowering, us
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
@@ -73,6 +73,9 @@ class ReferenceEvaluator:
     def _time_window(self, w: Window, tau: dt.datetime) -> str:
         cols, ts, src = self._rows(w)
         lo = tau - dt.timedelta(seconds=w.range_s)  # type: ignore[arg-type]
+        if w.cumulate:  # since the start of the period that holds tau - 1 us
+            epoch, size, one = dt.datetime(1970, 1, 1), us(w.range_s), dt.timedelta(microseconds=1)
+            lo = epoch + (tau - epoch - one) // (size * one) * (size * one)
         return (f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
                 f"'{lo.isoformat(sep=' ')}' AND {ts} < TIMESTAMP '{tau.isoformat(sep=' ')}'")
 

@@ -97,9 +97,19 @@ def rows_join(node, left, right, lkeys: list[str], rkeys: list[str], lcols: list
     ts, wt = ((F.col(f"l.{TS}"), F.col(f"r._r{WT}")) if left.row_level
               else (F.col(f"r._r{TS}"), F.col(f"l.{WT}")))
     cond = (ts <= wt) & (ts > wt - F.expr(f"INTERVAL {r_us} MICROSECONDS"))
+    if w.cumulate:  # a cumulating window's rows: of the period of its instant
+        cond = cond & same_period(F.unix_micros(ts), F.unix_micros(wt), w.range_s)
     for i, k in enumerate(lkeys):
         cond = cond & (F.col(f"l.`{k}`") == F.col(f"r._rk{i}"))
     j = ldf.join(rdf, cond, "inner")
     out = [wt.alias(WT)] + [F.col(f"l.`{c}`").alias(c) for c in lcols]
     out += [F.col(f"r.`{c}`").alias(c) for c in rcols]
     return j.select(*out)
+
+
+def same_period(ts_us: Column, last_us: Column, size_s: float) -> Column:
+    """A reading at `ts_us` (micros) is in the period of `size_s` seconds (from the epoch)
+    that holds `last_us`, a window's end - 1 us: a cumulating window ending there holds it
+    (federation/logical/window.py)."""
+    size = F.lit(us(size_s))
+    return ts_us - F.pmod(ts_us, size) == last_us - F.pmod(last_us, size)

@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
-from spe.joins import cogroup_join, rows_join
+from spe.joins import cogroup_join, rows_join, same_period
 from spe.sessions import session_aggregate
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
@@ -131,8 +131,7 @@ class SpeTranslator:
         elif s.row_level and self._panes(s, node):
             out = self._pane_aggregate(s, node)
         elif s.row_level:
-            w = self._window_column(s)
-            out = (s.df.groupBy(w, *keys).agg(*aggs)
+            out = (self._windowed(s).groupBy(_c(WINDOW), *keys).agg(*aggs)
                    .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
         else:
             out = s.df.groupBy(_c(WT), *keys).agg(*aggs)
@@ -146,7 +145,7 @@ class SpeTranslator:
     def _panes(self, s: SpeStream, node: Aggregate) -> bool:
         w = s.window
         return (self.window_agg == "panes" and w is not None and w.is_time_based
-                and us(w.range_s) > us(w.slide_s)
+                and not w.cumulate and us(w.range_s) > us(w.slide_s)
                 and all(c.func in MERGE for _, c in node.aggs))
 
     def _pane_aggregate(self, s: SpeStream, node: Aggregate) -> DataFrame:
@@ -194,7 +193,7 @@ class SpeTranslator:
         if not s.row_level:
             return s
         cols = [c for c in s.df.columns if c != TS]
-        df = s.df.select(self._window_column(s), *[_c(c) for c in cols])
+        df = self._windowed(s).select(_c(WINDOW), *[_c(c) for c in cols])
         return SpeStream(df.select(F.window_time(WINDOW).alias(WT), *[_c(c) for c in cols]),
                          False)
 
@@ -254,7 +253,7 @@ class SpeTranslator:
         keys = [_c(k) for k in node.partition_by]
         rows = F.collect_list(F.struct(*[_c(c) for c in cols])).alias("_rows")
         if s.row_level:
-            g = (s.df.groupBy(self._window_column(s), *keys).agg(rows)
+            g = (self._windowed(s).groupBy(_c(WINDOW), *keys).agg(rows)
                  .select(F.window_time(WINDOW).alias(WT), "_rows"))
         else:
             g = s.df.groupBy(_c(WT), *keys).agg(rows)
@@ -313,12 +312,22 @@ class SpeTranslator:
                 "tuple-based windows run in the DB only for now; place their operators in db")
         return window_column(_c(TS), w.range_s, w.slide_s).alias(WINDOW)
 
+    def _windowed(self, s: SpeStream) -> DataFrame:
+        """The rows with their window (`WINDOW`), once per window holding them; a
+        cumulating window's: the sliding windows of its size, each keeping the rows of its
+        own period (the one that holds its end - 1 us: `in_period`)."""
+        df = s.df.select(self._window_column(s), "*")
+        w = s.window
+        if w.cumulate:  # type: ignore[union-attr]
+            last = F.unix_micros(F.col(f"{WINDOW}.end")) - 1
+            df = df.filter(same_period(F.unix_micros(_c(TS)), last, w.range_s))  # type: ignore[union-attr]
+        return df
+
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):
         """A relation-level DataFrame; a row-level side is collected per (window, keys)."""
         if not s.row_level:
             return s.df, [_c(c) for c in others]
-        w = self._window_column(s)
         rows = F.collect_list(F.struct(*[_c(c) for c in others])).alias(packed)
-        df = (s.df.groupBy(w, *[_c(k) for k in keys]).agg(rows)
+        df = (self._windowed(s).groupBy(_c(WINDOW), *[_c(k) for k in keys]).agg(rows)
               .select(F.window_time(WINDOW).alias(WT), *[_c(k) for k in keys], _c(packed)))
         return df, [_c(packed)]

@@ -171,6 +171,47 @@ def test_count_distinct_is_the_dsl_s_and_equals_the_reference_in_duckdb():
         assert mean_load == pytest.approx(sum(loads) / len(loads) if loads else None)
 
 
+CUMULATE = """
+SELECT window_start, window_end, house_id, COUNT(*) AS n, SUM(value) AS total,
+       MAX(value) AS peak
+FROM TABLE(CUMULATE(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND))
+WHERE value > 10
+GROUP BY window_start, window_end, house_id
+"""
+
+
+def cumulate_dsl(s):
+    return (window(s, range=6, slide=2, cumulate=True).filter("value > 10")
+            .aggregate(by=["house_id"], n=count(), total=sum_("value"), peak=max_("value"))
+            .rstream())
+
+
+def test_cumulate_windows_grow_by_the_step_within_each_period():
+    q = sql(CUMULATE, STREAMS)
+    assert q == cumulate_dsl(S_SQL)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    readings = list(zip(*(rows.column(c).to_pylist() for c in ("ts", "house_id", "value"))))
+    epoch, six = dt.datetime(1970, 1, 1), dt.timedelta(seconds=6)
+    for tau, house, n in zip(*(got.column(c).to_pylist() for c in ("tau", "house_id", "n"))):
+        start = epoch + (tau - epoch - dt.timedelta(microseconds=1)) // six * six
+        assert n == sum(1 for t, h, v in readings if start <= t < tau and h == house
+                        and v > 10), (tau, house)
+    sizes = {(tau - epoch) % six for tau in got.column("tau").to_pylist()}
+    assert sizes == {dt.timedelta(0), dt.timedelta(seconds=2), dt.timedelta(seconds=4)}
+    with pytest.raises(SqlError, match="whole number of its steps"):
+        sql(CUMULATE.replace("'6' SECOND", "'5' SECOND"), STREAMS)
+
+
+def cumulate_rows_dsl(s):
+    """A cumulating window's rows joined with their own aggregate (CQ1's shape: Spark's
+    interval join keeps the rows of the instant's period), then each instant's rows."""
+    w = window(s, range=6, slide=2, cumulate=True)
+    peak = w.aggregate(by=["house_id"], peak=max_("value"))
+    return (w.filter("value > 60").join(peak, on=["house_id"])
+            .project("house_id", "value", share="value / peak").rstream())
+
+
 ROWS = f"""
 SELECT DISTINCT house_id, plug_id % 2 AS parity, window_end AS t
 FROM {H10}
@@ -353,10 +394,13 @@ SETS_CUT = ("op1=db,op2=spe,op3=db,op4=spe,op5=spe,op6=db,op7=spe,op8=db,op9=spe
      ("rows", "op1=db,op2=db,op3=spe,op4=db"), ("union", "spe"), ("union", "db"),
      ("union", UNION_CUT), ("top_n", "spe"), ("top_n", "db"),
      ("limited", "op1=spe,op2=db,op3=spe,op4=db"), ("limited", LIMIT_CUT),
-     ("sets", "spe"), ("sets", "db"), ("sets", SETS_CUT)],
+     ("sets", "spe"), ("sets", "db"), ("sets", SETS_CUT), ("cumulate", "spe"),
+     ("cumulate", "op1=spe,op2=db"), ("cumulate_rows", "spe"),
+     ("cumulate_rows", "op1=db,op2=spe,op3=spe,op4=db")],
     keep=[("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
           ("union", "spe"), ("union", UNION_CUT), ("limited", LIMIT_CUT),
-          ("sets", SETS_CUT)]))
+          ("sets", SETS_CUT), ("cumulate", "spe"),
+          ("cumulate_rows", "op1=db,op2=spe,op3=spe,op4=db")]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
     from federation.smartplug import smartplug_stream
@@ -364,7 +408,8 @@ def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_pa
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
          "rows": rows_dsl, "union": union_dsl, "top_n": top_n_dsl,
-         "limited": limited_dsl, "sets": sets_dsl}[which](s)
+         "limited": limited_dsl, "sets": sets_dsl, "cumulate": cumulate_dsl,
+         "cumulate_rows": cumulate_rows_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

@@ -86,7 +86,7 @@ def test_the_fuzzer_draws_every_node_class():
     """The fuzzer's generator builds every node class (a query set through `--sets`)."""
     seen: set[str] = set()
 
-    @seed(5)  # 40 queries hold every class under this seed (re-drawn: INTERSECT)
+    @seed(7)  # 40 queries hold every class under this seed (re-drawn: CUMULATE)
     @settings(max_examples=40, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(queries())

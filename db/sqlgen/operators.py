@@ -46,7 +46,12 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
 
 @DUCKDB.register("TimeWindow")
 def _time_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
+    """[$tau - range, $tau); a cumulating window's [its period's start, $tau)."""
     lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
+    if win.cumulate:  # the period that holds $tau - 1 us, from the epoch on
+        size = us(win.range_s)
+        lo = sqlglot.parse_one(f"make_timestamp(((epoch_us({tau_param().sql('duckdb')}) - 1) "
+                               f"// {size}) * {size})", dialect="duckdb")
     cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
                     exp.LT(this=col(TS), expression=tau_param()))
     return exp.select(*[col(c) for c in columns]).from_(exp.to_table(table)).where(cond)

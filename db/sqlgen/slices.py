@@ -88,7 +88,7 @@ def sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
     if row_level is not None and c not in row_level:
         return None
     w = plan.nodes[c].row_window()
-    if w is None or not w.is_time_based:
+    if w is None or not w.is_time_based or w.cumulate:  # slices over a fixed range only
         return None
     return [c, *reversed(chain)]
 

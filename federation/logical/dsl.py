@@ -42,10 +42,12 @@ def window(
     rows: int | None = None,
     partition_by: Sequence[str] = (),
     gap: float | str | None = None,
+    cumulate: bool = False,
     catalog: Mapping[str, StreamDecl] | None = None,
 ) -> Window:
     """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), `rows` and `slide`,
-    or a session window: `gap` and `slide` (the instants), per `partition_by` key.
+    or a session window: `gap` and `slide` (the instants), per `partition_by` key;
+    `cumulate=True` with `range`: Flink's CUMULATE window of size `range` and step `slide`.
 
     Example:
         >>> from federation.smartplug import smartplug_stream
@@ -71,6 +73,10 @@ def window(
                              partition_by=tuple(partition_by))
     if range is not None:
         return TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
-                          range_s=parse_duration(range, "window", "range"))
+                          range_s=parse_duration(range, "window", "range"), cumulate=cumulate)
+    if cumulate:
+        raise QueryValidationError("window", "cumulate", "a cumulating window has a range (its "
+                                   "size) and a slide (its step): window(s, range=60, slide=10, "
+                                   "cumulate=True)")
     return TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore[arg-type]
                        partition_by=tuple(partition_by))

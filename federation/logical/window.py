@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from federation.conventions import SESSION_COLUMNS
+from federation.conventions import SESSION_COLUMNS, us
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node
 from federation.streams import StreamDecl
@@ -52,9 +52,15 @@ class Window(Node):
 
 @dataclass(frozen=True, eq=True)
 class TimeWindow(Window):
-    """The readings of the last `range_s` seconds before each instant."""
+    """The readings of the last `range_s` seconds before each instant. `cumulate`: Flink's
+    CUMULATE window instead: the readings since the start of the instant's period of
+    `range_s` seconds (periods from the epoch on; instant tau's period is the one that
+    holds tau - 1 us, so its last instant is the period's end), i.e. [start, tau) with
+    start = floor((tau - 1 us) / range) * range: its range grows by the slide from one
+    instant to the next, from the slide to the whole period."""
 
     range_s: float = 0.0
+    cumulate: bool = False
     is_time_based = True
     role = "leaf"
 
@@ -65,8 +71,15 @@ class TimeWindow(Window):
         if self.slide_s > self.range_s:
             raise QueryValidationError(
                 "window", "slide", f"slide {self.slide_s:g} s is larger than range {self.range_s:g} s")
+        if self.cumulate and us(self.range_s) % us(self.slide_s):
+            raise QueryValidationError(
+                "window", "range", f"a cumulating window's size ({self.range_s:g} s) is a "
+                f"whole number of its steps ({self.slide_s:g} s), as Flink's CUMULATE")
 
     def label(self) -> str:
+        if self.cumulate:
+            return (f"window {self.stream.name} [cumulate {self.range_s:g} s, "
+                    f"step {self.slide_s:g} s]")
         return f"window {self.stream.name} [range {self.range_s:g} s, slide {self.slide_s:g} s]"
 
 

@@ -17,7 +17,9 @@ as `HOP(...)`. Sizes are `INTERVAL '5' MINUTE`, `INTERVAL '5 minutes'`,
 Session windows are Flink's `SESSION(TABLE s [PARTITION BY k | PARTITION BY (k, ...)],
 DESCRIPTOR(ts), gap)`, at the query's instants (the slide of its other windows, else 1 s),
 their `window_start` and `window_end` columns of each session (docs/sql.md, "Session
-windows"). CUMULATE windows and window offsets are refused.
+windows"). `CUMULATE(TABLE s, DESCRIPTOR(ts), step, size)` is Flink's cumulating window: at
+each instant (every step) the rows since the start of the current period of `size` (periods
+from the epoch on; the size a whole number of steps). Window offsets are refused.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ SIGNATURES = {
     "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size)",
     "ROWS_WINDOW": "ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(keys)])",
     "SESSION": "SESSION(TABLE s [PARTITION BY k], DESCRIPTOR(ts), gap)",
+    "CUMULATE": "CUMULATE(TABLE s, DESCRIPTOR(ts), step, size)",
 }
-_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5), "SESSION": (3,)}
+_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5), "SESSION": (3,), "CUMULATE": (4,)}
 _UNITS = {"millisecond": "ms", "milliseconds": "ms"}
 
 
@@ -50,12 +53,9 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
     args = list(call.expressions)
     if fn == "TABLE" and len(args) == 1 and isinstance(args[0], exp.Anonymous):
         return window_tvf(text, streams, args[0], slide_s)
-    if fn == "CUMULATE":
-        raise text.fail(f"{fn} windows are not supported (HOP, TUMBLE, SESSION or "
-                        "ROWS_WINDOW)", fn, call)
     if fn not in SIGNATURES:
-        raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE, SESSION or "
-                        "ROWS_WINDOW)", "FROM", call)
+        raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE, CUMULATE, "
+                        "SESSION or ROWS_WINDOW)", "FROM", call)
     if args and isinstance(args[0], exp.Table) and args[0].args.get("partition") \
             and fn != "SESSION":
         raise text.fail(f"PARTITION BY in {fn}: only SESSION partitions its stream",
@@ -92,8 +92,9 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
                                                    partition_by=keys))
     sizes = [duration(text, a, fn) for a in args[2:]]
-    slide, size = (sizes[0], sizes[1]) if fn == "HOP" else (sizes[0], sizes[0])
-    return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size))
+    slide, size = (sizes[0], sizes[1]) if fn in ("HOP", "CUMULATE") else (sizes[0], sizes[0])
+    return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size,
+                                                   cumulate=fn == "CUMULATE"))
 
 
 def query_slide(text: SqlText, tree: exp.Expression) -> float:
@@ -102,7 +103,8 @@ def query_slide(text: SqlText, tree: exp.Expression) -> float:
     for call in tree.find_all(exp.Anonymous):
         fn = call.name.upper()
         if fn in _ARITY and fn != "SESSION" and len(call.expressions) in _ARITY[fn]:
-            return duration(text, call.expressions[2], fn)  # HOP's slide, TUMBLE's size
+            return duration(text, call.expressions[2], fn)  # HOP's slide, TUMBLE's size,
+            # CUMULATE's step
     return 1.0
 
 
