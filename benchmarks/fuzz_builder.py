@@ -33,7 +33,7 @@ from benchmarks.fuzz_domain import (
 from benchmarks.fuzz_expressions import Expressions
 from benchmarks.fuzz_shapes import _lineage
 from benchmarks.fuzz_sizes import _below, _join_rows, _ops, estimated_rows
-from federation.logical import Node, is_row_level, table, where_in, window
+from federation.logical import Node, Relation, is_row_level, plan_of, table, where_in, window
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 
@@ -53,7 +53,8 @@ class _Builder(Expressions):
         self._alive: list[Node] = []  # keeps the ids in `raw` those of these nodes
         self.computed_cols: set[str] = set()
 
-    def written(self, node: Node, exprs: dict[str, str]) -> None:
+    def written(self, node: Node | Relation, exprs: dict[str, str]) -> None:
+        node = plan_of(node)  # the plan node the shapes walk
         self._alive.append(node)
         self.raw.update({(id(node), n): e for n, e in exprs.items()})
 
@@ -69,7 +70,7 @@ class _Builder(Expressions):
 
     def filter(self, r: Rel, predicate: str) -> Rel | None:
         try:
-            return Rel(r.node.filter(predicate), f"{r.src}.filter({predicate!r})", r.hints)
+            return Rel(r.dsl.filter(predicate), f"{r.src}.filter({predicate!r})", r.hints)
         except ValueError:
             return None
 
@@ -77,7 +78,7 @@ class _Builder(Expressions):
                 ) -> Rel | None:
         """keep: columns by name; outputs: (name, expression, hint)."""
         try:
-            node = r.node.project(*keep, **{n: e for n, e, _ in outputs})
+            node = r.dsl.project(*keep, **{n: e for n, e, _ in outputs})
         except ValueError:
             return None
         self.written(node, {n: e for n, e, _ in outputs})
@@ -92,7 +93,7 @@ class _Builder(Expressions):
                        ) -> Rel | None:
         """aggs: (name, function, argument or None, hint, FILTER's condition or None)."""
         try:
-            node = r.node.aggregate(by=keys, **{
+            node = r.dsl.aggregate(by=keys, **{
                 n: AGGS[f](*_args(a), where=w) for n, f, a, _, w in aggs})
         except ValueError:
             return None
@@ -108,7 +109,7 @@ class _Builder(Expressions):
 
     def distinct(self, r: Rel) -> Rel:
         try:
-            return Rel(r.node.distinct(), f"{r.src}.distinct()", r.hints)
+            return Rel(r.dsl.distinct(), f"{r.src}.distinct()", r.hints)
         except ValueError:  # a relation of a table alone: no window to group over
             return r
 
@@ -124,10 +125,10 @@ class _Builder(Expressions):
         try:
             if self.chance(60):
                 n = d(st.integers(1, 3))
-                return Rel(r.node.top(n, order, part), f"{r.src}.top({n}, {order!r}, {part!r})",
+                return Rel(r.dsl.top(n, order, part), f"{r.src}.top({n}, {order!r}, {part!r})",
                            r.hints)
             name = self.fresh("rn", "rank")
-            node = r.node.row_number(order, part, name)
+            node = r.dsl.row_number(order, part, name)
             src = f"{r.src}.row_number({order!r}, {part!r}, {name!r})"
             if self.chance(50):
                 node, src = node.filter(f"{ref(name)} <= 2"), f"{src}.filter({ref(name) + ' <= 2'!r})"
@@ -146,10 +147,10 @@ class _Builder(Expressions):
             if how in ("right", "full"):
                 left = self.never_null(left) or left
         try:
-            node = left.node.join(right.node, on=on, how=how)
+            node = left.dsl.join(right.node, on=on, how=how)
         except ValueError:
             try:
-                node, how = left.node.join(right.node, on=on), "inner"
+                node, how = left.dsl.join(right.node, on=on), "inner"
             except ValueError:
                 return None
         rkeys = {k if isinstance(k, str) else k[1] for k in on}
@@ -390,8 +391,8 @@ class _Builder(Expressions):
         how = d(st.sampled_from(["union_all", "union_all", "intersect", "except_"]))
         all_ = how != "union_all" and d(st.booleans())
         try:  # INTERSECT / EXCEPT [ALL]: a union, row numbers, a group by (union.py)
-            node = (r.node.union_all(right.node) if how == "union_all" else
-                    getattr(r.node, how)(right.node, all_))
+            node = (r.dsl.union_all(right.node) if how == "union_all" else
+                    getattr(r.dsl, how)(right.node, all_))
         except ValueError:  # a side of tables alone, or another slide
             return r
         arg = "" if how == "union_all" else f", {all_}"

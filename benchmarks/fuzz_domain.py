@@ -22,7 +22,7 @@ from federation.expressions import (
     sum_distinct,
     to_expression,
 )
-from federation.logical import Node, NumberedPlan, Rstream
+from federation.logical import Node, NumberedPlan, Relation, Rstream, plan_of
 
 RATE, PLUGS, HOUSES, SECONDS = 30, 6, 2, 20
 #: generated joins stay below this many rows per instant (the fuzzer checks correctness;
@@ -114,6 +114,14 @@ class Rel:
     node: Node
     src: str
     hints: dict
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node", plan_of(self.node))  # built by the DSL: its plan
+
+    @property
+    def dsl(self) -> Relation:
+        """The subtree as the DSL's relation, to build on."""
+        return Relation(self.node)
 
 
 #: hints of columns an aggregation may group by (small domains)

@@ -40,7 +40,7 @@ from benchmarks.fuzz_domain import (  # the generator's names, for fuzz.py and t
 )
 from benchmarks.fuzz_shapes import SHAPES, shapes_of
 from benchmarks.fuzz_sizes import _below
-from federation.logical import Rstream
+from federation.logical import Relation, Rstream
 
 __all__ = ["HOUSES", "OTHER", "PLUGS", "RATE", "SECONDS", "SHAPES", "TABLE", "Generated",
            "_logical", "alternating_placements", "as_query_set", "queries", "table_db"]
@@ -65,7 +65,7 @@ def queries(draw, max_depth: int = 3) -> Generated:
         r = b.distinct(r)
     if b.chance(8):  # ROW_NUMBER: a window Top-N, ORDER BY ... LIMIT n, or the numbers
         r = b.rank(r)
-    q = r.node.rstream("Q")
+    q = r.dsl.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))
     # the feed from the source, not drawn: the same queries as before the direct feed
@@ -124,7 +124,7 @@ def as_query_set(g: Generated) -> Generated:
     from federation.physical import db_cycle, placement_string
 
     a = g.query
-    b = a.child.aggregate(by=[], rows_of_q=_count()).rstream("Qn")
+    b = Relation(a.child).aggregate(by=[], rows_of_q=_count()).rstream("Qn")
     qs = QuerySet((a, b))
     merged, local = _logical(qs), _logical(a)
     ids = aligned(merged, local, a.name)

@@ -58,7 +58,7 @@ def key_groups(node: Node, keys: tuple[str, ...] | list[str], size: float) -> fl
     Example:
         >>> from federation.smartplug import smartplug_stream
         >>> from federation.logical import window
-        >>> w = window(smartplug_stream(plugs=100), range=10)
+        >>> w = window(smartplug_stream(plugs=100), range=10).node
         >>> key_groups(w, ("house_id", "household_id", "plug_id"), 1e9)
         100.0
     """
@@ -87,7 +87,8 @@ def estimate_selectivity(select: Select) -> float:
     Example:
         >>> from federation.smartplug import smartplug_stream
         >>> from federation.logical import window
-        >>> estimate_selectivity(window(smartplug_stream(), range=10).filter("property = 1"))
+        >>> estimate_selectivity(window(smartplug_stream(), range=10).filter(
+        ...     "property = 1").node)
         0.5
     """
     if select.selectivity is not None:

@@ -23,7 +23,7 @@ from federation.expressions import (
     sum_,
     sum_distinct,
 )
-from federation.logical import NumberedPlan, Rstream, table, window
+from federation.logical import NumberedPlan, Relation, Rstream, table, window
 from federation.python_functions import udf
 from federation.streams import StreamDecl, StreamStats
 
@@ -65,6 +65,7 @@ __all__ = [
     "NumberedPlan",
     "PlacementError",
     "QueryValidationError",
+    "Relation",
     "Rstream",
     "StreamDecl",
     "StreamStats",

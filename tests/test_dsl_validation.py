@@ -108,7 +108,7 @@ def test_stream_declaration_errors_name_the_field():
 
 
 def test_durations_as_strings():
-    assert w(range="5 min", slide="1 s").range_s == 300
+    assert w(range="5 min", slide="1 s").node.range_s == 300
     check(lambda: w(range="five minutes"), "window", "range", "cannot read duration")
 
 

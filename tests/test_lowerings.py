@@ -96,3 +96,16 @@ def test_the_fuzzer_draws_every_node_class():
 
     collect()
     assert {c.__name__ for c in node_classes()} - seen == set()
+
+
+def test_plan_nodes_carry_no_dsl():
+    # issue 44: the DSL is a class of its own (federation/logical/builder.py `Relation`)
+    # that wraps a plan node; no node class offers its methods (Rstream's `rstream` only
+    # names the mistake of ending a query twice; a table's `distinct` is its statistics)
+    dsl = {n for n in vars(logical.Relation) if not n.startswith("_")} - {"node", "schema",
+                                                                          "kind"}
+    assert {"filter", "project", "join", "aggregate", "rstream", "top"} <= dsl
+    for cls in [logical.Node, *node_classes()]:
+        offered = {n for n in dsl if callable(getattr(cls, n, None))} - (
+            {"rstream"} if cls is logical.Rstream else set())
+        assert not offered, (cls.__name__, sorted(offered))

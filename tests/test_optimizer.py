@@ -194,8 +194,8 @@ def test_a_reorder_under_a_projection_is_dropped():
     s = smartplug_stream(plugs=50)
     agg = window(s, range=60).aggregate(by=PLUG_KEYS, m=max_("value"))
     reorder = agg.project(*reversed(list(agg.schema)))  # what join ordering adds
-    assert is_reorder(reorder)
+    assert is_reorder(reorder.node)
     q = reorder.project("plug_id", twice="m * 2").rstream()
     out = drop_reorders(q)
-    assert out.child.child == agg and out.child.schema == q.child.schema
+    assert out.child.child == agg.node and out.child.schema == q.child.schema
 

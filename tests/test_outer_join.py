@@ -64,7 +64,7 @@ def test_a_dsl_left_join_keeps_unmatched_rows_with_nulls():
     q = low.join(high, on=["plug_id"], how="left").rstream()
     got = check_db(q, data())
     assert None in got.column("n").to_pylist()
-    assert Join(low, high, (("plug_id", "plug_id"),), "left").label() == \
+    assert Join(low.node, high.node, (("plug_id", "plug_id"),), "left").label() == \
         "left outer join on plug_id"
 
 
@@ -120,7 +120,7 @@ def test_outer_joins_sql_cannot_run_right_are_refused_where_written(text, why):
 def test_an_outer_join_keeping_a_tables_rows_is_refused_with_the_reason(tmp_path):
     import duckdb
 
-    from federation.logical.table import table
+    from federation.logical.dsl import table
 
     path = tmp_path / "plugs.duckdb"
     con = duckdb.connect(str(path))

@@ -25,7 +25,7 @@ from costmodel.profile import load_profile
 from db.reference import reference_result
 from federation import avg, count, max_, min_, sum_
 from federation.errors import PlacementError, QueryValidationError
-from federation.logical import NumberedPlan, QuerySet, window
+from federation.logical import NumberedPlan, QuerySet, Relation, Rstream, window
 from federation.optimizer import optimize
 from federation.optimizer.phase_one import phase_one
 from federation.physical import build_physical_plan
@@ -87,8 +87,8 @@ def test_relations_over_windows_of_other_ranges_never_share_a_table():
     s = smartplug_stream(rate=100)
     a = window(s, range=2, slide=2).filter("property = 0")
     b = window(s, range=2.5, slide=2).filter("property = 0")
-    assert input_key(a) == input_key(b)  # window rows: one table, each range a predicate
-    assert input_key(a, False) != input_key(b, False)  # per-instant relations: two
+    assert input_key(a.node) == input_key(b.node)  # window rows: one table, each range a predicate
+    assert input_key(a.node, False) != input_key(b.node, False)  # per-instant relations: two
     qs = QuerySet(tuple(w.filter("value > 0.01").project("plug_id", v="value").rstream(n)
                         for w, n in ((a, "A"), (b, "B"))))
     plan = NumberedPlan.of(qs)
@@ -230,8 +230,8 @@ def test_generated_sets_over_one_join_match_each_reference(qs):
 def test_pure_duckdb_query_sets_of_generated_queries_match_each_reference(g1, g2, on_top):
     """Two generated queries, and a third over the first one's result (its top operator is
     then both a result and an input inside the DB-op)."""
-    a, b = g1.query.child.rstream("a"), g2.query.child.rstream("b")
-    qs = [a, b] + ([a.child.aggregate(by=[], n=count()).rstream("c")] if on_top else [])
+    a, b = Rstream(g1.query.child, "a"), Rstream(g2.query.child, "b")
+    qs = [a, b] + ([Relation(a.child).aggregate(by=[], n=count()).rstream("c")] if on_top else [])
     try:
         qset = QuerySet(tuple(qs))
     except QueryValidationError as e:

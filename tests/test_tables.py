@@ -83,7 +83,7 @@ def test_a_table_is_read_as_declared_and_refused_where_it_cannot_serve(setup):
     t = table("houses", db=db)
     assert t.schema == {"house_id": "INT", "tariff": "DOUBLE", "city": "VARCHAR",
                         "active": "BOOLEAN"}
-    assert t.rows == 4 and dict(t.distinct)["house_id"] == 4
+    assert t.node.rows == 4 and dict(t.node.distinct)["house_id"] == 4
     with pytest.raises(QueryValidationError, match=r"no table 'plugs' in .* \(it has: houses\)"):
         table("plugs", db=db)
     with pytest.raises(QueryValidationError, match="no database file"):

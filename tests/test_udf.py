@@ -148,7 +148,7 @@ def test_the_optimizer_prices_a_call_by_the_function_s_cost():
 
     slow = udf(lambda v: v, returns="DOUBLE", name="slow", cost_us=1000.0)
     w = window(S_SQL, range=10, slide=1)
-    plain, costly = w.filter("value > 1"), w.filter(slow("value") > 1)
+    plain, costly = w.filter("value > 1").node, w.filter(slow("value") > 1).node
     assert costly.python_cost == (1, pytest.approx(1e-3))
     assert plain.python_cost == (0, 0.0)
     p = load_profile()

@@ -185,6 +185,7 @@ def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None
     from pydantic import ValidationError
 
     from federation.errors import FedqError
+    from federation.logical import Rstream
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
     from federation.streams import StreamDecl
@@ -217,7 +218,7 @@ def sql_maker(path: Path, data: Path | str | dict[str, Path | str] | None = None
             streams[d.name] = d
         try:
             q = sql(text, streams, tables=tables)  # named by INSERT INTO, else by the file
-            return q if re.search(r"(?i)\binsert\s+into\b", text) else q.child.rstream(path.stem)
+            return q if re.search(r"(?i)\binsert\s+into\b", text) else Rstream(q.child, path.stem)
         except FedqError as e:
             hint = ("; a source that declares none (a broker's topic) needs --stream "
                     "FILE.json" if "unknown stream" in str(e) else "")

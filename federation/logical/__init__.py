@@ -1,7 +1,8 @@
-"""Logical plan nodes and the query DSL built on them (docs/architecture.md).
+"""Logical plan nodes and the query DSL that builds them (docs/architecture.md).
 
-Nodes are immutable values; every method builds a new node and validates it at once, so
-a mistake fails where the query is written, with the operator and the field named.
+Nodes are immutable values validated as they are built; the DSL's `Relation` (builder.py)
+builds them, so a mistake fails where the query is written, with the operator and the
+field named.
 
 Example:
     >>> from federation.smartplug import smartplug_stream
@@ -15,7 +16,8 @@ Example:
 """
 
 from federation.logical.aggregate import Aggregate
-from federation.logical.dsl import parse_duration, window
+from federation.logical.builder import Relation, plan_of
+from federation.logical.dsl import parse_duration, table, window
 from federation.logical.join import Join
 from federation.logical.membership import where_in
 from federation.logical.nodes import Node, Project, Rstream, Select, Unary
@@ -28,7 +30,7 @@ from federation.logical.plan import (
 )
 from federation.logical.queryset import QuerySet, query_set
 from federation.logical.rank import RowNumber
-from federation.logical.table import Table, table
+from federation.logical.table import Table
 from federation.logical.union import Union
 from federation.logical.window import SessionWindow, TimeWindow, TupleWindow, Window
 
@@ -40,6 +42,7 @@ __all__ = [
     "NumberedPlan",
     "Project",
     "QuerySet",
+    "Relation",
     "RowNumber",
     "Rstream",
     "Select",
@@ -54,6 +57,7 @@ __all__ = [
     "is_row_level",
     "leaf_window",
     "parse_duration",
+    "plan_of",
     "query_set",
     "table",
     "where_in",

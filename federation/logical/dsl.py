@@ -1,13 +1,16 @@
-"""The entry of the DSL: `window(stream, range=..., slide=...)` and durations."""
+"""The entries of the DSL: `window(stream, range=..., slide=...)`, `table(name, db=...)`
+and durations."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from federation.errors import QueryValidationError
-from federation.logical.nodes import Node
-from federation.logical.window import SessionWindow, TimeWindow, TupleWindow, Window
+from federation.logical.builder import Relation
+from federation.logical.table import Table
+from federation.logical.window import SessionWindow, TimeWindow, TupleWindow
 from federation.streams import StreamDecl
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)?\s*$")
@@ -35,7 +38,7 @@ def parse_duration(value: float | str, operator: str, field_name: str) -> float:
 
 
 def window(
-    stream: StreamDecl | str | Node,
+    stream: StreamDecl | str,
     *,
     range: float | str | None = None,
     slide: float | str = 1,
@@ -44,14 +47,15 @@ def window(
     gap: float | str | None = None,
     cumulate: bool = False,
     catalog: Mapping[str, StreamDecl] | None = None,
-) -> Window:
+) -> Relation:
     """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), `rows` and `slide`,
     or a session window: `gap` and `slide` (the instants), per `partition_by` key;
     `cumulate=True` with `range`: Flink's CUMULATE window of size `range` and step `slide`.
+    The query's first relation (federation/logical/builder.py).
 
     Example:
         >>> from federation.smartplug import smartplug_stream
-        >>> window(smartplug_stream(), range="1 min", slide="1 s").range_s
+        >>> window(smartplug_stream(), range="1 min", slide="1 s").node.range_s
         60.0
     """
     if isinstance(stream, str):
@@ -68,15 +72,42 @@ def window(
     if (range is not None) + (rows is not None) + (gap is not None) != 1:
         raise QueryValidationError("window", "range", "give exactly one of range, rows or gap")
     if gap is not None:
-        return SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
-                             gap_s=parse_duration(gap, "window", "gap"),
-                             partition_by=tuple(partition_by))
+        return Relation(SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+                                      gap_s=parse_duration(gap, "window", "gap"),
+                                      partition_by=tuple(partition_by)))
     if range is not None:
-        return TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
-                          range_s=parse_duration(range, "window", "range"), cumulate=cumulate)
+        return Relation(TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+                                   range_s=parse_duration(range, "window", "range"),
+                                   cumulate=cumulate))
     if cumulate:
         raise QueryValidationError("window", "cumulate", "a cumulating window has a range (its "
                                    "size) and a slide (its step): window(s, range=60, slide=10, "
                                    "cumulate=True)")
-    return TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore[arg-type]
-                       partition_by=tuple(partition_by))
+    return Relation(TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore
+                                partition_by=tuple(partition_by)))
+
+
+def table(name: str, *, db: str | Path) -> Relation:
+    """Table `name` of the DuckDB database file `db` as a relation of the query: its columns
+    and size are read now (the file is opened read-only and closed again).
+
+    Example:
+        >>> import duckdb, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "ref.duckdb")
+        >>> con = duckdb.connect(path)
+        >>> _ = con.execute("CREATE TABLE houses AS SELECT range::INT AS house_id, "
+        ...                 "'h' || range AS city FROM range(4)")
+        >>> con.close()
+        >>> t = table("houses", db=path)
+        >>> t.schema, t.node.rows
+        ({'house_id': 'INT', 'city': 'VARCHAR'}, 4)
+    """
+    from db.catalog import CatalogError, describe_table
+
+    path = Path(db).expanduser().resolve()
+    try:
+        info = describe_table(path, name)
+    except CatalogError as e:
+        raise QueryValidationError("table", name, str(e)) from None
+    return Relation(Table(name, str(path), tuple(info.columns.items()), info.rows,
+                          tuple(info.distinct.items())))

@@ -1,7 +1,7 @@
 """`x IN (subquery)` and `x NOT IN (subquery)` as plans: the rows of a relation whose
 values are (not) among another relation's rows at each instant (SQL's three-valued rule).
 
-`where_in(node, columns, sub)` keeps the rows of `node` whose `columns` equal a row of
+`where_in(rel, columns, sub)` keeps the rows of `rel` whose `columns` equal a row of
 `sub` (as many columns, numeric types widened to the wider): a join with `sub`'s distinct
 rows (a semi join: each row at most once; NULL matches nothing). `negated`: the rows for
 which NOT IN is TRUE: `sub` is empty at the instant, or no value is NULL, none equals a
@@ -20,13 +20,16 @@ from sqlglot import exp
 from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall
+from federation.logical.builder import Relation
 from federation.logical.nodes import Node
 from federation.logical.table import Table, fold_tables
 from federation.logical.window import _reads_stream
 
 
-def where_in(node: Node, columns: Sequence[str], sub: Node, negated: bool = False) -> Node:
-    """The rows of `node` whose `columns` are (`negated`: are not) a row of `sub`."""
+def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
+             negated: bool = False) -> Relation:
+    """The rows of `rel` whose `columns` are (`negated`: are not) a row of `sub`."""
+    node, sub = Relation(rel), Relation(sub)
     subcols = list(sub.schema)
     if len(subcols) != len(columns):
         raise QueryValidationError("in", "subquery", f"IN compares {len(columns)} value(s) "
@@ -55,15 +58,16 @@ def where_in(node: Node, columns: Sequence[str], sub: Node, negated: bool = Fals
         it = iter(casts)
         columns = [o if node.schema[o] == w else next(it) for o, w in zip(columns, wide)]
     inner = [fresh(f"_in_key{i}") for i in range(1, len(columns) + 1)]
-    renamed = fold_tables(sub.project(**{
+    renamed = Relation(fold_tables(sub.project(**{
         n: exp.column(c) if sub.schema[c] == w else exp.cast(exp.column(c), w)
-        for n, c, w in zip(inner, subcols, wide)}))
-    values = renamed.distinct_rows() if isinstance(renamed, Table) else renamed.distinct()
+        for n, c, w in zip(inner, subcols, wide)}).node))
+    values = (Relation(renamed.node.distinct_rows()) if isinstance(renamed.node, Table)
+              else renamed.distinct())
     on = list(zip(columns, inner))
     if not negated:
         joined = node.join(values, on)
         return joined.project(*keep) if casts else joined
-    if not _reads_stream(sub):
+    if not _reads_stream(sub.node):
         raise QueryValidationError("in", "subquery", "NOT IN over a database table alone: a "
                                    "table has no instants to count its rows at; write IN over "
                                    "the complement, or a LEFT JOIN ... WHERE key IS NULL")

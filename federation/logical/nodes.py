@@ -1,7 +1,9 @@
-"""Logical plan nodes (operators of the continuous query algebra) and their DSL methods.
+"""Logical plan nodes (operators of the continuous query algebra): selection, projection,
+RSTREAM and the base class; the others in their own modules (aggregate.py, join.py, ...).
 
-Nodes are immutable values; every method builds a new node and validates it at once, so
-a mistake fails where the query is written, with the operator and the field named.
+Nodes are immutable values validated when they are built, so a mistake fails where the
+query is written, with the operator and the field named. They carry no DSL: the query
+DSL (`Relation`, federation/logical/builder.py) builds them.
 """
 
 from __future__ import annotations
@@ -10,14 +12,13 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from sqlglot import exp
 
 from federation.canonical import canonical
 from federation.errors import QueryValidationError
 from federation.expressions import (
-    AggCall,
     infer_type,
     referenced_columns,
     split_conjuncts,
@@ -25,28 +26,14 @@ from federation.expressions import (
 )
 from federation.logical.sessions import check_sessions
 
-if TYPE_CHECKING:
-    from federation.logical.aggregate import Aggregate
-    from federation.logical.join import Join
-
 
 class Node:
-    """Base of logical plan nodes: children, output schema and the DSL methods.
-
-    Every operator class registers under its `kind`, so that the DSL methods build join
-    and aggregate nodes (join.py, aggregate.py) without this module importing them."""
+    """Base of logical plan nodes: children, output schema and traversal."""
 
     kind: str = "node"
     #: "operator" (placed by the optimizer), "leaf" (a window, a table) or "root" (RSTREAM,
     #: a query set): the lowerings each class needs (federation.conventions.Lowering)
     role: ClassVar[str] = ""
-    _operators: ClassVar[dict[str, type]] = {}
-
-    def __init_subclass__(cls, **kw: object) -> None:
-        super().__init_subclass__(**kw)
-        if "kind" in cls.__dict__:
-            Node._operators[cls.kind] = cls
-
     @property
     def children(self) -> tuple[Node, ...]:
         return ()
@@ -74,81 +61,6 @@ class Node:
     @cached_property
     def schema(self) -> dict[str, str]:  # pragma: no cover - overridden
         raise NotImplementedError
-
-    # -- DSL ---------------------------------------------------------------------------
-    def filter(self, predicate: str | exp.Expression, selectivity: float | None = None) -> Select:
-        """Selection (sigma): keep the rows of each instantaneous relation that match."""
-        return Select(self, _expr("select", "predicate", predicate), selectivity)
-
-    where = filter
-
-    def project(self, *columns: str, **outputs: str | exp.Expression) -> Project:
-        """Projection (pi): pass columns through by name and compute named expressions."""
-        items: list[tuple[str, exp.Expression]] = [(c, exp.column(c)) for c in columns]
-        items += [(name, _expr("project", name, e)) for name, e in outputs.items()]
-        return Project(self, tuple(items))
-
-    def join(self, other: Node, on: Sequence[str | tuple[str, str]], how: str = "inner"
-             ) -> Join:
-        """Equi-join with another relation on key columns (names or (left, right) pairs);
-        `how`: "inner", "left", "right" or "full" (outer)."""
-        if isinstance(on, str):
-            on = [on]
-        keys = tuple((k, k) if isinstance(k, str) else (k[0], k[1]) for k in on)
-        return Node._operators["join"](self, other, keys, how)
-
-    def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Aggregate:
-        """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
-        if isinstance(by, str):
-            by = [by]
-        return Node._operators["aggregate"](self, tuple(by), tuple(aggs.items()))
-
-    def union_all(self, other: Node) -> Node:
-        """Every row of both relations at each instant (SQL's UNION ALL)."""
-        return Node._operators["union"](self, other)
-
-    def intersect(self, other: Node, all: bool = False) -> Node:
-        """The rows of both relations at each instant (INTERSECT [ALL]; union.py)."""
-        return Node._operators["union"].set_operation(self, other, "intersect", all)
-
-    def except_(self, other: Node, all: bool = False) -> Node:
-        """The rows of this relation not in `other` at each instant (EXCEPT [ALL])."""
-        return Node._operators["union"].set_operation(self, other, "except", all)
-
-    def row_number(self, order_by, partition_by: Sequence[str] = (),
-                   name: str = "row_number") -> Node:
-        """Each row's position in its partition at each instant (ROW_NUMBER() OVER
-        (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC."""
-        one = (lambda x: (x,) if isinstance(x, str) else tuple(x))
-        return Node._operators["row_number"](self, one(partition_by), one(order_by), name)
-
-    def top(self, n: int, order_by, partition_by: Sequence[str] = ()) -> Project:
-        """The first `n` rows of each partition at each instant under `order_by` (Flink's
-        window Top-N; ORDER BY ... LIMIT n); ties as `row_number` breaks them."""
-        cols, hidden = list(self.schema), "_rank"
-        while hidden in cols:
-            hidden = "_" + hidden
-        return self.row_number(order_by, partition_by, hidden).filter(
-            f"{hidden} <= {int(n)}").project(*cols)
-
-    def distinct(self) -> Project:
-        """The distinct rows at each instant (SQL's SELECT DISTINCT): a group by every
-        column, whose row count the projection above drops."""
-        cols = list(self.schema)
-        hidden = "_distinct_rows"
-        while hidden in cols:
-            hidden = "_" + hidden
-        return self.aggregate(by=cols, **{hidden: AggCall("count")}).project(*cols)
-
-    def window(self, *args: object, **kwargs: object) -> Node:
-        """Windows only stand at the leaves: over a stream, never over a relation."""
-        raise QueryValidationError(
-            "window", "input", f"a window must read a stream at a leaf, not a {self.kind}"
-        )
-
-    def rstream(self, name: str = "result") -> Rstream:
-        """End the query: emit the whole result relation at every slide instant (RSTREAM)."""
-        return Rstream(self, name)
 
     # -- traversal ---------------------------------------------------------------------
     child_fields: tuple[str, ...] = ()
@@ -339,12 +251,14 @@ class Rstream(Unary):
     def label(self) -> str:
         return f"rstream {self.name}"
 
-    def rstream(self, name: str = "result") -> Rstream:
+    def rstream(self, name: str = "result") -> Rstream:  # the DSL's mistake, named
         raise QueryValidationError("rstream", "input", "the query already ends in RSTREAM")
 
 
 def _check_child(operator: str, child: object) -> None:
     if not isinstance(child, Node):
-        raise QueryValidationError(operator, "input", f"expected a relation, got {child!r}")
+        raise QueryValidationError(operator, "input", f"expected a plan node, got {child!r}"
+                                   + (" (a DSL relation: its plan is .node)"
+                                      if hasattr(child, "node") else ""))
     if isinstance(child, Rstream):
         raise QueryValidationError(operator, "input", "cannot read the output of RSTREAM")

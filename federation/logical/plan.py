@@ -38,8 +38,8 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
     Example:
         >>> from federation.smartplug import smartplug_stream
         >>> s = smartplug_stream()
-        >>> a = window(s, range=60).filter("property = 1")
-        >>> b = window(s, range=300).filter("property = 1")
+        >>> a = window(s, range=60).filter("property = 1").node
+        >>> b = window(s, range=300).filter("property = 1").node
         >>> input_key(a) == input_key(b)
         True
     """

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from federation.errors import QueryValidationError
 from federation.expressions import infer_type
-from federation.logical.nodes import Node, Select, _expr
+from federation.logical.nodes import Node, Project, Select
 
 
 @dataclass(frozen=True, eq=True)
@@ -64,21 +63,17 @@ class Table(Node):
     def stats(self) -> TableStats:
         return TableStats(self.rows, dict(self.distinct))
 
-    def filter(self, predicate: str | exp.Expression, selectivity: float | None = None) -> Table:
-        sel = Select(self, _expr("select", "predicate", predicate), selectivity)  # checked
-        return dataclasses.replace(self, steps=self.steps + (("where", sel.predicate),))
-
-    where = filter
-
-    def project(self, *columns: str, **outputs: str | exp.Expression) -> Table:
-        p = Node.project(self, *columns, **outputs)  # checked as any projection
-        return dataclasses.replace(self, steps=self.steps + (("select", p.outputs),))
+    def step(self, what: str, value: object) -> Table:
+        """The table through one more step (`where` a checked predicate, `select` checked
+        outputs): the DSL's selections and projections of a table fold into it
+        (federation/logical/builder.py)."""
+        return dataclasses.replace(self, steps=self.steps + ((what, value),))
 
     def distinct_rows(self) -> Table:
         """The table's distinct rows (SQL's SELECT DISTINCT): a step of the leaf, as its
         selections and projections are (no instants to group at; `distinct` is the
         statistics' field)."""
-        return dataclasses.replace(self, steps=self.steps + (("distinct", None),))
+        return self.step("distinct", None)
 
     def label(self) -> str:
         out = f"table {self.name} ({Path(self.db).name})"
@@ -94,40 +89,13 @@ class Table(Node):
         return out
 
 
-def table(name: str, *, db: str | Path) -> Table:
-    """Table `name` of the DuckDB database file `db` as a relation of the query: its columns
-    and size are read now (the file is opened read-only and closed again).
-
-    Example:
-        >>> import duckdb, tempfile, os
-        >>> path = os.path.join(tempfile.mkdtemp(), "ref.duckdb")
-        >>> con = duckdb.connect(path)
-        >>> _ = con.execute("CREATE TABLE houses AS SELECT range::INT AS house_id, "
-        ...                 "'h' || range AS city FROM range(4)")
-        >>> con.close()
-        >>> t = table("houses", db=path)
-        >>> t.schema, t.rows
-        ({'house_id': 'INT', 'city': 'VARCHAR'}, 4)
-    """
-    from db.catalog import CatalogError, describe_table
-
-    path = Path(db).expanduser().resolve()
-    try:
-        info = describe_table(path, name)
-    except CatalogError as e:
-        raise QueryValidationError("table", name, str(e)) from None
-    return Table(name, str(path), tuple(info.columns.items()), info.rows,
-                 tuple(info.distinct.items()))
-
-
 def fold_tables(node: Node) -> Node:
     """Selections and projections directly over a table folded into it (the optimizer's
     rules build them as nodes: a conjunct pushed to a table's side of a join)."""
     def rule(n: Node) -> Node:
-        if n.kind == "select" and isinstance(n.child, Table):  # type: ignore[attr-defined]
-            return n.child.filter(n.predicate)  # type: ignore[attr-defined]
-        if n.kind == "project" and isinstance(n.child, Table):  # type: ignore[attr-defined]
-            return dataclasses.replace(n.child, steps=n.child.steps + (  # type: ignore
-                ("select", n.outputs),))  # type: ignore[attr-defined]
+        if isinstance(n, Select) and isinstance(n.child, Table):
+            return n.child.step("where", n.predicate)
+        if isinstance(n, Project) and isinstance(n.child, Table):
+            return n.child.step("select", n.outputs)
         return n
     return node.transform(rule)

@@ -1,5 +1,5 @@
-"""UNION ALL of two relations at each slide instant (a logical plan node), and INTERSECT
-and EXCEPT [ALL] built of it."""
+"""UNION ALL of two relations at each slide instant (a logical plan node); INTERSECT and
+EXCEPT [ALL] are built of it (federation/logical/builder.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from federation.errors import QueryValidationError
-from federation.expressions import sum_
 from federation.logical.nodes import Node, _check_child
 from federation.logical.window import _check_one_slide, _reads_stream
 
@@ -28,7 +27,7 @@ class Union(Node):
     def __post_init__(self) -> None:
         _check_child("union", self.left)
         _check_child("union", self.right)
-        _check_same_columns("union", self.left, self.right)
+        check_same_columns("union", self.left, self.right)
         for side in (self.left, self.right):
             if not _reads_stream(side):
                 raise QueryValidationError(
@@ -47,33 +46,8 @@ class Union(Node):
     def label(self) -> str:
         return "union all"
 
-    @staticmethod
-    def set_operation(left: Node, right: Node, op: str, all_: bool = False) -> Node:
-        """INTERSECT (`op` "intersect") or EXCEPT ("except") of two relations at each
-        instant, distinct rows or with `all_` SQL's multiplicities (INTERSECT ALL: min(a, b)
-        copies of a row the sides hold a and b times; EXCEPT ALL: a - b). Built of plan
-        nodes every engine runs: each side's rows tagged (with ALL numbered 1, 2, ... among
-        identical rows), a UNION ALL, a group by every column (NULLs equal, as SQL's set
-        operations compare), kept where both sides hold the row (INTERSECT) or the left
-        only (EXCEPT)."""
-        if op not in ("intersect", "except"):
-            raise QueryValidationError(op, "op", "intersect or except")
-        _check_same_columns(op, left, right)
-        cols = list(left.schema)
-        keys = [*cols, "_set_n"] if all_ else cols
 
-        def tagged(side: Node, mine: int) -> Node:
-            if all_:
-                side = side.row_number(cols, cols, "_set_n")
-            return side.project(*keys, _set_l=str(mine), _set_r=str(1 - mine))
-
-        both = tagged(left, 1).union_all(tagged(right, 0)).aggregate(
-            by=keys, _set_l=sum_("_set_l"), _set_r=sum_("_set_r"))
-        keep = "_set_l > 0 AND " + ("_set_r > 0" if op == "intersect" else "_set_r = 0")
-        return both.filter(keep).project(*cols)
-
-
-def _check_same_columns(op: str, left: Node, right: Node) -> None:
+def check_same_columns(op: str, left: Node, right: Node) -> None:
     ls, rs = left.schema, right.schema
     if list(ls.items()) != list(rs.items()):
         raise QueryValidationError(

@@ -23,9 +23,9 @@ from sqlglot import exp
 
 from federation.errors import QueryValidationError
 from federation.expressions import split_conjuncts
-from federation.logical import Node
+from federation.logical import Node, Relation
+from federation.logical.dsl import table
 from federation.logical.nodes import Project
-from federation.logical.table import table
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
@@ -101,7 +101,7 @@ class FromClause:
                 self.now_windows.append(node)
             elif self.tables is not None:  # a table of the database file
                 try:
-                    node = table(name, db=self.tables)
+                    node = table(name, db=self.tables).node
                 except QueryValidationError as e:
                     raise fail(f"{e.message}; streams: {', '.join(sorted(self.streams))}",
                                "FROM", src) from None
@@ -176,8 +176,8 @@ class FromClause:
         if how in ("left", "full"):
             right = self.key_copies(right, [rk for _, rk in keys], left, j)
         right = self.renamed_apart(left, right, {rk for _, rk in keys}, j)
-        node = self.text.build("JOIN", j, lambda: left.node.join(right.node, on=keys,
-                                                                  how=how))
+        node = self.text.build("JOIN", j, lambda: Relation(left.node).join(
+            right.node, on=keys, how=how).node)
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():
@@ -189,7 +189,7 @@ class FromClause:
             cond = rest[0] if len(rest) == 1 else exp.and_(*rest)
             check_scalar(self.text, cond, "JOIN ON")
             pred = scope.resolve(cond, "JOIN ON")
-            scope.node = self.text.build("JOIN ON", on, lambda: node.filter(pred))
+            scope.node = self.text.build("JOIN ON", on, lambda: Relation(node).filter(pred).node)
         return scope
 
     def key_copies(self, side: Scope, keys: list[str], other: Scope, at: exp.Expression

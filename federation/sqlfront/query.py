@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from federation.logical import Node, Rstream
+from federation.logical import Node, Relation, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.ranking import numbered, order_limit, qualify, refuse_window_functions
@@ -71,7 +71,7 @@ class Translator:
         self.from_clause.now_slide = query_slide(self.text, tree)
         node = self.query(tree, {})
         return self.text.build("INSERT INTO", tree,
-                               lambda: node.rstream(name or target or "result"))
+                               lambda: Relation(node).rstream(name or target or "result"))
 
     def query(self, q: exp.Expression, ctes: dict[str, Node]) -> Node:
         """The plan of a SELECT (top level, in a CTE or in FROM), given the CTEs in scope."""
@@ -93,7 +93,8 @@ class Translator:
             check_scalar(self.text, rest, "WHERE")
             pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
             scope.node = self.text.build("WHERE", where,
-                                         lambda: scope.node.filter(pred, selectivity=sel))
+                                         lambda: Relation(scope.node).filter(
+                                             pred, selectivity=sel).node)
         distinct = q.args.get("distinct")
         if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",
@@ -112,7 +113,8 @@ class Translator:
             raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
                        "DISTINCT", distinct, "DISTINCT")
         if distinct:
-            node = self.named_as(node, self.text.build("DISTINCT", distinct, node.distinct))
+            node = self.named_as(node, self.text.build(
+                "DISTINCT", distinct, lambda: Relation(node).distinct().node))
         return self.named_as(node, order_limit(self.text, q, node))  # ORDER BY ... LIMIT n
 
     def with_ctes(self, q: exp.Query, ctes: dict[str, Node]) -> dict[str, Node]:
@@ -149,16 +151,16 @@ class Translator:
             raise fail(f"{kind} of {len(lcols)} and {len(rcols)} columns: both sides need "
                        "the same number", kind, q, kind)
         if rcols != lcols:  # by position, named as the left side's
-            right = self.text.build(kind, q, lambda: right.project(**{
-                n: exp.column(c) for n, c in zip(lcols, rcols)}))
+            right = self.text.build(kind, q, lambda: Relation(right).project(**{
+                n: exp.column(c) for n, c in zip(lcols, rcols)}).node)
         all_ = not q.args.get("distinct")
         if isinstance(q, exp.Union):
-            out = self.text.build(kind, q, lambda: left.union_all(right))
+            out = self.text.build(kind, q, lambda: Relation(left).union_all(right).node)
             if not all_:
-                out = self.text.build(kind, q, out.distinct)
+                out = self.text.build(kind, q, lambda: Relation(out).distinct().node)
         else:  # INTERSECT, EXCEPT [ALL]
-            out = self.text.build(kind, q, lambda: left.intersect(right, all_) if isinstance(
-                q, exp.Intersect) else left.except_(right, all_))
+            out = self.text.build(kind, q, lambda: (Relation(left).intersect(right, all_) if isinstance(
+                q, exp.Intersect) else Relation(left).except_(right, all_)).node)
         if q.args.get("limit") is not None:
             self.from_clause.refuse_unbounded(out, "ORDER BY ... LIMIT", "LIMIT", q.args["limit"])
         return self.named_as(left, order_limit(self.text, q, out))

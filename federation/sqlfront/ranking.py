@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.logical import Node
+from federation.logical import Node, Relation
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 
@@ -57,8 +57,8 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
         raise text.fail("ROW_NUMBER() OVER (... ORDER BY ...): order by at least one column "
                         "(the window's instant alone leaves the order open)", "OVER", w, "OVER")
     node = scope.node
-    scope.node = text.build("OVER", w, lambda: node.row_number(
-        order, [p for p in part if p is not None], item.alias))
+    scope.node = text.build("OVER", w, lambda: Relation(node).row_number(
+        order, [p for p in part if p is not None], item.alias).node)
     return item.alias
 
 
@@ -102,7 +102,7 @@ def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
         raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
                         "ORDER BY", order, "ORDER BY")
     if not skip:
-        return text.build("ORDER BY", order, lambda: node.top(n, keys))
+        return text.build("ORDER BY", order, lambda: Relation(node).top(n, keys).node)
     return text.build("OFFSET", offset, lambda: _rows_after(node, keys, skip, n))
 
 
@@ -113,7 +113,7 @@ def _rows_after(node: Node, keys: list, skip: int, n: int | None) -> Node:
     while hidden in cols:
         hidden = "_" + hidden
     keep = f"{hidden} > {skip}" + (f" AND {hidden} <= {skip + n}" if n is not None else "")
-    return node.row_number(keys, (), hidden).filter(keep).project(*cols)
+    return Relation(node).row_number(keys, (), hidden).filter(keep).project(*cols).node
 
 
 def qualify(text: SqlText, q: exp.Expression, node: Node) -> Node:
@@ -133,7 +133,7 @@ def qualify(text: SqlText, q: exp.Expression, node: Node) -> Node:
     if cond.find(exp.Window) is not None or cond.find(exp.AggFunc) is not None:
         raise text.fail("QUALIFY over a window function or aggregate written inline: name it "
                         "as a SELECT item and compare the name", "QUALIFY", cond)
-    return text.build("QUALIFY", clause, lambda: node.filter(cond.copy()))
+    return text.build("QUALIFY", clause, lambda: Relation(node).filter(cond.copy()).node)
 
 
 def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from federation.expressions import AggCall, agg_call, distinct_tuple
-from federation.logical import Node
+from federation.logical import Node, Relation
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.ranking import number_rows, numbered
@@ -187,9 +187,9 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
         below = text.build("GROUP BY", group, lambda: Project(below, tuple(
             (c, exp.column(c)) for c in scope.node.schema) + tuple(by_expr.items())))
     node = text.build("GROUP BY", group or q,
-                      lambda: below.aggregate(by=keys, **aggs.calls))
+                      lambda: Relation(below).aggregate(by=keys, **aggs.calls).node)
     if pred is not None:
-        node = text.build("HAVING", having, lambda: node.filter(pred, selectivity=sel))
+        node = text.build("HAVING", having, lambda: Relation(node).filter(pred, selectivity=sel).node)
     schema = list(node.schema)
     if not computed and [n for n, _ in plain] == schema \
             and all(n == src for n, src in plain):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from federation.expressions import conjoin, split_conjuncts
-from federation.logical import Node
+from federation.logical import Node, Relation
 from federation.logical.membership import where_in
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
@@ -84,10 +84,10 @@ class _Member:
             extra[name] = v
         clause = "NOT IN" if negated else "IN"
         if extra:
-            node = self.text.build("WHERE", self.test, lambda: node.project(*node.schema,
-                                                                            **extra))
+            node = self.text.build("WHERE", self.test, lambda: Relation(node).project(
+                *node.schema, **extra).node)
         scope.node = self.text.build(clause, self.test, lambda: where_in(
-            node, names, self.sub, negated))
+            node, names, self.sub, negated).node)
 
 
 def _named(sub: exp.Expression) -> exp.Expression:

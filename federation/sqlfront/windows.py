@@ -90,7 +90,7 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         keys = tuple(c.name for c in part.expressions) if part is not None else ()
         gap = duration(text, args[2], fn)
         return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
-                                                   partition_by=keys))
+                                                   partition_by=keys).node)
     sizes = [duration(text, a, fn) for a in args[2:]]
     slide, size = (sizes[0], sizes[1]) if fn in ("HOP", "CUMULATE") else (sizes[0], sizes[0])
     return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size,
@@ -130,7 +130,7 @@ def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
                             "columns>)", fn, part)
         keys = tuple(c.name for c in part.expressions)
     return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
-                                               partition_by=keys))
+                                          partition_by=keys).node)
 
 
 def duration(text: SqlText, a: exp.Expression, clause: str) -> float:

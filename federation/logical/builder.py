@@ -1,0 +1,178 @@
+"""The query DSL: `Relation`, a relation of a query being written, whose methods build the
+plan's nodes (federation/logical/nodes.py and its siblings) and validate them at once, so a
+mistake fails where the query is written, with the operator and the field named.
+
+`window(...)` and `table(...)` return a Relation; `.rstream(name)` ends the query and
+returns the plan (an `Rstream` node), which `run`, `explain` and `query_set` take. The plan
+nodes carry no DSL: the engines, the optimizer and the cost model read nodes only; the SQL
+front end and the optimizer's rewrites build through a Relation too (`Relation(node)....
+.node`). A Relation shows its columns (`.schema`); its plan node is `.node`.
+
+Example:
+    >>> from federation.smartplug import smartplug_stream
+    >>> from federation.logical import window
+    >>> from federation.expressions import max_
+    >>> w = window(smartplug_stream(rate=2000), range=300, slide=1)
+    >>> q = w.filter("property = 1").aggregate(by=["plug_id"], maxv=max_("value"))
+    >>> type(q).__name__, q.kind, list(q.schema)
+    ('Relation', 'aggregate', ['plug_id', 'maxv'])
+    >>> type(q.rstream("peak")).__name__
+    'Rstream'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from federation.errors import QueryValidationError
+from federation.expressions import AggCall, sum_
+from federation.logical.aggregate import Aggregate
+from federation.logical.join import Join
+from federation.logical.nodes import Node, Project, Rstream, Select, _expr
+from federation.logical.rank import RowNumber
+from federation.logical.table import Table
+from federation.logical.union import Union, check_same_columns
+
+
+def plan_of(x: Node | Relation) -> Node:
+    """The plan node of a Relation (a node as it is)."""
+    return x.node if isinstance(x, Relation) else x
+
+
+class Relation:
+    """A relation of a query being written (the DSL's value); `node` is its plan."""
+
+    __slots__ = ("node",)
+    node: Node
+
+    def __init__(self, node: Node | Relation) -> None:
+        object.__setattr__(self, "node", plan_of(node))
+
+    @property
+    def schema(self) -> dict[str, str]:
+        """The relation's columns and their types."""
+        return self.node.schema
+
+    @property
+    def kind(self) -> str:
+        return self.node.kind
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Relation is immutable: {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Relation) and self.node == other.node
+
+    def __hash__(self) -> int:
+        return hash(self.node)
+
+    def __repr__(self) -> str:
+        return f"Relation({self.node.label()})"
+
+    def filter(self, predicate: str | exp.Expression, selectivity: float | None = None
+               ) -> Relation:
+        """Selection (sigma): keep the rows of each instantaneous relation that match."""
+        sel = Select(self.node, _expr("select", "predicate", predicate), selectivity)
+        if isinstance(self.node, Table):  # folded into the leaf (table.py)
+            return Relation(self.node.step("where", sel.predicate))
+        return Relation(sel)
+
+    where = filter
+
+    def project(self, *columns: str, **outputs: str | exp.Expression) -> Relation:
+        """Projection (pi): pass columns through by name and compute named expressions."""
+        items: list[tuple[str, exp.Expression]] = [(c, exp.column(c)) for c in columns]
+        items += [(name, _expr("project", name, e)) for name, e in outputs.items()]
+        p = Project(self.node, tuple(items))
+        if isinstance(self.node, Table):
+            return Relation(self.node.step("select", p.outputs))
+        return Relation(p)
+
+    def join(self, other: Node | Relation, on: Sequence[str | tuple[str, str]],
+             how: str = "inner") -> Relation:
+        """Equi-join with another relation on key columns (names or (left, right) pairs);
+        `how`: "inner", "left", "right" or "full" (outer)."""
+        if isinstance(on, str):
+            on = [on]
+        keys = tuple((k, k) if isinstance(k, str) else (k[0], k[1]) for k in on)
+        return Relation(Join(self.node, plan_of(other), keys, how))
+
+    def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
+        """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
+        if isinstance(by, str):
+            by = [by]
+        return Relation(Aggregate(self.node, tuple(by), tuple(aggs.items())))
+
+    def union_all(self, other: Node | Relation) -> Relation:
+        """Every row of both relations at each instant (SQL's UNION ALL)."""
+        return Relation(Union(self.node, plan_of(other)))
+
+    def intersect(self, other: Node | Relation, all: bool = False) -> Relation:
+        """The rows of both relations at each instant (INTERSECT [ALL])."""
+        return _set_operation(self, Relation(other), "intersect", all)
+
+    def except_(self, other: Node | Relation, all: bool = False) -> Relation:
+        """The rows of this relation not in `other` at each instant (EXCEPT [ALL])."""
+        return _set_operation(self, Relation(other), "except", all)
+
+    def row_number(self, order_by, partition_by: Sequence[str] = (),
+                   name: str = "row_number") -> Relation:
+        """Each row's position in its partition at each instant (ROW_NUMBER() OVER
+        (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC."""
+        one = (lambda x: (x,) if isinstance(x, str) else tuple(x))
+        return Relation(RowNumber(self.node, one(partition_by), one(order_by), name))
+
+    def top(self, n: int, order_by, partition_by: Sequence[str] = ()) -> Relation:
+        """The first `n` rows of each partition at each instant under `order_by` (Flink's
+        window Top-N; ORDER BY ... LIMIT n); ties as `row_number` breaks them."""
+        cols, hidden = list(self.node.schema), _fresh("_rank", self.node.schema)
+        return self.row_number(order_by, partition_by, hidden).filter(
+            f"{hidden} <= {int(n)}").project(*cols)
+
+    def distinct(self) -> Relation:
+        """The distinct rows at each instant (SQL's SELECT DISTINCT): a group by every
+        column, whose row count the projection above drops."""
+        cols = list(self.node.schema)
+        hidden = _fresh("_distinct_rows", self.node.schema)
+        return self.aggregate(by=cols, **{hidden: AggCall("count")}).project(*cols)
+
+    def window(self, *args: object, **kwargs: object) -> Relation:
+        """Windows only stand at the leaves: over a stream, never over a relation."""
+        raise QueryValidationError(
+            "window", "input", f"a window must read a stream at a leaf, not a {self.node.kind}")
+
+    def rstream(self, name: str = "result") -> Rstream:
+        """End the query: emit the whole result relation at every slide instant (RSTREAM);
+        the query's plan."""
+        return Rstream(self.node, name)
+
+
+def _fresh(base: str, schema) -> str:
+    while base in schema:
+        base = "_" + base
+    return base
+
+
+def _set_operation(left: Relation, right: Relation, op: str, all_: bool) -> Relation:
+    """INTERSECT (`op` "intersect") or EXCEPT ("except") of two relations at each instant,
+    distinct rows or with `all_` SQL's multiplicities (INTERSECT ALL: min(a, b) copies of a
+    row the sides hold a and b times; EXCEPT ALL: a - b). Built of plan nodes every engine
+    runs: each side's rows tagged (with ALL numbered 1, 2, ... among identical rows), a
+    UNION ALL, a group by every column (NULLs equal, as SQL's set operations compare), kept
+    where both sides hold the row (INTERSECT) or the left only (EXCEPT)."""
+    check_same_columns(op, left.node, right.node)
+    cols = list(left.node.schema)
+    keys = [*cols, "_set_n"] if all_ else cols
+
+    def tagged(side: Relation, mine: int) -> Relation:
+        if all_:
+            side = side.row_number(cols, cols, "_set_n")
+        return side.project(*keys, _set_l=str(mine), _set_r=str(1 - mine))
+
+    both = tagged(left, 1).union_all(tagged(right, 0)).aggregate(
+        by=keys, _set_l=sum_("_set_l"), _set_r=sum_("_set_r"))
+    keep = "_set_l > 0 AND " + ("_set_r > 0" if op == "intersect" else "_set_r = 0")
+    return both.filter(keep).project(*cols)
+
