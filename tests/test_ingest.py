@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from itertools import pairwise
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -234,6 +235,29 @@ def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
     assert [p.name for p in again] == [p.name for p in first]
     flush = pq.read_table(again[-1])
     assert flush.column(KIND).to_pylist() == [PUNCTUATION]
+
+
+def test_a_slice_of_a_burst_never_splits_the_readings_of_one_timestamp(tmp_path):
+    """A burst whose readings share timestamps (several plugs report at one instant): the
+    slices are cut only between two timestamps, so the punctuation after a slice is a clock
+    no later reading reaches (a session closed there has all its readings); a slice is
+    larger than `max_file_rows` only where one timestamp holds more readings."""
+    from federation.runtime.ingest import Ingestor
+
+    data = tmp_path / "data"
+    data.mkdir()
+    secs = [1.0] * 3 + [1.5] * 4 + [2.0] * 9 + [2.5] + [3.0] * 2  # 19 readings, 5 times
+    part(data, 0, [row(i, sec, plug=i % 7) for i, sec in enumerate(reversed(secs))])
+    ing = Ingestor(tmp_path / "w", smartplug_stream(), file_list=False, max_file_rows=5,
+                   tick_s=1.0)
+    ing.add(data / "part-00000000.parquet")
+    spool = [pq.read_table(p) for p in sorted((tmp_path / "w" / "spool").glob("part-*"))]
+    slices = [t.filter(pa.compute.equal(t[KIND], 0))["ts"].to_pylist() for t in spool]
+    assert [len(s) for s in slices] == [3, 4, 9, 3]  # 9 readings at 2.0 s: one slice
+    for a, b in pairwise(slices):
+        assert max(a) < min(b)  # no timestamp in two slices
+    assert sorted(ts for s in slices for ts in s) == sorted(r["ts"] for r in [
+        row(i, sec) for i, sec in enumerate(secs)])
 
 
 def test_an_input_above_max_file_rows_is_split_in_event_time_order_and_resumes_between_slices(
