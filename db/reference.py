@@ -143,6 +143,14 @@ class ReferenceEvaluator:
                 e, arg = f"{func}(DISTINCT {arg})", f"DISTINCT {arg}"
             if func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
                 e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
+            if call.func == "avg_distinct" or (call.func == "sum_distinct"
+                                               and node.schema[name] == "DOUBLE"):
+                # in ascending order, as both engines add a set (db/sqlgen/operators.py)
+                x = arg.removeprefix("DISTINCT ")
+                x = f"CAST({x} AS DOUBLE)" if func == "avg" else x
+                e = f"list_sum(list_sort(list(DISTINCT {x}) FILTER (WHERE {x} IS NOT NULL)))"
+                if func == "avg":
+                    e += f" / NULLIF(count({arg}), 0)"
             if func == "sum" and node.schema[name] == "BIGINT":
                 e = f"CAST({e} AS BIGINT)"
             aggs.append(f"{e} AS {_q(name)}")

@@ -72,12 +72,16 @@ for _f in DISTINCT_FUNCS:  # a pane's set of values; the window's: the union of 
 def of_set(func: str, values: Column, result_type: str) -> Column:
     """COUNT, SUM or AVG (`func`'s plain aggregate) of the array `values` (no NULLs):
     SUM and AVG are NULL over an empty set, SUM adds in its result type (`result_type`: the
-    aggregate's, BIGINT or DOUBLE), AVG is SUM / COUNT in double as everywhere."""
+    aggregate's, BIGINT or DOUBLE) from the smallest value up, AVG is SUM / COUNT in double
+    as everywhere."""
     plain = DISTINCT_FUNCS[func]
     if plain == "count":
         return F.size(values)
     t = "double" if plain == "avg" or result_type == "DOUBLE" else "bigint"
-    total = F.aggregate(values.cast(f"array<{t}>"), F.lit(0).cast(t), lambda acc, x: acc + x)
+    # added in ascending order: a sum of doubles depends on its order, and a set has none
+    # (DuckDB adds the same sorted list, db/sqlgen/operators.sorted_distinct_sum)
+    total = F.aggregate(F.array_sort(values.cast(f"array<{t}>")), F.lit(0).cast(t),
+                        lambda acc, x: acc + x)
     return F.when(F.size(values) > 0,
                   total.cast("double") / F.size(values) if plain == "avg" else total)
 

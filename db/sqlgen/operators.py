@@ -201,6 +201,25 @@ def _aggregate(node, srcs: list[str]) -> exp.Select:
     return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
 
 
+def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
+    """SUM(DISTINCT a) in double, or AVG(DISTINCT a), added in ascending order from the
+    smallest value (as Spark's fold over the sorted set, spe/aggregates.of_set): a sum of
+    doubles depends on the order of its terms, and a set has no order of its own, so two
+    engines (or DuckDB's hash order and Spark's) would differ in the last bits, and an
+    INTERSECT or DISTINCT over the result would then see two values."""
+    x = exp.cast(a, "DOUBLE") if avg else a
+    values = exp.Filter(this=exp.Anonymous(this="LIST", expressions=[
+        exp.Distinct(expressions=[x])]), expression=exp.Where(this=exp.not_(x.copy().is_(
+            exp.null()))))
+    total = exp.Anonymous(this="LIST_SUM", expressions=[exp.Anonymous(
+        this="LIST_SORT", expressions=[values])])
+    if not avg:
+        return total
+    n = exp.Nullif(this=exp.Count(this=exp.Distinct(expressions=[a.copy()])),
+                   expression=exp.Literal.number(0))
+    return exp.Div(this=total, expression=n)
+
+
 def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
                          ) -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
@@ -211,6 +230,8 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
         return exp.Count(this=exp.Distinct(expressions=[quote(arg)]))
     a = quote(arg)  # type: ignore[arg-type]
     if func.endswith("_distinct"):  # SUM/AVG(DISTINCT a): of the distinct non-NULL values
+        if func == "avg_distinct" or result_type == "DOUBLE":
+            return sorted_distinct_sum(a, func == "avg_distinct")
         a = exp.Distinct(expressions=[a])
         func = func.removesuffix("_distinct")
     if func == "sum":
