@@ -481,3 +481,23 @@ def test_offset_qualify_group_by_position_and_min_distinct():
                f"FROM {H10} GROUP BY 1", STREAMS) == sql(
         f"SELECT plug_id % 3 AS k, MIN(value) AS lo, MAX(value) AS hi FROM {H10} GROUP BY "
         "plug_id % 3", STREAMS)
+
+
+@pytest.mark.spark
+@pytest.mark.long
+@pytest.mark.xfail(strict=True, reason="known open limit (docs/sql.md, 'Sums of doubles'): a "
+                   "plain SUM/AVG of DOUBLE adds in each engine's order, so twins computed in "
+                   "Spark and in DuckDB differ in the last bits and the INTERSECT misses rows")
+def test_plain_double_sums_compared_across_the_engines(spark, plug_data, tmp_path):
+    # the fuzzer's seed 204: distinct_twins_dsl with SUM and AVG instead of their DISTINCT
+    # forms; strict: once both engines add in one order this passes and must be unmarked
+    from federation.expressions import avg, sum_
+    from federation.smartplug import smartplug_stream
+
+    s = smartplug_stream(rate=60, plugs=28, houses=4)
+
+    def side():
+        return window(s, range=10, slide=5).aggregate(by=["house_id"], m=avg("value"),
+                                                      t=sum_("value"))
+    q = side().intersect(side().filter("m > 0")).rstream()
+    run_checked(spark, q, TWINS_CUT, plug_data, tmp_path, 5)
