@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ from federation.parts import (
     spool_part_metadata,
     write_part,
 )
+from federation.runtime.bursts import burst_slices
 from federation.runtime.phases import timed
 from federation.runtime.validate import (
     count_csv_rejects,
@@ -121,10 +121,8 @@ class Ingestor:
     adaptive runs), so neither memory nor ingest.json grows with every file; each spool
     file's metadata still names its inputs. `max_file_rows` (a following run: a micro-batch
     reads at most so many spool files): an input file with more good rows is split, ordered
-    by event time, into spool files of at most that many (more only where one timestamp has
-    more: a slice never splits a timestamp's readings, `slice_cuts`), each with its
-    punctuation (its largest event time so far, so no row of a later slice is late, nor
-    at the clock a session's end was decided on), so a burst is caught up
+    by event time, into spool files of about that many (`bursts.burst_slices`), each with its
+    punctuation (its largest event time so far: no later row is late): a burst is caught up
     in micro-batches of bounded size. Only the last slice carries the state: a run stopped
     between two slices reads that input again first (`partial`) and writes the same slices
     under the same names. `spool_format`: "parquet", or "arrow" (Arrow IPC files) where only
@@ -244,12 +242,10 @@ class Ingestor:
         in_warmup = k < self.ff_s
         cap = self.max_file_rows
         if cap and not in_warmup and good.num_rows > cap:
-            good = good.take(pc.sort_indices(good, [(ts_col, "ascending")]))  # stable
-            cuts = slice_cuts(good.column(ts_col), cap)
-            for a, b in pairwise(cuts):  # every slice but the last
-                self._spool_rows(good.slice(a, b - a))
+            *first, good = burst_slices(good, ts_col, cap)
+            for piece in first:  # every slice but the last
+                self._spool_rows(piece)
                 self._write(pa.concat_tables(self.pending), slice_of=path.name)
-            good = good.slice(cuts[-1])
         self._spool_rows(good)
         self.pending_files += 1
         if self.file_list:
@@ -352,28 +348,3 @@ def read_clean_rows(spool_dir: Path | str) -> pa.Table:
     tables = [read_spool_part(p) for p in list_spool(Path(spool_dir))]
     t = pa.concat_tables(tables)
     return t.filter(pc.equal(t.column(KIND), DATA)).drop_columns([KIND])
-
-
-def slice_cuts(ts: pa.ChunkedArray, cap: int) -> list[int]:
-    """Where a burst sorted by event time (`ts`) is cut into slices of at most `cap` rows:
-    the start of each slice, 0 first. A cut falls only between two timestamps, so every
-    reading of one timestamp is in one slice (a slice holds more than `cap` rows only where
-    one timestamp does): the punctuation after a slice is then a clock no later reading
-    reaches, and a session window closed at it has all its readings.
-
-    Example:
-        >>> slice_cuts(pa.chunked_array([[1, 1, 2, 2, 2, 3, 4, 4]]), 3)
-        [0, 2, 5]
-        >>> slice_cuts(pa.chunked_array([[5, 5, 5, 5, 6]]), 2)
-        [0, 4]
-    """
-    t = ts.cast(pa.int64()).to_numpy() if pa.types.is_timestamp(ts.type) else ts.to_numpy()
-    cuts, n = [0], len(t)
-    while n - cuts[-1] > cap:
-        b = cuts[-1] + cap
-        start = int(np.searchsorted(t, t[b], "left"))  # the first reading of t[b]'s time
-        b = start if start > cuts[-1] else int(np.searchsorted(t, t[b], "right"))
-        if b >= n:
-            break
-        cuts.append(b)
-    return cuts
