@@ -136,21 +136,21 @@ class ReferenceEvaluator:
     def _aggregate(self, node, tau: dt.datetime) -> str:
         aggs = []
         for name, call in node.aggs:
-            arg = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
-            e = f"{call.func}({arg})"
+            x = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
             func = call.func.removesuffix("_distinct")
-            if func != call.func:  # COUNT/SUM/AVG of the distinct non-NULL values
-                e, arg = f"{func}(DISTINCT {arg})", f"DISTINCT {arg}"
-            if func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
-                e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
-            if call.func == "avg_distinct" or (call.func == "sum_distinct"
-                                               and node.schema[name] == "DOUBLE"):
-                # in ascending order, as both engines add a set (db/sqlgen/operators.py)
-                x = arg.removeprefix("DISTINCT ")
-                x = f"CAST({x} AS DOUBLE)" if func == "avg" else x
-                e = f"list_sum(list_sort(list(DISTINCT {x}) FILTER (WHERE {x} IS NOT NULL)))"
+            # COUNT/SUM/AVG(DISTINCT x): of the distinct non-NULL values
+            arg = x if func == call.func else f"DISTINCT {x}"
+            e = f"{func}({arg})"
+            if func != call.func and (func == "avg" or (
+                    func == "sum" and node.schema[name] == "DOUBLE")):
+                # the set added in ascending order, as both engines add it
+                # (db/sqlgen/operators.py sorted_distinct_sum); AVG in double
+                v = f"CAST({x} AS DOUBLE)" if func == "avg" else x
+                e = f"list_sum(list_sort(list(DISTINCT {v}) FILTER (WHERE {v} IS NOT NULL)))"
                 if func == "avg":
                     e += f" / NULLIF(count({arg}), 0)"
+            elif func == "avg":  # AVG is SUM / COUNT in double (federation.expressions)
+                e = f"CAST(sum({arg}) AS DOUBLE) / NULLIF(count({arg}), 0)"
             if func == "sum" and node.schema[name] == "BIGINT":
                 e = f"CAST({e} AS BIGINT)"
             aggs.append(f"{e} AS {_q(name)}")

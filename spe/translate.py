@@ -315,7 +315,7 @@ class SpeTranslator:
     def _windowed(self, s: SpeStream) -> DataFrame:
         """The rows with their window (`WINDOW`), once per window holding them; a
         cumulating window's: the sliding windows of its size, each keeping the rows of its
-        own period (the one that holds its end - 1 us: `in_period`)."""
+        own period (the one that holds its end - 1 us: `joins.same_period`)."""
         df = s.df.select(self._window_column(s), "*")
         w = s.window
         if w.cumulate:  # type: ignore[union-attr]

@@ -29,13 +29,13 @@ from federation.logical.window import _reads_stream
 def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
              negated: bool = False) -> Relation:
     """The rows of `rel` whose `columns` are (`negated`: are not) a row of `sub`."""
-    node, sub = Relation(rel), Relation(sub)
+    rel, sub = Relation(rel), Relation(sub)
     subcols = list(sub.schema)
     if len(subcols) != len(columns):
         raise QueryValidationError("in", "subquery", f"IN compares {len(columns)} value(s) "
                                    f"with a subquery of {len(subcols)} column(s): they must "
                                    "be as many")
-    taken = set(node.schema) | set(sub.schema)
+    taken = set(rel.schema) | set(sub.schema)
 
     def fresh(base: str) -> str:
         name, i = base, 1
@@ -44,19 +44,19 @@ def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
         taken.add(name)
         return name
 
-    keep, wide = list(node.schema), []
+    keep, wide = list(rel.schema), []
     for o, c in zip(columns, subcols):
-        t, u = node.schema[o], sub.schema[c]
+        t, u = rel.schema[o], sub.schema[c]
         if t != u and not (t in NUMERIC_TYPES and u in NUMERIC_TYPES):
             raise QueryValidationError("in", o, f"IN compares {t} with the subquery's {c!r} "
                                        f"({u}): cast one side")
         wide.append(max(t, u, key=NUMERIC_TYPES.index))
     casts = {fresh(f"_in_wide{i}"): exp.cast(exp.column(o), w)
-             for i, (o, w) in enumerate(zip(columns, wide), 1) if node.schema[o] != w}
+             for i, (o, w) in enumerate(zip(columns, wide), 1) if rel.schema[o] != w}
     if casts:
-        node = node.project(*node.schema, **casts)
+        rel = rel.project(*rel.schema, **casts)
         it = iter(casts)
-        columns = [o if node.schema[o] == w else next(it) for o, w in zip(columns, wide)]
+        columns = [o if rel.schema[o] == w else next(it) for o, w in zip(columns, wide)]
     inner = [fresh(f"_in_key{i}") for i in range(1, len(columns) + 1)]
     renamed = Relation(fold_tables(sub.project(**{
         n: exp.column(c) if sub.schema[c] == w else exp.cast(exp.column(c), w)
@@ -65,7 +65,7 @@ def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
               else renamed.distinct())
     on = list(zip(columns, inner))
     if not negated:
-        joined = node.join(values, on)
+        joined = rel.join(values, on)
         return joined.project(*keep) if casts else joined
     if not _reads_stream(sub.node):
         raise QueryValidationError("in", "subquery", "NOT IN over a database table alone: a "
@@ -79,5 +79,5 @@ def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
     kept = exp.or_(exp.column(rows).eq(0), exp.and_(
         exp.column(mark).is_(exp.null()), exp.not_(outer_null), exp.column(nulls).eq(0)))
     marked = values.project(*inner, **{mark: exp.true()})
-    return (node.join(marked, on, how="left").join(counts, on=[]).filter(kept)
+    return (rel.join(marked, on, how="left").join(counts, on=[]).filter(kept)
             .project(*keep))
