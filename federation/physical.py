@@ -31,6 +31,7 @@ from federation.logical import (
     input_key,
     is_row_level,
 )
+from federation.logical.float_sums import split_sums
 from federation.logical.sessions import spark_limit
 
 ENGINES = ("spe", "db")
@@ -249,8 +250,9 @@ def reads_window_rows(plan: NumberedPlan, oid: str, placement: Mapping[str, str]
 
 def spe_limits(plan: NumberedPlan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
     """(operator, reason) for each operator a placement puts in Spark that Spark cannot run
-    (`sessions.spark_limit`: a tuple window's readers, an aggregate of sessions' bounds)."""
-    out = []
+    (`sessions.spark_limit`: a tuple window's readers, an aggregate of sessions' bounds),
+    or in Spark apart from where it must be (`float_sums.split_sums`)."""
+    out = split_sums(plan, placement)
     for oid in plan.r2r_ids:
         node = plan.nodes[oid]
         why = spark_limit(node, [plan.nodes[c] for c in plan.children[oid]])

@@ -1,0 +1,99 @@
+"""Sums of doubles compared for equality must come from one engine (docs/sql.md, "Sums of
+doubles").
+
+SUM and AVG of DOUBLE add in the order an engine reads the rows and merges its slices or
+panes: two copies of one aggregate (a CTE read twice, the two sides of an INTERSECT), one in
+Spark and one in DuckDB, can differ in the last bits. Where an operator compares such values
+(a group by, which DISTINCT and INTERSECT/EXCEPT are; a join's keys; a selection over
+two of them; a row number's partitions and order), a row that the query keeps in exact arithmetic could be lost.
+So a placement keeps the aggregates whose double sums meet in one comparison in one engine
+(`split_sums`, read by `physical.spe_limits`). In one engine the copies add alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from federation.expressions import infer_type, referenced_columns
+
+#: the aggregates whose DOUBLE result depends on the order of their terms
+ORDERED_SUMS = ("sum", "avg")
+
+Lineage = dict[str, frozenset[str]]  # column -> aggregate ids whose double sums it carries
+
+
+def _of(cols: Lineage, names) -> frozenset[str]:
+    return frozenset().union(*(cols.get(n, frozenset()) for n in names))
+
+
+def lineage(plan) -> dict[str, Lineage]:
+    """Per node id of `plan` (a NumberedPlan), per output column, the aggregates whose
+    order-dependent DOUBLE sums reach it (through projections, joins, unions, ...)."""
+    out: dict[str, Lineage] = {}
+    for oid in plan.post_order():
+        node, kids = plan.nodes[oid], [out.get(c, {}) for c in plan.children.get(oid, ())]
+        kind = node.kind
+        if kind == "aggregate":
+            s = node.child.schema
+            cols = {k: kids[0].get(k, frozenset()) for k in node.keys}
+            for name, call in node.aggs:
+                fed = frozenset() if call.arg is None else \
+                    _of(kids[0], referenced_columns(call.arg))
+                if call.func in ORDERED_SUMS and call.arg is not None \
+                        and infer_type(call.arg, s) == "DOUBLE":
+                    fed |= {oid}
+                cols[name] = fed
+        elif kind == "project":
+            cols = {n: _of(kids[0], referenced_columns(e)) for n, e in node.outputs}
+        elif kind in ("join", "union"):
+            cols = {}
+            for kid in kids:
+                for c, ids in kid.items():
+                    cols[c] = cols.get(c, frozenset()) | ids
+            if kind == "join":  # a key column is either side's value
+                for lk, rk in node.keys:
+                    cols[lk] = cols.get(lk, frozenset()) | kids[1].get(rk, frozenset())
+        else:  # selections, row numbers, the root: their input's columns
+            cols = dict(kids[0]) if kids else {}
+        out[oid] = {c: ids for c, ids in cols.items() if ids}
+    return out
+
+
+def compared_sums(plan) -> dict[str, frozenset[str]]:
+    """Per operator that compares values for equality, the aggregates whose double sums
+    meet there (two or more; one aggregate's values all come from one engine)."""
+    lin = lineage(plan)
+    out = {}
+    for oid in plan.r2r_ids:
+        node, kids = plan.nodes[oid], [lin.get(c, {}) for c in plan.children[oid]]
+        if node.kind == "aggregate":
+            met = _of(kids[0], node.keys)
+        elif node.kind == "join":
+            met = _of(kids[0], [k for k, _ in node.keys]) | \
+                _of(kids[1], [k for _, k in node.keys])
+        elif node.kind == "select":
+            met = _of(kids[0], referenced_columns(node.predicate))
+        elif node.kind == "row_number":  # its partitions and the order within them
+            met = _of(kids[0], [*node.partition_by, *(c for c, _ in node.order_by)])
+        else:
+            continue
+        if len(met) > 1:
+            out[oid] = met
+    return out
+
+
+def split_sums(plan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(aggregate, reason) for each Spark-placed aggregate whose double sums an operator
+    compares with those of a DB-placed one."""
+    out: dict[str, str] = {}
+    for where, ids in compared_sums(plan).items():
+        engines = {placement.get(i, "spe") for i in ids}
+        if len(engines) < 2:
+            continue
+        db = sorted(i for i in ids if placement.get(i, "spe") == "db")
+        for i in sorted(ids - set(db)):
+            out.setdefault(i, (
+                f"{i} (aggregate) adds DOUBLE values that {where} compares for equality with "
+                f"the sums of {', '.join(db)} in the DB; engines add in different orders "
+                "(docs/sql.md, 'Sums of doubles'), so both run in one engine; place it in db"))
+    return list(out.items())
