@@ -111,9 +111,9 @@ def measure(query: str, rate: float, slides: int, plugs: int, warm_batch: int,
                else "db") for o in plan.r2r_ids}
     pp = build_physical_plan(plan, sel)
     (op,) = pp.db_ops
-    threads, memory = mig_resources(1)
+    threads, memory = mig_resources(pp)
     state_dir = tempfile.mkdtemp(prefix="fedq-dbop-") if durable else None
-    mig = MigRuntime(op, 1.0, threads=threads, memory_limit=memory, plan_nodes=plan.nodes,
+    mig = MigRuntime(op, 1.0, threads=threads[op.id], memory_limit=memory, plan_nodes=plan.nodes,
                      state_path=f"{state_dir}/db1.duckdb" if durable else None)
     batch_id = iter(range(10**9))
 

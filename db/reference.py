@@ -33,7 +33,9 @@ class ReferenceEvaluator:
 
     def __init__(self, rows: dict[str, pa.Table], tables: dict[str, pa.Table] | None = None
                  ) -> None:
-        self.con = duckdb.connect()
+        # one thread: DuckDB adds a DOUBLE sum over more than a row group (122,880 rows) in
+        # the order its threads finish, so two equal sums could differ (float_sums.py)
+        self.con = duckdb.connect(config={"threads": 1})
         self.tables = {}
         self.have: dict[str, set[str]] = {}  # each stream's columns in `rows`
         for i, (name, t) in enumerate(sorted(rows.items())):

@@ -92,3 +92,20 @@ def test_a_top_n_over_twin_sums_orders_them():
     a, b = side(t=sum_("value")), side(t=sum_("value"))
     q = a.union_all(b).top(3, ["t DESC"]).rstream()
     assert met(q) == [{"op1", "op2"}]
+
+
+def test_a_db_op_holding_compared_sums_runs_duckdb_on_one_thread():
+    # two threads add a sum over more than a row group (122,880 rows) in the order they
+    # finish: 6 runs of one GROUP BY over 3M doubles gave 6 different sums (2026-12-05)
+    import os
+
+    from federation.runtime.mig import mig_resources
+
+    plan = NumberedPlan.of(twins())
+    threads, _ = mig_resources(build_physical_plan(plan, "db"))
+    assert threads == {"db1": 1}
+    threads, _ = mig_resources(build_physical_plan(plan, "op1=db,op2=db,op3=db,op4=db"))
+    assert threads == {"db1": 1, "db2": 1}  # each twin in a DB-op of its own
+    lone = NumberedPlan.of(side(t=sum_("value")).aggregate(by=["t"], n=count()).rstream())
+    threads, _ = mig_resources(build_physical_plan(lone, "db"))
+    assert threads == {"db1": os.cpu_count() or 1}

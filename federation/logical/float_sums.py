@@ -7,7 +7,10 @@ Spark and one in DuckDB, can differ in the last bits. Where an operator compares
 (a group by, which DISTINCT and INTERSECT/EXCEPT are; a join's keys; a selection over
 two of them; a row number's partitions and order), a row that the query keeps in exact arithmetic could be lost.
 So a placement keeps the aggregates whose double sums meet in one comparison in one engine
-(`split_sums`, read by `physical.spe_limits`). In one engine the copies add alike.
+(`split_sums`, read by `physical.spe_limits`). In one engine the copies add alike: Spark
+merges its partitions' partials in their order, and a DB-op holding such an aggregate runs
+its DuckDB on one thread (`in_order`; with two, DuckDB adds the row groups of an input
+larger than 122,880 rows in the order its threads finish, which varies from run to run).
 """
 
 from __future__ import annotations
@@ -97,3 +100,10 @@ def split_sums(plan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
                 f"the sums of {', '.join(db)} in the DB; engines add in different orders "
                 "(docs/sql.md, 'Sums of doubles'), so both run in one engine; place it in db"))
     return list(out.items())
+
+
+def in_order(physical) -> set[str]:
+    """The DB-ops of `physical` (a PhysicalPlan) that hold an aggregate whose double sums an
+    operator compares: their DuckDB runs on one thread (module doc)."""
+    ids = set().union(*compared_sums(physical.logical).values())
+    return {d.id for d in physical.db_ops if ids & set(d.members)}

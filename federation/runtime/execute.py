@@ -278,8 +278,8 @@ class _Run:
         self.reentry_dirs = staged.reentry_dirs(work / "reentry")
         self.table_files = table_files = dict(h.tables) or snapshot_tables(  # the version
             self.lg.nodes.values(), work / "input" / "tables", resuming)  # every instant sees
-        threads, memory = mig_resources(len(plan.db_ops))
-        migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads,
+        threads, memory = mig_resources(plan)
+        migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads[c.id],
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,

@@ -56,16 +56,19 @@ def split_outputs(db_op: DbOp, plan_nodes: dict, out: pa.Table | None
     return res
 
 
-def mig_resources(n_migs: int) -> tuple[int, str]:
-    """DuckDB threads and memory limit of each of `n_migs` MIGs on this machine. Within a
-    micro-batch Spark waits while the MIGs run one after the other, so each MIG may use
-    every core (one thread instead of two made CQ1's slide 1.5x and a CQ3 scan 2.6x as
-    slow, issue 10); half the memory is shared among the MIGs, the rest is Spark's."""
+def mig_resources(plan) -> tuple[dict[str, int], str]:
+    """DuckDB threads of each MIG of `plan` (a PhysicalPlan), by DB-op id, and the memory
+    limit of each. Within a micro-batch Spark waits while the MIGs run one after the other,
+    so each MIG may use every core (one thread instead of two made CQ1's slide 1.5x and a
+    CQ3 scan 2.6x as slow, issue 10), but one whose DOUBLE sums an operator compares runs on
+    one thread (`float_sums.in_order`); half the memory is shared among the MIGs, the rest
+    is Spark's."""
     from costmodel.memory import machine_ram
+    from federation.logical.float_sums import in_order
 
-    threads = os.cpu_count() or 1
-    per = max(256 * 2**20, machine_ram() // 2 // max(1, n_migs))
-    return threads, f"{per // 2**20}MB"
+    serial, cores = in_order(plan), os.cpu_count() or 1
+    per = max(256 * 2**20, machine_ram() // 2 // max(1, len(plan.db_ops)))
+    return {d.id: 1 if d.id in serial else cores for d in plan.db_ops}, f"{per // 2**20}MB"
 
 
 def db_op_functions(db_op: DbOp, moved=None) -> list:
