@@ -500,3 +500,37 @@ def test_plain_double_sums_compared_in_one_engine(spark, plug_data, tmp_path):
                                                       t=sum_("value"))
     q = side().intersect(side().filter("m > 0")).rstream()
     run_checked(spark, q, "op7=db,op8=db,op9=db", plug_data, tmp_path, 5)
+
+
+A_SIDE = (f"(SELECT house_id, plug_id, AVG(value) AS m FROM {H10} "
+          "GROUP BY window_start, window_end, house_id, plug_id)")
+B_SIDE = f"(SELECT house_id AS h, MAX(value) AS mx FROM {H10} GROUP BY window_start, window_end, house_id)"
+
+
+def test_comma_cross_and_non_equi_inner_joins_pair_the_rows_of_an_instant():
+    # a comma join's WHERE equalities of its sides are its keys: the plan of JOIN ... ON
+    keyed = sql(f"SELECT a.plug_id, a.m, b.mx FROM {A_SIDE} AS a, {B_SIDE} AS b "
+                "WHERE a.house_id = b.h AND a.m > 1", STREAMS)
+    assert keyed == sql(f"SELECT a.plug_id, a.m, b.mx FROM {A_SIDE} AS a JOIN {B_SIDE} AS b "
+                        "ON a.house_id = b.h WHERE a.m > 1", STREAMS)
+    # without a key: every pair of rows of the instant, the condition a selection above
+    cross = sql(f"SELECT a.plug_id, a.house_id, b.h, a.m, b.mx FROM {A_SIDE} AS a CROSS JOIN "
+                f"{B_SIDE} AS b WHERE a.m < b.mx / 2", STREAMS)
+    assert cross == sql(f"SELECT a.plug_id, a.house_id, b.h, a.m, b.mx FROM {A_SIDE} AS a JOIN "
+                        f"{B_SIDE} AS b ON a.m < b.mx / 2", STREAMS)
+    assert cross == sql(f"SELECT a.plug_id, a.house_id, b.h, a.m, b.mx FROM {A_SIDE} AS a, "
+                        f"{B_SIDE} AS b WHERE a.m < b.mx / 2", STREAMS)
+    rows = rows_of(seconds=14, rate=40, plugs=12, houses=3)
+    got = check_db(cross, rows, per_batch_s=3)
+    pairs = set(zip(got.column("house_id").to_pylist(), got.column("h").to_pylist()))
+    assert any(a != b for a, b in pairs)  # rows of different houses paired
+    assert all(m < x / 2 for m, x in zip(got.column("m").to_pylist(), got.column("mx").to_pylist()))
+    # the WHERE equality of a third item stays a selection until that item is joined
+    three = sql(f"SELECT a.plug_id, b.mx, c.mx AS cmx FROM {A_SIDE} AS a, {B_SIDE} AS b, "
+                f"{B_SIDE} AS c WHERE a.house_id = c.h AND b.h = a.house_id", STREAMS)
+    from federation.logical.plan import NumberedPlan
+
+    plan = NumberedPlan.of(three)
+    joins = [plan.nodes[o] for o in plan.r2r_ids if plan.nodes[o].kind == "join"]
+    assert [len(j.keys) for j in joins] == [1, 1]  # each join keyed by its WHERE equality
+    check_db(three, rows, per_batch_s=3)

@@ -166,9 +166,9 @@ REFUSED = {
     "outer join without a side": (
         f"SELECT * FROM {G} x OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
         "OUTER JOIN", "names no side"),
-    "non-equi join": (f"SELECT * FROM {G} x JOIN {G2} y ON x.m > y.a", "JOIN ON", "non-equi"),
-    "cross join": (f"SELECT * FROM {G} x CROSS JOIN {G2} y", "CROSS JOIN", "not supported"),
-    "comma join": (f"SELECT * FROM {G} x, {G2} y", "JOIN", "ON or USING"),
+    "non-equi outer join": (f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.m > y.a", "JOIN ON",
+                            "at least one equality"),
+    "natural join": (f"SELECT * FROM {G} x NATURAL JOIN {G2} y", "JOIN", "not supported"),
     "distinct on": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}", "DISTINCT",
                     "not supported"),
     "sum distinct": (

@@ -5,14 +5,16 @@ DuckDB file given as `tables` (a plain name that is no stream or CTE), named by 
 (else by its stream, CTE or table name). A bare stream is read through CQL's NOW window:
 at each instant the rows of that instant's slide, so each row once (a window whose range is
 the query's slide: that of its window table functions, else 1 s).
-Joins are equi-joins at each instant, inner or LEFT, RIGHT, FULL OUTER: `JOIN ... USING
-(k, ...)` or `JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or
+Joins pair rows of one instant, inner or LEFT, RIGHT, FULL OUTER: `JOIN ... USING (k,
+...)` or `JOIN ... ON a.k = b.k AND ...`, where `a.window_end = b.window_end` (or
 window_start) is implied and dropped, and a condition of an inner join that is no key
-equality becomes a selection above the join. A bare USING column is the value of the side
-a row has; `a.k` of a side an outer join may miss is NULL there (a copy of the key,
-`key_copies`). CROSS, SEMI, ANTI, NATURAL and comma joins are refused, as is a join
-without a key equality and an outer join's ON condition that is no key equality (it
-would decide which rows match, not which are output).
+equality becomes a selection above the join. An inner join without a key equality (ON
+`a.x < b.y`, CROSS JOIN, a comma) pairs every row of each side at the instant; a comma or
+CROSS join takes the equalities of its two sides in WHERE as its keys (as if written in
+ON). A bare USING column is the value of the side a row has; `a.k` of a side an outer join
+may miss is NULL there (a copy of the key, `key_copies`). SEMI, ANTI and NATURAL joins are
+refused, as is an outer join without a key equality and an outer join's ON condition that
+is no key equality (it would decide which rows match, not which are output).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class FromClause:
         self.instant_names: dict[int, dict[str, str]] = {}
         #: the NOW windows built (by identity: a TUMBLE of the slide is equal to one)
         self.now_windows: list[Window] = []
+        #: id of a SELECT -> the conjuncts of its WHERE that its joins did not take as keys
+        self.where_left: dict[int, list[exp.Expression]] = {}
 
     def refuse_unbounded(self, node: Node, what: str, clause: str, at: exp.Expression
                          ) -> None:
@@ -74,8 +78,12 @@ class FromClause:
             raise self.text.fail("a query reads a stream: FROM HOP(TABLE s, DESCRIPTOR(ts), "
                                  "slide, size)", "FROM", q, "SELECT")
         scope = self.source(frm.this, ctes)
+        where = q.args.get("where")
+        conjuncts = [] if where is None else split_conjuncts(where.this)
+        keyed: list[exp.Expression] = []  # those a comma or CROSS join took as its keys
         for j in q.args.get("joins") or []:
-            scope = self.join(scope, j, ctes)
+            scope = self.join(scope, j, ctes, conjuncts, keyed)
+        self.where_left[id(q)] = [c for c in conjuncts if c not in keyed]
         return scope
 
     def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Scope:
@@ -117,13 +125,15 @@ class FromClause:
                        "CTE or a subquery)", "FROM", src, what)
         return Scope.of(self.text, node, alias, self.instant_names.get(id(node)))
 
-    def join(self, left: Scope, j: exp.Join, ctes: dict[str, Node]) -> Scope:
-        """`left` joined with the item of `j` on its key equalities."""
+    def join(self, left: Scope, j: exp.Join, ctes: dict[str, Node],
+             where: list[exp.Expression], keyed: list[exp.Expression]) -> Scope:
+        """`left` joined with the item of `j` on its key equalities (of a comma or CROSS
+        join: those of `where`, the WHERE's conjuncts, added to `keyed`)."""
         fail = self.text.fail
         side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if kind in ("CROSS", "SEMI", "ANTI", "NATURAL"):
-            raise fail(f"{kind} JOIN is not supported (equi-joins only: inner, LEFT, RIGHT "
-                       "and FULL OUTER)", f"{kind} JOIN", j, kind)
+        if kind in ("SEMI", "ANTI", "NATURAL"):
+            raise fail(f"{kind} JOIN is not supported (inner, CROSS, LEFT, RIGHT and FULL "
+                       "OUTER joins; x [NOT] IN (SELECT ...) in WHERE)", f"{kind} JOIN", j, kind)
         how = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side or kind, "inner")
         if kind == "OUTER" and not side:
             raise fail("OUTER JOIN names no side: LEFT, RIGHT or FULL OUTER JOIN",
@@ -158,14 +168,19 @@ class FromClause:
                     keys.append(pair)
                 else:
                     rest.append(c)
+        elif how == "inner":  # a comma or CROSS join: WHERE's equalities of the sides
+            for c in where:
+                pair = None if c in keyed else self.key_pair(c, left, right)
+                if pair is not None:
+                    keys += [pair] if pair else []
+                    keyed.append(c)
         else:
-            raise fail("a join needs ON or USING with equalities of keys (a comma or "
-                       "CROSS join is not supported)", "JOIN", j, "JOIN")
-        if not keys and not instant:
-            raise fail("non-equi join: ON needs at least one equality between a column "
+            raise fail("an outer join needs ON or USING with equalities of keys", "JOIN", j,
+                       "JOIN")
+        if not keys and not instant and how != "inner":
+            raise fail("an outer join's ON needs at least one equality between a column "
                        "of each side, or of their window instants (a.window_end = "
-                       "b.window_end: every pair of rows of one instant)", "JOIN ON",
-                       on if on is not None else j, "ON")
+                       "b.window_end)", "JOIN ON", on if on is not None else j, "ON")
         if rest and how != "inner":
             raise fail(f"{rest[0].sql()}: an outer join's ON holds key equalities only (a "
                        "further condition decides which rows match, and unmatched rows are "

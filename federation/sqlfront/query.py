@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
+from federation.expressions import conjoin
 from federation.logical import Node, Relation, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
@@ -87,8 +88,9 @@ class Translator:
         scope = self.from_clause.scope(q, ctes)
         where = q.args.get("where")
         # `x [NOT] IN (SELECT ...)` conjuncts: joins with the subquery's relation
-        rest = None if where is None else semi_joins(
-            self.text, where.this, scope, lambda sub: self.query(sub, ctes))
+        left = self.from_clause.where_left.pop(id(q))
+        rest = None if not left else semi_joins(
+            self.text, conjoin(left), scope, lambda sub: self.query(sub, ctes))
         if rest is not None:
             check_scalar(self.text, rest, "WHERE")
             pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
