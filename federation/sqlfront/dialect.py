@@ -34,6 +34,7 @@ from sqlglot.tokens import TokenType
 from federation.errors import FedqError, QueryValidationError
 from federation.expressions import MATH, TEXT, TIME_PARTS
 from federation.python_functions import load, lookup
+from federation.sqlfront import group_windows
 
 T = TypeVar("T")
 
@@ -86,6 +87,7 @@ class FedqSql(DuckDB):
         # SESSION(...) is the session window table function, not a keyword
         KEYWORDS: ClassVar[dict] = {k: v for k, v in DuckDB.Tokenizer.KEYWORDS.items()
                                     if k != "SESSION"}
+        IDENTIFIERS: ClassVar[list] = ['"', "`"]  # Flink quotes names in backticks
 
     class Parser(DuckDB.Parser):
         FUNCTIONS: ClassVar[dict] = {
@@ -110,9 +112,6 @@ class FedqSql(DuckDB):
             return super()._parse_lambda(alias)
 
 
-_GROUP_WINDOW = re.compile(r"(?i)\bGROUP\s+BY\b[^;]*?\b(SESSION|TUMBLE|HOP)\s*\(")
-
-
 def _kind(tree: exp.Expression) -> str:
     """A statement's kind as its first words say it: SELECT, INSERT, CREATE VIEW, ..."""
     if isinstance(tree, exp.Create):
@@ -126,33 +125,16 @@ class SqlText:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def _group_window(self) -> None:
-        """Refuse Flink's group window functions in GROUP BY (Nexmark q11), naming the
-        window table function that reads the stream instead."""
-        legacy = _GROUP_WINDOW.search(self.text)
-        if legacy:
-            line = self.text.count("\n", 0, legacy.start()) + 1
-            col = legacy.start() - (self.text.rfind("\n", 0, legacy.start()) + 1) + 1
-            fn = legacy.group(1).upper()
-            form = ("SESSION(TABLE s PARTITION BY k, DESCRIPTOR(ts), gap)" if fn == "SESSION"
-                    else f"{fn}(TABLE s, DESCRIPTOR(ts), ...)")
-            raise SqlError(f"{fn}(...) in GROUP BY (a group window function) is not "
-                           f"supported; read the stream through {form} in FROM and group "
-                           "by window_start, window_end", "GROUP BY", line, col) from None
-
     def statement(self) -> exp.Expression:
         """The text's one statement, parsed in the `FedqSql` dialect."""
         try:
             trees = [t for t in sqlglot.parse(self.text, dialect=FedqSql) if t is not None]
         except ParseError as e:
             err = (e.errors or [{}])[0]
-            self._group_window()
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
-        if any(isinstance(f, exp.Anonymous) and f.name.upper() in ("SESSION", "TUMBLE", "HOP")
-               for t in trees for g in t.find_all(exp.Group) for f in g.walk()):
-            self._group_window()
-        trees = [t for t in trees if not self._function(t)]
+        trees = [group_windows.rewrite(t, self, FedqSql) for t in trees
+                 if not self._function(t)]
         if not trees:
             raise SqlError("no statement", "statement")
         if len(trees) > 1:

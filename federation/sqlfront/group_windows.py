@@ -1,0 +1,91 @@
+"""Flink's legacy group windows, rewritten to the window table functions they stand for.
+
+    SELECT k, COUNT(*), TUMBLE_START(ts, INTERVAL '10' SECOND) AS s
+    FROM s GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)
+
+is, in Flink as here, each 10-s window's groups once when it closes:
+
+    SELECT k, COUNT(*), window_start AS s
+    FROM TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' SECOND) AS s
+    GROUP BY window_start, window_end, k
+
+`HOP(ts, slide, size)` becomes `HOP(TABLE s, DESCRIPTOR(ts), slide, size)`; `SESSION(ts,
+gap)` becomes `SESSION(TABLE s PARTITION BY k1, k2, DESCRIPTOR(ts), gap)`, a session per
+combination of the other GROUP BY columns (Flink's legacy sessions are per group);
+`<F>_START(ts, ...)` and `<F>_END(ts, ...)` are `window_start` and `window_end`. The FROM
+item is one stream (with its alias, else its name, so `B.price` still reads it); anything
+else (a join, a subquery), `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset, two group
+windows in one GROUP BY, and a SESSION grouped by an expression are refused with the window
+table function to write.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+FUNCS = {"TUMBLE": 1, "HOP": 2, "SESSION": 1}  # the arguments after the time column
+
+
+def _is(e: exp.Expression, names) -> bool:
+    return isinstance(e, exp.Anonymous) and e.name.upper() in names
+
+
+def rewrite(tree: exp.Expression, text, dialect) -> exp.Expression:
+    """`tree` with each SELECT's legacy group window made a window table function;
+    `text` (a SqlText) places a refusal, `dialect` parses the function written."""
+    for sel in list(tree.find_all(exp.Select)):
+        group = sel.args.get("group")
+        wins = [g for g in (group.expressions if group else []) if _is(g, FUNCS)]
+        if wins:
+            _one(sel, group, wins, text, dialect)
+    return tree
+
+
+def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
+    w = wins[0]
+    fn = w.name.upper()
+    form = (f"{fn}(TABLE s PARTITION BY k, DESCRIPTOR(ts), gap)" if fn == "SESSION"
+            else f"{fn}(TABLE s, DESCRIPTOR(ts), ...)")
+
+    def fail(why: str, at: exp.Expression):
+        return text.fail(f"{why}; read the stream through {form} in FROM and group by "
+                         "window_start, window_end", "GROUP BY", at, fn)
+
+    if len(wins) > 1:
+        raise fail("two group windows in one GROUP BY", wins[1])
+    args = w.expressions
+    if not args or not isinstance(args[0], exp.Column) or len(args) != 1 + FUNCS[fn]:
+        extra = " (a TUMBLE's offset is not supported)" if fn == "TUMBLE" and len(args) > 2 \
+            else ""
+        raise fail(f"{fn}(time column, {'slide, size' if fn == 'HOP' else 'size' if fn == 'TUMBLE' else 'gap'})"
+                   f" expected{extra}", w)
+    frm = sel.args.get("from_") or sel.args.get("from")
+    src = frm.this if frm is not None else None
+    if sel.args.get("joins") or not isinstance(src, exp.Table) or src.args.get("db"):
+        raise fail(f"a group window {fn}(...) reads one stream named in FROM", src or sel)
+    keys = [g for g in group.expressions if g is not w]
+    part = ""
+    if fn == "SESSION" and keys:
+        if not all(isinstance(k, exp.Column) for k in keys):
+            raise fail("a SESSION group window partitioned by an expression",
+                       next(k for k in keys if not isinstance(k, exp.Column)))
+        part = " PARTITION BY " + ", ".join(exp.column(k.name).sql(dialect=dialect)
+                                            for k in keys)
+    alias = src.alias or src.name
+    params = ", ".join(a.sql(dialect=dialect) for a in args[1:])
+    tvf = (f"SELECT * FROM {fn}(TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
+           f"{part}, DESCRIPTOR({exp.column(args[0].name).sql(dialect=dialect)}), {params}) "
+           f"AS {exp.to_identifier(alias).sql(dialect=dialect)}")
+    parsed = exp.maybe_parse(tvf, dialect=dialect)
+    frm.set("this", (parsed.args.get("from_") or parsed.args.get("from")).this)
+    group.set("expressions", [exp.column("window_start"), exp.column("window_end"), *keys])
+    bounds = {f"{fn}_START": "window_start", f"{fn}_END": "window_end"}
+    for part_ in (sel.expressions, sel.args.get("having"), sel.args.get("order")):
+        for node in ([] if part_ is None else part_ if isinstance(part_, list) else [part_]):
+            for f in list(node.find_all(exp.Anonymous)):
+                name = f.name.upper()
+                if name in bounds:
+                    f.replace(exp.column(bounds[name]))
+                elif name.startswith(f"{fn}_") or name in FUNCS:
+                    raise fail(f"{name}(...) is not supported (window_start and "
+                               "window_end are)", f)
