@@ -36,6 +36,11 @@ PAIRS = f"""SELECT house_id, COUNT(*) AS n, SUM(value) AS total FROM {W}
 WHERE (house_id, plug_id % 2) IN (SELECT house_id, plug_id % 3 FROM {W} WHERE value > 100)
 GROUP BY window_end, house_id"""
 
+#: correlated by two equalities: the tuple IN below
+EXISTS = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 10 AND EXISTS (
+SELECT * FROM {W} AS b WHERE b.plug_id = a.plug_id AND a.house_id = b.house_id
+AND b.value > 100)"""
+
 
 def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
     """DuckDB's own answer of `text` over the window [tau - 10 s, tau) of `rows`."""
@@ -57,8 +62,8 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
                    for r in rows if r[0] == tau)
 
 
-@pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS],
-                         ids=["in", "not_in", "not_in_nulls", "pairs"])
+@pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS],
+                         ids=["in", "not_in", "not_in_nulls", "pairs", "exists"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -116,7 +121,7 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > a.value)", "unknown table or alias 'a'"),
     (f"SELECT plug_id FROM {W} WHERE EXISTS (SELECT plug_id FROM {W})",
-     "subqueries in WHERE are not supported"),
+     "an uncorrelated EXISTS"),
 ])
 def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
     with pytest.raises(SqlError, match=why):
@@ -139,3 +144,22 @@ def test_not_in_in_spark_and_across_the_engines(spark, tmp_path, placement):
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     q = sql(NOT_IN, {"smartplug": s})
     run_checked(spark, q, placement, d, tmp_path / "run", 5)
+
+
+def test_exists_correlated_by_equalities_is_the_in_subquery():
+    assert sql(EXISTS, STREAMS) == sql(
+        f"SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 10 AND (a.plug_id, "
+        f"a.house_id) IN (SELECT b.plug_id, b.house_id FROM {W} AS b WHERE b.value > 100)",
+        STREAMS)
+    sub = f"SELECT * FROM {W} AS b WHERE b.plug_id = a.plug_id"
+    for text, words in [
+            (f"SELECT a.value FROM {W} AS a WHERE NOT EXISTS ({sub})", "NOT EXISTS"),
+            (f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT * FROM {W} AS b WHERE "
+             "b.value > 100)", "uncorrelated EXISTS"),
+            (f"SELECT a.value FROM {W} AS a WHERE EXISTS ({sub} AND b.value > a.value)",
+             "other than an equality"),
+            (f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT b.plug_id FROM {W} AS b "
+             "WHERE b.plug_id = a.plug_id GROUP BY b.plug_id)", "GROUP BY")]:
+        with pytest.raises(SqlError, match=words) as e:
+            sql(text, STREAMS)
+        assert e.value.clause == "WHERE", e.value

@@ -10,7 +10,9 @@ by SQL's three-valued rule: S(tau) is empty, or x is not NULL, equals no c, and 
 NULL; the plan is an outer join with S's distinct values (a mark where one matched) and an
 instant join with S's count of rows and of NULLs. The subquery is uncorrelated (it names
 no column of the outer query: a correlated one is refused, write a join); only conjuncts
-of WHERE (not under OR or NOT but NOT IN's own). NOT IN over a database table alone is
+of WHERE (not under OR or NOT but NOT IN's own). `EXISTS (SELECT ... FROM s WHERE s.c =
+a.x AND ...)`, correlated by equalities, is `a.x IN (SELECT s.c FROM s WHERE ...)`
+(`exists_as_in`); NOT EXISTS is refused (it keeps an outer row with a NULL key). NOT IN over a database table alone is
 refused: a table has no instants to count its rows at (use `IN` over the complement, or
 a LEFT JOIN with `IS NULL`).
 """
@@ -48,13 +50,70 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     returns the other conjuncts (None: no other)."""
     rest = []
     for c in split_conjuncts(where):
-        got = membership(c)
+        got = membership(c) or exists_as_in(text, c, scope)
         if got is None:
             rest.append(c)
             continue
         test, negated = got
         _Member(text, scope, test, translate).join(negated)
     return conjoin(rest) if rest else None
+
+
+def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In, bool] | None:
+    """`EXISTS (SELECT ... FROM s WHERE s.c = a.x AND ...)` as `a.x IN (SELECT s.c FROM s
+    WHERE ...)` (with several correlations, a tuple IN), or None when `e` is no EXISTS. The
+    correlations are equalities of an outer column, named by its alias, and one of the
+    subquery; its other conditions name only its own columns."""
+    inner = e.this if isinstance(e, exp.Not) else e
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if not isinstance(inner, exp.Exists):
+        return None
+    sub = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
+
+    def fail(why: str):
+        return text.fail(f"{why} (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is "
+                         "supported: `a.k IN (SELECT s.k ...)`)", "WHERE", inner, "EXISTS")
+
+    if isinstance(e, exp.Not):
+        raise fail("NOT EXISTS is not supported: it keeps an outer row whose key is NULL, "
+                   "which NOT IN does not; write a LEFT JOIN on the keys with WHERE "
+                   "<the subquery's key> IS NULL")
+    if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
+            "group", "having", "limit", "order", "joins")) or sub.find(exp.AggFunc):
+        raise fail("EXISTS over a SELECT with GROUP BY, aggregates, a join, ORDER BY or "
+                   "LIMIT is not supported")
+    frm = sub.args.get("from_") or sub.args.get("from")
+    own = {frm.this.alias_or_name.lower()} if frm is not None else set()
+    outer = {a.lower() for a in scope.aliases} - own
+
+    def is_outer(c: exp.Expression) -> bool:
+        return isinstance(c, exp.Column) and c.table.lower() in outer
+
+    where = sub.args.get("where")
+    lhs, rhs, rest = [], [], []
+    for c in split_conjuncts(where.this) if where is not None else []:
+        if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and \
+                isinstance(c.right, exp.Column) and is_outer(c.left) != is_outer(c.right):
+            o, i = (c.left, c.right) if is_outer(c.left) else (c.right, c.left)
+            lhs.append(o.copy())
+            rhs.append(i.copy())
+        elif any(is_outer(col) for col in c.find_all(exp.Column)):
+            raise fail(f"{c.sql()}: a correlation of EXISTS other than an equality of columns")
+        else:
+            rest.append(c)
+    if not lhs:
+        raise fail("an uncorrelated EXISTS (every row or none at an instant) is not "
+                   "supported; join the subquery's COUNT(*) AS n and keep n > 0")
+    new = sub.copy()
+    names = [c.name.lower() for c in rhs]  # by position: a name only where one repeats
+    new.set("expressions", [c if names.count(c.name.lower()) == 1 else
+                            exp.alias_(c, f"_exists{i}") for i, c in enumerate(rhs, 1)])
+    new.set("where", exp.Where(this=conjoin(rest)) if rest else None)
+    new.set("distinct", None)
+    test = exp.In(this=lhs[0] if len(lhs) == 1 else exp.Tuple(expressions=lhs),
+                  query=exp.Subquery(this=new))
+    return test, False
 
 
 class _Member:
