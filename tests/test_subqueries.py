@@ -154,12 +154,12 @@ def test_exists_correlated_by_equalities_is_the_in_subquery():
     sub = f"SELECT * FROM {W} AS b WHERE b.plug_id = a.plug_id"
     for text, words in [
             (f"SELECT a.value FROM {W} AS a WHERE NOT EXISTS ({sub})", "NOT EXISTS"),
-            (f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT * FROM {W} AS b WHERE "
-             "b.value > 100)", "uncorrelated EXISTS"),
+            ((f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT * FROM {W} AS b WHERE "
+              "b.value > 100)"), "uncorrelated EXISTS"),
             (f"SELECT a.value FROM {W} AS a WHERE EXISTS ({sub} AND b.value > a.value)",
              "other than an equality"),
-            (f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT b.plug_id FROM {W} AS b "
-             "WHERE b.plug_id = a.plug_id GROUP BY b.plug_id)", "GROUP BY")]:
+            ((f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT b.plug_id FROM {W} AS b "
+              "WHERE b.plug_id = a.plug_id GROUP BY b.plug_id)"), "GROUP BY")]:
         with pytest.raises(SqlError, match=words) as e:
             sql(text, STREAMS)
         assert e.value.clause == "WHERE", e.value
