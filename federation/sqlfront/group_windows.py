@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-FUNCS = {"TUMBLE": 1, "HOP": 2, "SESSION": 1}  # the arguments after the time column
+FUNCS = {"TUMBLE": ("size",), "HOP": ("slide", "size"), "SESSION": ("gap",)}  # after ts
 
 
 def _is(e: exp.Expression, names) -> bool:
@@ -54,11 +54,10 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
     if len(wins) > 1:
         raise fail("two group windows in one GROUP BY", wins[1])
     args = w.expressions
-    if not args or not isinstance(args[0], exp.Column) or len(args) != 1 + FUNCS[fn]:
+    if not args or not isinstance(args[0], exp.Column) or len(args) != 1 + len(FUNCS[fn]):
         extra = " (a TUMBLE's offset is not supported)" if fn == "TUMBLE" and len(args) > 2 \
             else ""
-        raise fail(f"{fn}(time column, {'slide, size' if fn == 'HOP' else 'size' if fn == 'TUMBLE' else 'gap'})"
-                   f" expected{extra}", w)
+        raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}) expected{extra}", w)
     frm = sel.args.get("from_") or sel.args.get("from")
     src = frm.this if frm is not None else None
     if sel.args.get("joins") or not isinstance(src, exp.Table) or src.args.get("db"):
@@ -80,12 +79,11 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
     frm.set("this", (parsed.args.get("from_") or parsed.args.get("from")).this)
     group.set("expressions", [exp.column("window_start"), exp.column("window_end"), *keys])
     bounds = {f"{fn}_START": "window_start", f"{fn}_END": "window_end"}
-    for part_ in (sel.expressions, sel.args.get("having"), sel.args.get("order")):
-        for node in ([] if part_ is None else part_ if isinstance(part_, list) else [part_]):
-            for f in list(node.find_all(exp.Anonymous)):
-                name = f.name.upper()
-                if name in bounds:
-                    f.replace(exp.column(bounds[name]))
-                elif name.startswith(f"{fn}_") or name in FUNCS:
-                    raise fail(f"{name}(...) is not supported (window_start and "
-                               "window_end are)", f)
+    for node in (*sel.expressions, sel.args.get("having"), sel.args.get("order")):
+        for f in [] if node is None else list(node.find_all(exp.Anonymous)):
+            name = f.name.upper()
+            if name in bounds:
+                f.replace(exp.column(bounds[name]))
+            elif name.startswith(f"{fn}_") or name in FUNCS:
+                raise fail(f"{name}(...) is not supported (window_start and window_end "
+                           "are)", f)
