@@ -115,7 +115,8 @@ class _Builder(Expressions):
 
     def rank(self, r: Rel) -> Rel:
         """ROW_NUMBER at each instant: the first n rows per partition (`top`, the window
-        Top-N or ORDER BY ... LIMIT n), or the numbers as a column, often filtered."""
+        Top-N or ORDER BY ... LIMIT n), or the numbers (ROW_NUMBER, RANK or DENSE_RANK) as
+        a column, often filtered."""
         d = self.draw
         cols = list(r.node.schema)
         order = [f"{c} DESC" if self.chance(50) else c
@@ -123,13 +124,14 @@ class _Builder(Expressions):
         keys = self.cols(r, *GROUPABLE)
         part = [self.pick(keys)] if keys and self.chance(60) else []
         try:
-            if self.chance(60):
+            if self.chance(35):  # Top-N (row numbers), else the numbers
                 n = d(st.integers(1, 3))
                 return Rel(r.dsl.top(n, order, part), f"{r.src}.top({n}, {order!r}, {part!r})",
                            r.hints)
             name = self.fresh("rn", "rank")
-            node = r.dsl.row_number(order, part, name)
-            src = f"{r.src}.row_number({order!r}, {part!r}, {name!r})"
+            fn = self.draw(st.sampled_from(["rank", "dense_rank", "row_number"]))
+            node = r.dsl.row_number(order, part, name, fn)
+            src = f"{r.src}.row_number({order!r}, {part!r}, {name!r}, {fn!r})"
             if self.chance(50):
                 node, src = node.filter(f"{ref(name)} <= 2"), f"{src}.filter({ref(name) + ' <= 2'!r})"
             return Rel(node, src, {**r.hints, name: "count"})
@@ -520,17 +522,21 @@ class _Builder(Expressions):
 
     def membership(self, left: Rel, right: Rel, keys: list[str]) -> Rel | None:
         """`left`'s rows whose `keys` are (or are not) among `right`'s values of them,
-        renamed (SQL's `(a, b) [NOT] IN (SELECT x, y FROM ...)`: logical/membership.py)."""
+        renamed (SQL's `(a, b) [NOT] IN (SELECT x, y FROM ...)`, or NOT EXISTS correlated by
+        them: logical/membership.py)."""
         sub = self.project(right, [], [(self.fresh("v", k.split("_")[0]), bare(k),
                                         right.hints.get(k, "code")) for k in keys])
         if sub is None:
             return None
-        negated = right.node.kind != "table" and not self.chance(35)  # not over a table
+        # IN, NOT IN (not over a table alone: refused) or NOT EXISTS correlated by the keys
+        mode = self.draw(st.sampled_from(["in", "not in", "not exists"]))
+        anti, negated = mode == "not exists", mode == "not in" and right.node.kind != "table"
         try:
-            node = where_in(left.node, keys, sub.node, negated)
-        except ValueError:  # NOT IN over a table alone
+            node = where_in(left.node, keys, sub.node, negated, anti=anti)
+        except ValueError:
             return None
-        return Rel(node, f"where_in({left.src}, {keys!r}, {sub.src}, {negated})", left.hints)
+        return Rel(node, f"where_in({left.src}, {keys!r}, {sub.src}, {negated}, anti={anti})",
+                   left.hints)
 
 
 def _args(a: str | tuple[str, ...] | None) -> tuple[str, ...]:

@@ -26,9 +26,10 @@ SHAPES = (
     "cut_every_boundary", "two_streams", "table_join", "query_set", "instant_join",
     "group_by_renamed", "group_by_table_column", "sliced_computed_key", "aggregate_filter",
     "count_distinct", "select_distinct", "union_all", "python_function",
-    "row_number", "outer_join", "time_function", "min_max_ordered", "scalar_function",
+    "row_number", "rank", "outer_join", "time_function", "min_max_ordered", "scalar_function",
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
+    "not_exists_subquery",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -172,6 +173,9 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
             out.add("cumulate_window")
         elif k == "window" and not n.is_time_based:
             out.add("tuple_window")
+        elif k == "select" and isinstance(n.predicate, exp.Is) and \
+                n.predicate.this.name.startswith("_in_mark"):
+            out.add("not_exists_subquery")  # where_in(..., anti=True): unmatched kept
         elif k == "project":
             for name, e in n.outputs:
                 if not (isinstance(e, exp.Column) and e.name == name):
@@ -227,7 +231,7 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
             if any(p.kind == "aggregate" and "_set_l" in dict(p.aggs) for p in q.walk()):
                 out.add("intersect_except")  # federation/logical/union.py set_operation
         elif k == "row_number":
-            out.add("row_number")
+            out.add("row_number" if n.function == "row_number" else "rank")
         elif k == "join":
             lr, rr = is_row_level(n.left), is_row_level(n.right)
             if lr and rr:

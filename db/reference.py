@@ -169,12 +169,13 @@ class ReferenceEvaluator:
 
     @REFERENCE.register("RowNumber")
     def _row_number(self, node, tau: dt.datetime) -> str:
-        order = ", ".join(f"{_q(c)} {'DESC' if d else 'ASC'} NULLS LAST"
-                          for c, d in node.sort_keys)
+        keys = node.sort_keys if node.function == "row_number" else node.order_by
+        order = ", ".join(f"{_q(c)} {'DESC' if d else 'ASC'} NULLS LAST" for c, d in keys)
         part = f"PARTITION BY {', '.join(map(_q, node.partition_by))} " \
             if node.partition_by else ""
         cols = ", ".join(_q(c) for c in node.child.schema)
-        return (f"SELECT {cols}, ROW_NUMBER() OVER ({part}ORDER BY {order}) AS {_q(node.name)} "
+        return (f"SELECT {cols}, {node.function.upper()}() OVER ({part}ORDER BY {order}) "
+                f"AS {_q(node.name)} "
                 f"FROM ({self.eval(node.child, tau)}) AS t")
 
     @REFERENCE.register("Join")

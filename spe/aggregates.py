@@ -89,11 +89,35 @@ def of_set(func: str, values: Column, result_type: str) -> Column:
 def sorted_rows(array: str, keys: list[tuple[str, bool]]) -> Column:
     """The structs of `array` sorted by `keys` ((field, descending) pairs), NULLs last in
     every field: `array_sort` with a comparator, the first field that differs deciding."""
+    return F.expr(f"array_sort({array}, (l, r) -> {_compare('l', 'r', keys)})")
+
+
+def _compare(lhs: str, rhs: str, keys: list[tuple[str, bool]]) -> str:
+    """-1, 0 or 1: struct `lhs` before, tied with or after `rhs` under `keys` (NULLs last,
+    equal to each other)."""
     steps = []
     for c, desc in keys:
-        lc, rc = f"l.`{c}`", f"r.`{c}`"
+        lc, rc = f"{lhs}.`{c}`", f"{rhs}.`{c}`"
         lt, gt = ("1", "-1") if desc else ("-1", "1")
         steps.append(f"NULLIF(CASE WHEN {lc} IS NULL AND {rc} IS NULL THEN 0 WHEN {lc} IS NULL "
                      f"THEN 1 WHEN {rc} IS NULL THEN -1 WHEN {lc} < {rc} THEN {lt} "
                      f"WHEN {lc} > {rc} THEN {gt} ELSE 0 END, 0)")
-    return F.expr(f"array_sort({array}, (l, r) -> COALESCE({', '.join(steps)}, 0))")
+    return f"COALESCE({', '.join(steps)}, 0)"
+
+
+def run_starts(array: str, order_by: list[tuple[str, bool]]) -> Column:
+    """The positions (0, 1, ...) in sorted `array` at which a run of structs tied in
+    `order_by` begins (NULLs equal to each other), in one pass."""
+    tie = _compare(f"{array}[i - 1]", f"{array}[i]", order_by)
+    return F.expr(f"filter(sequence(0, size({array}) - 1), i -> i = 0 OR {tie} <> 0)")
+
+
+def ranked(array: str, starts: str) -> Column:
+    """Sorted `array` as structs (`_row`, `_pos`, `_rank`, `_dense`): each row, its position
+    (0, 1, ...), RANK() (its run's first position + 1) and DENSE_RANK() (its run's number),
+    given the runs' `starts` (`run_starts`); linear in the rows."""
+    runs = (f"transform({starts}, (p, d) -> named_struct('p', p, 'd', d, 'e', "
+            f"IF(d + 1 < size({starts}), {starts}[d + 1], size({array})) - 1))")
+    return F.expr(f"flatten(transform({runs}, g -> transform(sequence(g.p, g.e), j -> "
+                  f"named_struct('_row', {array}[j], '_pos', j, '_rank', g.p + 1, "
+                  f"'_dense', g.d + 1))))")

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
-from spe.aggregates import MERGE, agg_column, sorted_rows, spark_expr
+from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join, same_period
 from spe.sessions import session_aggregate
@@ -247,7 +247,7 @@ class SpeTranslator:
         """Each instant's rows collected per partition (an aggregate, as Spark's streaming
         queries allow: its windows or WT, under the watermark), sorted by the node's total
         order (`array_sort` with a comparator: NULLs last in every column), numbered by
-        their position."""
+        their position (RANK, DENSE_RANK: by the runs of rows tied in the ORDER BY)."""
         (s,) = inputs
         cols = list(node.child.schema)
         keys = [_c(k) for k in node.partition_by]
@@ -257,11 +257,18 @@ class SpeTranslator:
                  .select(F.window_time(WINDOW).alias(WT), "_rows"))
         else:
             g = s.df.groupBy(_c(WT), *keys).agg(rows)
-        ranked = g.select(_c(WT), F.posexplode(sorted_rows("_rows", node.sort_keys))
-                          .alias("_pos", "_row"))
-        return SpeStream(ranked.select(_c(WT), *[F.col(f"_row.`{c}`").alias(c) for c in cols],
-                                       (F.col("_pos") + 1).cast("bigint").alias(node.name)),
-                         False)
+        if node.function == "row_number":
+            out = g.select(_c(WT), F.posexplode(sorted_rows("_rows", node.sort_keys))
+                           .alias("_pos", "_row"))
+            number = F.col("_pos") + 1
+        else:  # RANK(), DENSE_RANK(): the runs of rows tied in the ORDER BY
+            s = g.select(_c(WT), sorted_rows("_rows", node.sort_keys).alias("_s"))
+            s = s.select(_c(WT), "_s", run_starts("_s", list(node.order_by)).alias("_starts"))
+            out = s.select(_c(WT), F.explode(ranked("_s", "_starts")).alias("_r")).select(
+                _c(WT), "_r.*")
+            number = F.col("_rank" if node.function == "rank" else "_dense")
+        return SpeStream(out.select(_c(WT), *[F.col(f"_row.`{c}`").alias(c) for c in cols],
+                                    number.cast("bigint").alias(node.name)), False)
 
     @SPARK.register("Join")
     def visit_join(self, node: Join, inputs: list[SpeStream]) -> SpeStream:

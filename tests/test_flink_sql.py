@@ -386,6 +386,49 @@ def test_window_top_n_and_order_by_limit_are_the_dsl_s_and_equal_the_reference()
     assert set(ranks) == {1, 2}
 
 
+#: RANK and DENSE_RANK of each plug's count per house, ties and NULLs (a count of at most
+#: 3 is NULL: last) among them; Top-N with ties: every plug ranked 1 or 2
+RANKED = f"""
+SELECT * FROM (
+  SELECT house_id, plug_id, n, {{fn}}() OVER (PARTITION BY house_id ORDER BY n {{dir}}) AS rk
+  FROM (SELECT house_id, plug_id, CASE WHEN COUNT(*) > 3 THEN COUNT(*) END AS n
+        FROM {H10} GROUP BY window_end, house_id, plug_id))
+WHERE rk <= 2
+"""
+
+
+def ranked_dsl(s):
+    from sqlglot import exp
+
+    n = exp.case().when(exp.column("c") > 3, exp.column("c"))
+    return (window(s, range=10, slide=1).aggregate(by=["house_id", "plug_id"], c=count())
+            .project("house_id", "plug_id", n=n).rank(["n DESC"], ["house_id"], "rk")
+            .rank(["n"], ["house_id"], "dr", dense=True).filter("rk <= 2 OR dr <= 2")
+            .rstream())
+
+
+@pytest.mark.parametrize("fn,direction", [("RANK", "DESC"), ("DENSE_RANK", "DESC"),
+                                          ("RANK", "ASC"), ("DENSE_RANK", "ASC")])
+def test_rank_and_dense_rank_equal_duckdb_s_own_and_the_reference(fn, direction):
+    from collections import Counter
+
+    from tests.test_subqueries import at, oracle
+
+    text = RANKED.format(fn=fn, dir=direction)
+    q = sql(text, STREAMS)
+    assert {n.function for n in q.walk() if n.kind == "row_number"} == {fn.lower()}
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    first = min(rows.column("ts").to_pylist()).replace(microsecond=0)
+    ties = Counter()
+    for s in range(2, 26, 3):
+        tau = first + dt.timedelta(seconds=s)
+        mine = at(got, tau, list(q.schema))
+        assert mine == oracle(text, rows, tau), tau
+        ties.update(Counter((r[0], r[3]) for r in mine).values())
+    assert ties[1] and max(ties) > 1  # some ranks held alone, some shared
+
+
 #: a DuckDB projection computing the keys, Spark's aggregate with FILTER, a DuckDB HAVING,
 #: Spark's projection: every engine boundary cut
 CUT = "op1=db,op2=spe,op3=db,op4=spe"
@@ -398,6 +441,9 @@ LIMIT_CUT = "op1=db,op2=spe,op3=db,op4=spe"
 #: INTERSECT ALL cut at every boundary: each side a selection in DuckDB, its projection in
 #: Spark, row numbers in DuckDB, the tags in Spark (the right side mirrored), the union in
 #: Spark, the group by in DuckDB, the selection in Spark, the projection in DuckDB
+#: the aggregate in DuckDB, its projection in Spark, RANK in DuckDB, DENSE_RANK in Spark,
+#: the selection in DuckDB
+RANK_CUT = "op1=db,op2=spe,op3=db,op4=spe,op5=db"
 SETS_CUT = ("op1=db,op2=spe,op3=db,op4=spe,op5=spe,op6=db,op7=spe,op8=db,op9=spe,op10=db,"
             "op11=spe,op12=db")
 
@@ -411,10 +457,11 @@ SETS_CUT = ("op1=db,op2=spe,op3=db,op4=spe,op5=spe,op6=db,op7=spe,op8=db,op9=spe
      ("limited", "op1=spe,op2=db,op3=spe,op4=db"), ("limited", LIMIT_CUT),
      ("sets", "spe"), ("sets", "db"), ("sets", SETS_CUT), ("cumulate", "spe"),
      ("cumulate", "op1=spe,op2=db"), ("cumulate_rows", "spe"),
-     ("cumulate_rows", "op1=db,op2=spe,op3=spe,op4=db"), ("distinct_twins", TWINS_CUT)],
+     ("cumulate_rows", "op1=db,op2=spe,op3=spe,op4=db"), ("distinct_twins", TWINS_CUT),
+     ("ranked", "spe"), ("ranked", RANK_CUT)],
     keep=[("distinct_twins", TWINS_CUT), ("grouped", CUT), ("distinct", "spe"), ("rows", "op1=db,op2=db,op3=spe,op4=db"),
           ("union", "spe"), ("union", UNION_CUT), ("limited", LIMIT_CUT),
-          ("sets", SETS_CUT), ("cumulate", "spe"),
+          ("sets", SETS_CUT), ("cumulate", "spe"), ("ranked", RANK_CUT),
           ("cumulate_rows", "op1=db,op2=spe,op3=spe,op4=db")]))
 def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_path, which,
                                                          placement):
@@ -424,7 +471,8 @@ def test_the_constructs_in_spark_and_across_the_engines(spark, plug_data, tmp_pa
     q = {"grouped": grouped_dsl, "filtered": filtered_dsl, "distinct": distinct_dsl,
          "rows": rows_dsl, "union": union_dsl, "top_n": top_n_dsl,
          "limited": limited_dsl, "sets": sets_dsl, "cumulate": cumulate_dsl,
-         "cumulate_rows": cumulate_rows_dsl, "distinct_twins": distinct_twins_dsl}[which](s)
+         "cumulate_rows": cumulate_rows_dsl, "distinct_twins": distinct_twins_dsl,
+         "ranked": ranked_dsl}[which](s)
     run_checked(spark, q, placement, plug_data, tmp_path, 5)
 
 

@@ -182,10 +182,13 @@ def _union(node, srcs: list[str]) -> exp.Query:
 
 @DUCKDB.register("RowNumber")
 def _row_number(node, srcs: list[str]) -> exp.Select:
-    """ROW_NUMBER() in the node's total order (NULLs last in every column)."""
+    """ROW_NUMBER() in the node's total order (NULLs last in every column); RANK() and
+    DENSE_RANK() in its ORDER BY alone (ties share a number)."""
+    keys = node.sort_keys if node.function == "row_number" else node.order_by
     order = exp.Order(expressions=[exp.Ordered(this=col(c), desc=d, nulls_first=False)
-                                   for c, d in node.sort_keys])
-    rn = exp.Window(this=exp.RowNumber(), order=order,
+                                   for c, d in keys])
+    fn = {"row_number": exp.RowNumber, "rank": exp.Rank, "dense_rank": exp.DenseRank}
+    rn = exp.Window(this=fn[node.function](), order=order,
                     partition_by=[col(k) for k in node.partition_by] or [exp.Literal.number(1)])
     return exp.select(*[col(c) for c in node.child.schema], alias(rn, node.name)).from_(srcs[0])
 

@@ -118,11 +118,21 @@ class Relation:
         return _set_operation(self, Relation(other), "except", all)
 
     def row_number(self, order_by, partition_by: Sequence[str] = (),
-                   name: str = "row_number") -> Relation:
+                   name: str = "row_number", function: str = "row_number") -> Relation:
         """Each row's position in its partition at each instant (ROW_NUMBER() OVER
-        (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC."""
+        (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC.
+        `function` "rank" or "dense_rank": rows equal in `order_by` share a number (RANK(),
+        DENSE_RANK())."""
         one = (lambda x: (x,) if isinstance(x, str) else tuple(x))
-        return Relation(RowNumber(self.node, one(partition_by), one(order_by), name))
+        return Relation(RowNumber(self.node, one(partition_by), one(order_by), name,
+                                  function))
+
+    def rank(self, order_by, partition_by: Sequence[str] = (), name: str = "rank",
+             dense: bool = False) -> Relation:
+        """RANK() (`dense`: DENSE_RANK()) OVER (PARTITION BY ... ORDER BY ...) at each
+        instant: ties in `order_by` share a number."""
+        return self.row_number(order_by, partition_by, name,
+                               "dense_rank" if dense else "rank")
 
     def top(self, n: int, order_by, partition_by: Sequence[str] = ()) -> Relation:
         """The first `n` rows of each partition at each instant under `order_by` (Flink's

@@ -6,7 +6,9 @@ values are (not) among another relation's rows at each instant (SQL's three-valu
 rows (a semi join: each row at most once; NULL matches nothing). `negated`: the rows for
 which NOT IN is TRUE: `sub` is empty at the instant, or no value is NULL, none equals a
 row of `sub`, and no row of `sub` has a NULL; an outer join with `sub`'s distinct rows
-(marked) and an instant join with `sub`'s count of rows and of rows with a NULL. The
+(marked) and an instant join with `sub`'s count of rows and of rows with a NULL. `anti`:
+the rows no row of `sub` equals (SQL's NOT EXISTS, correlated by these equalities: a NULL
+value matches nothing, so its row is kept); the outer join alone, kept where unmarked. The
 SQL front end (federation/sqlfront/subqueries.py) writes WHERE's IN with it, the fuzzer
 draws it (benchmarks/fuzz_builder.py).
 """
@@ -27,8 +29,9 @@ from federation.logical.window import _reads_stream
 
 
 def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
-             negated: bool = False) -> Relation:
-    """The rows of `rel` whose `columns` are (`negated`: are not) a row of `sub`."""
+             negated: bool = False, anti: bool = False) -> Relation:
+    """The rows of `rel` whose `columns` are (`negated`: are not; `anti`: equal no) a row
+    of `sub`."""
     rel, sub = Relation(rel), Relation(sub)
     subcols = list(sub.schema)
     if len(subcols) != len(columns):
@@ -64,20 +67,24 @@ def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
     values = (Relation(renamed.node.distinct_rows()) if isinstance(renamed.node, Table)
               else renamed.distinct())
     on = list(zip(columns, inner))
-    if not negated:
+    if not negated and not anti:
         joined = rel.join(values, on)
         return joined.project(*keep) if casts else joined
+    mark = fresh("_in_mark")
+    marked = values.project(*inner, **{mark: exp.true()})
+    if anti:
+        return rel.join(marked, on, how="left").filter(exp.column(mark).is_(exp.null())
+                                                       ).project(*keep)
     if not _reads_stream(sub.node):
         raise QueryValidationError("in", "subquery", "NOT IN over a database table alone: a "
                                    "table has no instants to count its rows at; write IN over "
                                    "the complement, or a LEFT JOIN ... WHERE key IS NULL")
-    mark, rows, nulls = fresh("_in_mark"), fresh("_in_rows"), fresh("_in_nulls")
+    rows, nulls = fresh("_in_rows"), fresh("_in_nulls")
     any_null = exp.or_(*[exp.column(c).is_(exp.null()) for c in subcols])
     counts = sub.aggregate(by=[], **{rows: AggCall("count"), nulls: AggCall(
         "count", exp.Case(ifs=[exp.If(this=any_null, true=exp.Literal.number(1))]))})
     outer_null = exp.or_(*[exp.column(c).is_(exp.null()) for c in columns])
     kept = exp.or_(exp.column(rows).eq(0), exp.and_(
         exp.column(mark).is_(exp.null()), exp.not_(outer_null), exp.column(nulls).eq(0)))
-    marked = values.project(*inner, **{mark: exp.true()})
     return (rel.join(marked, on, how="left").join(counts, on=[]).filter(kept)
             .project(*keep))

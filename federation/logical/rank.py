@@ -1,6 +1,6 @@
-"""ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) at each instant (a logical plan node):
-the ranking under Flink's window Top-N (`WHERE rownum <= n` above it) and under ORDER BY
-... LIMIT n of a query's result per instant."""
+"""ROW_NUMBER(), RANK() and DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) at each
+instant (a logical plan node): the ranking under Flink's window Top-N (`WHERE rownum <= n`
+above it) and under ORDER BY ... LIMIT n of a query's result per instant."""
 
 from __future__ import annotations
 
@@ -17,17 +17,24 @@ class RowNumber(Unary):
     partition (the rows equal in `partition_by`) under `order_by` ((column, descending)
     pairs). The order is total, so every engine numbers alike: after `order_by`, the other
     columns in their order, ascending; NULLs last in every column (`sort_keys`). Rows equal
-    in every column are interchangeable: which gets which number changes no result."""
+    in every column are interchangeable: which gets which number changes no result.
+    `function` "rank": rows equal in `order_by` share the number of the first of them (1, 1,
+    3); "dense_rank": they share it and the next value has the next number (1, 1, 2); only
+    `order_by` decides ties then, and NULLs are equal to each other."""
 
     child: object
     partition_by: tuple[str, ...]
     order_by: tuple[tuple[str, bool], ...]
     name: str = "row_number"
+    function: str = "row_number"
     kind = "row_number"
     role = "operator"
 
     def __post_init__(self) -> None:
         _check_child("row_number", self.child)
+        if self.function not in FUNCTIONS:
+            raise QueryValidationError("row_number", "function", f"{self.function!r}: one of "
+                                       f"{', '.join(FUNCTIONS)}")
         object.__setattr__(self, "order_by", order_items(self.order_by))
         if not any(n.kind == "window" for n in self.child.walk()):
             raise QueryValidationError(
@@ -59,7 +66,11 @@ class RowNumber(Unary):
     def label(self) -> str:
         by = ", ".join(f"{c} DESC" if d else c for c, d in self.order_by)
         part = f"partition by {', '.join(self.partition_by)} " if self.partition_by else ""
-        return f"row_number {self.name} ({part}order by {by})"
+        return f"{self.function} {self.name} ({part}order by {by})"
+
+
+#: the ranking functions, SQL's names in lower case
+FUNCTIONS = ("row_number", "rank", "dense_rank")
 
 
 def order_items(order_by) -> tuple[tuple[str, bool], ...]:

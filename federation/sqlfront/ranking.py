@@ -1,5 +1,6 @@
-"""Ranking at each instant: `ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) AS rn` in a
-SELECT list (Flink's window Top-N: `WHERE rn <= n` over it), and `ORDER BY ... LIMIT n` of
+"""Ranking at each instant: `ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) AS rn` (or
+RANK(), DENSE_RANK(): ties in the ORDER BY share a number) in a SELECT list (Flink's window
+Top-N: `WHERE rn <= n` over it), and `ORDER BY ... LIMIT n` of
 a SELECT or a UNION (the first n rows of each instant's result). Both become the plan's
 `RowNumber` (federation/logical/rank.py), whose order is total: after the ORDER BY, the
 other columns ascending, NULLs last in every column (so every engine picks the same rows).
@@ -14,11 +15,15 @@ from federation.logical import Node, Relation
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 
+#: the ranking functions of a SELECT item, as RowNumber's `function`
+FUNCTIONS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+
 
 def numbered(item: exp.Expression) -> bool:
-    """`item` (a SELECT item) is `ROW_NUMBER() OVER (...)`, named or not."""
+    """`item` (a SELECT item) is `ROW_NUMBER() OVER (...)` (RANK, DENSE_RANK), named or
+    not."""
     inner = item.this if isinstance(item, exp.Alias) else item
-    return isinstance(inner, exp.Window) and isinstance(inner.this, exp.RowNumber)
+    return isinstance(inner, exp.Window) and type(inner.this) in FUNCTIONS
 
 
 def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
@@ -27,8 +32,9 @@ def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
         for w in e.find_all(exp.Window):
             if numbered(e) and w is (e.this if isinstance(e, exp.Alias) else e):
                 continue
-            raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER() "
-                            "OVER (PARTITION BY ... ORDER BY ...) AS name as a SELECT item; "
+            raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER(), "
+                            "RANK() or DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) AS "
+                            "name as a SELECT item; "
                             "use a window table function and GROUP BY", "OVER", w, "OVER")
 
 
@@ -39,13 +45,16 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
     if not items:
         return None
     if len(items) > 1:
-        raise text.fail("one ROW_NUMBER() per SELECT", "OVER", items[1], "OVER")
+        raise text.fail("one ROW_NUMBER(), RANK() or DENSE_RANK() per SELECT", "OVER",
+                        items[1], "OVER")
     item = items[0]
     w = item.this if isinstance(item, exp.Alias) else item
+    fn = FUNCTIONS[type(w.this)]
+    call = f"{fn.upper()}()"
     if not isinstance(item, exp.Alias):
-        raise text.fail("name the row number: ROW_NUMBER() OVER (...) AS name", "OVER", item)
+        raise text.fail(f"name the row number: {call} OVER (...) AS name", "OVER", item)
     if aggregated:
-        raise text.fail("ROW_NUMBER() beside GROUP BY or aggregates: aggregate in a subquery "
+        raise text.fail(f"{call} beside GROUP BY or aggregates: aggregate in a subquery "
                         "and number its rows above it", "OVER", item, "OVER")
     part = [_column(text, scope, p, "PARTITION BY") for p in w.args.get("partition_by") or []]
     order = []
@@ -54,11 +63,11 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
         if name is not None:
             order.append((name, _descending(text, o)))
     if not order:
-        raise text.fail("ROW_NUMBER() OVER (... ORDER BY ...): order by at least one column "
+        raise text.fail(f"{call} OVER (... ORDER BY ...): order by at least one column "
                         "(the window's instant alone leaves the order open)", "OVER", w, "OVER")
     node = scope.node
     scope.node = text.build("OVER", w, lambda: Relation(node).row_number(
-        order, [p for p in part if p is not None], item.alias).node)
+        order, [p for p in part if p is not None], item.alias, fn).node)
     return item.alias
 
 

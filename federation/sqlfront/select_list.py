@@ -41,7 +41,7 @@ def select_list(text: SqlText, q: exp.Select, scope: Scope,
 def aggregates(q: exp.Select) -> bool:
     """The SELECT is an aggregation: GROUP BY, HAVING or an aggregate in its list."""
     return (q.args.get("group") is not None or q.args.get("having") is not None
-            or any(e.find(exp.AggFunc) is not None for e in q.expressions))
+            or any(e.find(exp.AggFunc) is not None for e in q.expressions if not numbered(e)))
 
 
 def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:

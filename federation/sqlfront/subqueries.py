@@ -12,7 +12,10 @@ instant join with S's count of rows and of NULLs. The subquery is uncorrelated (
 no column of the outer query: a correlated one is refused, write a join); only conjuncts
 of WHERE (not under OR or NOT but NOT IN's own). `EXISTS (SELECT ... FROM s WHERE s.c =
 a.x AND ...)`, correlated by equalities, is `a.x IN (SELECT s.c FROM s WHERE ...)`
-(`exists_as_in`); NOT EXISTS is refused (it keeps an outer row with a NULL key). NOT IN over a database table alone is
+(`exists_as_in`), NOT EXISTS the rows no row of the subquery equals (an outer join kept
+where unmatched: unlike NOT IN, a NULL key is kept, as SQL's NOT EXISTS keeps it); an
+uncorrelated [NOT] EXISTS compares the constant 1 with the subquery's 1 (every row of the
+instant or none). NOT IN over a database table alone is
 refused: a table has no instants to count its rows at (use `IN` over the complement, or
 a LEFT JOIN with `IS NULL`).
 """
@@ -33,14 +36,15 @@ from federation.sqlfront.scopes import Scope
 Translate = Callable[[exp.Expression], Node]
 
 
-def membership(e: exp.Expression) -> tuple[exp.In, bool] | None:
-    """`e` as (the IN over a subquery, negated), or None when it is no such test."""
+def membership(e: exp.Expression) -> tuple[exp.In, str] | None:
+    """`e` as (the IN over a subquery, "IN" or "NOT IN"), or None when it is no such
+    test."""
     negated = isinstance(e, exp.Not)
     inner = e.this if negated else e
     while isinstance(inner, exp.Paren):
         inner = inner.this
     if isinstance(inner, exp.In) and inner.args.get("query") is not None:
-        return inner, negated
+        return inner, "NOT IN" if negated else "IN"
     return None
 
 
@@ -54,16 +58,17 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
         if got is None:
             rest.append(c)
             continue
-        test, negated = got
-        _Member(text, scope, test, translate).join(negated)
+        test, clause = got
+        _Member(text, scope, test, translate).join(clause)
     return conjoin(rest) if rest else None
 
 
-def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In, bool] | None:
-    """`EXISTS (SELECT ... FROM s WHERE s.c = a.x AND ...)` as `a.x IN (SELECT s.c FROM s
-    WHERE ...)` (with several correlations, a tuple IN), or None when `e` is no EXISTS. The
-    correlations are equalities of an outer column, named by its alias, and one of the
-    subquery; its other conditions name only its own columns."""
+def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In, str] | None:
+    """`[NOT] EXISTS (SELECT ... FROM s WHERE s.c = a.x AND ...)` as (`a.x IN (SELECT s.c
+    FROM s WHERE ...)`, "EXISTS" or "NOT EXISTS") (with several correlations, a tuple IN;
+    with none, `1 IN (SELECT 1 ...)`), or None when `e` is no EXISTS. The correlations are
+    equalities of an outer column, named by its alias, and one of the subquery; its other
+    conditions name only its own columns."""
     inner = e.this if isinstance(e, exp.Not) else e
     while isinstance(inner, exp.Paren):
         inner = inner.this
@@ -75,10 +80,6 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In
         return text.fail(f"{why} (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is "
                          "supported: `a.k IN (SELECT s.k ...)`)", "WHERE", inner, "EXISTS")
 
-    if isinstance(e, exp.Not):
-        raise fail("NOT EXISTS is not supported: it keeps an outer row whose key is NULL, "
-                   "which NOT IN does not; write a LEFT JOIN on the keys with WHERE "
-                   "<the subquery's key> IS NULL")
     if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
             "group", "having", "limit", "order", "joins")) or sub.find(exp.AggFunc):
         raise fail("EXISTS over a SELECT with GROUP BY, aggregates, a join, ORDER BY or "
@@ -102,18 +103,17 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In
             raise fail(f"{c.sql()}: a correlation of EXISTS other than an equality of columns")
         else:
             rest.append(c)
-    if not lhs:
-        raise fail("an uncorrelated EXISTS (every row or none at an instant) is not "
-                   "supported; join the subquery's COUNT(*) AS n and keep n > 0")
+    if not lhs:  # uncorrelated: every row of the instant or none
+        lhs, rhs = [exp.Literal.number(1)], [exp.alias_(exp.Literal.number(1), "_exists1")]
     new = sub.copy()
     names = [c.name.lower() for c in rhs]  # by position: a name only where one repeats
-    new.set("expressions", [c if names.count(c.name.lower()) == 1 else
-                            exp.alias_(c, f"_exists{i}") for i, c in enumerate(rhs, 1)])
+    new.set("expressions", [c if isinstance(c, exp.Alias) or names.count(c.name.lower()) == 1
+                            else exp.alias_(c, f"_exists{i}") for i, c in enumerate(rhs, 1)])
     new.set("where", exp.Where(this=conjoin(rest)) if rest else None)
     new.set("distinct", None)
     test = exp.In(this=lhs[0] if len(lhs) == 1 else exp.Tuple(expressions=lhs),
                   query=exp.Subquery(this=new))
-    return test, False
+    return test, "NOT EXISTS" if isinstance(e, exp.Not) else "EXISTS"
 
 
 class _Member:
@@ -127,7 +127,8 @@ class _Member:
         lhs = test.this
         self.lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
 
-    def join(self, negated: bool) -> None:
+    def join(self, clause: str) -> None:
+        """Keep the rows `clause` (IN, NOT IN, EXISTS, NOT EXISTS) keeps."""
         for e in self.lhs:
             check_scalar(self.text, e, "WHERE")
         scope, values = self.scope, [self.scope.resolve(e, "WHERE") for e in self.lhs]
@@ -141,12 +142,11 @@ class _Member:
                 name = "_" + name
             names.append(name)
             extra[name] = v
-        clause = "NOT IN" if negated else "IN"
         if extra:
             node = self.text.build("WHERE", self.test, lambda: Relation(node).project(
                 *node.schema, **extra).node)
         scope.node = self.text.build(clause, self.test, lambda: where_in(
-            node, names, self.sub, negated).node)
+            node, names, self.sub, clause == "NOT IN", anti=clause == "NOT EXISTS").node)
 
 
 def _named(sub: exp.Expression) -> exp.Expression:
