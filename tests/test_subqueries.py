@@ -50,6 +50,20 @@ SOME = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND EXIST
 SELECT * FROM {W} AS b WHERE b.value > 109.5 AND b.value <= 110)"""
 NONE = SOME.replace("AND EXISTS", "AND NOT EXISTS")
 
+#: scalar subqueries (federation/sqlfront/scalars.py): CQ1 as SQL writes it, a correlated
+#: MAX; an uncorrelated AVG in SELECT and WHERE; a correlated COUNT, 0 where no row of the
+#: plug is above 100 (a LEFT join's NULL is not SQL's answer); over a NULL key (a reading of
+#: at most 20 W), COALESCE's -1
+HIGH = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 0.9 * (
+SELECT MAX(b.value) FROM {W} AS b WHERE b.plug_id = a.plug_id)"""
+MEAN = f"""SELECT a.plug_id, a.value, (SELECT AVG(value) FROM {W}) AS m FROM {W} AS a
+WHERE a.value > 1.5 * (SELECT AVG(value) FROM {W} WHERE value > 0)"""
+COUNTED = f"""SELECT a.plug_id, a.value, (SELECT COUNT(*) FROM {W} AS b WHERE b.plug_id = a.plug_id
+AND b.value > 100) AS n FROM {W} AS a WHERE a.value > 50"""
+NULL_KEYS = f"""SELECT a.k, a.value, (SELECT COALESCE(MAX(b.value), -1) FROM {W} AS b
+WHERE b.plug_id = a.k AND b.value > 90) AS top FROM (SELECT CASE WHEN value > 20 THEN plug_id
+END AS k, value FROM {W}) AS a WHERE a.value < 40"""
+
 
 def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
     """DuckDB's own answer of `text` over the window [tau - 10 s, tau) of `rows`."""
@@ -72,8 +86,9 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
 
 
 @pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS, NOT_EXISTS, SOME,
-                                  NONE], ids=["in", "not_in", "not_in_nulls", "pairs",
-                                              "exists", "not_exists", "some", "none"])
+                                  NONE, HIGH, MEAN, COUNTED, NULL_KEYS],
+                         ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
+                              "some", "none", "high", "mean", "counted", "null_keys"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -105,6 +120,35 @@ def test_not_exists_keeps_null_keys_and_uncorrelated_exists_splits_the_instants(
     some, none = (set(check_db(sql(t, STREAMS), rows, per_batch_s=3).column("tau").to_pylist())
                   for t in (SOME, NONE))
     assert some and none and not some & none, (len(some), len(none))
+
+
+def test_scalar_subqueries_give_sql_s_value_over_no_row():
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    n = check_db(sql(COUNTED, STREAMS), rows, per_batch_s=3).column("n").to_pylist()
+    assert 0 in n and max(n) > 0
+    got = check_db(sql(NULL_KEYS, STREAMS), rows, per_batch_s=3)
+    pairs = set(zip(got.column("k").to_pylist(), got.column("top").to_pylist()))
+    assert (None, -1) in pairs and any(k is not None and t > 90 for k, t in pairs)
+
+
+def test_cq1_as_a_scalar_subquery_has_the_rows_of_its_join():
+    from pathlib import Path
+
+    from db.reference import reference_result
+    from federation.results import diff_results
+
+    cq1 = (Path(__file__).resolve().parents[1] / "benchmarks" / "queries_sql" / "cq1.sql")
+    hop = "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"
+    joined = cq1.read_text().replace("INTERVAL '5' MINUTE", "INTERVAL '10' SECOND")
+    scalar = f"""INSERT INTO CQ1
+    SELECT l.house_id, l.household_id, l.plug_id, COUNT(*) AS n_high FROM {hop} AS l
+    WHERE l.property = 1 AND l.value > 0.9 * (SELECT MAX(p.value) FROM {hop} AS p
+      WHERE p.property = 1 AND p.house_id = l.house_id AND p.household_id = l.household_id
+      AND p.plug_id = l.plug_id)
+    GROUP BY window_end, l.house_id, l.household_id, l.plug_id"""
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(sql(scalar, STREAMS), rows, per_batch_s=3)
+    assert diff_results(got, reference_result(sql(joined, STREAMS), rows)) is None
 
 
 def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
@@ -139,6 +183,14 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
      "IN compares INT with the subquery's 'ts' .TIMESTAMP.: cast one side"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > a.value)", "unknown table or alias 'a'"),
+    (f"SELECT plug_id FROM {W} WHERE value > (SELECT value FROM {W})",
+     "a subquery as a value is one aggregate without GROUP BY"),
+    (f"SELECT plug_id FROM {W} WHERE value > (SELECT MAX(value) FROM {W} GROUP BY plug_id)",
+     "a subquery as a value is one aggregate without GROUP BY"),
+    (f"SELECT plug_id, MAX(value) - (SELECT AVG(value) FROM {W}) AS d FROM {W} "  # noqa: ISC004
+     "GROUP BY plug_id", "subqueries in SELECT are not supported"),
+    (f"SELECT a.plug_id FROM {W} AS a WHERE a.value > (SELECT MAX(b.value) FROM {W} AS b "  # noqa: ISC004
+     "WHERE b.value < a.value)", "a correlation other than an equality"),
 ])
 def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
     with pytest.raises(SqlError, match=why):
@@ -149,9 +201,19 @@ def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
 NOT_IN_CUT = "op1=db,op2=spe,op3=db,op4=spe,op5=db,op6=spe,op7=db,op8=spe,op9=db,op10=spe"
 
 
+#: COUNTED cut at every boundary: the selections, the COUNT, the key's projections, the
+#: LEFT join and the COUNT's 0 apart
+COUNTED_CUT = "op1=db,op2=spe,op3=db,op4=spe,op5=db,op6=spe,op7=db,op8=spe"
+#: MEAN's two global averages, their joins on the instant and the selection apart
+MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,op10=db"
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("placement", sampled(["spe", NOT_IN_CUT], keep=[NOT_IN_CUT]))
-def test_not_in_in_spark_and_across_the_engines(spark, tmp_path, placement):
+@pytest.mark.parametrize("which,placement", sampled(
+    [("not_in", "spe"), ("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("mean", MEAN_CUT),
+     ("not_exists", "spe"), ("high", "spe")],
+    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
+def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
     from federation.smartplug.datagen import generate
     from tests.test_stranger_queries import run_checked
@@ -159,8 +221,9 @@ def test_not_in_in_spark_and_across_the_engines(spark, tmp_path, placement):
     d = tmp_path / "data"
     generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
     s = smartplug_stream(rate=60, plugs=28, houses=4)
-    q = sql(NOT_IN, {"smartplug": s})
-    run_checked(spark, q, placement, d, tmp_path / "run", 5)
+    text = {"not_in": NOT_IN, "counted": COUNTED, "mean": MEAN, "not_exists": NOT_EXISTS,
+            "high": HIGH}[which]
+    run_checked(spark, sql(text, {"smartplug": s}), placement, d, tmp_path / "run", 5)
 
 
 def test_exists_correlated_by_equalities_is_the_in_subquery():

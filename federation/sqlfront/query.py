@@ -28,6 +28,7 @@ from federation.logical import Node, Relation, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.ranking import numbered, order_limit, qualify, refuse_window_functions
+from federation.sqlfront.scalars import scalar_values
 from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.subqueries import semi_joins
 from federation.sqlfront.windows import query_slide
@@ -89,14 +90,22 @@ class Translator:
         where = q.args.get("where")
         # `x [NOT] IN (SELECT ...)` conjuncts: joins with the subquery's relation
         left = self.from_clause.where_left.pop(id(q))
-        rest = None if not left else semi_joins(
-            self.text, conjoin(left), scope, lambda sub: self.query(sub, ctes))
+        def translate(sub: exp.Expression) -> Node:
+            return self.query(sub, ctes)
+
+        rest = None if not left else semi_joins(self.text, conjoin(left), scope, translate)
         if rest is not None:
+            cols = list(scope.node.schema)
+            rest = scalar_values(self.text, rest, scope, translate, "WHERE")
             check_scalar(self.text, rest, "WHERE")
             pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
-            scope.node = self.text.build("WHERE", where,
-                                         lambda: Relation(scope.node).filter(
-                                             pred, selectivity=sel).node)
+            node = Relation(scope.node)
+            scope.node = self.text.build("WHERE", where, lambda: node.filter(
+                pred, selectivity=sel).project(*cols).node if list(node.schema) != cols
+                else node.filter(pred, selectivity=sel).node)
+        if not aggregates(q):  # scalar subqueries in the SELECT list: joined in
+            for e in q.expressions:
+                scalar_values(self.text, e, scope, translate, "SELECT")
         distinct = q.args.get("distinct")
         if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",

@@ -39,9 +39,11 @@ def select_list(text: SqlText, q: exp.Select, scope: Scope,
 
 
 def aggregates(q: exp.Select) -> bool:
-    """The SELECT is an aggregation: GROUP BY, HAVING or an aggregate in its list."""
+    """The SELECT is an aggregation: GROUP BY, HAVING or an aggregate in its list (not in
+    a subquery there)."""
     return (q.args.get("group") is not None or q.args.get("having") is not None
-            or any(e.find(exp.AggFunc) is not None for e in q.expressions if not numbered(e)))
+            or any(isinstance(n, exp.AggFunc) for e in q.expressions if not numbered(e)
+                   for n in e.walk(prune=lambda n: isinstance(n, exp.Subquery))))
 
 
 def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:

@@ -84,6 +84,26 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In
             "group", "having", "limit", "order", "joins")) or sub.find(exp.AggFunc):
         raise fail("EXISTS over a SELECT with GROUP BY, aggregates, a join, ORDER BY or "
                    "LIMIT is not supported")
+    lhs, rhs, rest = correlations(sub, scope, fail)
+    if not lhs:  # uncorrelated: every row of the instant or none
+        lhs, rhs = [exp.Literal.number(1)], [exp.alias_(exp.Literal.number(1), "_exists1")]
+    new = sub.copy()
+    names = [c.name.lower() for c in rhs]  # by position: a name only where one repeats
+    new.set("expressions", [c if isinstance(c, exp.Alias) or names.count(c.name.lower()) == 1
+                            else exp.alias_(c, f"_exists{i}") for i, c in enumerate(rhs, 1)])
+    new.set("where", exp.Where(this=conjoin(rest)) if rest else None)
+    new.set("distinct", None)
+    test = exp.In(this=lhs[0] if len(lhs) == 1 else exp.Tuple(expressions=lhs),
+                  query=exp.Subquery(this=new))
+    return test, "NOT EXISTS" if isinstance(e, exp.Not) else "EXISTS"
+
+
+def correlations(sub: exp.Select, scope: Scope, fail: Callable[[str], Exception]
+                 ) -> tuple[list[exp.Column], list[exp.Column], list[exp.Expression]]:
+    """The conditions of `sub`'s WHERE as (outer columns, the subquery's columns they
+    equal, the other conditions): a correlation is an equality of an outer column, named by
+    its alias, and one of the subquery; the other conditions name only its own columns
+    (`fail(why)`: the error to raise else)."""
     frm = sub.args.get("from_") or sub.args.get("from")
     own = {frm.this.alias_or_name.lower()} if frm is not None else set()
     outer = {a.lower() for a in scope.aliases} - own
@@ -100,20 +120,10 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In
             lhs.append(o.copy())
             rhs.append(i.copy())
         elif any(is_outer(col) for col in c.find_all(exp.Column)):
-            raise fail(f"{c.sql()}: a correlation of EXISTS other than an equality of columns")
+            raise fail(f"{c.sql()}: a correlation other than an equality of columns")
         else:
             rest.append(c)
-    if not lhs:  # uncorrelated: every row of the instant or none
-        lhs, rhs = [exp.Literal.number(1)], [exp.alias_(exp.Literal.number(1), "_exists1")]
-    new = sub.copy()
-    names = [c.name.lower() for c in rhs]  # by position: a name only where one repeats
-    new.set("expressions", [c if isinstance(c, exp.Alias) or names.count(c.name.lower()) == 1
-                            else exp.alias_(c, f"_exists{i}") for i, c in enumerate(rhs, 1)])
-    new.set("where", exp.Where(this=conjoin(rest)) if rest else None)
-    new.set("distinct", None)
-    test = exp.In(this=lhs[0] if len(lhs) == 1 else exp.Tuple(expressions=lhs),
-                  query=exp.Subquery(this=new))
-    return test, "NOT EXISTS" if isinstance(e, exp.Not) else "EXISTS"
+    return lhs, rhs, rest
 
 
 class _Member:

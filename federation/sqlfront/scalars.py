@@ -1,0 +1,139 @@
+"""Scalar subqueries: `(SELECT MAX(x) FROM ...)` as a value in WHERE, or in the SELECT list
+of a SELECT without aggregates, as joins at each instant.
+
+At instant tau a scalar subquery gives each outer row one value. Uncorrelated, it is a
+global aggregate (one row at every instant; over no row COUNT is 0, the others NULL) joined
+to every row of the instant (a join on the instant alone). Correlated by equalities (`WHERE
+p.k = a.k AND ...`, as EXISTS is), it is the subquery's aggregate grouped by its correlated
+columns, LEFT-joined on them: a row whose key meets no group (or is NULL) gets what the
+SELECT item gives over no row (`COUNT(*)` 0, `COALESCE(MAX(x), 0)` 0, the others NULL),
+as SQL evaluates it. The subquery is one aggregate item without GROUP BY, so it has one
+row at most (SQL's error for a scalar subquery of several rows has no place in a
+continuous query); the value is a hidden column the WHERE's projection and the SELECT list
+drop. Refused: a subquery under IN or EXISTS but as their own conjuncts (subqueries.py),
+in an aggregated SELECT, in HAVING or ON (dialect.check_scalar says where).
+
+    >>> from federation import sql
+    >>> from federation.smartplug import smartplug_stream
+    >>> w = "HOP(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"
+    >>> q = sql(f"SELECT a.plug_id, a.value FROM {w} AS a WHERE a.value > 0.9 * "
+    ...         f"(SELECT MAX(b.value) FROM {w} AS b WHERE b.plug_id = a.plug_id)",
+    ...         {"s": smartplug_stream()})
+    >>> [n.kind for n in q.walk() if n.kind in ("join", "aggregate")]
+    ['aggregate', 'join']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from federation.expressions import conjoin
+from federation.logical import Node, Relation
+from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.scopes import Scope
+from federation.sqlfront.subqueries import correlations
+
+#: translates a nested query to its plan (query.QueryTranslator.query with the CTEs)
+Translate = Callable[[exp.Expression], Node]
+
+
+def scalar_values(text: SqlText, e: exp.Expression, scope: Scope, translate: Translate,
+                  clause: str) -> exp.Expression:
+    """`e` with each scalar subquery in it (not under IN or EXISTS) replaced by a hidden
+    column of `scope.node`, into which its value is joined."""
+    subs = [s for s in e.walk(prune=lambda n: isinstance(n, exp.Subquery))
+            if isinstance(s, exp.Subquery) and not isinstance(s.parent, (exp.In, exp.Exists))]
+    for s in subs:
+        column = exp.column(_Scalar(text, scope, s, translate, clause).join())
+        if s is e:
+            return column
+        s.replace(column)
+    return e
+
+
+class _Scalar:
+    """One scalar subquery of a WHERE or a SELECT list over `scope`, joined in place."""
+
+    def __init__(self, text: SqlText, scope: Scope, s: exp.Subquery, translate: Translate,
+                 clause: str) -> None:
+        self.text, self.scope, self.s, self.translate = text, scope, s, translate
+        sub = s.this
+        if not isinstance(sub, exp.Select) or len(sub.expressions) != 1 or any(
+                sub.args.get(k) for k in ("group", "having", "limit", "offset", "order",
+                                          "distinct")) or sub.expressions[0].find(
+                exp.AggFunc) is None:
+            raise text.fail("a subquery as a value is one aggregate without GROUP BY, one row "
+                            "at each instant (or for each correlated key): (SELECT MAX(x) "
+                            "FROM ... [WHERE s.k = a.k ...])", clause, s, "SELECT")
+        self.sub, self.clause = sub, clause
+
+    def fail(self, why: str):
+        return self.text.fail(f"{why} (a subquery as a value: (SELECT MAX(x) FROM s WHERE "
+                              "s.k = a.k AND ...))", self.clause, self.s, "SELECT")
+
+    def join(self) -> str:
+        """Join the value into the scope; its hidden column."""
+        taken = set(self.scope.node.schema)
+
+        def fresh(base: str) -> str:
+            name, i = base, 1
+            while name in taken:
+                name, i = f"{base}{i}", i + 1
+            taken.add(name)
+            return name
+
+        item = self.sub.expressions[0].unalias()
+        lhs, rhs, rest = correlations(self.sub, self.scope, self.fail)
+        name = fresh("_scalar")
+        node = self.scope.node
+        if not lhs:  # one row at every instant: joined on the instant alone
+            value = self.translate(self.sub)
+            only = next(iter(value.schema))
+            self.scope.node = self.text.build(self.clause, self.s, lambda: Relation(node).join(
+                Relation(value).project(**{name: exp.column(only)}), on=[]).node)
+            return name
+        if self.sub.args.get("joins"):
+            raise self.fail("a correlated subquery over a join")
+        keys = [fresh(f"_scalar_key{i}") for i in range(1, len(rhs) + 1)]
+        inner, mark = fresh("_scalar_value"), fresh("_scalar_mark")
+        grouped = self.sub.copy()
+        grouped.set("expressions", [*(exp.alias_(c, k) for c, k in zip(rhs, keys)),
+                                    exp.alias_(item.copy(), inner)])
+        grouped.set("where", exp.Where(this=conjoin(rest)) if rest else None)
+        grouped.set("group", exp.Group(expressions=[c.copy() for c in rhs]))
+        groups = self.translate(grouped)
+        outer = [self.scope.resolve(c, self.clause).name for c in lhs]
+        empty = _over_no_row(item)
+        value = exp.column(inner) if empty is None else exp.case().when(
+            exp.column(mark).is_(exp.null()), empty).else_(exp.column(inner))
+        cols = list(node.schema)
+        self.scope.node = self.text.build(self.clause, self.s, lambda: Relation(node).join(
+            Relation(groups).project(*keys, inner, **{mark: exp.true()}),
+            list(zip(outer, keys)), how="left").project(*cols, **{name: value}).node)
+        return name
+
+
+#: expressions that are NULL when an aggregate in them is (the others, COALESCE, CASE, IS
+#: NULL, COUNT, ..., are evaluated over no row)
+_NULL_IN_NULL_OUT = (exp.AggFunc, exp.Column, exp.Identifier, exp.Literal, exp.Add, exp.Sub,
+                     exp.Mul, exp.Div, exp.Mod, exp.Paren, exp.Neg, exp.Cast)
+
+
+def _over_no_row(item: exp.Expression) -> exp.Expression | None:
+    """What `item` gives over no row, where that is not NULL: COUNT 0, every other
+    aggregate and column NULL (None: NULL)."""
+    if all(isinstance(n, _NULL_IN_NULL_OUT) and not isinstance(n, exp.Count)
+           for n in item.walk()):
+        return None
+
+    def fix(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Count) or isinstance(n, exp.Filter) and isinstance(n.this,
+                                                                               exp.Count):
+            return exp.Literal.number(0)
+        if isinstance(n, (exp.AggFunc, exp.Filter, exp.Column)):
+            return exp.null()
+        return n
+
+    return item.copy().transform(fix)
