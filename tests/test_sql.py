@@ -168,7 +168,9 @@ REFUSED = {
         "OUTER JOIN", "names no side"),
     "non-equi outer join": (f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.m > y.a", "JOIN ON",
                             "at least one equality"),
-    "natural join": (f"SELECT * FROM {G} x NATURAL JOIN {G2} y", "JOIN", "not supported"),
+    "semi join on a left condition": (
+        f"SELECT * FROM {G} x SEMI JOIN {G2} y ON x.plug_id = y.plug_id AND x.m > 1",
+        "JOIN ON", "conditions of its right side only"),
     "distinct on": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}", "DISTINCT",
                     "not supported"),
     "sum distinct": (

@@ -64,6 +64,13 @@ NULL_KEYS = f"""SELECT a.k, a.value, (SELECT COALESCE(MAX(b.value), -1) FROM {W}
 WHERE b.plug_id = a.k AND b.value > 90) AS top FROM (SELECT CASE WHEN value > 20 THEN plug_id
 END AS k, value FROM {W}) AS a WHERE a.value < 40"""
 
+#: DuckDB's (and, with LEFT, Spark's) semi and anti joins: EXISTS and NOT EXISTS (a NULL key
+#: kept by ANTI)
+SEMI = f"""SELECT a.plug_id, a.value FROM {W} AS a SEMI JOIN {W} AS b
+ON a.plug_id = b.plug_id AND b.value > 100 WHERE a.value > 10"""
+ANTI = f"""SELECT a.k, a.value FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, value
+FROM {W}) AS a ANTI JOIN {W} AS b ON b.plug_id = a.k AND b.value > 100 WHERE a.value < 60"""
+
 
 def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
     """DuckDB's own answer of `text` over the window [tau - 10 s, tau) of `rows`."""
@@ -86,9 +93,10 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
 
 
 @pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS, NOT_EXISTS, SOME,
-                                  NONE, HIGH, MEAN, COUNTED, NULL_KEYS],
+                                  NONE, HIGH, MEAN, COUNTED, NULL_KEYS, SEMI, ANTI],
                          ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
-                              "some", "none", "high", "mean", "counted", "null_keys"])
+                              "some", "none", "high", "mean", "counted", "null_keys", "semi",
+                              "anti"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -149,6 +157,21 @@ def test_cq1_as_a_scalar_subquery_has_the_rows_of_its_join():
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
     got = check_db(sql(scalar, STREAMS), rows, per_batch_s=3)
     assert diff_results(got, reference_result(sql(joined, STREAMS), rows)) is None
+
+
+def test_semi_anti_and_natural_joins_are_their_plans():
+    assert sql(SEMI.replace("SEMI JOIN", "LEFT SEMI JOIN"), STREAMS) == sql(SEMI, STREAMS)
+    assert sql(ANTI.replace("ANTI JOIN", "LEFT ANTI JOIN"), STREAMS) == sql(ANTI, STREAMS)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    assert None in check_db(sql(ANTI, STREAMS), rows, per_batch_s=3).column("k").to_pylist()
+    sub = "(SELECT plug_id, house_id, MAX(value) AS top FROM {w} GROUP BY plug_id, house_id)"
+    natural = f"SELECT * FROM {sub.format(w=W)} AS a NATURAL JOIN {sub.format(w=H10)} AS b"
+    assert sql(natural, STREAMS) == sql(natural.replace("NATURAL JOIN", "JOIN").replace(
+        "AS b", "AS b USING (plug_id, house_id, top)"), STREAMS)
+    for text, why in [(SEMI.replace("b.value > 100", "a.value > b.value"), "right side only"),
+                      (SEMI.replace("a.plug_id = b.plug_id AND ", ""), "needs ON or USING")]:
+        with pytest.raises(SqlError, match=why):
+            sql(text, STREAMS)
 
 
 def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):

@@ -12,9 +12,12 @@ equality becomes a selection above the join. An inner join without a key equalit
 `a.x < b.y`, CROSS JOIN, a comma) pairs every row of each side at the instant; a comma or
 CROSS join takes the equalities of its two sides in WHERE as its keys (as if written in
 ON). A bare USING column is the value of the side a row has; `a.k` of a side an outer join
-may miss is NULL there (a copy of the key, `key_copies`). SEMI, ANTI and NATURAL joins are
-refused, as is an outer join without a key equality and an outer join's ON condition that
-is no key equality (it would decide which rows match, not which are output).
+may miss is NULL there (a copy of the key, `key_copies`). A NATURAL join is USING the
+names both sides have; `[LEFT] SEMI JOIN` and `[LEFT] ANTI JOIN` (Spark's, DuckDB's) keep
+the left rows some right row equals on the keys, or none (`x IN`, `NOT EXISTS`), the right
+side filtered by the rest of ON. Refused: an outer join without a key equality and an
+outer join's ON condition that is no key equality (it would decide which rows match, not
+which are output).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from federation.errors import QueryValidationError
 from federation.expressions import split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.dsl import table
+from federation.logical.membership import where_in
 from federation.logical.nodes import Project
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
@@ -131,15 +135,13 @@ class FromClause:
         join: those of `where`, the WHERE's conjuncts, added to `keyed`)."""
         fail = self.text.fail
         side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if kind in ("SEMI", "ANTI", "NATURAL"):
-            raise fail(f"{kind} JOIN is not supported (inner, CROSS, LEFT, RIGHT and FULL "
-                       "OUTER joins; x [NOT] IN (SELECT ...) in WHERE)", f"{kind} JOIN", j, kind)
         how = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side or kind, "inner")
         if kind == "OUTER" and not side:
             raise fail("OUTER JOIN names no side: LEFT, RIGHT or FULL OUTER JOIN",
                        "OUTER JOIN", j, "OUTER")
-        if j.args.get("method"):
-            raise fail(f"{j.args['method']} JOIN is not supported", "JOIN", j)
+        method = (j.args.get("method") or "").upper()
+        if method not in ("", "NATURAL"):
+            raise fail(f"{method} JOIN is not supported", "JOIN", j)
         right = self.source(j.this, ctes)
         for side, other in ((left, right), (right, left)):  # a table alone is static
             if any(n.kind == "window" for n in other.node.walk()):
@@ -152,6 +154,12 @@ class FromClause:
         instant = False  # ON names the instant (window_end = window_end): a window join
         using = j.args.get("using")
         on = j.args.get("on")
+        if method == "NATURAL":  # USING the names both sides have
+            names = [c for cols in right.aliases.values() for c in cols]
+            using = [exp.to_identifier(c) for c in dict.fromkeys(names)
+                     if any(c in cols for cols in left.aliases.values())]
+        if kind in ("SEMI", "ANTI"):
+            return self.semi_join(left, right, j, kind)
         if using:
             for u in using:
                 n = u.name
@@ -206,6 +214,40 @@ class FromClause:
             pred = scope.resolve(cond, "JOIN ON")
             scope.node = self.text.build("JOIN ON", on, lambda: Relation(node).filter(pred).node)
         return scope
+
+    def semi_join(self, left: Scope, right: Scope, j: exp.Join, kind: str) -> Scope:
+        """`left [LEFT] SEMI|ANTI JOIN right ON a.k = b.k [AND <right's own condition>]`:
+        the left rows some right row equals (SEMI, EXISTS), or none (ANTI, NOT EXISTS: a
+        NULL key is kept) at the instant (logical/membership.where_in)."""
+        fail = self.text.fail
+        keys: list[tuple[str, str]] = []
+        conds: list[exp.Expression] = []
+        using, on = j.args.get("using"), j.args.get("on")
+        if using:
+            keys = [(left.column_of(None, u.name, "JOIN USING", u),
+                     right.column_of(None, u.name, "JOIN USING", u)) for u in using]
+        for c in split_conjuncts(on) if on is not None else []:
+            pair = self.key_pair(c, left, right)
+            if pair:
+                keys.append(pair)
+            elif pair is None:
+                if not all(right.has_column(col) and not left.has_column(col)
+                           for col in c.find_all(exp.Column)):
+                    raise fail(f"{c.sql()}: a {kind} join's ON holds key equalities and "
+                               "conditions of its right side only (filter the left side in "
+                               "WHERE)", "JOIN ON", c)
+                check_scalar(self.text, c, "JOIN ON")
+                conds.append(right.resolve(c, "JOIN ON"))
+        if not keys:
+            raise fail(f"a {kind} join needs ON or USING with an equality of a column of "
+                       "each side", f"{kind} JOIN", j, kind)
+        sub = Relation(right.node)
+        if conds:
+            sub = sub.filter(conds[0] if len(conds) == 1 else exp.and_(*conds))
+        sub = sub.project(*[rk for _, rk in keys])
+        node = self.text.build(f"{kind} JOIN", j, lambda: where_in(
+            left.node, [lk for lk, _ in keys], sub, anti=kind == "ANTI").node)
+        return Scope(self.text, node, left.aliases, left.instants, left.using)
 
     def key_copies(self, side: Scope, keys: list[str], other: Scope, at: exp.Expression
                    ) -> Scope:
