@@ -204,7 +204,7 @@ REFUSED = {
     "intersect": (f"SELECT plug_id, value FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
                   "INTERSECT", "INTERSECT of 2 and 1 columns"),
     "window function": (
-        f"SELECT plug_id, SUM(value) OVER (PARTITION BY plug_id) AS s FROM {H10}",
+        f"SELECT plug_id, LEAD(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {H10}",
         "OVER", "window functions"),
     "subquery in where": (
         f"SELECT plug_id FROM {H10} WHERE value > 9 OR plug_id IN (SELECT plug_id FROM {H30})",

@@ -71,6 +71,16 @@ ON a.plug_id = b.plug_id AND b.value > 100 WHERE a.value > 10"""
 ANTI = f"""SELECT a.k, a.value FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, value
 FROM {W}) AS a ANTI JOIN {W} AS b ON b.plug_id = a.k AND b.value > 100 WHERE a.value < 60"""
 
+#: aggregates over a partition (federation/sqlfront/over.py): by a key with NULLs (a reading
+#: of at most 20 W), two items sharing one aggregation, a FILTER; over the whole instant
+OVER = f"""SELECT k, value, value - MIN(value) OVER (PARTITION BY k) AS d,
+COUNT(*) OVER (PARTITION BY window_end, k) AS n,
+MAX(value) FILTER (WHERE value < 100) OVER (PARTITION BY k, house_id) AS m
+FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, house_id, value FROM {W})
+WHERE value < 60"""
+OVER_ALL = f"""SELECT plug_id, value FROM (SELECT plug_id, value,
+MAX(value) OVER () AS top FROM {W}) WHERE value > 0.95 * top"""
+
 
 def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
     """DuckDB's own answer of `text` over the window [tau - 10 s, tau) of `rows`."""
@@ -80,7 +90,8 @@ def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Cou
     con.register("w", w)
     for name, t in (tables or {}).items():
         con.register(name, t)
-    q = text.replace(W, "w").replace("GROUP BY window_end, ", "GROUP BY ")
+    q = text.replace(W, "w").replace("GROUP BY window_end, ", "GROUP BY ").replace(
+        "PARTITION BY window_end, ", "PARTITION BY ")
     out = con.sql(q).fetchall()
     con.close()
     return Counter(tuple(round(x, 6) if isinstance(x, float) else x for x in r) for r in out)
@@ -93,10 +104,11 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
 
 
 @pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS, NOT_EXISTS, SOME,
-                                  NONE, HIGH, MEAN, COUNTED, NULL_KEYS, SEMI, ANTI],
+                                  NONE, HIGH, MEAN, COUNTED, NULL_KEYS, SEMI, ANTI, OVER,
+                                  OVER_ALL],
                          ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
                               "some", "none", "high", "mean", "counted", "null_keys", "semi",
-                              "anti"])
+                              "anti", "over", "over_all"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -174,6 +186,24 @@ def test_semi_anti_and_natural_joins_are_their_plans():
             sql(text, STREAMS)
 
 
+def test_over_partitions_null_keys_and_refusals():
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(sql(OVER, STREAMS), rows, per_batch_s=3)
+    assert any(k is None and n > 1 for k, n in zip(got.column("k").to_pylist(),
+                                                  got.column("n").to_pylist()))
+    for text, why in [
+            (f"SELECT SUM(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {W}",
+             "a running aggregate is not supported"),
+            (f"SELECT LAG(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {W}",
+             "window functions .OVER .... are not supported"),
+            (f"SELECT plug_id, SUM(COUNT(*)) OVER () AS s FROM {W} GROUP BY plug_id",
+             "beside GROUP BY or aggregates"),
+            (f"SELECT MAX(value) OVER (PARTITION BY plug_id % 2) AS s FROM {W}",
+             "partition by columns")]:
+        with pytest.raises(SqlError, match=why):
+            sql(text, STREAMS)
+
+
 def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     import pyarrow as pa
 
@@ -234,8 +264,8 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
 @pytest.mark.spark
 @pytest.mark.parametrize("which,placement", sampled(
     [("not_in", "spe"), ("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("mean", MEAN_CUT),
-     ("not_exists", "spe"), ("high", "spe")],
-    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
+     ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db")],
+    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("over", "spe")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
     from federation.smartplug.datagen import generate
@@ -245,7 +275,7 @@ def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, plac
     generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     text = {"not_in": NOT_IN, "counted": COUNTED, "mean": MEAN, "not_exists": NOT_EXISTS,
-            "high": HIGH}[which]
+            "high": HIGH, "over": OVER, "over_all": OVER_ALL}[which]
     run_checked(spark, sql(text, {"smartplug": s}), placement, d, tmp_path / "run", 5)
 
 

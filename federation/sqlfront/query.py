@@ -27,7 +27,14 @@ from federation.expressions import conjoin
 from federation.logical import Node, Relation, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
-from federation.sqlfront.ranking import numbered, order_limit, qualify, refuse_window_functions
+from federation.sqlfront.over import over_partitions
+from federation.sqlfront.ranking import (
+    numbered,
+    order_limit,
+    qualify,
+    refuse_window_functions,
+    windowed_aggregate,
+)
 from federation.sqlfront.scalars import scalar_values
 from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.subqueries import semi_joins
@@ -103,9 +110,16 @@ class Translator:
             scope.node = self.text.build("WHERE", where, lambda: node.filter(
                 pred, selectivity=sel).project(*cols).node if list(node.schema) != cols
                 else node.filter(pred, selectivity=sel).node)
-        if not aggregates(q):  # scalar subqueries in the SELECT list: joined in
+        if not aggregates(q):  # scalar subqueries and aggregates OVER: joined in
             for e in q.expressions:
                 scalar_values(self.text, e, scope, translate, "SELECT")
+            over_partitions(self.text, q, scope)
+        else:
+            for w in (w for e in q.expressions for w in e.find_all(exp.Window)
+                      if windowed_aggregate(w)):
+                raise self.text.fail("an aggregate OVER (...) beside GROUP BY or aggregates: "
+                                     "aggregate in a subquery, OVER above it", "OVER", w,
+                                     "OVER")
         distinct = q.args.get("distinct")
         if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",

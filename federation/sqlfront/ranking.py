@@ -26,15 +26,25 @@ def numbered(item: exp.Expression) -> bool:
     return isinstance(inner, exp.Window) and type(inner.this) in FUNCTIONS
 
 
+def windowed_aggregate(w: exp.Expression) -> bool:
+    """`w` is COUNT, SUM, AVG, MIN or MAX OVER (...) (over.py)."""
+    f = w.this if isinstance(w, exp.Window) else None
+    if isinstance(f, exp.Filter):
+        f = f.this
+    return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max))
+
+
 def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
-    """Every OVER but a SELECT item's own `ROW_NUMBER() OVER (...) AS name` is refused."""
+    """Every OVER but a SELECT item's own `ROW_NUMBER() OVER (...) AS name` (RANK,
+    DENSE_RANK) and an aggregate's OVER (over.py) is refused."""
     for e in q.expressions:
         for w in e.find_all(exp.Window):
-            if numbered(e) and w is (e.this if isinstance(e, exp.Alias) else e):
+            if numbered(e) and w is (e.this if isinstance(e, exp.Alias) else e) or \
+                    windowed_aggregate(w):
                 continue
             raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER(), "
                             "RANK() or DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) AS "
-                            "name as a SELECT item; "
+                            "name as a SELECT item and aggregates OVER (PARTITION BY ...); "
                             "use a window table function and GROUP BY", "OVER", w, "OVER")
 
 

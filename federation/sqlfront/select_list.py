@@ -40,10 +40,10 @@ def select_list(text: SqlText, q: exp.Select, scope: Scope,
 
 def aggregates(q: exp.Select) -> bool:
     """The SELECT is an aggregation: GROUP BY, HAVING or an aggregate in its list (not in
-    a subquery there)."""
+    a subquery there, nor OVER a partition)."""
     return (q.args.get("group") is not None or q.args.get("having") is not None
             or any(isinstance(n, exp.AggFunc) for e in q.expressions if not numbered(e)
-                   for n in e.walk(prune=lambda n: isinstance(n, exp.Subquery))))
+                   for n in e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Window)))))
 
 
 def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:

@@ -1,0 +1,94 @@
+"""Aggregates over a partition: `AVG(x) OVER (PARTITION BY k) AS m` in a SELECT list, each
+row with the aggregate of the rows of its partition at the instant.
+
+At instant tau the item's value for a row is the aggregate of the relation's rows at tau
+that equal it in the PARTITION BY columns (all of them without PARTITION BY): the relation
+grouped by those columns and joined back on them, NULL equal to NULL as SQL's partitions
+have it (each key compared as `k IS NULL` and `COALESCE(k, <a value of its type>)`); without
+PARTITION BY the global aggregate joined on the instant. Items with the same PARTITION BY
+share one aggregation. An OVER with ORDER BY or a frame (a running aggregate over the rows
+before each) is refused, as are other window functions (LAG, LEAD, FIRST_VALUE, ...) and
+OVER in an aggregated SELECT (aggregate in a subquery, then OVER above it).
+
+    >>> from federation import sql
+    >>> from federation.smartplug import smartplug_stream
+    >>> w = "HOP(TABLE s, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"
+    >>> q = sql(f"SELECT plug_id, value - AVG(value) OVER (PARTITION BY plug_id) AS d "
+    ...         f"FROM {w}", {"s": smartplug_stream()})
+    >>> [n.label() for n in q.walk() if n.kind == "aggregate"]
+    ['aggregate by plug_id: AVG(value) AS _over']
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from federation.logical import Relation
+from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.ranking import windowed_aggregate
+from federation.sqlfront.scopes import Scope
+from federation.sqlfront.select_list import Aggregates
+
+#: a value of each type that stands for NULL in a key compared NULL-safely (with IS NULL)
+_STAND_IN = {"BOOLEAN": exp.false(), "INT": exp.cast(exp.Literal.number(0), "INT"),
+             "BIGINT": exp.cast(exp.Literal.number(0), "BIGINT"),
+             "DOUBLE": exp.cast(exp.Literal.number(0), "DOUBLE"),
+             "VARCHAR": exp.Literal.string(""),
+             "TIMESTAMP": exp.cast(exp.Literal.string("1970-01-01 00:00:00"), "TIMESTAMP")}
+
+
+def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> None:
+    """Replace each aggregate OVER (PARTITION BY ...) of `q`'s SELECT list by a hidden
+    column of `scope.node`, into which its partition's aggregate is joined."""
+    found = [w for e in q.expressions for w in e.find_all(exp.Window) if windowed_aggregate(w)]
+    specs: dict[tuple[str, ...], list[exp.Window]] = {}
+    for w in found:
+        if w.args.get("order") is not None or w.args.get("spec") is not None:
+            raise text.fail(f"{w.this.sql()} OVER (... ORDER BY ... / ROWS ...): a running "
+                            "aggregate is not supported; an aggregate over its partition "
+                            "(OVER (PARTITION BY k)) is", "OVER", w, "OVER")
+        keys = []
+        for p in w.args.get("partition_by") or []:
+            if scope.is_instant(p):
+                continue  # every instant is its own partition already
+            col = scope.resolve(p, "OVER")
+            if not isinstance(col, exp.Column):
+                raise text.fail(f"PARTITION BY {p.sql()}: partition by columns (compute "
+                                "the expression in a subquery)", "OVER", p)
+            keys.append(col.name)
+        specs.setdefault(tuple(dict.fromkeys(keys)), []).append(w)
+    taken = set(scope.node.schema)
+
+    def fresh(base: str) -> str:
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}{i}", i + 1
+        taken.add(name)
+        return name
+
+    for keys, ws in specs.items():
+        node = scope.node
+        aggs = Aggregates(text, scope, list(keys))
+        names = [aggs.name(w.this, fresh("_over")) for w in ws]
+        groups = Relation(node).aggregate(by=list(keys), **aggs.calls)
+        if not keys:
+            joined = Relation(node).join(groups, on=[])
+        else:
+            cols, pairs, right = list(node.schema), [], {}
+            left = {}
+            for k in keys:
+                t = node.schema[k]
+                isnull, value = fresh(f"_over_null_{k}"), fresh(f"_over_key_{k}")
+                left[isnull], left[value] = _key(k, t)
+                right[fresh(f"_over_rnull_{k}")], right[fresh(f"_over_rkey_{k}")] = _key(k, t)
+                pairs += list(zip((isnull, value), list(right)[-2:]))
+            joined = (Relation(node).project(*cols, **left)
+                      .join(groups.project(*names, **right), on=pairs).project(*cols, *names))
+        scope.node = text.build("OVER", ws[0], lambda j=joined: j.node)
+        for w, n in zip(ws, names):
+            w.replace(exp.column(n))
+
+
+def _key(k: str, t: str) -> tuple[exp.Expression, exp.Expression]:
+    """`k IS NULL` and `COALESCE(k, <stand-in>)`: NULL equal to NULL, unequal to the rest."""
+    return exp.column(k).is_(exp.null()), exp.func("COALESCE", exp.column(k), _STAND_IN[t])
