@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
@@ -157,6 +157,21 @@ class Relation:
         """End the query: emit the whole result relation at every slide instant (RSTREAM);
         the query's plan."""
         return Rstream(self.node, name)
+
+
+def name_maker(taken) -> Callable[[str], str]:
+    """A function giving `base`, else `base1`, `base2`, ...: a name neither in `taken`
+    nor given before (the hidden columns a rewrite adds)."""
+    used = set(taken)
+
+    def fresh(base: str) -> str:
+        name, i = base, 1
+        while name in used:
+            name, i = f"{base}{i}", i + 1
+        used.add(name)
+        return name
+
+    return fresh
 
 
 def _fresh(base: str, schema) -> str:

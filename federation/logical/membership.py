@@ -22,7 +22,7 @@ from sqlglot import exp
 from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall
-from federation.logical.builder import Relation
+from federation.logical.builder import Relation, name_maker
 from federation.logical.nodes import Node
 from federation.logical.table import Table, fold_tables
 from federation.logical.window import _reads_stream
@@ -38,14 +38,7 @@ def where_in(rel: Node | Relation, columns: Sequence[str], sub: Node | Relation,
         raise QueryValidationError("in", "subquery", f"IN compares {len(columns)} value(s) "
                                    f"with a subquery of {len(subcols)} column(s): they must "
                                    "be as many")
-    taken = set(rel.schema) | set(sub.schema)
-
-    def fresh(base: str) -> str:
-        name, i = base, 1
-        while name in taken:
-            name, i = f"{base}{i}", i + 1
-        taken.add(name)
-        return name
+    fresh = name_maker(set(rel.schema) | set(sub.schema))
 
     keep, wide = list(rel.schema), []
     for o, c in zip(columns, subcols):

@@ -24,6 +24,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from federation.logical import Relation
+from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.ranking import windowed_aggregate
 from federation.sqlfront.scopes import Scope
@@ -57,14 +58,7 @@ def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> None:
                                 "the expression in a subquery)", "OVER", p)
             keys.append(col.name)
         specs.setdefault(tuple(dict.fromkeys(keys)), []).append(w)
-    taken = set(scope.node.schema)
-
-    def fresh(base: str) -> str:
-        name, i = base, 1
-        while name in taken:
-            name, i = f"{base}{i}", i + 1
-        taken.add(name)
-        return name
+    fresh = name_maker(set(scope.node.schema))
 
     for keys, ws in specs.items():
         node = scope.node

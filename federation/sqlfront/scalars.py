@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from federation.expressions import conjoin
 from federation.logical import Node, Relation
+from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.subqueries import correlations
@@ -75,14 +76,7 @@ class _Scalar:
 
     def join(self) -> str:
         """Join the value into the scope; its hidden column."""
-        taken = set(self.scope.node.schema)
-
-        def fresh(base: str) -> str:
-            name, i = base, 1
-            while name in taken:
-                name, i = f"{base}{i}", i + 1
-            taken.add(name)
-            return name
+        fresh = name_maker(set(self.scope.node.schema))
 
         item = self.sub.expressions[0].unalias()
         lhs, rhs, rest = correlations(self.sub, self.scope, self.fail)
