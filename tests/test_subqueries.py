@@ -186,6 +186,16 @@ def test_semi_anti_and_natural_joins_are_their_plans():
             sql(text, STREAMS)
 
 
+def test_over_a_partition_is_the_dsl_s_over():
+    from federation.expressions import avg
+    from federation.logical import window
+    from tests.test_sql import S
+
+    assert sql(f"SELECT plug_id, value, AVG(value) OVER (PARTITION BY plug_id) AS m FROM {W}",
+               STREAMS) == (window(S, range=10, slide=1).over("plug_id", _over=avg("value"))
+                            .project("plug_id", "value", m="_over").rstream())
+
+
 def test_over_partitions_null_keys_and_refusals():
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
     got = check_db(sql(OVER, STREAMS), rows, per_batch_s=3)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import sqlglot
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
@@ -105,6 +106,28 @@ class Relation:
             by = [by]
         return Relation(Aggregate(self.node, tuple(by), tuple(aggs.items())))
 
+    def over(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
+        """Each row with the aggregates of its partition at each instant (SQL's `AVG(x)
+        OVER (PARTITION BY by...)`): the relation grouped by `by` and joined back on it,
+        NULL equal to NULL as SQL's partitions are (each key compared as `k IS NULL` and
+        `COALESCE(k, <a value of its type>)`); without `by`, the instant's aggregates
+        joined on the instant."""
+        by = [by] if isinstance(by, str) else list(by)
+        node, names = self.node, list(aggs)
+        groups = self.aggregate(by, **aggs)
+        if not by:
+            return self.join(groups, on=[])
+        fresh = name_maker([*node.schema, *names])
+        cols, pairs, left, right = list(node.schema), [], {}, {}
+        for i, k in enumerate(by, 1):  # numbered: a key's name may need quotes
+            isnull, value = fresh(f"_over_null{i}"), fresh(f"_over_key{i}")
+            left[isnull], left[value] = _null_safe(k, node.schema[k])
+            rn, rv = fresh(f"_over_rnull{i}"), fresh(f"_over_rkey{i}")
+            right[rn], right[rv] = _null_safe(k, node.schema[k])
+            pairs += [(isnull, rn), (value, rv)]
+        return (self.project(*cols, **left).join(groups.project(*names, **right), on=pairs)
+                .project(*cols, *names))
+
     def union_all(self, other: Node | Relation) -> Relation:
         """Every row of both relations at each instant (SQL's UNION ALL)."""
         return Relation(Union(self.node, plan_of(other)))
@@ -172,6 +195,18 @@ def name_maker(taken) -> Callable[[str], str]:
         return name
 
     return fresh
+
+
+#: a value of each type that stands for NULL in a key compared NULL-safely (with IS NULL)
+_STAND_IN = {"BOOLEAN": "FALSE", "INT": "CAST(0 AS INT)", "BIGINT": "CAST(0 AS BIGINT)",
+             "DOUBLE": "CAST(0 AS DOUBLE)", "VARCHAR": "''",
+             "TIMESTAMP": "CAST('1970-01-01 00:00:00' AS TIMESTAMP)"}
+
+
+def _null_safe(k: str, t: str) -> tuple[exp.Expression, exp.Expression]:
+    """`k IS NULL` and `COALESCE(k, <stand-in>)`: NULL equal to NULL, unequal to the rest."""
+    return exp.column(k).is_(exp.null()), exp.func(
+        "COALESCE", exp.column(k), sqlglot.parse_one(_STAND_IN[t]))
 
 
 def _fresh(base: str, schema) -> str:

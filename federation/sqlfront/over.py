@@ -25,19 +25,12 @@ from functools import partial
 
 from sqlglot import exp
 
-from federation.logical import Node, Relation
+from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.ranking import windowed_aggregate
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.select_list import Aggregates
-
-#: a value of each type that stands for NULL in a key compared NULL-safely (with IS NULL)
-_STAND_IN = {"BOOLEAN": exp.false(), "INT": exp.cast(exp.Literal.number(0), "INT"),
-             "BIGINT": exp.cast(exp.Literal.number(0), "BIGINT"),
-             "DOUBLE": exp.cast(exp.Literal.number(0), "DOUBLE"),
-             "VARCHAR": exp.Literal.string(""),
-             "TIMESTAMP": exp.cast(exp.Literal.string("1970-01-01 00:00:00"), "TIMESTAMP")}
 
 
 def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> None:
@@ -66,29 +59,8 @@ def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> None:
         node = scope.node
         aggs = Aggregates(text, scope, list(keys))
         names = [aggs.name(w.this, fresh("_over")) for w in ws]
-        scope.node = text.build("OVER", ws[0], partial(_joined, node, keys, names,
-                                                       aggs.calls, fresh))
+        calls = aggs.calls
+        scope.node = text.build("OVER", ws[0], partial(
+            lambda n, k, c: Relation(n).over(list(k), **c).node, node, keys, calls))
         for w, n in zip(ws, names):
             w.replace(exp.column(n))
-
-
-def _joined(node, keys: tuple[str, ...], names: list[str], calls: dict, fresh) -> Node:
-    """`node`'s rows, each with the aggregates `calls` (named `names`) of its partition by
-    `keys` (NULL-safe), or of the instant without keys."""
-    groups = Relation(node).aggregate(by=list(keys), **calls)
-    if not keys:
-        return Relation(node).join(groups, on=[]).node
-    cols, pairs, left, right = list(node.schema), [], {}, {}
-    for i, k in enumerate(keys, 1):  # numbered: a key's name may need quotes
-        t = node.schema[k]
-        isnull, value = fresh(f"_over_null{i}"), fresh(f"_over_key{i}")
-        left[isnull], left[value] = _key(k, t)
-        right[fresh(f"_over_rnull{i}")], right[fresh(f"_over_rkey{i}")] = _key(k, t)
-        pairs += list(zip((isnull, value), list(right)[-2:]))
-    return (Relation(node).project(*cols, **left)
-            .join(groups.project(*names, **right), on=pairs).project(*cols, *names).node)
-
-
-def _key(k: str, t: str) -> tuple[exp.Expression, exp.Expression]:
-    """`k IS NULL` and `COALESCE(k, <stand-in>)`: NULL equal to NULL, unequal to the rest."""
-    return exp.column(k).is_(exp.null()), exp.func("COALESCE", exp.column(k), _STAND_IN[t].copy())
