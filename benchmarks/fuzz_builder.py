@@ -113,6 +113,26 @@ class _Builder(Expressions):
         except ValueError:  # a relation of a table alone: no window to group over
             return r
 
+    def over(self, r: Rel) -> Rel:
+        """Each row with an aggregate of its partition at the instant (`over`: SQL's
+        MAX(x) OVER (PARTITION BY k)), or of the whole instant."""
+        d = self.draw
+        keys = self.cols(r, *GROUPABLE)
+        by = [self.pick(keys)] if keys and self.chance(70) else []
+        nums = [c for c, t in r.node.schema.items() if r.hints.get(c) in NUMERIC
+                and _type(t) in ("INT", "BIGINT", "DOUBLE")]
+        f = d(st.sampled_from(["max", "avg", "count", "min", "sum"])) if nums else "count"
+        c = d(st.sampled_from(nums)) if f != "count" else None
+        name = self.fresh("o", "over")
+        try:
+            node = r.dsl.over(by, **{name: AGGS[f](*_args(bare(c) if c else None))})
+        except ValueError:  # a relation of a table alone: no window to aggregate
+            return r
+        call = f"{AGGS[f].__name__}({repr(bare(c)) if c else ''})"
+        src = f"{r.src}.over({by!r}, {', '.join(_render_kwargs([(name, call)]))})"
+        return Rel(node, src, {**r.hints, name: "count" if f == "count" else
+                               r.hints.get(c, "value")})
+
     def rank(self, r: Rel) -> Rel:
         """ROW_NUMBER at each instant: the first n rows per partition (`top`, the window
         Top-N or ORDER BY ... LIMIT n), or the numbers (ROW_NUMBER, RANK or DENSE_RANK) as

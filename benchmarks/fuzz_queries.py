@@ -65,6 +65,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
         r = b.distinct(r)
     if b.chance(8):  # ROW_NUMBER: a window Top-N, ORDER BY ... LIMIT n, or the numbers
         r = b.rank(r)
+    if b.chance(6):  # an aggregate OVER a partition, beside each row
+        r = b.over(r)
     q = r.dsl.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))
