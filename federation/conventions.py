@@ -87,6 +87,11 @@ SPOOL_MTIME = 1_000_000_000.0
 #: the SQL types of stream columns and expressions
 TYPES = ("BOOLEAN", "INT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")
 NUMERIC_TYPES = ("INT", "BIGINT", "DOUBLE")
+#: a value of each type that stands for NULL in a key compared NULL-safely, beside `k IS
+#: NULL` (logical/builder.py Relation.over: SQL's partitions hold NULLs together)
+NULL_STAND_IN = {"BOOLEAN": "FALSE", "INT": "CAST(0 AS INT)", "BIGINT": "CAST(0 AS BIGINT)",
+                 "DOUBLE": "CAST(0 AS DOUBLE)", "VARCHAR": "''",
+                 "TIMESTAMP": "CAST('1970-01-01 00:00:00' AS TIMESTAMP)"}
 #: each type's name in DuckDB, in Spark's DDL, and as a pyarrow alias (pa.type_for_alias)
 DUCKDB_TYPES = {"BOOLEAN": "BOOLEAN", "INT": "INTEGER", "BIGINT": "BIGINT",
                 "DOUBLE": "DOUBLE", "VARCHAR": "VARCHAR", "TIMESTAMP": "TIMESTAMP"}

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 import sqlglot
 from sqlglot import exp
 
+from federation.conventions import NULL_STAND_IN
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall, sum_
 from federation.logical.aggregate import Aggregate
@@ -197,16 +198,10 @@ def name_maker(taken) -> Callable[[str], str]:
     return fresh
 
 
-#: a value of each type that stands for NULL in a key compared NULL-safely (with IS NULL)
-_STAND_IN = {"BOOLEAN": "FALSE", "INT": "CAST(0 AS INT)", "BIGINT": "CAST(0 AS BIGINT)",
-             "DOUBLE": "CAST(0 AS DOUBLE)", "VARCHAR": "''",
-             "TIMESTAMP": "CAST('1970-01-01 00:00:00' AS TIMESTAMP)"}
-
-
 def _null_safe(k: str, t: str) -> tuple[exp.Expression, exp.Expression]:
     """`k IS NULL` and `COALESCE(k, <stand-in>)`: NULL equal to NULL, unequal to the rest."""
     return exp.column(k).is_(exp.null()), exp.func(
-        "COALESCE", exp.column(k), sqlglot.parse_one(_STAND_IN[t]))
+        "COALESCE", exp.column(k), sqlglot.parse_one(NULL_STAND_IN[t]))
 
 
 def _fresh(base: str, schema) -> str:
