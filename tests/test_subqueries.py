@@ -275,7 +275,7 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
 @pytest.mark.parametrize("which,placement", sampled(
     [("not_in", "spe"), ("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("mean", MEAN_CUT),
      ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db")],
-    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("over", "spe")]))
+    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
     from federation.smartplug.datagen import generate
