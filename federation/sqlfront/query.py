@@ -107,9 +107,10 @@ class Translator:
             check_scalar(self.text, rest, "WHERE")
             pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
             node = Relation(scope.node)
-            scope.node = self.text.build("WHERE", where, lambda: node.filter(
-                pred, selectivity=sel).project(*cols).node if list(node.schema) != cols
-                else node.filter(pred, selectivity=sel).node)
+            hidden = list(node.schema) != cols  # scalar subqueries' values: dropped after
+            scope.node = self.text.build("WHERE", where, lambda: (
+                node.filter(pred, selectivity=sel).project(*cols) if hidden
+                else node.filter(pred, selectivity=sel)).node)
         if not aggregates(q):  # scalar subqueries and aggregates OVER: joined in
             for e in q.expressions:
                 scalar_values(self.text, e, scope, translate, "SELECT")

@@ -25,19 +25,14 @@ in an aggregated SELECT, in HAVING or ON (dialect.check_scalar says where).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlglot import exp
 
 from federation.expressions import conjoin
-from federation.logical import Node, Relation
+from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
-from federation.sqlfront.subqueries import correlations
-
-#: translates a nested query to its plan (query.QueryTranslator.query with the CTEs)
-Translate = Callable[[exp.Expression], Node]
+from federation.sqlfront.subqueries import Translate, correlations
 
 
 def scalar_values(text: SqlText, e: exp.Expression, scope: Scope, translate: Translate,
