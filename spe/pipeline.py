@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -117,10 +119,32 @@ def start_query(df: DataFrame, handler, checkpoint: str, name: str,
                              STATE_STORES[state_store])
     quiet_query_errors(df.sparkSession, False)  # a halted run before may have silenced them
     w = (df.writeStream.outputMode("append").option("checkpointLocation", checkpoint)
-         .queryName(name).foreachBatch(handler))
+         .queryName(name).foreachBatch(WeakHandler(handler)))
     if trigger_seconds:
         w = w.trigger(processingTime=f"{trigger_seconds} seconds")
-    return w.start()
+    query = w.start()
+    query.fedq_handler = handler  # the handler lives as long as the query's Python object
+    return query
+
+
+class WeakHandler:
+    """What Spark calls for each micro-batch: the handler, through a weak reference.
+
+    Py4J keeps the Python function a query calls (in its proxy pool) until the JVM has
+    collected the query, and the JVM keeps the query while Python holds its StreamingQuery:
+    a handler that reaches the StreamingQuery (through its stage) closed a cycle across the
+    two collectors that neither breaks, and every run left its query, plans and state
+    behind (a fuzz worker's 4-GB heap full after about 330 runs in one session). Held
+    weakly here and strongly by the StreamingQuery, the handler goes with the run."""
+
+    def __init__(self, handler) -> None:
+        self._handler = weakref.ref(handler)
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        handler = self._handler()
+        if handler is None:  # the run that started the query is gone: nothing to feed
+            raise RuntimeError(f"micro-batch {batch_id} after its run ended")
+        handler(batch_df, batch_id)
 
 
 def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> DataFrame:

@@ -189,6 +189,18 @@ def _remove(root: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def close_idle_callbacks(spark) -> None:
+    """Close Py4J's idle connections from the JVM to Python (best effort). Each streaming
+    query's thread calls its foreachBatch over a connection of its own, with a socket and a
+    Python thread at each end, and Py4J keeps it after the query has stopped: one of each
+    per query ever run, until a long session runs out of file descriptors. Idle ones are
+    closed here when a run ends; a query still running opens a new one at its next call."""
+    try:
+        spark.sparkContext._gateway.java_gateway_server.getCallbackClient().periodicCleanup()
+    except Exception as e:  # noqa: BLE001 - housekeeping: never fails a run
+        print(f"fedq: closing idle Py4J connections: {e}", file=sys.stderr)
+
+
 def stop_spark() -> None:
     global _SESSION
     if _SESSION is not None:

@@ -95,9 +95,8 @@ def execute(plan: PhysicalPlan, data: str | Path | Mapping[str, str | Path],
     of an adaptive run (handoff.py). `halt`: set, the run stops after the micro-batch in
     progress (how a following run ends, live.py).
 
-    A resumed run whose Spark queries fail (a checkpoint Spark cannot use after a kill)
-    starts over from the spool instead, saying so on stderr and keeping Spark's error in
-    `<work-dir>/resume-failure.txt`: a fresh run is always right, only slower."""
+    A resumed run whose Spark queries fail (a checkpoint unusable after a kill) starts over
+    from the spool, saying so on stderr (Spark's error in `<work-dir>/resume-failure.txt`)."""
     opt = RunOptions.of(options, **option_values)
     run = _Run(plan, data, opt, spark, as_progress(progress), predicted, handoff or Handoff(),
                halt or threading.Event())
@@ -197,6 +196,9 @@ class _Run:
             close_sinks(sinks, opt)
             if metrics:
                 metrics.stop()
+            if self.spark is not None:  # the run's queries have stopped
+                from spe.session import close_idle_callbacks
+                close_idle_callbacks(self.spark)
         wall = clock.ending() - ex.t_start
         # a following run keeps no whole result in memory: its rows are in the sinks
         tables = None if self.follower is not None else {
@@ -306,9 +308,8 @@ class _Run:
         return ex
 
     def _start_stages(self, ex: Execution, ingest: InputSet, clock: RunClock) -> None:
-        """Every stage's micro-batches, each handed to a BatchHandler: from Spark's
-        streaming query, or from the direct feed where the stage has no SPE-op (direct.py;
-        a plan without SPE-ops starts no JVM)."""
+        """Every stage's micro-batches, each handed to a BatchHandler: from Spark's streaming
+        query, or from the direct feed where it has no SPE-op (direct.py; then no JVM)."""
         opt, staged = self.opt, ex.staged
         direct = direct_stages(staged, opt.feed)
         if self.spark is None and needs_spark(staged, direct):
@@ -336,8 +337,8 @@ class _Run:
         for st in staged.stages:
             if not st.outputs:
                 continue
-            name, chk = f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}", \
-                chk_root / f"stage{st.index}"
+            name = f"fedq_{self.lg.root.name}_s{st.index}_{id(st)}"
+            chk = chk_root / f"stage{st.index}"
             if st.index in direct:
                 st.query = DirectFeed(BatchHandler(ex, st).handle, *layouts[st.index],
                                       files_per_batch, chk, name, not opt.follow, trigger,
