@@ -2,15 +2,17 @@
 
 Run: python -m benchmarks.adaptive_live [--queries CQ1,CQ3,CQ5]
      [--profile 2000:90,100000:60,2000:60] [--scale 0.1] [--plugs 2125] [--feed direct]
-     [--out adaptive_live.json]
+     [--as-set] [--behind 300] [--out adaptive_live.json]
 
 The source is a generator in this process paced in wall time (`datagen:smartplug?profile=
 ...`, one event second per wall second; its first window range plus one second written at
 once, a burst that fills the windows), the same readings in every run. Per query, one after
-the other: an adaptive run that decides while it runs (`run_adaptive` on the live source:
-one follower, segments cut from its spools), and each static placement: pure Spark, pure
+the other (`--as-set`: the queries as one query set, one run per placement): an adaptive
+run that decides while it runs (`run_adaptive` on the live source: one follower, segments
+cut from its spools), and each static placement: pure Spark, pure
 DuckDB and the optimizer's plan for the first phase (planned at its rate; once if it is one
-of the others); before them a short run, not measured, takes the JVM's first queries.
+of the others; a static run still going `--behind` seconds after its input's end is
+stopped, its instants so far kept); before them a short run, not measured, takes the JVM's first queries.
 What each figure includes:
 
 - **latency** of instant tau (slide 1 s): the wall time its rows reached the run's sink
@@ -46,6 +48,7 @@ import pyarrow as pa
 from benchmarks.common import RESULTS, say, write_result
 from benchmarks.live import LatencySink, percentile, slope
 from federation.cli.args import rate_profile
+from federation.logical import query_set
 from federation.results import diff_results
 from federation.smartplug.queries import QUERIES
 
@@ -53,18 +56,24 @@ T0 = dt.datetime(2013, 9, 1)
 
 
 class RowsSink(LatencySink):
-    """The latency sink that also keeps the rows (the runs are compared)."""
+    """The latency sink that also keeps the rows (the runs are compared), per query of a
+    set: `at_of[query][tau]` the wall time instant tau of `query` was handed over."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.parts: list[pa.Table] = []
+        self.parts: dict[str | None, list[pa.Table]] = {}
+        self.at_of: dict[str | None, dict[dt.datetime, float]] = {}
 
     def put(self, key, rows, query=None) -> None:
         super().put(key, rows, query)
-        self.parts.append(rows)
+        now = time.time()
+        at = self.at_of.setdefault(query, {})
+        for tau in set(rows.column("tau").to_pylist()):
+            at.setdefault(tau, now)
+        self.parts.setdefault(query, []).append(rows)
 
-    def table(self) -> pa.Table:
-        return pa.concat_tables(self.parts)
+    def table(self, query=None) -> pa.Table:
+        return pa.concat_tables(self.parts[query])
 
 
 def phase_of(k: int, profile) -> int | None:
@@ -76,11 +85,12 @@ def phase_of(k: int, profile) -> int | None:
     return None
 
 
-def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: float) -> dict:
-    """Latency and backlog per phase (module doc)."""
+def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: float,
+            query: str | None = None) -> dict:
+    """Latency (of `query`'s instants, of a set) and backlog per phase (module doc)."""
     total = sum(n for _, n in profile)
     lat: dict[int, list[float]] = {i: [] for i in range(len(profile))}
-    for tau, at in sink.at.items():
+    for tau, at in sink.at_of.get(query, {}).items():
         k = round((tau - T0).total_seconds()) - 1
         p = phase_of(k, profile)
         if p is None or k < burst or k >= total:
@@ -114,53 +124,129 @@ def watcher(backlog: list):
     return watch
 
 
-def static_run(q, placement: str, a, burst: int, spark, work: Path) -> tuple[dict, pa.Table]:
+def per_query(sink: RowsSink, backlog, names: list[str], a, burst: int, t0: float,
+              work: Path) -> tuple[dict, dict]:
+    """Each query's latency and backlog per phase, and its rows: ({name: record},
+    {name: table}); one query alone has its rows under None in the sink."""
+    keys = {n: (n if n in sink.at_of else None) for n in names}
+    recs = {n: measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0,
+                       k) for n, k in keys.items()}
+    return recs, {n: sink.table(k) if k in sink.parts else None for n, k in keys.items()}
+
+
+def static_run(qs, placement: str, a, burst: int, spark, work: Path
+               ) -> tuple[dict, dict, dict]:
+    """A static placement, stopped `a.behind` seconds after its input's end (then it is
+    behind; its instants so far are kept and compared)."""
     from federation.api import start
 
     sink, backlog = RowsSink(), []
     t0 = time.time()
-    h = start(q, placement, url_of(a, burst), work_dir=work, iterate=False, sinks=(sink,),
-              spark=spark, seconds_per_batch=1, feed=a.feed, progress=watcher(backlog))
-    r = h.wait()
-    rec = measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0)
+    h = start(query_set(qs), placement, url_of(a, burst), work_dir=work,
+              iterate=False, sinks=(sink,), spark=spark, seconds_per_batch=1, feed=a.feed,
+              progress=watcher(backlog))
+    budget = sum(n for _, n in a.profile) + a.behind
+    r = h.wait(budget)
+    stopped = r is None
+    if stopped:
+        say(f"   stopped after {budget:.0f} s (behind)")
+        r = h.stop()
+    recs, tables = per_query(sink, backlog, [q.name for q in qs], a, burst, t0, work)
     return {"kind": "static", "placement": r.summary.placement, "wall_s": time.time() - t0,
-            **rec}, sink.table()
+            "stopped_behind": stopped}, recs, tables
 
 
-def adaptive_run(q, a, burst: int, spark, work: Path) -> tuple[dict, pa.Table]:
+def adaptive_run(qs, a, burst: int, spark, work: Path) -> tuple[dict, dict, dict]:
     from costmodel.profile import load_profile
     from federation.adaptive import run_adaptive
 
     sink, backlog = RowsSink(), []
     t0 = time.time()
-    r = run_adaptive(q, url_of(a, burst), sinks=(sink,), spark=spark, work_dir=work,
-                     seconds_per_batch=1, feed=a.feed, progress=watcher(backlog),
-                     profile=load_profile(), decide={"every_s": a.decide_every,
-                                                     "margin": a.margin,
-                                                     "min_interval_s": a.min_interval})
-    rec = measure(sink, backlog, work / "landing" / "smartplug", a.profile, burst, t0)
+    r = run_adaptive(query_set(qs), url_of(a, burst), sinks=(sink,),
+                     spark=spark, work_dir=work, seconds_per_batch=1, feed=a.feed,
+                     progress=watcher(backlog), profile=load_profile(),
+                     decide={"every_s": a.decide_every, "margin": a.margin,
+                             "min_interval_s": a.min_interval})
+    recs, tables = per_query(sink, backlog, [q.name for q in qs], a, burst, t0, work)
     migrations = []
     for prev, s in zip(r.segments, r.segments[1:]):
         at = s.segment.start_at
-        before, first = sink.at.get(at - dt.timedelta(seconds=1)), sink.at.get(at)
+        # the sink's gap: the last instant before the migration to the first at it (the
+        # earliest query of a set to reach each)
+        before = [v[at - dt.timedelta(seconds=1)] for v in sink.at_of.values()
+                  if at - dt.timedelta(seconds=1) in v]
+        first = [v[at] for v in sink.at_of.values() if at in v]
         migrations.append({
             "at": at, "placement": s.segment.placement, "strategy": s.strategy,
-            "reason": s.segment.reason, "wall_s_after_start": None if first is None
-            else round(first - t0, 2),
-            "sink_gap_s": None if before is None or first is None else first - before,
+            "reason": s.segment.reason, "wall_s_after_start": None if not first
+            else round(min(first) - t0, 2),
+            "sink_gap_s": None if not before or not first else min(first) - min(before),
             "old_tail_s": prev.tail_s, "new_first_after_s": s.first_after_s,
             "overlap_s": s.overlap_s})
     return {"kind": "adaptive", "placement": " -> ".join(s.segment.placement
                                                           for s in r.segments),
-            "wall_s": time.time() - t0, "migrations": migrations,
+            "wall_s": time.time() - t0, "migrations": migrations, "stopped_behind": False,
             "decisions": [d.model_dump(mode="json") for s in r.segments for d in s.decisions],
-            **rec}, sink.table()
+            }, recs, tables
+
+
+def equal_on_common(t: pa.Table | None, ref: pa.Table | None) -> bool:
+    """The rows equal the reference run's on the instants `t` has (a stopped run has
+    fewer)."""
+    if t is None or ref is None:
+        return t is None and ref is None
+    import pyarrow.compute as pc
+
+    taus = pc.unique(t.column("tau"))
+    return diff_results(t, ref.filter(pc.is_in(ref.column("tau"), taus))) is None
+
+
+def compare(group: list[str], a, spark, work: Path, tag: str) -> list[dict]:
+    """The adaptive run and each static placement of the queries `group` (one query, or the
+    set run as one): a record per query."""
+    from costmodel.profile import load_profile
+    from federation.api import plan_for
+
+    qs = [QUERIES[n](rate=a.profile[0][0], scale=a.scale, plugs=a.plugs) for n in group]
+    q = query_set(qs)
+    burst = max(round(w.range_s) for x in qs for w in x.walk() if w.kind == "window") + 1
+    prof = load_profile().model_copy(update={"feed": a.feed})
+    first = plan_for(q, "auto", prof)[0].placement_string
+    runs, recs, tables = {}, {}, {}
+    say(f"{tag}: adaptive ...")
+    runs["adaptive"], recs["adaptive"], tables["adaptive"] = adaptive_run(
+        qs, a, burst, spark, work / f"{tag}_adaptive")
+    for m in runs["adaptive"]["migrations"]:
+        say(f"   migrated at {m['at']:%H:%M:%S} to {m['placement']} ({m['strategy']}), "
+            f"sink gap {m['sink_gap_s']}")
+    for label, placement in (("spe", "spe"), ("db", "db"), ("first phase's plan", first)):
+        pp = plan_for(q, placement, prof)[0].placement_string
+        if any(r["placement"] == pp for r in runs.values() if r["kind"] == "static"):
+            continue
+        say(f"{tag}: static {label} ({pp}) ...")
+        runs[label], recs[label], tables[label] = static_run(
+            qs, placement, a, burst, spark, work / f"{tag}_{len(runs)}")
+    out = []
+    for n in group:
+        per = {}
+        for k, r in runs.items():
+            per[k] = {**r, **recs[k][n],
+                      "equal_to_adaptive": equal_on_common(tables[k][n],
+                                                           tables["adaptive"][n])}
+            say(f"   {n} {k}: " + "; ".join(
+                f"{p['rate']:g}/s p50 {p['latency_p50_s'] or 0:.2f} p99 "
+                f"{p['latency_p99_s'] or 0:.2f} s, backlog {p['backlog_median_s']}"
+                for p in per[k]["phases"]) + f"; equal {per[k]['equal_to_adaptive']}")
+        out.append({"query": n, "burst_s": burst, "as_set": len(group) > 1, "runs": per})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", default="CQ1,CQ3,CQ5")
+    ap.add_argument("--as-set", action="store_true",
+                    help="the queries as one query set per run (one run per placement)")
     ap.add_argument("--profile", type=rate_profile, default=rate_profile(
         "2000:90,100000:60,2000:60"), help="RATE:SECONDS phases (the first holds the burst)")
     ap.add_argument("--plugs", type=int, default=2125)
@@ -169,50 +255,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decide-every", type=float, default=10.0)
     ap.add_argument("--margin", type=float, default=0.1)
     ap.add_argument("--min-interval", type=float, default=30.0)
+    ap.add_argument("--behind", type=float, default=300.0,
+                    help="a static run still going this many seconds after its input's end "
+                    "is stopped (behind)")
     ap.add_argument("--out", default="adaptive_live.json")
     a = ap.parse_args(argv)
-    from costmodel.profile import load_profile
-    from federation.api import plan_for
     from spe.session import get_spark
 
     spark = get_spark()
     work = Path(tempfile.mkdtemp(prefix="fedq-adaptive-live-"))
-    warm = QUERIES[a.queries.split(",")[0]](rate=a.profile[0][0], scale=a.scale,
-                                            plugs=a.plugs)  # the JVM's first queries:
+    names = a.queries.split(",")
+    warm = QUERIES[names[0]](rate=a.profile[0][0], scale=a.scale,
+                             plugs=a.plugs)  # the JVM's first queries:
     say("warm-up (not measured) ...")  # not in the first measured run
     from federation.api import run
 
     run(warm, "spe", f"datagen:smartplug?plugs={a.plugs}&rate=2000&speed=10&seconds=40&"
         f"start={T0.isoformat()}", work_dir=work / "warmup", feed=a.feed, spark=spark)
-    out = []
-    for name in a.queries.split(","):
-        q = QUERIES[name](rate=a.profile[0][0], scale=a.scale, plugs=a.plugs)
-        burst = max(round(w.range_s) for w in q.walk() if w.kind == "window") + 1
-        prof = load_profile().model_copy(update={"feed": a.feed})
-        first = plan_for(q, "auto", prof)[0].placement_string
-        runs, tables = {}, {}
-        say(f"{name}: adaptive ...")
-        runs["adaptive"], tables["adaptive"] = adaptive_run(q, a, burst, spark,
-                                                            work / f"{name}_adaptive")
-        for m in runs["adaptive"]["migrations"]:
-            say(f"   migrated at {m['at']:%H:%M:%S} to {m['placement']} ({m['strategy']}), "
-                f"sink gap {m['sink_gap_s']}")
-        for label, placement in (("spe", "spe"), ("db", "db"), ("first phase's plan", first)):
-            pp = plan_for(q, placement, prof)[0].placement_string
-            if any(r["placement"] == pp for r in runs.values() if r["kind"] == "static"):
-                continue
-            say(f"{name}: static {label} ({pp}) ...")
-            runs[label], tables[label] = static_run(q, placement, a, burst, spark,
-                                                    work / f"{name}_{len(runs)}")
-        for k, r in runs.items():
-            r["equal_to_adaptive"] = diff_results(tables[k], tables["adaptive"]) is None
-            say(f"   {k}: " + "; ".join(
-                f"{p['rate']:g}/s p50 {p['latency_p50_s'] or 0:.2f} p99 "
-                f"{p['latency_p99_s'] or 0:.2f} s, backlog {p['backlog_median_s']}"
-                for p in r["phases"]) + f"; equal {r['equal_to_adaptive']}")
-        out.append({"query": name, "burst_s": burst, "runs": runs})
+    groups = [names] if a.as_set else [[n] for n in names]
+    out = [rec for g in groups for rec in compare(g, a, spark, work, "+".join(g))]
     doc = {"command": "python -m benchmarks.adaptive_live " + " ".join(argv or []),
            "profile": a.profile, "plugs": a.plugs, "scale": a.scale, "feed": a.feed,
+           "as_set": a.as_set, "behind_s": a.behind,
            "decide_every_s": a.decide_every, "margin": a.margin,
            "min_interval_s": a.min_interval, "queries": out}
     path = write_result(a.out, doc)
