@@ -171,8 +171,11 @@ REFUSED = {
     "semi join on a left condition": (
         f"SELECT * FROM {G} x SEMI JOIN {G2} y ON x.plug_id = y.plug_id AND x.m > 1",
         "JOIN ON", "conditions of its right side only"),
-    "distinct on": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}", "DISTINCT",
-                    "not supported"),
+    "distinct on without order": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}",
+                                  "DISTINCT ON", "without ORDER BY"),
+    "distinct on an expression": (
+        f"SELECT DISTINCT ON (plug_id + 1) plug_id FROM {H10} ORDER BY plug_id",
+        "DISTINCT ON", "a column of the result"),
     "sum distinct": (
         f"SELECT plug_id, SUM(DISTINCT house_id, value) AS n FROM {H10} GROUP BY plug_id",
         "SELECT", "takes one argument"),

@@ -78,6 +78,12 @@ COUNT(*) OVER (PARTITION BY window_end, k) AS n,
 MAX(value) FILTER (WHERE value < 100) OVER (PARTITION BY k, house_id) AS m
 FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, house_id, value FROM {W})
 WHERE value < 60"""
+#: DISTINCT ON (federation/sqlfront/ranking.py): each plug's highest reading (ties are equal
+#: rows); each house's lowest, by a name the SELECT gives, then the first three houses
+DISTINCT_ON = f"""SELECT DISTINCT ON (plug_id) plug_id, house_id, value FROM {W}
+ORDER BY plug_id, value DESC"""
+DISTINCT_ON_LIMIT = f"""SELECT DISTINCT ON (h) house_id AS h, plug_id, value FROM {W}
+WHERE value > 5 ORDER BY h, value, plug_id LIMIT 3"""
 OVER_ALL = f"""SELECT plug_id, value FROM (SELECT plug_id, value,
 MAX(value) OVER () AS top FROM {W}) WHERE value > 0.95 * top"""
 
@@ -105,10 +111,11 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
 
 @pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS, NOT_EXISTS, SOME,
                                   NONE, HIGH, MEAN, COUNTED, NULL_KEYS, SEMI, ANTI, OVER,
-                                  OVER_ALL],
+                                  OVER_ALL, DISTINCT_ON, DISTINCT_ON_LIMIT],
                          ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
                               "some", "none", "high", "mean", "counted", "null_keys", "semi",
-                              "anti", "over", "over_all"])
+                              "anti", "over", "over_all", "distinct_on",
+                              "distinct_on_limit"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)

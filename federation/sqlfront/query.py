@@ -29,6 +29,7 @@ from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.over import over_partitions
 from federation.sqlfront.ranking import (
+    distinct_on,
     numbered,
     order_limit,
     qualify,
@@ -135,9 +136,9 @@ class Translator:
                                                   clause.upper(), q.args[clause])
         node = select_list(self.text, q, scope, self.from_clause.instant_names)
         node = self.named_as(node, qualify(self.text, q, node))
-        if distinct and distinct.args.get("on") is not None:
-            raise fail("DISTINCT ON is not supported (SELECT DISTINCT or GROUP BY is)",
-                       "DISTINCT", distinct, "DISTINCT")
+        if distinct and distinct.args.get("on") is not None:  # the first row of each
+            node = self.named_as(node, distinct_on(self.text, q, node))
+            return self.named_as(node, order_limit(self.text, q, node, picked=True))
         if distinct:
             node = self.named_as(node, self.text.build(
                 "DISTINCT", distinct, lambda: Relation(node).distinct().node))

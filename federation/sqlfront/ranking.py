@@ -89,15 +89,17 @@ def _count(text: SqlText, clause: exp.Expression, what: str, least: int) -> int:
     return int(n.this)
 
 
-def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
+def order_limit(text: SqlText, q: exp.Expression, node: Node, picked: bool = False) -> Node:
     """`ORDER BY ... LIMIT n [OFFSET m]` of `q` over its plan `node`: the first n rows at
     each instant (`Node.top`), after the first m (rows m+1 to m+n: a ROW_NUMBER, a
-    selection, a projection). ORDER BY without LIMIT or OFFSET, LIMIT or OFFSET without
-    ORDER BY are refused."""
+    selection, a projection). ORDER BY without LIMIT or OFFSET (unless it `picked` the
+    rows of DISTINCT ON), LIMIT or OFFSET without ORDER BY are refused."""
     order, limit, offset = q.args.get("order"), q.args.get("limit"), q.args.get("offset")
     if order is None and limit is None and offset is None:
         return node
     if limit is None and offset is None:
+        if picked:
+            return node  # DISTINCT ON's ORDER BY: it picked each group's row
         raise text.fail("ORDER BY without LIMIT: each instant's result is a set of rows (sort "
                         "the output file instead); ORDER BY ... LIMIT n keeps the first n",
                         "ORDER BY", order, "ORDER BY")
@@ -107,6 +109,15 @@ def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
                         f"... {what} n", what, clause, what)
     n = _count(text, limit, "LIMIT", 1) if limit is not None else None
     skip = _count(text, offset, "OFFSET", 0) if offset is not None else 0
+    keys = _order_keys(text, order, node)
+    if not skip:
+        return text.build("ORDER BY", order, lambda: Relation(node).top(n, keys).node)
+    return text.build("OFFSET", offset, lambda: _rows_after(node, keys, skip, n))
+
+
+def _order_keys(text: SqlText, order: exp.Expression, node: Node) -> list[tuple[str, bool]]:
+    """ORDER BY's (column, descending), each a column of the result `node` (the instant's
+    window_start or window_end, not in it, is left out: each instant is ordered alone)."""
     keys = []
     for o in order.expressions:
         c = o.this
@@ -120,9 +131,31 @@ def order_limit(text: SqlText, q: exp.Expression, node: Node) -> Node:
     if not keys:
         raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
                         "ORDER BY", order, "ORDER BY")
-    if not skip:
-        return text.build("ORDER BY", order, lambda: Relation(node).top(n, keys).node)
-    return text.build("OFFSET", offset, lambda: _rows_after(node, keys, skip, n))
+    return keys
+
+
+def distinct_on(text: SqlText, q: exp.Expression, node: Node) -> Node:
+    """`SELECT DISTINCT ON (c, ...) ... ORDER BY ...` (PostgreSQL's, DuckDB's): at each
+    instant, of the rows equal in the ON columns, the first under ORDER BY; a window Top-1
+    partitioned by them (Flink's deduplication, ROW_NUMBER() ... = 1), ties as ROW_NUMBER
+    breaks them. ON and ORDER BY name columns of the result; without ORDER BY which row is
+    not defined: refused."""
+    distinct = q.args["distinct"]
+    on = distinct.args["on"]
+    cols = []
+    for c in on.expressions if isinstance(on, exp.Tuple) else [on]:
+        if not isinstance(c, exp.Column) or c.name not in node.schema:
+            raise text.fail(f"DISTINCT ON ({c.sql()}): name a column of the result "
+                            f"(available: {', '.join(node.schema)})", "DISTINCT ON", c,
+                            "DISTINCT")
+        cols.append(c.name)
+    order = q.args.get("order")
+    if order is None:
+        raise text.fail("DISTINCT ON without ORDER BY: which row of each group is kept is not "
+                        "defined; write ORDER BY", "DISTINCT ON", distinct, "DISTINCT")
+    keys = _order_keys(text, order, node)
+    return text.build("DISTINCT ON", distinct,
+                      lambda: Relation(node).top(1, keys, cols).node)
 
 
 def _rows_after(node: Node, keys: list, skip: int, n: int | None) -> Node:
