@@ -173,6 +173,15 @@ REFUSED = {
         "JOIN ON", "conditions of its right side only"),
     "distinct on without order": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}",
                                   "DISTINCT ON", "without ORDER BY"),
+    "lag without order": (
+        f"SELECT plug_id, LAG(value) OVER (PARTITION BY plug_id) AS p FROM {H10}", "OVER",
+        "without an order"),
+    "last value": (
+        f"SELECT LAST_VALUE(value) OVER (PARTITION BY plug_id ORDER BY ts) AS p FROM {H10}",
+        "OVER", "FIRST_VALUE(x) OVER (... ORDER BY o DESC)"),
+    "lag in an aggregated select": (
+        f"SELECT plug_id, LAG(MAX(value)) OVER (ORDER BY plug_id) AS p FROM {H10} GROUP BY 1",
+        "OVER", "aggregate in a subquery"),
     "distinct on an expression": (
         f"SELECT DISTINCT ON (plug_id + 1) plug_id FROM {H10} ORDER BY plug_id",
         "DISTINCT ON", "a column of the result"),
@@ -207,7 +216,7 @@ REFUSED = {
     "intersect": (f"SELECT plug_id, value FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
                   "INTERSECT", "INTERSECT of 2 and 1 columns"),
     "window function": (
-        f"SELECT plug_id, LEAD(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {H10}",
+        f"SELECT plug_id, NTILE(4) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {H10}",
         "OVER", "window functions"),
     "subquery in where": (
         f"SELECT plug_id FROM {H10} WHERE value > 9 OR plug_id IN (SELECT plug_id FROM {H30})",

@@ -84,6 +84,15 @@ DISTINCT_ON = f"""SELECT DISTINCT ON (plug_id) plug_id, house_id, value FROM {W}
 ORDER BY plug_id, value DESC"""
 DISTINCT_ON_LIMIT = f"""SELECT DISTINCT ON (h) house_id AS h, plug_id, value FROM {W}
 WHERE value > 5 ORDER BY h, value, plug_id LIMIT 3"""
+#: navigation functions (federation/sqlfront/navigation.py): LAG with a default, LEAD by 2,
+#: FIRST_VALUE, by a key with NULLs (a reading of at most 20 W) and over the whole instant;
+#: orders unique (ids), as DuckDB's pick among ties is its own
+LAG_LEAD = f"""SELECT k, id, value, LAG(value, 1, -1) OVER (PARTITION BY k ORDER BY id) AS prev,
+LEAD(value, 2) OVER (PARTITION BY k ORDER BY id DESC) AS later,
+FIRST_VALUE(id) OVER (PARTITION BY house_id ORDER BY value DESC, id) AS top,
+value - LAG(value) OVER (ORDER BY id) AS step
+FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, id, house_id, value FROM {W})
+WHERE value < 70"""
 OVER_ALL = f"""SELECT plug_id, value FROM (SELECT plug_id, value,
 MAX(value) OVER () AS top FROM {W}) WHERE value > 0.95 * top"""
 
@@ -111,11 +120,11 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
 
 @pytest.mark.parametrize("text", [IN, NOT_IN, NOT_IN_NULLS, PAIRS, EXISTS, NOT_EXISTS, SOME,
                                   NONE, HIGH, MEAN, COUNTED, NULL_KEYS, SEMI, ANTI, OVER,
-                                  OVER_ALL, DISTINCT_ON, DISTINCT_ON_LIMIT],
+                                  OVER_ALL, DISTINCT_ON, DISTINCT_ON_LIMIT, LAG_LEAD],
                          ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
                               "some", "none", "high", "mean", "counted", "null_keys", "semi",
                               "anti", "over", "over_all", "distinct_on",
-                              "distinct_on_limit"])
+                              "distinct_on_limit", "lag_lead"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -281,7 +290,8 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
 @pytest.mark.spark
 @pytest.mark.parametrize("which,placement", sampled(
     [("not_in", "spe"), ("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("mean", MEAN_CUT),
-     ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db")],
+     ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db"),
+     ("lag_lead", "spe"), ("distinct_on", "spe")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
@@ -292,7 +302,8 @@ def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, plac
     generate(d, rate=60, seconds=16, plugs=28, houses=4, seed=1)
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     text = {"not_in": NOT_IN, "counted": COUNTED, "mean": MEAN, "not_exists": NOT_EXISTS,
-            "high": HIGH, "over": OVER, "over_all": OVER_ALL}[which]
+            "high": HIGH, "over": OVER, "over_all": OVER_ALL, "lag_lead": LAG_LEAD,
+            "distinct_on": DISTINCT_ON_LIMIT}[which]
     run_checked(spark, sql(text, {"smartplug": s}), placement, d, tmp_path / "run", 5)
 
 

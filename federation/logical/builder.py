@@ -129,6 +129,47 @@ class Relation:
         return (self.project(*cols, **left).join(groups.project(*names, **right), on=pairs)
                 .project(*cols, *names))
 
+    def lag(self, column: str, order_by, partition_by: Sequence[str] = (), offset: int = 1,
+            default: str | exp.Expression | None = None, name: str = "lag") -> Relation:
+        """Each row with `column` of the row `offset` places before it in its partition
+        under `order_by` at each instant, `default` (NULL) where there is none (SQL's
+        LAG(column, offset, default) OVER (PARTITION BY ... ORDER BY ...); a negative
+        `offset` is LEAD): the rows numbered as `row_number` numbers them (ties broken
+        so) and left-joined with themselves on the partition (NULL-safe) and number."""
+        return self._neighbour(column, order_by, partition_by, offset, default, name)
+
+    def first_value(self, column: str, order_by, partition_by: Sequence[str] = (),
+                    name: str = "first_value") -> Relation:
+        """Each row with `column` of the first row of its partition under `order_by` at
+        each instant (SQL's FIRST_VALUE(column) OVER (PARTITION BY ... ORDER BY ...))."""
+        return self._neighbour(column, order_by, partition_by, None, None, name)
+
+    def _neighbour(self, column, order_by, partition_by, offset, default, name) -> Relation:
+        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        node, cols = self.node, list(self.node.schema)
+        fresh = name_maker([*cols, name])
+        rn, at, hit, value = (fresh(f"_nav_{n}") for n in ("rn", "at", "hit", "value"))
+        rows = self.row_number(order_by, by, rn)
+        left, right, pairs = {}, {}, []
+        for i, k in enumerate(by, 1):  # numbered: a key's name may need quotes
+            ln, lv, rn_, rv = (fresh(f"_nav_{n}{i}") for n in ("null", "key", "rnull", "rkey"))
+            left[ln], left[lv] = _null_safe(k, node.schema[k])
+            right[rn_], right[rv] = _null_safe(k, node.schema[k])
+            pairs += [(ln, rn_), (lv, rv)]
+        rows_at = rows.filter(f"{rn} = 1")  # FIRST_VALUE: the first row, on the partition
+        if offset is not None:  # LAG, LEAD: the row numbered `offset` before
+            rows_at, right[at] = rows, exp.column(rn) + exp.Literal.number(int(offset))
+            pairs.append((rn, at))
+        right[hit], right[value] = exp.true(), exp.column(column)
+        out = rows.project(*cols, rn, **left).join(rows_at.project(**right), on=pairs,
+                                                   how="left")
+        if default is None:
+            return out.project(*cols, **{name: exp.column(value)})
+        d = exp.cast(sqlglot.parse_one(default) if isinstance(default, str) else default,
+                     node.schema[column])
+        return out.project(*cols, **{name: exp.case().when(
+            exp.column(hit).is_(exp.null()), d).else_(exp.column(value))})
+
     def union_all(self, other: Node | Relation) -> Relation:
         """Every row of both relations at each instant (SQL's UNION ALL)."""
         return Relation(Union(self.node, plan_of(other)))

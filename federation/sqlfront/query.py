@@ -27,9 +27,11 @@ from federation.expressions import conjoin
 from federation.logical import Node, Relation, Rstream
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
+from federation.sqlfront.navigation import navigations
 from federation.sqlfront.over import over_partitions
 from federation.sqlfront.ranking import (
     distinct_on,
+    navigation,
     numbered,
     order_limit,
     qualify,
@@ -116,12 +118,13 @@ class Translator:
             for e in q.expressions:
                 scalar_values(self.text, e, scope, translate, "SELECT")
             over_partitions(self.text, q, scope)
+            navigations(self.text, q, scope)
         else:
             for w in (w for e in q.expressions for w in e.find_all(exp.Window)
-                      if windowed_aggregate(w)):
-                raise self.text.fail("an aggregate OVER (...) beside GROUP BY or aggregates: "
-                                     "aggregate in a subquery, OVER above it", "OVER", w,
-                                     "OVER")
+                      if windowed_aggregate(w) or navigation(w)):
+                raise self.text.fail(f"{w.this.key.upper()} OVER (...) beside GROUP BY or "
+                                     "aggregates: aggregate in a subquery, OVER above it",
+                                     "OVER", w, "OVER")
         distinct = q.args.get("distinct")
         if aggregates(q):
             self.from_clause.refuse_unbounded(scope.node, "aggregate", "GROUP BY",

@@ -34,18 +34,27 @@ def windowed_aggregate(w: exp.Expression) -> bool:
     return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max))
 
 
+def navigation(w: exp.Expression) -> bool:
+    """`w` is LAG, LEAD, FIRST_VALUE OVER (...), or one navigation.py refuses."""
+    f = w.this if isinstance(w, exp.Window) else None
+    if isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
+        f = f.this
+    return isinstance(f, (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue))
+
+
 def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
     """Every OVER but a SELECT item's own `ROW_NUMBER() OVER (...) AS name` (RANK,
     DENSE_RANK) and an aggregate's OVER (over.py) is refused."""
     for e in q.expressions:
         for w in e.find_all(exp.Window):
             if numbered(e) and w is (e.this if isinstance(e, exp.Alias) else e) or \
-                    windowed_aggregate(w):
+                    windowed_aggregate(w) or navigation(w):
                 continue
             raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER(), "
                             "RANK() or DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) AS "
-                            "name as a SELECT item and aggregates OVER (PARTITION BY ...); "
-                            "use a window table function and GROUP BY", "OVER", w, "OVER")
+                            "name as a SELECT item, LAG, LEAD, FIRST_VALUE and aggregates "
+                            "OVER (PARTITION BY ...); use a window table function and GROUP BY",
+                            "OVER", w, "OVER")
 
 
 def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) -> str | None:
@@ -71,7 +80,7 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
     for o in (w.args.get("order") or exp.Order(expressions=[])).expressions:
         name = _column(text, scope, o.this, "ORDER BY")
         if name is not None:
-            order.append((name, _descending(text, o)))
+            order.append((name, descending(text, o)))
     if not order:
         raise text.fail(f"{call} OVER (... ORDER BY ...): order by at least one column "
                         "(the window's instant alone leaves the order open)", "OVER", w, "OVER")
@@ -127,7 +136,7 @@ def _order_keys(text: SqlText, order: exp.Expression, node: Node) -> list[tuple[
         if not isinstance(c, exp.Column) or c.name not in node.schema:
             raise text.fail(f"ORDER BY {c.sql()}: order by a column of the result (available: "
                             f"{', '.join(node.schema)})", "ORDER BY", o, "ORDER BY")
-        keys.append((c.name, _descending(text, o)))
+        keys.append((c.name, descending(text, o)))
     if not keys:
         raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
                         "ORDER BY", order, "ORDER BY")
@@ -198,7 +207,7 @@ def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str 
     return out.name
 
 
-def _descending(text: SqlText, o: exp.Ordered) -> bool:
+def descending(text: SqlText, o: exp.Ordered) -> bool:
     if o.args.get("nulls_first"):
         raise text.fail("NULLS FIRST: NULLs come last in every order here", "ORDER BY", o,
                         "NULLS")
