@@ -160,9 +160,9 @@ G2 = f"(SELECT plug_id, AVG(value) AS a FROM {H30} GROUP BY plug_id)"
 
 #: case: (query, clause named, words of the message)
 REFUSED = {
-    "outer join on more than keys": (
-        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id AND y.a > 1",
-        "JOIN ON", "key equalities only"),
+    "outer join on a condition of both sides": (
+        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id AND y.a > x.m",
+        "JOIN ON", "conditions of one side"),
     "outer join without a side": (
         f"SELECT * FROM {G} x OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
         "OUTER JOIN", "names no side"),

@@ -34,6 +34,7 @@ from federation.logical.membership import where_in
 from federation.logical.nodes import Project
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.outer_on import one_side_keys
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
@@ -189,18 +190,18 @@ class FromClause:
             raise fail("an outer join's ON needs at least one equality between a column "
                        "of each side, or of their window instants (a.window_end = "
                        "b.window_end)", "JOIN ON", on if on is not None else j, "ON")
-        if rest and how != "inner":
-            raise fail(f"{rest[0].sql()}: an outer join's ON holds key equalities only (a "
-                       "further condition decides which rows match, and unmatched rows are "
-                       "kept with NULLs: filter a side in a subquery, or the result in "
-                       "WHERE)", "JOIN ON", rest[0])
+        flags = [] if how == "inner" else one_side_keys(self.text, rest, left, right)
+        rest = rest if how == "inner" else []  # outer: a condition of one side is a key
         if how in ("right", "full"):  # the left side may be missing: a.k is NULL then
             left = self.key_copies(left, [lk for lk, _ in keys], right, j)
         if how in ("left", "full"):
             right = self.key_copies(right, [rk for _, rk in keys], left, j)
-        right = self.renamed_apart(left, right, {rk for _, rk in keys}, j)
+        right = self.renamed_apart(left, right, {rk for _, rk in [*keys, *flags]}, j)
         node = self.text.build("JOIN", j, lambda: Relation(left.node).join(
-            right.node, on=keys, how=how).node)
+            right.node, on=[*keys, *flags], how=how).node)
+        if flags:  # their work done
+            node = Relation(node).project(*[c for c in node.schema
+                                            if c not in {f for f, _ in flags}]).node
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():

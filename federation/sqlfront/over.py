@@ -7,7 +7,7 @@ grouped by those columns and joined back on them, NULL equal to NULL as SQL's pa
 have it (each key compared as `k IS NULL` and `COALESCE(k, <a value of its type>)`); without
 PARTITION BY the global aggregate joined on the instant. Items with the same PARTITION BY
 share one aggregation. An OVER with ORDER BY or a frame (a running aggregate over the rows
-before each) is refused, as are other window functions (LAG, LEAD, FIRST_VALUE, ...) and
+before each) is refused (LAG, LEAD, FIRST_VALUE: navigation.py), as is
 OVER in an aggregated SELECT (aggregate in a subquery, then OVER above it).
 
     >>> from federation import sql
