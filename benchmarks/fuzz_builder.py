@@ -133,6 +133,32 @@ class _Builder(Expressions):
         return Rel(node, src, {**r.hints, name: "count" if f == "count" else
                                r.hints.get(c, "value")})
 
+    def neighbour(self, r: Rel) -> Rel:
+        """Each row with a value of another row of its partition at the instant: LAG or
+        LEAD (`lag`, a negative offset for LEAD; now and then a default) or FIRST_VALUE."""
+        d = self.draw
+        cols = list(r.node.schema)
+        order = [f"{c} DESC" if self.chance(50) else c
+                 for c in d(st.lists(st.sampled_from(cols), min_size=1, max_size=2, unique=True))]
+        keys = self.cols(r, *GROUPABLE)
+        part = [self.pick(keys)] if keys and self.chance(60) else []
+        c = d(st.sampled_from(cols))
+        name = self.fresh("nb", "nav")
+        hint = "value" if r.hints.get(c) == "count" else r.hints.get(c, "value")
+        try:
+            if self.chance(30):
+                node = r.dsl.first_value(c, order, part, name)
+                src = f"{r.src}.first_value({c!r}, {order!r}, {part!r}, {name!r})"
+                return Rel(node, src, {**r.hints, name: hint})
+            n = d(st.integers(1, 2)) * (1 if self.chance(50) else -1)
+            default = "0" if _type(r.node.schema[c]) in ("INT", "BIGINT", "DOUBLE") \
+                and self.chance(40) else None
+            node = r.dsl.lag(c, order, part, n, default, name)
+        except ValueError:  # a relation of a table alone: no window to number over
+            return r
+        src = f"{r.src}.lag({c!r}, {order!r}, {part!r}, {n}, {default!r}, {name!r})"
+        return Rel(node, src, {**r.hints, name: hint})
+
     def rank(self, r: Rel) -> Rel:
         """ROW_NUMBER at each instant: the first n rows per partition (`top`, the window
         Top-N or ORDER BY ... LIMIT n), or the numbers (ROW_NUMBER, RANK or DENSE_RANK) as

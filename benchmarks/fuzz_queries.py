@@ -67,6 +67,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
         r = b.rank(r)
     if b.chance(6):  # an aggregate OVER a partition, beside each row
         r = b.over(r)
+    if b.chance(6):  # LAG, LEAD or FIRST_VALUE OVER a partition, beside each row
+        r = b.neighbour(r)
     q = r.dsl.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))
@@ -106,8 +108,12 @@ def alternating_placements(q: Rstream, extra: list[dict[str, str]] = ()) -> list
     complement = {o: ("db", "spe")[depth(o) % 2] for o in ops}
     out = []
     for pl in (alternating, complement, *(dict(x) for x in extra)):
-        for o, _ in spe_limits(plan, pl):
-            pl[o] = "db"
+        for _ in range(len(ops)):  # moving one operator may bind another (a sum's readers)
+            limits = spe_limits(plan, pl)
+            if not limits:
+                break
+            for o, _ in limits:
+                pl[o] = "db"
         if len(set(pl.values())) > 1:  # all in one engine: the 'spe' or 'db' placement
             out.append(placement_string(pl))
     return list(dict.fromkeys(out))

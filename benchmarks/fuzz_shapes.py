@@ -29,7 +29,7 @@ SHAPES = (
     "row_number", "rank", "outer_join", "time_function", "min_max_ordered", "scalar_function",
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
-    "not_exists_subquery", "over_partition",
+    "not_exists_subquery", "over_partition", "navigation",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -252,6 +252,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("instant_join")  # on the window's instant alone (Nexmark q5)
             if any(a.startswith("_over_null") for a, _ in n.keys):
                 out.add("over_partition")  # Relation.over: NULL-safe keys
+            if any(a.startswith("_nav_") for a in n.right.schema):
+                out.add("navigation")  # Relation.lag, .first_value: rows numbered, joined
             if any(r.startswith("_in_key") for _, r in n.keys):
                 out.add("not_in_subquery" if n.how == "left" else "in_subquery")  # where_in
             if n.how != "inner":

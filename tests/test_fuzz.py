@@ -29,7 +29,8 @@ def test_generated_queries_match_the_reference_cut_at_every_boundary(spark, tmp_
     # (benchmarks/fuzz_follow.py, also in benchmarks.fuzz's long profile); the seed
     # re-drawn when the generator gained Flink's scalar functions and INTERSECT (issue 44;
     # 20261214 before, 20261216 drew one such query; 20261215 until the generator drew NOT
-    # EXISTS, 20261218 until it drew OVER, issue 44): of its 4 queries two read one stream
+    # EXISTS, 20261218 until it drew OVER, issue 44; kept with LAG, LEAD and FIRST_VALUE drawn:
+    # all four then read one stream and have rows): of its 4 queries two read one stream
     # and have rows (the live runs need both; checked by a pure-DuckDB direct run of each
     # drawn query)
     n = 4 if live else 3
@@ -102,8 +103,9 @@ NEW_SHAPES = (
     "scalar_function",
     # Flink's SESSION windows (an aggregate per session of a key)
     "session_window",
-    # RANK and DENSE_RANK, NOT EXISTS correlated by equalities, aggregates OVER a partition
-    "rank", "not_exists_subquery", "over_partition",
+    # RANK and DENSE_RANK, NOT EXISTS correlated by equalities, aggregates OVER a partition,
+    # LAG/LEAD/FIRST_VALUE
+    "rank", "not_exists_subquery", "over_partition", "navigation",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")
@@ -141,7 +143,7 @@ def test_generator_covers_every_shape():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import json; from tests.test_fuzz import collect_shapes; "
-            "print(json.dumps(collect_shapes(165)))")  # re-drawn with RANK, NOT EXISTS, OVER
+            "print(json.dumps(collect_shapes(170)))")  # re-drawn with LAG, LEAD, FIRST_VALUE
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
@@ -150,7 +152,8 @@ def test_generator_covers_every_shape():
     # at least 2% (3 of 150): with 50 families, some drawn in 5% of queries, a 3% floor
     # held for one seed in 40 (issue 44's IN, NOT IN and CUMULATE re-draws; 136 of
     # 123-143 is the one seed there that passes every check below; with RANK and NOT
-    # EXISTS, 159 the first of 137-161; with OVER, 165 the first of 164-165)
+    # EXISTS, 159 the first of 137-161; with OVER, 165 the first of 164-165; with LAG, LEAD
+    # and FIRST_VALUE, 170 the first of 165-170)
     rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.02 * n}
     assert not rare, f"shapes in fewer than 2% of {n} queries: {rare}"
     assert counts["group_by_table_column"] > 0  # rarer: 1-11% of 200 (three seeds tried)
