@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 import weakref
 
 from pyspark.sql import DataFrame
@@ -144,7 +145,19 @@ class WeakHandler:
         handler = self._handler()
         if handler is None:  # the run that started the query is gone: nothing to feed
             raise RuntimeError(f"micro-batch {batch_id} after its run ended")
-        handler(batch_df, batch_id)
+        try:
+            handler(batch_df, batch_id)
+        except Exception as e:
+            # PySpark's wrapper keeps the error (ForeachBatchFunction.error) while Py4J
+            # keeps the wrapper: the frames of its traceback would hold the handler, and
+            # so the query, again (a halted run's, a failed one's). Their lines stay.
+            seen, x = set(), e
+            while x is not None and id(x) not in seen:
+                seen.add(id(x))
+                traceback.clear_frames(x.__traceback__)
+                x = x.__cause__ or x.__context__
+            handler = batch_df = None  # this frame is in the traceback too
+            raise
 
 
 def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> DataFrame:
