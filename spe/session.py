@@ -190,13 +190,21 @@ def _remove(root: str) -> None:
 
 
 def close_idle_callbacks(spark) -> None:
-    """Close Py4J's idle connections from the JVM to Python (best effort). Each streaming
-    query's thread calls its foreachBatch over a connection of its own, with a socket and a
-    Python thread at each end, and Py4J keeps it after the query has stopped: one of each
-    per query ever run, until a long session runs out of file descriptors. Idle ones are
-    closed here when a run ends; a query still running opens a new one at its next call."""
+    """Close Py4J's idle connections from the JVM to Python (best effort), and drop the
+    errors PySpark's foreachBatch wrappers keep. Each streaming query's thread calls its
+    foreachBatch over a connection of its own, with a socket and a Python thread at each
+    end, and Py4J keeps it after the query has stopped: one of each per query ever run,
+    until a long session runs out of file descriptors. Idle ones are closed here when a
+    run ends; a query still running opens a new one at its next call. A wrapper
+    (`ForeachBatchFunction`, in Py4J's pool until the JVM collects its query) keeps the
+    last error its batch raised, nowhere read, whose traceback holds the batch's DataFrame
+    and the frames above it."""
     try:
-        spark.sparkContext._gateway.java_gateway_server.getCallbackClient().periodicCleanup()
+        gateway = spark.sparkContext._gateway
+        for wrapper in list(gateway.gateway_property.pool.dict.values()):
+            if type(wrapper).__name__ == "ForeachBatchFunction":
+                wrapper.__dict__.pop("error", None)
+        gateway.java_gateway_server.getCallbackClient().periodicCleanup()
     except Exception as e:  # noqa: BLE001 - housekeeping: never fails a run
         print(f"fedq: closing idle Py4J connections: {e}", file=sys.stderr)
 

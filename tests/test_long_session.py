@@ -40,3 +40,6 @@ def test_a_run_leaves_no_query_and_no_connection_behind(spark, tmp_path):
     (q1, t1), _, (q3, t3) = counts
     assert q3 <= q1, f"StreamingQuery objects kept by finished runs: {counts}"
     assert t3 <= t1, f"threads kept by finished runs (Py4J connections): {counts}"
+    kept = [o for o in gc.get_objects()
+            if type(o).__name__ == "ForeachBatchFunction" and hasattr(o, "error")]
+    assert not kept, f"foreachBatch wrappers keeping their batch's error: {kept}"
