@@ -133,16 +133,20 @@ class _Builder(Expressions):
         return Rel(node, src, {**r.hints, name: "count" if f == "count" else
                                r.hints.get(c, "value")})
 
+    def order_and_partition(self, r: Rel) -> tuple[list[str], list[str]]:
+        """An order of one or two columns of `r` (each ASC or DESC) and, more often than
+        not, a partition by one groupable column (ROW_NUMBER's and LAG's OVER)."""
+        order = [f"{c} DESC" if self.chance(50) else c for c in self.draw(st.lists(
+            st.sampled_from(list(r.node.schema)), min_size=1, max_size=2, unique=True))]
+        keys = self.cols(r, *GROUPABLE)
+        return order, [self.pick(keys)] if keys and self.chance(60) else []
+
     def neighbour(self, r: Rel) -> Rel:
         """Each row with a value of another row of its partition at the instant: LAG or
         LEAD (`lag`, a negative offset for LEAD; now and then a default) or FIRST_VALUE."""
         d = self.draw
-        cols = list(r.node.schema)
-        order = [f"{c} DESC" if self.chance(50) else c
-                 for c in d(st.lists(st.sampled_from(cols), min_size=1, max_size=2, unique=True))]
-        keys = self.cols(r, *GROUPABLE)
-        part = [self.pick(keys)] if keys and self.chance(60) else []
-        c = d(st.sampled_from(cols))
+        order, part = self.order_and_partition(r)
+        c = d(st.sampled_from(list(r.node.schema)))
         name = self.fresh("nb", "nav")
         hint = "value" if r.hints.get(c) == "count" else r.hints.get(c, "value")
         try:
@@ -164,11 +168,7 @@ class _Builder(Expressions):
         Top-N or ORDER BY ... LIMIT n), or the numbers (ROW_NUMBER, RANK or DENSE_RANK) as
         a column, often filtered."""
         d = self.draw
-        cols = list(r.node.schema)
-        order = [f"{c} DESC" if self.chance(50) else c
-                 for c in d(st.lists(st.sampled_from(cols), min_size=1, max_size=2, unique=True))]
-        keys = self.cols(r, *GROUPABLE)
-        part = [self.pick(keys)] if keys and self.chance(60) else []
+        order, part = self.order_and_partition(r)
         try:
             if self.chance(35):  # Top-N (row numbers), else the numbers
                 n = d(st.integers(1, 3))
