@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -148,14 +149,29 @@ def static_run(qs, placement: str, a, burst: int, spark, work: Path
               iterate=False, sinks=(sink,), spark=spark, seconds_per_batch=1, feed=a.feed,
               progress=watcher(backlog))
     budget = sum(n for _, n in a.profile) + a.behind
-    r = h.wait(budget)
-    stopped = r is None
-    if stopped:
-        say(f"   stopped after {budget:.0f} s (behind)")
-        r = h.stop()
+    failed = None
+    try:
+        r = h.wait(budget)
+        stopped = r is None
+        if stopped:
+            say(f"   stopped after {budget:.0f} s (behind)")
+            r = h.stop()
+        shown = r.summary.placement
+    except Exception as e:  # noqa: BLE001 - a placement the machine cannot run is a result
+        stopped, failed, shown = True, first_line(e), placement
+        say(f"   failed after {time.time() - t0:.0f} s: {failed}")
     recs, tables = per_query(sink, backlog, [q.name for q in qs], a, burst, t0, work)
-    return {"kind": "static", "placement": r.summary.placement, "wall_s": time.time() - t0,
-            "stopped_behind": stopped}, recs, tables
+    return {"kind": "static", "placement": shown, "wall_s": time.time() - t0,
+            "stopped_behind": stopped, "failed": failed}, recs, tables
+
+
+def first_line(e: BaseException) -> str:
+    """The first line naming the cause of a failed run (Spark's error class, if any)."""
+    text = str(e)
+    for line in text.splitlines():
+        if "OUT_OF_MEMORY" in line or "Error" in line or "Exception" in line:
+            return line.strip()[:300]
+    return (text.splitlines() or [type(e).__name__])[0][:300]
 
 
 def adaptive_run(qs, a, burst: int, spark, work: Path) -> tuple[dict, dict, dict]:
@@ -222,6 +238,8 @@ def compare(group: list[str], a, spark, work: Path, tag: str) -> list[dict]:
         say(f"   migrated at {m['at']:%H:%M:%S} to {m['placement']} ({m['strategy']}), "
             f"sink gap {m['sink_gap_s']}")
     for label, placement in (("spe", "spe"), ("db", "db"), ("first phase's plan", first)):
+        if label.split()[0] not in a.static:
+            continue
         pp = plan_for(q, placement, prof)[0].placement_string
         if any(r["placement"] == pp for r in runs.values() if r["kind"] == "static"):
             continue
@@ -260,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--behind", type=float, default=300.0,
                     help="a static run still going this many seconds after its input's end "
                     "is stopped (behind)")
+    ap.add_argument("--static", type=lambda v: v.split(","), default=["spe", "db", "first"],
+                    help="the static placements to run beside the adaptive one (spe, db, "
+                    "first: the first phase's plan)")
     ap.add_argument("--out", default="adaptive_live.json")
     a = ap.parse_args(argv)
     from spe.session import get_spark
@@ -276,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         f"start={T0.isoformat()}", work_dir=work / "warmup", feed=a.feed, spark=spark)
     groups = [names] if a.as_set else [[n] for n in names]
     out = [rec for g in groups for rec in compare(g, a, spark, work, "+".join(g))]
-    doc = {"command": "python -m benchmarks.adaptive_live " + " ".join(argv or []),
+    doc = {"command": "python -m benchmarks.adaptive_live " + " ".join(
+               sys.argv[1:] if argv is None else argv),
            "profile": a.profile, "plugs": a.plugs, "scale": a.scale, "feed": a.feed,
            "as_set": a.as_set, "behind_s": a.behind,
            "decide_every_s": a.decide_every, "margin": a.margin,

@@ -59,14 +59,17 @@ def drive_following(ex: Execution, follower, halt: threading.Event, prog: RunPro
     resumed run goes on from there) or until the input ends (`until`: then as a run over a
     directory, every window is finished). Returns False (no budget)."""
     stages = ex.staged.stages
-    while not halt.wait(0.25):
+    while not halt.is_set():
+        ended = follower.ended.wait(0.25)  # at once when it ends (a migration waits on it)
+        if halt.is_set():
+            break
         if follower.error is not None:
             raise follower.error
         for st in stages:
             exc = None if st.query is None else st.query.exception()
             if exc is not None:
                 raise RuntimeError(f"stage {st.index} failed: {exc}")
-        if follower.ended.is_set():  # the DB-ops know their last instant (when_ended)
+        if ended:  # the DB-ops know their last instant (when_ended)
             return drive(ex, None, True, prog)
     follower.stop()
     ex.halt.set()
