@@ -163,6 +163,52 @@ class _Builder(Expressions):
         src = f"{r.src}.lag({c!r}, {order!r}, {part!r}, {n}, {default!r}, {name!r})"
         return Rel(node, src, {**r.hints, name: hint})
 
+    def frame(self, r: Rel) -> Rel:
+        """Each row with a value over its frame (frames.py): an aggregate over ROWS,
+        RANGE or GROUPS bounds (a running aggregate by default), the first, last or n-th
+        row's value, or NTILE, PERCENT_RANK or CUME_DIST."""
+        d = self.draw
+        order, part = self.order_and_partition(r)
+        kind = d(st.sampled_from(["rows", "range", "groups"]))
+        bounds = [None, 0] if kind == "range" else [None, -2, -1, 0, 1, 2]
+        lo, hi = d(st.sampled_from(bounds)), d(st.sampled_from(bounds))
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+        frame = (kind, lo, hi)
+        name = self.fresh("fr", "frame")
+        # each row joined with its partition's rows: within the rows an instant may have
+        pairs = _join_rows(r.node, r.node, part) <= MAX_ROWS_PER_INSTANT
+        try:
+            if pairs and self.chance(50):
+                nums = [c for c, t in r.node.schema.items() if r.hints.get(c) in NUMERIC
+                        and _type(t) in ("INT", "BIGINT", "DOUBLE")]
+                f = d(st.sampled_from(["max", "avg", "count", "min", "sum"])) if nums \
+                    else "count"
+                c = d(st.sampled_from(nums)) if f != "count" else None
+                node = r.dsl.over(part, order_by=order, frame=frame,
+                                  **{name: AGGS[f](*_args(bare(c) if c else None))})
+                call = f"{AGGS[f].__name__}({repr(bare(c)) if c else ''})"
+                src = (f"{r.src}.over({part!r}, order_by={order!r}, frame={frame!r}, "
+                       f"{', '.join(_render_kwargs([(name, call)]))})")
+                hint = "count" if f == "count" else r.hints.get(c, "value")
+            elif pairs and self.chance(60):
+                c = d(st.sampled_from(list(r.node.schema)))
+                which = d(st.sampled_from(["first", "last", 1, 2, 3]))
+                node = r.dsl.nth_value(c, which, order, part, name, frame)
+                src = (f"{r.src}.nth_value({c!r}, {which!r}, {order!r}, {part!r}, {name!r}, "
+                       f"{frame!r})")
+                hint = "value" if r.hints.get(c) == "count" else r.hints.get(c, "value")
+            else:
+                fn = d(st.sampled_from(["ntile", "percent_rank", "cume_dist"] if pairs
+                                       else ["ntile", "percent_rank"]))
+                buckets = d(st.integers(1, 4)) if fn == "ntile" else None
+                node = r.dsl.distribution(fn, order, part, name, buckets)
+                src = f"{r.src}.distribution({fn!r}, {order!r}, {part!r}, {name!r}, {buckets!r})"
+                hint = "count" if fn == "ntile" else "value"
+        except ValueError:  # a relation of a table alone: no window to number over
+            return r
+        return Rel(node, src, {**r.hints, name: hint})
+
     def rank(self, r: Rel) -> Rel:
         """ROW_NUMBER at each instant: the first n rows per partition (`top`, the window
         Top-N or ORDER BY ... LIMIT n), or the numbers (ROW_NUMBER, RANK or DENSE_RANK) as

@@ -69,6 +69,8 @@ def queries(draw, max_depth: int = 3) -> Generated:
         r = b.over(r)
     if b.chance(6):  # LAG, LEAD or FIRST_VALUE OVER a partition, beside each row
         r = b.neighbour(r)
+    if b.chance(6):  # an aggregate or a row's value over a frame, NTILE, CUME_DIST, ...
+        r = b.frame(r)
     q = r.dsl.rstream("Q")
     placements = ["spe", "db", "auto"] + _explicit_placements(draw, q)
     batch = draw(st.sampled_from([3, 5, 10]))

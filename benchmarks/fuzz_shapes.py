@@ -29,7 +29,7 @@ SHAPES = (
     "row_number", "rank", "outer_join", "time_function", "min_max_ordered", "scalar_function",
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
-    "not_exists_subquery", "over_partition", "navigation",
+    "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -232,6 +232,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("intersect_except")  # federation/logical/union.py set_operation
         elif k == "row_number":
             out.add("row_number" if n.function == "row_number" else "rank")
+            if n.name.startswith("_dist_"):
+                out.add("distribution")  # NTILE, PERCENT_RANK (frames.distribution)
         elif k == "join":
             lr, rr = is_row_level(n.left), is_row_level(n.right)
             if lr and rr:
@@ -254,6 +256,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("over_partition")  # Relation.over: NULL-safe keys
             if any(a.startswith("_nav_") for a in n.right.schema):
                 out.add("navigation")  # Relation.lag, .first_value: rows numbered, joined
+            if any(a.startswith("_frame_rpos") for a in n.right.schema):
+                out.add("frame")  # frames.framed: each row joined with its partition's
             if any(r.startswith("_in_key") for _, r in n.keys):
                 out.add("not_in_subquery" if n.how == "left" else "in_subquery")  # where_in
             if n.how != "inner":

@@ -104,8 +104,8 @@ NEW_SHAPES = (
     # Flink's SESSION windows (an aggregate per session of a key)
     "session_window",
     # RANK and DENSE_RANK, NOT EXISTS correlated by equalities, aggregates OVER a partition,
-    # LAG/LEAD/FIRST_VALUE
-    "rank", "not_exists_subquery", "over_partition", "navigation",
+    # LAG/LEAD/FIRST_VALUE, frames (running aggregates, LAST_VALUE, NTH_VALUE, CUME_DIST)
+    "rank", "not_exists_subquery", "over_partition", "navigation", "frame",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")
@@ -143,7 +143,7 @@ def test_generator_covers_every_shape():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import json; from tests.test_fuzz import collect_shapes; "
-            "print(json.dumps(collect_shapes(170)))")  # re-drawn with LAG, LEAD, FIRST_VALUE
+            "print(json.dumps(collect_shapes(175)))")  # re-drawn with frames
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
@@ -153,10 +153,11 @@ def test_generator_covers_every_shape():
     # held for one seed in 40 (issue 44's IN, NOT IN and CUMULATE re-draws; 136 of
     # 123-143 is the one seed there that passes every check below; with RANK and NOT
     # EXISTS, 159 the first of 137-161; with OVER, 165 the first of 164-165; with LAG, LEAD
-    # and FIRST_VALUE, 170 the first of 165-170)
+    # and FIRST_VALUE, 170 the first of 165-170; with frames, 172 and 175 of 170-176)
     rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.02 * n}
     assert not rare, f"shapes in fewer than 2% of {n} queries: {rare}"
     assert counts["group_by_table_column"] > 0  # rarer: 1-11% of 200 (three seeds tried)
+    assert counts["distribution"] > 0  # NTILE, PERCENT_RANK: a fifth of the frames' draws
     pairs = {s.split(":")[1] for s in counts if s.startswith("cast:")}
     assert len(pairs) >= 8, sorted(pairs)  # of the 19 (DOUBLE > VARCHAR is refused): 6-14
     for t in ("INT", "BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"):

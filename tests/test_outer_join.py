@@ -106,11 +106,9 @@ def test_a_constant_of_the_side_an_outer_join_may_miss_is_null_where_it_missed()
 
 
 @pytest.mark.parametrize("text,why", [
-    (f"SELECT a.value FROM ({A}) a LEFT JOIN ({B}) b ON a.k = b.k AND b.n > a.value",
-     "an outer join's ON holds key equalities and conditions of one side"),
+    (f"SELECT a.value FROM ({A}) a LEFT JOIN ({B}) b ON a.k = b.k AND k > 1",
+     "a name both sides have"),
     (f"SELECT a.value FROM ({A}) a OUTER JOIN ({B}) b ON a.k = b.k", "names no side"),
-    (f"SELECT a.value, b.n FROM ({A}) a LEFT JOIN ({B}) b ON a.value < b.n",
-     "an outer join's ON needs at least one equality"),
     (f"SELECT k AS x FROM ({A}) a FULL JOIN ({B}) b ON a.k = b.k", "ambiguous column 'k'"),
 ])
 def test_outer_joins_sql_cannot_run_right_are_refused_where_written(text, why):

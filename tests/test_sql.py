@@ -160,14 +160,12 @@ G2 = f"(SELECT plug_id, AVG(value) AS a FROM {H30} GROUP BY plug_id)"
 
 #: case: (query, clause named, words of the message)
 REFUSED = {
-    "outer join on a condition of both sides": (
-        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id AND y.a > x.m",
-        "JOIN ON", "conditions of one side"),
+    "outer join on a name both sides have": (
+        f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.plug_id = y.plug_id AND plug_id > 1",
+        "JOIN ON", "a name both sides have"),
     "outer join without a side": (
         f"SELECT * FROM {G} x OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
         "OUTER JOIN", "names no side"),
-    "non-equi outer join": (f"SELECT * FROM {G} x LEFT JOIN {G2} y ON x.m > y.a", "JOIN ON",
-                            "at least one equality"),
     "semi join on a left condition": (
         f"SELECT * FROM {G} x SEMI JOIN {G2} y ON x.plug_id = y.plug_id AND x.m > 1",
         "JOIN ON", "conditions of its right side only"),
@@ -176,9 +174,18 @@ REFUSED = {
     "lag without order": (
         f"SELECT plug_id, LAG(value) OVER (PARTITION BY plug_id) AS p FROM {H10}", "OVER",
         "without an order"),
-    "last value": (
-        f"SELECT LAST_VALUE(value) OVER (PARTITION BY plug_id ORDER BY ts) AS p FROM {H10}",
-        "OVER", "FIRST_VALUE(x) OVER (... ORDER BY o DESC)"),
+    "frame on lag": (
+        (f"SELECT LAG(value) OVER (PARTITION BY plug_id ORDER BY ts ROWS 2 PRECEDING) AS p "
+        f"FROM {H10}"), "OVER", "takes no frame"),
+    "range of values": (
+        (f"SELECT SUM(value) OVER (ORDER BY ts RANGE BETWEEN 2 PRECEDING AND CURRENT ROW) AS p "
+        f"FROM {H10}"), "OVER", "UNBOUNDED or CURRENT ROW"),
+    "frame without order": (
+        f"SELECT SUM(value) OVER (ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS p FROM {H10}",
+        "OVER", "a frame needs an ORDER BY"),
+    "frame excluding rows": (
+        (f"SELECT SUM(value) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW "
+        f"EXCLUDE CURRENT ROW) AS p FROM {H10}"), "OVER", "exclude no row"),
     "lag in an aggregated select": (
         f"SELECT plug_id, LAG(MAX(value)) OVER (ORDER BY plug_id) AS p FROM {H10} GROUP BY 1",
         "OVER", "aggregate in a subquery"),
@@ -216,8 +223,12 @@ REFUSED = {
     "intersect": (f"SELECT plug_id, value FROM {H10} INTERSECT SELECT plug_id FROM {H30}",
                   "INTERSECT", "INTERSECT of 2 and 1 columns"),
     "window function": (
-        f"SELECT plug_id, NTILE(4) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {H10}",
-        "OVER", "window functions"),
+        (f"SELECT plug_id, STDDEV(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s "
+        f"FROM {H10}"), "OVER", "window functions"),
+    "having correlated by an ungrouped column": (
+        (f"SELECT a.plug_id, SUM(a.value) AS s FROM {H10} AS a GROUP BY a.plug_id HAVING "
+         f"EXISTS (SELECT * FROM {H10} AS b WHERE b.plug_id = a.house_id)"), "HAVING",
+        "unknown column a.house_id (available: plug_id)"),
     "subquery in where": (
         f"SELECT plug_id FROM {H10} WHERE value > 9 OR plug_id IN (SELECT plug_id FROM {H30})",
         "WHERE", "subqueries"),

@@ -22,16 +22,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import sqlglot
 from sqlglot import exp
 
-from federation.conventions import NULL_STAND_IN
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall, sum_
 from federation.logical.aggregate import Aggregate
 from federation.logical.join import Join
+from federation.logical.names import name_maker, null_safe_pairs
 from federation.logical.nodes import Node, Project, Rstream, Select, _expr
 from federation.logical.rank import RowNumber
 from federation.logical.table import Table
@@ -107,27 +107,30 @@ class Relation:
             by = [by]
         return Relation(Aggregate(self.node, tuple(by), tuple(aggs.items())))
 
-    def over(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
+    def over(self, by: Sequence[str] = (), order_by=None, frame=None, **aggs: AggCall
+             ) -> Relation:
         """Each row with the aggregates of its partition at each instant (SQL's `AVG(x)
         OVER (PARTITION BY by...)`): the relation grouped by `by` and joined back on it,
         NULL equal to NULL as SQL's partitions are (each key compared as `k IS NULL` and
         `COALESCE(k, <a value of its type>)`); without `by`, the instant's aggregates
-        joined on the instant."""
+        joined on the instant. With `order_by` (columns, each with ASC or DESC) over the
+        rows of each row's frame (`frame`: frames.Frame or ("rows" | "range", lo, hi);
+        SQL's default, ("range", None, 0), a running aggregate: frames.py)."""
         by = [by] if isinstance(by, str) else list(by)
+        if order_by is not None or frame is not None:
+            from federation.logical.frames import Frame, framed
+
+            if order_by is None:  # a frame over the rows in no order: the whole partition
+                raise QueryValidationError("over", "order_by", "a frame needs an order")
+            return framed(self, order_by, by, Frame.of(frame or Frame()), aggs)
         node, names = self.node, list(aggs)
         groups = self.aggregate(by, **aggs)
         if not by:
             return self.join(groups, on=[])
         fresh = name_maker([*node.schema, *names])
-        cols, pairs, left, right = list(node.schema), [], {}, {}
-        for i, k in enumerate(by, 1):  # numbered: a key's name may need quotes
-            isnull, value = fresh(f"_over_null{i}"), fresh(f"_over_key{i}")
-            left[isnull], left[value] = _null_safe(k, node.schema[k])
-            rn, rv = fresh(f"_over_rnull{i}"), fresh(f"_over_rkey{i}")
-            right[rn], right[rv] = _null_safe(k, node.schema[k])
-            pairs += [(isnull, rn), (value, rv)]
-        return (self.project(*cols, **left).join(groups.project(*names, **right), on=pairs)
-                .project(*cols, *names))
+        left, right, pairs = null_safe_pairs(node.schema, by, fresh, "_over_")
+        return (self.project(*node.schema, **left).join(groups.project(*names, **right),
+                                                        on=pairs).project(*node.schema, *names))
 
     def lag(self, column: str, order_by, partition_by: Sequence[str] = (), offset: int = 1,
             default: str | exp.Expression | None = None, name: str = "lag") -> Relation:
@@ -139,10 +142,56 @@ class Relation:
         return self._neighbour(column, order_by, partition_by, offset, default, name)
 
     def first_value(self, column: str, order_by, partition_by: Sequence[str] = (),
-                    name: str = "first_value") -> Relation:
+                    name: str = "first_value", frame=None) -> Relation:
         """Each row with `column` of the first row of its partition under `order_by` at
-        each instant (SQL's FIRST_VALUE(column) OVER (PARTITION BY ... ORDER BY ...))."""
+        each instant (SQL's FIRST_VALUE(column) OVER (PARTITION BY ... ORDER BY ...)); of
+        its `frame`'s first row (frames.py), NULL where that is empty."""
+        if frame is not None:
+            return self.nth_value(column, "first", order_by, partition_by, name, frame)
         return self._neighbour(column, order_by, partition_by, None, None, name)
+
+    def last_value(self, column: str, order_by, partition_by: Sequence[str] = (),
+                   name: str = "last_value", frame=None) -> Relation:
+        """`column` of the last row of each row's frame (SQL's LAST_VALUE; the default
+        frame ends at the row's last peer in `order_by`: frames.py)."""
+        return self.nth_value(column, "last", order_by, partition_by, name, frame)
+
+    def nth_value(self, column: str, n, order_by, partition_by: Sequence[str] = (),
+                  name: str = "nth_value", frame=None) -> Relation:
+        """`column` of the `n`-th row (1, 2, ...; or "first", "last") of each row's frame,
+        NULL where it has fewer rows (SQL's NTH_VALUE(column, n) OVER (...): frames.py)."""
+        from federation.logical.frames import Frame, frame_value
+
+        if n not in ("first", "last") and (not isinstance(n, int) or isinstance(n, bool)
+                                           or n < 1):
+            raise QueryValidationError("nth_value", "n", f"{n!r}: a whole number >= 1")
+        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        return frame_value(self, column, order_by, by, Frame.of(frame or Frame()), n, name)
+
+    def ntile(self, buckets: int, order_by, partition_by: Sequence[str] = (),
+              name: str = "ntile") -> Relation:
+        """Each row's group (1 to `buckets`) when its partition's rows, in `order_by`, are
+        cut into `buckets` groups of sizes differing by at most one (SQL's NTILE)."""
+        return self.distribution("ntile", order_by, partition_by, name, buckets)
+
+    def percent_rank(self, order_by, partition_by: Sequence[str] = (),
+                     name: str = "percent_rank") -> Relation:
+        """(rank - 1) / (rows - 1) in each row's partition (SQL's PERCENT_RANK)."""
+        return self.distribution("percent_rank", order_by, partition_by, name)
+
+    def cume_dist(self, order_by, partition_by: Sequence[str] = (),
+                  name: str = "cume_dist") -> Relation:
+        """The share of each row's partition up to its last peer (SQL's CUME_DIST)."""
+        return self.distribution("cume_dist", order_by, partition_by, name)
+
+    def distribution(self, function: str, order_by, partition_by: Sequence[str] = (),
+                     name: str | None = None, buckets: int | None = None) -> Relation:
+        """NTILE(`buckets`), PERCENT_RANK() or CUME_DIST() (`function` in lower case) OVER
+        (PARTITION BY ... ORDER BY ...) as the column `name` (frames.distribution)."""
+        from federation.logical.frames import distribution
+
+        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        return distribution(self, function, order_by, by, name or function, buckets)
 
     def _neighbour(self, column, order_by, partition_by, offset, default, name) -> Relation:
         by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
@@ -150,12 +199,7 @@ class Relation:
         fresh = name_maker([*cols, name])
         rn, at, hit, value = (fresh(f"_nav_{n}") for n in ("rn", "at", "hit", "value"))
         rows = self.row_number(order_by, by, rn)
-        left, right, pairs = {}, {}, []
-        for i, k in enumerate(by, 1):  # numbered: a key's name may need quotes
-            ln, lv, rn_, rv = (fresh(f"_nav_{n}{i}") for n in ("null", "key", "rnull", "rkey"))
-            left[ln], left[lv] = _null_safe(k, node.schema[k])
-            right[rn_], right[rv] = _null_safe(k, node.schema[k])
-            pairs += [(ln, rn_), (lv, rv)]
+        left, right, pairs = null_safe_pairs(node.schema, by, fresh, "_nav_")
         rows_at = rows.filter(f"{rn} = 1")  # FIRST_VALUE: the first row, on the partition
         if offset is not None:  # LAG, LEAD: the row numbered `offset` before
             rows_at, right[at] = rows, exp.column(rn) + exp.Literal.number(int(offset))
@@ -222,27 +266,6 @@ class Relation:
         """End the query: emit the whole result relation at every slide instant (RSTREAM);
         the query's plan."""
         return Rstream(self.node, name)
-
-
-def name_maker(taken) -> Callable[[str], str]:
-    """A function giving `base`, else `base1`, `base2`, ...: a name neither in `taken`
-    nor given before (the hidden columns a rewrite adds)."""
-    used = set(taken)
-
-    def fresh(base: str) -> str:
-        name, i = base, 1
-        while name in used:
-            name, i = f"{base}{i}", i + 1
-        used.add(name)
-        return name
-
-    return fresh
-
-
-def _null_safe(k: str, t: str) -> tuple[exp.Expression, exp.Expression]:
-    """`k IS NULL` and `COALESCE(k, <stand-in>)`: NULL equal to NULL, unequal to the rest."""
-    return exp.column(k).is_(exp.null()), exp.func(
-        "COALESCE", exp.column(k), sqlglot.parse_one(NULL_STAND_IN[t]))
 
 
 def _fresh(base: str, schema) -> str:

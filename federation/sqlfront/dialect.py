@@ -209,9 +209,10 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
     for n in e.walk():
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
             raise text.fail(f"subqueries in {clause} are not supported (but `x [NOT] IN "
-                            "(SELECT ...)` and `[NOT] EXISTS (...)` as conjuncts of WHERE, "
-                            "and a value `(SELECT MAX(x) FROM ...)` in WHERE or in a SELECT "
-                            "without aggregates; else join instead)", clause, n, "SELECT")
+                            "(SELECT ...)` and `[NOT] EXISTS (...)` as conjuncts of WHERE or "
+                            "HAVING, and a value `(SELECT MAX(x) FROM ...)` in WHERE, HAVING "
+                            "or a SELECT without aggregates; else join instead)", clause, n,
+                            "SELECT")
         if isinstance(n, exp.Filter) and not isinstance(n.this, exp.AggFunc):
             raise text.fail(f"FILTER (WHERE ...) of {n.this.sql()}: of an aggregate only",
                             clause, n)

@@ -34,7 +34,7 @@ from federation.logical.membership import where_in
 from federation.logical.nodes import Project
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
-from federation.sqlfront.outer_on import one_side_keys
+from federation.sqlfront.outer_on import cross_matched, crossing, one_side_keys
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
@@ -152,7 +152,6 @@ class FromClause:
             raise fail(f"alias {min(overlap)!r} used twice in FROM", "JOIN", j.this)
         keys: list[tuple[str, str]] = []
         rest: list[exp.Expression] = []
-        instant = False  # ON names the instant (window_end = window_end): a window join
         using = j.args.get("using")
         on = j.args.get("on")
         if method == "NATURAL":  # USING the names both sides have
@@ -170,8 +169,7 @@ class FromClause:
         elif on is not None:
             for c in split_conjuncts(on):
                 pair = self.key_pair(c, left, right)
-                if pair == ():
-                    instant = True  # window_start/window_end equal on both sides: implied
+                if pair == ():  # window_start/window_end equal on both sides: implied
                     continue
                 if pair is not None:
                     keys.append(pair)
@@ -186,12 +184,16 @@ class FromClause:
         else:
             raise fail("an outer join needs ON or USING with equalities of keys", "JOIN", j,
                        "JOIN")
-        if not keys and not instant and how != "inner":
-            raise fail("an outer join's ON needs at least one equality between a column "
-                       "of each side, or of their window instants (a.window_end = "
-                       "b.window_end)", "JOIN ON", on if on is not None else j, "ON")
-        flags = [] if how == "inner" else one_side_keys(self.text, rest, left, right)
+        one, cross = crossing(rest, left, right)  # outer: without a key, every pair tried
+        flags = [] if how == "inner" else one_side_keys(self.text, one, left, right)
         rest = rest if how == "inner" else []  # outer: a condition of one side is a key
+        helpers: set[str] = set()  # a condition over both sides: the pairs it matches
+        if cross and how != "inner":
+            left, right, keys, helpers = cross_matched(
+                self.text, left, right, [*keys, *flags], cross, how, on,
+                lambda a, b, k: self.renamed_apart(a, b, k, j))
+            helpers |= {c for pair in flags for c in pair}
+            flags = []
         if how in ("right", "full"):  # the left side may be missing: a.k is NULL then
             left = self.key_copies(left, [lk for lk, _ in keys], right, j)
         if how in ("left", "full"):
@@ -199,9 +201,10 @@ class FromClause:
         right = self.renamed_apart(left, right, {rk for _, rk in [*keys, *flags]}, j)
         node = self.text.build("JOIN", j, lambda: Relation(left.node).join(
             right.node, on=[*keys, *flags], how=how).node)
-        if flags:  # their work done
-            node = Relation(node).project(*[c for c in node.schema
-                                            if c not in {f for f, _ in flags}]).node
+        if flags or helpers:  # their work done (with their key copies)
+            done = {f for f, _ in flags} | helpers
+            node = Relation(node).project(*[c for c in node.schema if c not in done and not any(
+                c.startswith(h + "_") for h in helpers)]).node
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():

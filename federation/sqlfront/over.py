@@ -6,9 +6,10 @@ that equal it in the PARTITION BY columns (all of them without PARTITION BY): th
 grouped by those columns and joined back on them, NULL equal to NULL as SQL's partitions
 have it (each key compared as `k IS NULL` and `COALESCE(k, <a value of its type>)`); without
 PARTITION BY the global aggregate joined on the instant. Items with the same PARTITION BY
-share one aggregation. An OVER with ORDER BY or a frame (a running aggregate over the rows
-before each) is refused (LAG, LEAD, FIRST_VALUE: navigation.py), as is
-OVER in an aggregated SELECT (aggregate in a subquery, then OVER above it).
+share one aggregation. With ORDER BY, each row's aggregate is over the rows of its frame
+(`ROWS BETWEEN 2 PRECEDING AND CURRENT ROW`; by default up to the row's last peer, a running
+aggregate: federation/logical/frames.py). OVER in an aggregated SELECT is refused
+(aggregate in a subquery, then OVER above it).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream
@@ -21,46 +22,51 @@ OVER in an aggregated SELECT (aggregate in a subquery, then OVER above it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from sqlglot import exp
 
 from federation.logical import Relation
 from federation.logical.builder import name_maker
+from federation.logical.frames import Frame
 from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.frames import frame_of, window_order
 from federation.sqlfront.ranking import windowed_aggregate
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.select_list import Aggregates
 
 
-def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> None:
-    """Replace each aggregate OVER (PARTITION BY ...) of `q`'s SELECT list by a hidden
-    column of `scope.node`, into which its partition's aggregate is joined."""
+def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> list[Callable]:
+    """Replace each aggregate OVER (...) of `q`'s SELECT list by a hidden column holding
+    its value: the functions adding the columns to the scope's relation (a Relation,
+    federation/logical/frames.add_columns applies them), one per PARTITION BY, ORDER BY and
+    frame."""
     found = [w for e in q.expressions for w in e.find_all(exp.Window) if windowed_aggregate(w)]
-    specs: dict[tuple[str, ...], list[exp.Window]] = {}
+    specs: dict[tuple, list[exp.Window]] = {}
     for w in found:
-        if w.args.get("order") is not None or w.args.get("spec") is not None:
-            raise text.fail(f"{w.this.sql()} OVER (... ORDER BY ... / ROWS ...): a running "
-                            "aggregate is not supported; an aggregate over its partition "
-                            "(OVER (PARTITION BY k)) is", "OVER", w, "OVER")
-        keys = []
-        for p in w.args.get("partition_by") or []:
-            if scope.is_instant(p):
-                continue  # every instant is its own partition already
-            col = scope.resolve(p, "OVER")
-            if not isinstance(col, exp.Column):
-                raise text.fail(f"PARTITION BY {p.sql()}: partition by columns (compute "
-                                "the expression in a subquery)", "OVER", p)
-            keys.append(col.name)
-        specs.setdefault(tuple(dict.fromkeys(keys)), []).append(w)
+        call = (w.this.this if isinstance(w.this, exp.Filter) else w.this).key.upper()
+        keys, by = window_order(text, scope, w, call)
+        frame = frame_of(text, w)
+        if frame is not None and (frame.lo, frame.hi) == (None, None):
+            frame, keys = None, []  # the whole partition, in any order
+        if frame is not None and not keys:
+            raise text.fail(f"{call} OVER (... {w.args['spec'].sql()}): a frame needs an "
+                            "ORDER BY (by a column)", "OVER", w, "OVER")
+        if keys and frame is None:
+            frame = Frame()  # SQL's default under an ORDER BY: up to the row's last peer
+        specs.setdefault((tuple(by), tuple(keys), frame), []).append(w)
     fresh = name_maker(set(scope.node.schema))
-
-    for keys, ws in specs.items():
-        node = scope.node
-        aggs = Aggregates(text, scope, list(keys))
+    units = []
+    for (by, keys, frame), ws in specs.items():
+        aggs = Aggregates(text, scope, list(by))
         names = [aggs.name(w.this, fresh("_over")) for w in ws]
-        calls = aggs.calls
-        scope.node = text.build("OVER", ws[0], partial(
-            lambda n, k, c: Relation(n).over(list(k), **c).node, node, keys, calls))
+        units.append(partial(_unit, text, ws[0], by, keys, frame, aggs.calls))
         for w, n in zip(ws, names):
             w.replace(exp.column(n))
+    return units
+
+
+def _unit(text: SqlText, w: exp.Window, by, keys, frame, calls, rel: Relation) -> Relation:
+    return text.build("OVER", w, lambda: rel.over(list(by), order_by=list(keys) or None,
+                                                  frame=frame, **calls))

@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from federation.expressions import conjoin
 from federation.logical import Node, Relation, Rstream
+from federation.logical.frames import add_columns
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.navigation import navigations
@@ -117,8 +118,8 @@ class Translator:
         if not aggregates(q):  # scalar subqueries and aggregates OVER: joined in
             for e in q.expressions:
                 scalar_values(self.text, e, scope, translate, "SELECT")
-            over_partitions(self.text, q, scope)
-            navigations(self.text, q, scope)
+            units = over_partitions(self.text, q, scope) + navigations(self.text, q, scope)
+            scope.node = add_columns(Relation(scope.node), units).node
         else:
             for w in (w for e in q.expressions for w in e.find_all(exp.Window)
                       if windowed_aggregate(w) or navigation(w)):
@@ -137,7 +138,7 @@ class Translator:
             if q.args.get(clause) is not None:
                 self.from_clause.refuse_unbounded(scope.node, "ORDER BY ... LIMIT",
                                                   clause.upper(), q.args[clause])
-        node = select_list(self.text, q, scope, self.from_clause.instant_names)
+        node = select_list(self.text, q, scope, self.from_clause.instant_names, translate)
         node = self.named_as(node, qualify(self.text, q, node))
         if distinct and distinct.args.get("on") is not None:  # the first row of each
             node = self.named_as(node, distinct_on(self.text, q, node))

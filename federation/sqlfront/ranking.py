@@ -35,11 +35,13 @@ def windowed_aggregate(w: exp.Expression) -> bool:
 
 
 def navigation(w: exp.Expression) -> bool:
-    """`w` is LAG, LEAD, FIRST_VALUE OVER (...), or one navigation.py refuses."""
+    """`w` is LAG, LEAD, FIRST_VALUE, LAST_VALUE, NTH_VALUE, NTILE, PERCENT_RANK or
+    CUME_DIST OVER (...) (navigation.py)."""
     f = w.this if isinstance(w, exp.Window) else None
     if isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
         f = f.this
-    return isinstance(f, (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue))
+    return isinstance(f, (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue,
+                          exp.Ntile, exp.PercentRank, exp.CumeDist))
 
 
 def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
@@ -52,8 +54,9 @@ def refuse_window_functions(text: SqlText, q: exp.Expression) -> None:
                 continue
             raise text.fail("window functions (OVER ...) are not supported but ROW_NUMBER(), "
                             "RANK() or DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) AS "
-                            "name as a SELECT item, LAG, LEAD, FIRST_VALUE and aggregates "
-                            "OVER (PARTITION BY ...); use a window table function and GROUP BY",
+                            "name as a SELECT item, LAG, LEAD, FIRST_VALUE, LAST_VALUE, "
+                            "NTH_VALUE, NTILE, PERCENT_RANK, CUME_DIST and aggregates OVER "
+                            "(...); use a window table function and GROUP BY",
                             "OVER", w, "OVER")
 
 

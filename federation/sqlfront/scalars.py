@@ -78,7 +78,9 @@ class _Scalar:
         name = fresh("_scalar")
         node = self.scope.node
         if not lhs:  # one row at every instant: joined on the instant alone
-            value = self.translate(self.sub)
+            named = self.sub.copy()  # an expression of aggregates gets a name
+            named.set("expressions", [exp.alias_(item.copy(), "_scalar_item")])
+            value = self.translate(named)
             only = next(iter(value.schema))
             self.scope.node = self.text.build(self.clause, self.s, lambda: Relation(node).join(
                 Relation(value).project(**{name: exp.column(only)}), on=[]).node)

@@ -19,6 +19,7 @@ from federation.expressions import AggCall, agg_call, distinct_tuple
 from federation.logical import Node, Relation
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.having import has_subquery, having_subqueries, outside_subqueries
 from federation.sqlfront.ranking import number_rows, numbered
 from federation.sqlfront.scopes import Scope, rewrite
 
@@ -27,12 +28,13 @@ _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
 
 
 def select_list(text: SqlText, q: exp.Select, scope: Scope,
-                instants: dict[int, dict[str, str]] | None = None) -> Node:
+                instants: dict[int, dict[str, str]] | None = None, translate=None) -> Node:
     """The plan of `q`'s SELECT list (with GROUP BY and HAVING) over `scope`; the names
-    its items give the instant (`window_end AS endtime`) go to `instants` by the plan's id."""
+    its items give the instant (`window_end AS endtime`) go to `instants` by the plan's id.
+    `translate`: the plan of a subquery (a HAVING's, having.py)."""
     named = {e.alias_or_name: w for e in q.expressions
              if (w := scope.instant_of(e.unalias())) is not None}
-    node = _select_list(text, q, scope)
+    node = _select_list(text, q, scope, translate)
     if named and instants is not None:
         instants[id(node)] = {**instants.get(id(node), {}), **named}
     return node
@@ -46,13 +48,13 @@ def aggregates(q: exp.Select) -> bool:
                    for n in e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Window)))))
 
 
-def _select_list(text: SqlText, q: exp.Select, scope: Scope) -> Node:
+def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
     items = list(q.expressions)
     group = q.args.get("group")
     having = q.args.get("having")
     rn = number_rows(text, q, scope, aggregates(q))  # ROW_NUMBER() OVER (...) AS rn
     if aggregates(q):
-        return aggregate(text, q, scope, items, group, having)
+        return aggregate(text, q, scope, items, group, having, translate)
     if len(items) == 1 and isinstance(items[0], exp.Star):
         return scope.node
     columns: list[str] = []  # plain columns, kept by name
@@ -128,7 +130,7 @@ def group_keys(text: SqlText, scope: Scope, group: exp.Group | None,
 
 
 def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expression],
-              group: exp.Group | None, having: exp.Having | None) -> Node:
+              group: exp.Group | None, having: exp.Having | None, translate=None) -> Node:
     """The aggregation of a SELECT list with aggregates, GROUP BY or HAVING."""
     keys, by_expr, grouped = group_keys(text, scope, group, items)
     aggs = Aggregates(text, scope, keys, grouped)
@@ -169,8 +171,10 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
         check_scalar(text, inner, "SELECT", aggs_ok=True)
         computed[alias] = aggs.over(inner)
         order.append(alias)
-    pred = None
-    if having is not None:
+    pred = held = None
+    if having is not None and has_subquery(having.this):  # joined after the aggregation
+        held = outside_subqueries(having.this, aggs.over)
+    elif having is not None:
         check_scalar(text, having.this, "HAVING", aggs_ok=True)
         pred = aggs.over(having.this)
         sel = selectivity(having)
@@ -192,6 +196,8 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
                       lambda: Relation(below).aggregate(by=keys, **aggs.calls).node)
     if pred is not None:
         node = text.build("HAVING", having, lambda: Relation(node).filter(pred, selectivity=sel).node)
+    if held is not None:
+        node = having_subqueries(text, having, held, node, scope, keys, translate)
     schema = list(node.schema)
     if not computed and [n for n, _ in plain] == schema \
             and all(n == src for n, src in plain):
@@ -274,10 +280,12 @@ class Aggregates:
         self.seen[spelled] = name
         return name
 
-    def over(self, e: exp.Expression) -> exp.Expression:
+    def over(self, e: exp.Expression, skip: str | None = None) -> exp.Expression:
         """`e` over the aggregation's output: aggregates become their output columns,
-        group keys stay, any other column is an error."""
+        group keys stay, any other column is an error (but those named `skip`...)."""
         def fix(n: exp.Expression) -> exp.Expression:
+            if skip and isinstance(n, exp.Column) and n.name.startswith(skip):
+                return n
             if isinstance(n, exp.AggFunc) or _filtered(n):
                 return exp.column(self.name(n, None))
             if not isinstance(n, exp.Column) and n.sql() in self.grouped:

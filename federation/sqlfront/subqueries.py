@@ -48,18 +48,18 @@ def membership(e: exp.Expression) -> tuple[exp.In, str] | None:
     return None
 
 
-def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Translate
-               ) -> exp.Expression | None:
-    """Join `scope.node` with the subquery of each `IN (SELECT ...)` conjunct of `where`;
-    returns the other conjuncts (None: no other)."""
+def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Translate,
+               clause: str = "WHERE") -> exp.Expression | None:
+    """Join `scope.node` with the subquery of each `IN (SELECT ...)` conjunct of `where`
+    (a WHERE's, or a HAVING's: `clause`); returns the other conjuncts (None: no other)."""
     rest = []
     for c in split_conjuncts(where):
         got = membership(c) or exists_as_in(text, c, scope)
         if got is None:
             rest.append(c)
             continue
-        test, clause = got
-        _Member(text, scope, test, translate).join(clause)
+        test, kind = got
+        _Member(text, scope, test, translate, clause).join(kind)
     return conjoin(rest) if rest else None
 
 
@@ -129,8 +129,9 @@ def correlations(sub: exp.Select, scope: Scope, fail: Callable[[str], Exception]
 class _Member:
     """One `lhs [NOT] IN (subquery)`: the outer relation's scope, joined in place."""
 
-    def __init__(self, text: SqlText, scope: Scope, test: exp.In, translate: Translate) -> None:
-        self.text, self.scope, self.test = text, scope, test
+    def __init__(self, text: SqlText, scope: Scope, test: exp.In, translate: Translate,
+                 where: str = "WHERE") -> None:
+        self.text, self.scope, self.test, self.where = text, scope, test, where
         query = test.args["query"]
         sub = query.this if isinstance(query, exp.Subquery) else query
         self.sub = text.build("IN", sub, lambda: translate(_named(sub)))
@@ -140,8 +141,8 @@ class _Member:
     def join(self, clause: str) -> None:
         """Keep the rows `clause` (IN, NOT IN, EXISTS, NOT EXISTS) keeps."""
         for e in self.lhs:
-            check_scalar(self.text, e, "WHERE")
-        scope, values = self.scope, [self.scope.resolve(e, "WHERE") for e in self.lhs]
+            check_scalar(self.text, e, self.where)
+        scope, values = self.scope, [self.scope.resolve(e, self.where) for e in self.lhs]
         node, names, extra = scope.node, [], {}
         for i, v in enumerate(values, 1):  # an expression: a hidden column
             if isinstance(v, exp.Column):
@@ -153,7 +154,7 @@ class _Member:
             names.append(name)
             extra[name] = v
         if extra:
-            node = self.text.build("WHERE", self.test, lambda: Relation(node).project(
+            node = self.text.build(self.where, self.test, lambda: Relation(node).project(
                 *node.schema, **extra).node)
         scope.node = self.text.build(clause, self.test, lambda: where_in(
             node, names, self.sub, clause == "NOT IN", anti=clause == "NOT EXISTS").node)

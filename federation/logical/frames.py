@@ -1,0 +1,221 @@
+"""Window frames at each instant: aggregates over the rows of a frame (SQL's `SUM(x) OVER
+(PARTITION BY k ORDER BY o ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)`, a running sum),
+the value of a frame's first, last or n-th row (FIRST_VALUE, LAST_VALUE, NTH_VALUE), and
+the distribution functions (NTILE, PERCENT_RANK, CUME_DIST).
+
+At instant tau a row's partition is the relation's rows at tau equal to it in the
+partition columns (NULL equal to NULL), in the total order ROW_NUMBER gives them (the ORDER
+BY, ties broken by the other columns, NULLs last: rank.py). A frame is the rows of the
+partition between two bounds (`Frame`):
+
+- ROWS: positions relative to the row's, `n` rows before (PRECEDING) or after (FOLLOWING),
+  the row itself (CURRENT ROW) or the partition's end (UNBOUNDED);
+- RANGE: the row's peers (rows equal to it in the ORDER BY) and every row before them
+  (UNBOUNDED PRECEDING AND CURRENT ROW, SQL's default frame under an ORDER BY), or after
+  them, or the peers alone. A RANGE bound of `n` (values within n of the row's) is not
+  built: its NULL rows and its multi-column orders have no single meaning across engines;
+- GROUPS: as ROWS, counting groups of peers (`1 PRECEDING`: the peers before the row's).
+
+Built of plan nodes every engine runs: the rows numbered (and ranked, for RANGE), each joined
+with the rows of its partition (NULL-safe), those in its frame kept, grouped back by the row
+(its number tells equal rows apart); a frame that may hold no row (`ROWS BETWEEN 3 PRECEDING
+AND 1 PRECEDING`) keeps the row itself, its aggregates fed NULL for it (SUM NULL, COUNT 0).
+The join is quadratic in a partition's rows: frames suit partitions of hundreds of rows at
+an instant, not a whole window of a fast stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from federation.errors import QueryValidationError
+from federation.expressions import AggCall
+
+#: a frame's kinds: by positions, by peers (rows equal in the ORDER BY), by peer groups
+KINDS = ("rows", "range", "groups")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The rows of a row's frame: `lo` and `hi` relative to the row (None: the partition's
+    start, resp. end; -n: n PRECEDING; 0: CURRENT ROW; n: n FOLLOWING); of RANGE and
+    GROUPS relative to its peers (RANGE takes None or 0). SQL's default under an ORDER BY is
+    `Frame("range", None, 0)`."""
+
+    kind: str = "range"
+    lo: int | None = None
+    hi: int | None = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise QueryValidationError("over", "frame", f"{self.kind!r}: one of "
+                                       f"{', '.join(KINDS)}")
+        for b in (self.lo, self.hi):
+            if b is not None and (not isinstance(b, int) or isinstance(b, bool)):
+                raise QueryValidationError("over", "frame", f"bound {b!r}: a whole number "
+                                           "(-n PRECEDING, 0 CURRENT ROW, n FOLLOWING) or None")
+            if self.kind == "range" and b not in (None, 0):
+                raise QueryValidationError(
+                    "over", "frame", f"RANGE bound {b}: UNBOUNDED or CURRENT ROW (a RANGE of "
+                    "values within n is not built; ROWS BETWEEN n PRECEDING ... counts rows)")
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise QueryValidationError("over", "frame", f"it starts after it ends ({self.sql()})")
+
+    @classmethod
+    def of(cls, frame) -> Frame:
+        """A Frame, or ("rows" | "range", lo, hi)."""
+        return frame if isinstance(frame, Frame) else cls(*frame)
+
+    @property
+    def holds_the_row(self) -> bool:
+        """Every row is in its own frame (so no frame is empty)."""
+        return (self.lo is None or self.lo <= 0) and (self.hi is None or self.hi >= 0)
+
+    def sql(self) -> str:
+        def bound(b: int | None, side: str) -> str:
+            if b is None:
+                return f"UNBOUNDED {side}"
+            return "CURRENT ROW" if b == 0 else \
+                f"{abs(b)} {'PRECEDING' if b < 0 else 'FOLLOWING'}"
+        return (f"{self.kind.upper()} BETWEEN {bound(self.lo, 'PRECEDING')} AND "
+                f"{bound(self.hi, 'FOLLOWING')}")
+
+
+def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, AggCall]):
+    """Each row of `rel` (a Relation) with the aggregates `aggs` over its frame (module
+    doc)."""
+    from federation.logical.names import name_maker, null_safe_pairs
+
+    frame = Frame.of(frame)
+    by = list(partition_by)
+    cols = list(rel.node.schema)
+    fresh = name_maker([*cols, *aggs])
+    rn, rk, lrn, lpos, rrn, rpos = (fresh(f"_frame_{n}") for n in
+                                    ("rn", "rk", "lrn", "lpos", "rrn", "rpos"))
+    rows = rel.row_number(order_by, by, rn)
+    pos = rn
+    if frame.kind != "rows" and (frame.lo, frame.hi) != (None, None):  # peers share it
+        rows, pos = rows.row_number(order_by, by, rk, "dense_rank"), rk
+    hidden = {c: fresh("_frame_c") for c in cols}
+    left, right, pairs = null_safe_pairs(rel.node.schema, by, fresh)
+    lhs = rows.project(**{h: exp.column(c) for c, h in hidden.items()},
+                       **{lrn: exp.column(rn), lpos: exp.column(pos)}, **left)
+    rhs = rows.project(*cols, **{rrn: exp.column(rn), rpos: exp.column(pos)}, **right)
+    inside = []
+    if frame.lo is not None:
+        inside.append(exp.column(rpos) >= exp.column(lpos) + frame.lo)
+    if frame.hi is not None:
+        inside.append(exp.column(rpos) <= exp.column(lpos) + frame.hi)
+    cond = exp.and_(*inside) if inside else None
+    joined = lhs.join(rhs, on=pairs)
+    calls = dict(aggs)
+    if cond is not None and frame.holds_the_row:
+        joined = joined.filter(cond)
+    elif cond is not None:  # the row itself too, so that it stays; its aggregates skip it
+        joined = joined.filter(exp.or_(cond.copy(), exp.column(rrn).eq(exp.column(lrn))))
+        calls = {n: AggCall(c.func, exp.Case(ifs=[exp.If(
+            this=cond.copy(), true=exp.Literal.number(1) if c.arg is None else c.arg.copy())]))
+            for n, c in aggs.items()}
+    out = joined.aggregate(by=[*hidden.values(), lrn], **calls)
+    return out.project(**{c: exp.column(h) for c, h in hidden.items()},
+                       **{n: exp.column(n) for n in aggs})
+
+
+def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, which,
+                name: str):
+    """Each row of `rel` with `column` of a row of its frame: `which` "first", "last", or n
+    (NTH_VALUE: the n-th, NULL where the frame has fewer rows); NULL where the frame is
+    empty. The frame's first and last positions (MIN and MAX of the numbers in it) pick
+    the row, joined from the numbered rows on the partition and number."""
+    from federation.expressions import max_, min_
+    from federation.logical.names import name_maker, null_safe_pairs
+
+    by = list(partition_by)
+    cols = list(rel.node.schema)
+    fresh = name_maker([*cols, name])
+    rn, lo, hi, at, value = (fresh(f"_frame_{n}") for n in ("n", "lo", "hi", "at", "value"))
+    numbered = rel.row_number(order_by, by, rn)
+    spans = framed(numbered, order_by, by, frame, {lo: min_(rn), hi: max_(rn)})
+    if which == "first":
+        target = exp.column(lo)
+    elif which == "last":
+        target = exp.column(hi)
+    else:
+        n = exp.column(lo) + int(which) - 1
+        target = exp.Case(ifs=[exp.If(this=n.copy() <= exp.column(hi), true=n)])
+    left, right, pairs = null_safe_pairs(rel.node.schema, by, fresh)
+    lhs = spans.project(*cols, **{at: target}, **left)
+    rhs = numbered.project(**{rn: exp.column(rn), value: exp.column(column)}, **right)
+    return lhs.join(rhs, on=[*pairs, (at, rn)], how="left").project(
+        *cols, **{name: exp.column(value)})
+
+
+def distribution(rel, function: str, order_by, partition_by: Sequence[str], name: str,
+                 buckets: int | None = None):
+    """Each row of `rel` with NTILE(`buckets`) ("ntile": the rows in `buckets` groups of
+    sizes differing by at most one, the larger first, numbered 1, 2, ...), PERCENT_RANK()
+    ("percent_rank": (rank - 1) / (rows - 1), 0 for a partition of one row) or CUME_DIST()
+    ("cume_dist": the share of the partition's rows up to the row's last peer)."""
+    from federation.expressions import count
+    from federation.logical.names import name_maker
+
+    by = list(partition_by)
+    cols = list(rel.node.schema)
+    fresh = name_maker([*cols, name])
+    rn, size, upto = fresh("_dist_rn"), fresh("_dist_rows"), fresh("_dist_upto")
+    if function == "cume_dist":
+        ups = framed(rel, order_by, by, Frame("range", None, 0), {upto: count()})
+        sized = ups.over(by, **{size: count()})
+        return sized.project(*cols, **{name: _sql(f"CAST({upto} AS DOUBLE) / {size}")})
+    fn = "rank" if function == "percent_rank" else "row_number"
+    sized = rel.row_number(order_by, by, rn, fn).over(by, **{size: count()})
+    if function == "percent_rank":
+        value = _sql(f"CASE WHEN {size} > 1 THEN CAST({rn} - 1 AS DOUBLE) / ({size} - 1) "
+                     "ELSE CAST(0 AS DOUBLE) END")
+        return sized.project(*cols, **{name: value})
+    if function != "ntile":
+        raise QueryValidationError("over", "function", f"{function!r}: ntile, percent_rank or "
+                                   "cume_dist")
+    if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
+        raise QueryValidationError("ntile", "buckets", f"{buckets!r}: a whole number >= 1")
+    q = f"CAST(FLOOR(CAST({size} AS DOUBLE) / {buckets}) AS BIGINT)"
+    r = f"({size} - {q} * {buckets})"  # the first r groups have q + 1 rows
+    big = f"{r} * ({q} + 1)"
+    value = _sql(
+        f"CASE WHEN {rn} <= {big} THEN CAST(FLOOR(CAST({rn} - 1 AS DOUBLE) / ({q} + 1)) "
+        f"AS BIGINT) + 1 ELSE {r} + CAST(FLOOR(CAST({rn} - {big} - 1 AS DOUBLE) / "
+        f"GREATEST({q}, 1)) AS BIGINT) + 1 END")
+    return sized.project(*cols, **{name: value})
+
+
+def _sql(text: str) -> exp.Expression:
+    return sqlglot.parse_one(text, read="duckdb")
+
+
+def add_columns(rel, units):
+    """`rel` (a Relation) with the columns each of `units` adds (functions of a Relation
+    to it with columns of their own: a window function's value). One unit is applied to
+    `rel`; several each to `rel` numbered (a row id: ROW_NUMBER over every column, rows
+    equal in all of them interchangeable), their columns joined back on that id: applied
+    one over the other, each would copy the plan below it at least twice (a self-join),
+    2^k copies for k units."""
+    from federation.logical.names import name_maker
+
+    if len(units) <= 1:
+        return units[0](rel) if units else rel
+    cols = list(rel.node.schema)
+    fresh = name_maker(cols)
+    rid = fresh("_row_id")
+    numbered = rel.row_number([(cols[0], False)], (), rid)
+    out, added = numbered, []
+    for unit in units:
+        branch = unit(numbered)
+        new = [c for c in branch.schema if c not in numbered.schema]
+        key = fresh("_row_of")
+        out = out.join(branch.project(*new, **{key: exp.column(rid)}), on=[(rid, key)])
+        added += new
+    return out.project(*cols, *added)
