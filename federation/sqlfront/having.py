@@ -15,7 +15,7 @@ projected away.
     >>> q = sql(f"SELECT plug_id, COUNT(*) AS n FROM {w} GROUP BY window_end, plug_id "
     ...         f"HAVING COUNT(*) > (SELECT COUNT(*) / 5 FROM {w})", {"s": smartplug_stream()})
     >>> [n.kind for n in q.walk() if n.kind in ("join", "aggregate", "select")]
-    ['select', 'join', 'aggregate', 'aggregate']
+    ['aggregate', 'aggregate', 'join', 'select']
 """
 
 from __future__ import annotations
