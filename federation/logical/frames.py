@@ -33,7 +33,8 @@ import sqlglot
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
-from federation.expressions import AggCall
+from federation.expressions import AggCall, count, max_, min_
+from federation.logical.names import name_maker, null_safe_pairs
 
 #: a frame's kinds: by positions, by peers (rows equal in the ORDER BY), by peer groups
 KINDS = ("rows", "range", "groups")
@@ -88,7 +89,6 @@ class Frame:
 def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, AggCall]):
     """Each row of `rel` (a Relation) with the aggregates `aggs` over its frame (module
     doc)."""
-    from federation.logical.names import name_maker, null_safe_pairs
 
     frame = Frame.of(frame)
     by = list(partition_by)
@@ -131,8 +131,6 @@ def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, 
     (NTH_VALUE: the n-th, NULL where the frame has fewer rows); NULL where the frame is
     empty. The frame's first and last positions (MIN and MAX of the numbers in it) pick
     the row, joined from the numbered rows on the partition and number."""
-    from federation.expressions import max_, min_
-    from federation.logical.names import name_maker, null_safe_pairs
 
     by = list(partition_by)
     cols = list(rel.node.schema)
@@ -160,8 +158,6 @@ def distribution(rel, function: str, order_by, partition_by: Sequence[str], name
     sizes differing by at most one, the larger first, numbered 1, 2, ...), PERCENT_RANK()
     ("percent_rank": (rank - 1) / (rows - 1), 0 for a partition of one row) or CUME_DIST()
     ("cume_dist": the share of the partition's rows up to the row's last peer)."""
-    from federation.expressions import count
-    from federation.logical.names import name_maker
 
     by = list(partition_by)
     cols = list(rel.node.schema)
@@ -203,7 +199,6 @@ def add_columns(rel, units):
     equal in all of them interchangeable), their columns joined back on that id: applied
     one over the other, each would copy the plan below it at least twice (a self-join),
     2^k copies for k units."""
-    from federation.logical.names import name_maker
 
     if len(units) <= 1:
         return units[0](rel) if units else rel
