@@ -194,17 +194,19 @@ class FromClause:
                 lambda a, b, k: self.renamed_apart(a, b, k, j))
             helpers |= {c for pair in flags for c in pair}
             flags = []
+        before = {*left.node.schema, *right.node.schema}
         if how in ("right", "full"):  # the left side may be missing: a.k is NULL then
             left = self.key_copies(left, [lk for lk, _ in keys], right, j)
         if how in ("left", "full"):
             right = self.key_copies(right, [rk for _, rk in keys], left, j)
+        if helpers:  # the copies of the helpers' key
+            helpers |= {*left.node.schema, *right.node.schema} - before
         right = self.renamed_apart(left, right, {rk for _, rk in [*keys, *flags]}, j)
         node = self.text.build("JOIN", j, lambda: Relation(left.node).join(
             right.node, on=[*keys, *flags], how=how).node)
         if flags or helpers:  # their work done (with their key copies)
             done = {f for f, _ in flags} | helpers
-            node = Relation(node).project(*[c for c in node.schema if c not in done and not any(
-                c.startswith(h + "_") for h in helpers)]).node
+            node = Relation(node).project(*[c for c in node.schema if c not in done]).node
         rkey = {rk: lk for lk, rk in keys}
         aliases = dict(left.aliases)
         for a, cols in right.aliases.items():
