@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from benchmarks.common import RESULTS, say, write_result
 from benchmarks.live import percentile, slope
@@ -71,7 +72,7 @@ class RowsSink:
     def put(self, key, rows, query=None) -> None:
         now = time.time()
         at = self.at_of.setdefault(query, {})
-        for tau in set(rows.column("tau").to_pylist()):
+        for tau in pc.unique(rows.column("tau")).to_pylist():  # not a row's each
             at.setdefault(tau, now)
         self.parts.setdefault(query, []).append(rows)
 
@@ -93,6 +94,7 @@ def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: flo
     """Latency (of `query`'s instants, of a set) and backlog per phase (module doc)."""
     total = sum(n for _, n in profile)
     lat: dict[int, list[float]] = {i: [] for i in range(len(profile))}
+    each = []  # (event second, latency): where the p99 lies
     for tau, at in sink.at_of.get(query, {}).items():
         k = round((tau - T0).total_seconds()) - 1
         p = phase_of(k, profile)
@@ -100,6 +102,7 @@ def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: flo
             continue
         written = (landing / f"part-{k:08d}.parquet").stat().st_ctime
         lat[p].append(at - written)
+        each.append((k, round(at - written, 3)))
     # the wall time event second k landed: the phase of a batch is that of its clock
     phases = []
     for i in range(len(profile)):
@@ -109,7 +112,7 @@ def measure(sink: RowsSink, backlog, landing: Path, profile, burst: int, t0: flo
             "latency_p50_s": percentile(lat[i], 50), "latency_p99_s": percentile(lat[i], 99),
             "backlog_median_s": statistics.median(s for _, s in b) if b else None,
             "backlog_slope": slope([t for t, _ in b], [s for _, s in b])})
-    return {"phases": phases,
+    return {"phases": phases, "latency": sorted(each),
             "backlog": [(round(t - t0, 2), s) for t, s, _ in backlog]}
 
 
@@ -213,7 +216,6 @@ def equal_on_common(t: pa.Table | None, ref: pa.Table | None) -> bool:
     fewer)."""
     if t is None or ref is None:
         return t is None and ref is None
-    import pyarrow.compute as pc
 
     taus = pc.unique(t.column("tau"))
     return diff_results(t, ref.filter(pc.is_in(ref.column("tau"), taus))) is None

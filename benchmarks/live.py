@@ -94,7 +94,9 @@ class LatencySink:
 
     def put(self, key, rows, query=None) -> None:
         now = time.time()
-        for tau in set(rows.column("tau").to_pylist()):
+        import pyarrow.compute as pc
+
+        for tau in pc.unique(rows.column("tau")).to_pylist():  # not a row's each
             self.at.setdefault(tau, now)
 
     def close(self) -> None:

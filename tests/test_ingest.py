@@ -237,6 +237,40 @@ def test_a_resumed_follower_whose_input_had_reached_until_ends(tmp_path):
     assert flush.column(KIND).to_pylist() == [PUNCTUATION]
 
 
+def test_a_burst_landed_at_once_starts_the_run_after_its_first_files(tmp_path, monkeypatch):
+    """A follower reads a bounded number of files per pass (FILES_PER_PASS): a burst landed
+    at once starts the run (its first instant known, a Spark stage may begin) after its
+    first files, not after every one of them (an adaptive run planned its first segment
+    only then: seconds at 5-minute windows); every file is still read, once, in order."""
+    from federation.parts import land_files
+    from federation.runtime import follow
+    from federation.runtime.follow import Follower, Lane
+    from federation.runtime.ingest import Ingestor
+    from federation.smartplug.datagen import generate
+
+    monkeypatch.setattr(follow, "FILES_PER_PASS", 8)
+    src = tmp_path / "src"
+    generate(src, rate=20, seconds=30, plugs=4, houses=2, seed=3)
+    landed = sorted(src.glob("part-*.parquet"))
+    land_files(landed, tmp_path / "landing")
+    stream, until = smartplug_stream(rate=20, plugs=4, houses=2), T0 + dt.timedelta(seconds=29)
+    read_at_start = []
+    start = Follower._start
+    monkeypatch.setattr(Follower, "_start", lambda self, now: (
+        read_at_start.append(len(self.lanes["smartplug"].seen)), start(self, now)))
+    ing = Ingestor(tmp_path / "in", stream, file_list=False)
+    f = Follower({"smartplug": Lane(tmp_path / "landing", ing)}, until=until,
+                 poll_s=0.05).start()
+    assert f.ended.wait(20), "the follower did not end at --until"
+    f.stop()
+    assert f.error is None, f.error
+    assert read_at_start == [8], read_at_start  # 30 files landed
+    spooled = [pq.read_table(p) for p in sorted((tmp_path / "in" / "spool").glob("part-*"))]
+    ids = [i for t in spooled for i, k in zip(t.column("id").to_pylist(),
+                                               t.column(KIND).to_pylist()) if k != PUNCTUATION]
+    assert ids == [i for p in landed for i in pq.read_table(p).column("id").to_pylist()]
+
+
 def test_a_slice_of_a_burst_never_splits_the_readings_of_one_timestamp(tmp_path):
     """A burst whose readings share timestamps (several plugs report at one instant): the
     slices are cut only between two timestamps, so the punctuation after a slice is a clock

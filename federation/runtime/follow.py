@@ -36,6 +36,8 @@ from pathlib import Path
 from federation.parts import list_parts
 from federation.runtime.ingest import Ingestor
 
+FILES_PER_PASS = 32  # files of a lane validated before the others and the start are seen
+
 
 @dataclass
 class Lane:
@@ -51,6 +53,7 @@ class Lane:
     idled: float = 0.0  # wall time of the last idle step
     base: dt.datetime | None = None  # the clock when the last file landed
     done: bool = False  # a bounded source ended, and its every file was read
+    more: bool = False  # files left for the next pass (Follower._read)
 
 
 class Follower:
@@ -154,7 +157,7 @@ class Follower:
                 finished = getattr(lane.feeder, "finished", None)
                 ended = finished is not None and finished.is_set()  # before its last read
                 fresh[name] = self._read(lane)
-                lane.done = lane.done or ended
+                lane.done = lane.done or (ended and not lane.more)
                 if fresh[name] is None:
                     return  # halted
             now = time.monotonic()
@@ -169,7 +172,8 @@ class Follower:
                     self._idle(lane, fresh[name], now)
             if self._reached_until():
                 return
-            self.halt.wait(self.poll_s)
+            if not any(lane.more for lane in self.lanes.values()):
+                self.halt.wait(self.poll_s)
 
     def _warn_unread(self) -> None:
         """Files that landed after the input ended (a resumed run whose streams had reached
@@ -195,7 +199,10 @@ class Follower:
                     f"the spool in {lane.ing.spool} ends in the middle of input file "
                     f"{lane.ing.partial}, which is no longer in {lane.data}: put it back, or "
                     "start afresh (--fresh)")
-        for p in fresh:
+        # a pass takes a bounded number (a burst landed at once: the run starts, and every
+        # stream is read, after its first files, not after all of them)
+        lane.more = len(fresh) > FILES_PER_PASS
+        for p in fresh[:FILES_PER_PASS]:
             if self.halt.is_set():
                 return None
             lane.ing.add(p)
