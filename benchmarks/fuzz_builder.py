@@ -171,10 +171,16 @@ class _Builder(Expressions):
         order, part = self.order_and_partition(r)
         kind = d(st.sampled_from(["rows", "range", "groups"]))
         bounds = [None, 0] if kind == "range" else [None, -2, -1, 0, 1, 2]
+        key = order[0].split()[0]
+        if kind == "range" and len(order) == 1 and _type(r.node.schema[key]) in (
+                "INT", "BIGINT", "DOUBLE") and self.chance(50):  # by value: within n
+            bounds = [None, -3, -1.5, 0, 2]
         lo, hi = d(st.sampled_from(bounds)), d(st.sampled_from(bounds))
         if lo is not None and hi is not None and lo > hi:
             lo, hi = hi, lo
         frame = (kind, lo, hi)
+        if self.chance(25):  # EXCLUDE CURRENT ROW, GROUP (the row's peers), TIES
+            frame += (d(st.sampled_from(["current row", "group", "ties"])),)
         name = self.fresh("fr", "frame")
         # each row joined with its partition's rows: within the rows an instant may have
         pairs = _join_rows(r.node, r.node, part) <= MAX_ROWS_PER_INSTANT
@@ -194,6 +200,8 @@ class _Builder(Expressions):
             elif pairs and self.chance(60):
                 c = d(st.sampled_from(list(r.node.schema)))
                 which = d(st.sampled_from(["first", "last", 1, 2, 3]))
+                if len(frame) > 3 and which in (2, 3):  # not built over EXCLUDE
+                    which = "last"
                 node = r.dsl.nth_value(c, which, order, part, name, frame)
                 src = (f"{r.src}.nth_value({c!r}, {which!r}, {order!r}, {part!r}, {name!r}, "
                        f"{frame!r})")

@@ -16,14 +16,15 @@ import pytest
 
 from federation import sql
 from federation.errors import QueryValidationError
+from federation.sqlfront import SqlError
 from federation.logical.frames import Frame
 from tests.sampling import sampled
 from tests.test_sql import STREAMS
 from tests.test_stranger_queries import check_db, rows_of
 from tests.test_subqueries import W, at, oracle
 
-_ROWS = (f"(SELECT CASE WHEN value > 20 THEN plug_id END AS k, id, house_id, plug_id, value "
-         f"FROM {W})")
+_ROWS = (f"(SELECT CASE WHEN value > 20 THEN plug_id END AS k, id, house_id, plug_id, value, "
+         f"ts FROM {W})")
 
 #: running aggregates: the default frame (up to the row's last peer: ties in plug_id), ROWS
 #: around the row, ROWS before it only (empty for a partition's first rows: AVG NULL, COUNT
@@ -59,8 +60,40 @@ PERCENT_RANK() OVER (PARTITION BY k ORDER BY plug_id) AS pr,
 CUME_DIST() OVER (PARTITION BY house_id ORDER BY plug_id DESC) AS cd
 FROM {_ROWS} WHERE value < 70"""
 
+#: RANGE frames bounded by a value: over a number (a DOUBLE, with an INT offset), in a
+#: descending order over a key with NULLs (a NULL row's frame: its peers) and a fractional
+#: offset, frames ahead of the row (empty ones: AVG NULL), over a timestamp by INTERVALs
+BY_VALUE = f"""SELECT k, id, value,
+SUM(value) OVER (PARTITION BY house_id ORDER BY value RANGE BETWEEN 5 PRECEDING AND CURRENT
+  ROW) AS near5,
+COUNT(*) OVER (PARTITION BY house_id ORDER BY k DESC RANGE BETWEEN 1 PRECEDING AND 2.5
+  FOLLOWING) AS kn,
+AVG(value) OVER (PARTITION BY k ORDER BY plug_id RANGE BETWEEN 3 FOLLOWING AND 10
+  FOLLOWING) AS ahead,
+MAX(id) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND
+  INTERVAL '500' MILLISECOND FOLLOWING) AS recent,
+COUNT(id) OVER (PARTITION BY k ORDER BY ts DESC RANGE INTERVAL 1 SECONDS PRECEDING) AS later
+FROM {_ROWS} WHERE value < 70"""
 
-@pytest.mark.parametrize("text", [RUNNING, VALUES, None], ids=["running", "values", "one"])
+#: EXCLUDE: the row (a ROWS frame over a unique order), its peers (RANGE over plug_id, which
+#: has ties; an empty frame: COUNT 0), its peers but it (GROUPS; and ROWS up to the row over
+#: ties: a set of rows whatever order ties take), FIRST_VALUE of the later groups
+EXCLUDED = f"""SELECT k, id, value,
+MAX(value) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING
+  EXCLUDE CURRENT ROW) AS around,
+COUNT(*) OVER (PARTITION BY house_id ORDER BY plug_id RANGE BETWEEN UNBOUNDED PRECEDING AND
+  CURRENT ROW EXCLUDE GROUP) AS below,
+SUM(value) OVER (PARTITION BY house_id ORDER BY plug_id GROUPS BETWEEN 1 PRECEDING AND
+  1 FOLLOWING EXCLUDE TIES) AS g_ties,
+SUM(id) OVER (PARTITION BY house_id ORDER BY plug_id ROWS BETWEEN UNBOUNDED PRECEDING AND
+  CURRENT ROW EXCLUDE TIES) AS upto,
+FIRST_VALUE(plug_id) OVER (PARTITION BY house_id ORDER BY plug_id RANGE BETWEEN CURRENT ROW
+  AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS next_plug
+FROM {_ROWS} WHERE value < 70"""
+
+
+@pytest.mark.parametrize("text", [RUNNING, VALUES, None, BY_VALUE, EXCLUDED],
+                         ids=["running", "values", "one", "by_value", "excluded"])
 def test_frames_equal_the_reference_and_duckdb_s_own_window_functions(text):
     text = text or ONE
     q = sql(text, STREAMS)
@@ -87,12 +120,40 @@ def test_frames_in_the_dsl_and_their_validation():
     assert by_sql.schema["s"] == dsl.schema["_over"]
     assert Frame("groups", -1, 2).sql() == "GROUPS BETWEEN 1 PRECEDING AND 2 FOLLOWING"
     assert not Frame("rows", -3, -1).holds_the_row and Frame().holds_the_row
+    assert Frame("range", dt.timedelta(seconds=-2), 0).sql() == \
+        "RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW"
+    assert not Frame("range", 0.5, 3).holds_the_row and Frame("range", -2.5, 1).by_value
+    assert Frame("rows", -1, 1, "ties").holds_the_row and not Frame(
+        "rows", -1, 1, "current row").holds_the_row
+    assert Frame("groups", -1, 0, "group").sql() == \
+        "GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW EXCLUDE GROUP"
+    with pytest.raises(QueryValidationError, match="EXCLUDE is not built"):
+        w.nth_value("value", 2, ["id"], frame=("rows", -2, 0, "current row"))
     for bad, why in [(("rows", 1, -1), "starts after it ends"),
-                     (("range", -2, 0), "UNBOUNDED or CURRENT ROW"),
+                     (("range", 2, -0.5), "starts after it ends"),
+                     (("range", dt.timedelta(seconds=-1), 2), "one bound a time span"),
+                     (("range", "2", 0), "a number or a timedelta"),
                      (("slices", None, 0), "one of rows, range, groups"),
+                     (("rows", None, 0, "others"), "one of no others, current row"),
                      (("rows", 1.5, 2), "a whole number")]:
         with pytest.raises(QueryValidationError, match=why):
             Frame.of(bad)
+    rows = w.project("plug_id", "value", "id", "ts")
+    for order, frame, why in [(["plug_id", "id"], ("range", -2, 0), "orders by one column"),
+                              (["ts"], ("range", -2, 0), r"orders by a number \(offsets"),
+                              (["value"], ("range", dt.timedelta(seconds=-2), 0),
+                               "or a timestamp")]:
+        with pytest.raises(QueryValidationError, match=why):
+            rows.over("plug_id", order_by=order, frame=frame, n=count())
+    for bound, why in [("2 FOLLOWING AND 1", "starts after it ends"),
+                       ("INTERVAL '1:30' MINUTE TO SECOND PRECEDING AND CURRENT ROW",
+                        "an INTERVAL such as"),
+                       ("1.5 PRECEDING AND CURRENT ROW", "a whole number")]:
+        kind = "ROWS" if bound.startswith("1.5") else "RANGE"
+        with pytest.raises(SqlError, match=why):
+            sql(f"SELECT SUM(value) OVER (ORDER BY ts {kind} BETWEEN {bound} FOLLOWING) AS s "
+                f"FROM {W}".replace("FOLLOWING FOLLOWING", "FOLLOWING").replace(
+                    "CURRENT ROW FOLLOWING", "CURRENT ROW"), STREAMS)
     with pytest.raises(QueryValidationError, match="a frame needs an order"):
         w.over("plug_id", frame=("rows", -1, 0), n=count())
     with pytest.raises(QueryValidationError, match="whole number >= 1"):
@@ -109,7 +170,8 @@ FROM {_ROWS} WHERE value < 70"""
 
 @pytest.mark.spark
 @pytest.mark.parametrize("which,cut", sampled(
-    [("one", True), ("one", False), ("running", False), ("values", False)],
+    [("one", True), ("one", False), ("running", False), ("values", False),
+     ("by_value", False), ("excluded", False)],
     keep=[("one", True)]))
 def test_frames_in_spark_and_across_the_engines(spark, tmp_path, which, cut):
     """Pure Spark, or cut at every engine boundary (the placement that alternates engines
@@ -122,6 +184,7 @@ def test_frames_in_spark_and_across_the_engines(spark, tmp_path, which, cut):
     d = tmp_path / "data"
     generate(d, rate=30, seconds=16, plugs=28, houses=4, seed=1)
     s = smartplug_stream(rate=30, plugs=28, houses=4)
-    q = sql({"one": ONE, "running": RUNNING, "values": VALUES}[which], {"smartplug": s})
+    q = sql({"one": ONE, "running": RUNNING, "values": VALUES, "by_value": BY_VALUE,
+             "excluded": EXCLUDED}[which], {"smartplug": s})
     placement = alternating_placements(q)[0] if cut else "spe"
     run_checked(spark, q, placement, d, tmp_path / "run", 5)

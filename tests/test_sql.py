@@ -166,9 +166,9 @@ REFUSED = {
     "outer join without a side": (
         f"SELECT * FROM {G} x OUTER JOIN {G2} y ON x.plug_id = y.plug_id",
         "OUTER JOIN", "names no side"),
-    "semi join on a left condition": (
-        f"SELECT * FROM {G} x SEMI JOIN {G2} y ON x.plug_id = y.plug_id AND x.m > 1",
-        "JOIN ON", "conditions of its right side only"),
+    "semi join on a condition over both sides": (
+        f"SELECT * FROM {G} x SEMI JOIN {G2} y ON x.plug_id = y.plug_id AND x.m > y.m",
+        "JOIN ON", "conditions of one side"),
     "distinct on without order": (f"SELECT DISTINCT ON (plug_id) plug_id FROM {H10}",
                                   "DISTINCT ON", "without ORDER BY"),
     "lag without order": (
@@ -177,15 +177,15 @@ REFUSED = {
     "frame on lag": (
         (f"SELECT LAG(value) OVER (PARTITION BY plug_id ORDER BY ts ROWS 2 PRECEDING) AS p "
         f"FROM {H10}"), "OVER", "takes no frame"),
-    "range of values": (
+    "range of a number over a timestamp": (
         (f"SELECT SUM(value) OVER (ORDER BY ts RANGE BETWEEN 2 PRECEDING AND CURRENT ROW) AS p "
-        f"FROM {H10}"), "OVER", "UNBOUNDED or CURRENT ROW"),
+        f"FROM {H10}"), "OVER", "a timestamp (offsets time spans"),
     "frame without order": (
         f"SELECT SUM(value) OVER (ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS p FROM {H10}",
         "OVER", "a frame needs an ORDER BY"),
-    "frame excluding rows": (
-        (f"SELECT SUM(value) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW "
-        f"EXCLUDE CURRENT ROW) AS p FROM {H10}"), "OVER", "exclude no row"),
+    "nth value of a frame excluding rows": (
+        (f"SELECT NTH_VALUE(value, 2) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT "
+         f"ROW EXCLUDE CURRENT ROW) AS p FROM {H10}"), "OVER", "EXCLUDE is not built"),
     "lag in an aggregated select": (
         f"SELECT plug_id, LAG(MAX(value)) OVER (ORDER BY plug_id) AS p FROM {H10} GROUP BY 1",
         "OVER", "aggregate in a subquery"),

@@ -70,6 +70,13 @@ SEMI = f"""SELECT a.plug_id, a.value FROM {W} AS a SEMI JOIN {W} AS b
 ON a.plug_id = b.plug_id AND b.value > 100 WHERE a.value > 10"""
 ANTI = f"""SELECT a.k, a.value FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, value
 FROM {W}) AS a ANTI JOIN {W} AS b ON b.plug_id = a.k AND b.value > 100 WHERE a.value < 60"""
+#: a condition of the left side in a SEMI or ANTI join's ON (a key of its own): SEMI keeps a
+#: row only where it holds, ANTI every row where it does not (also where it is NULL)
+SEMI_LEFT = f"""SELECT a.plug_id, a.value FROM {W} AS a SEMI JOIN {W} AS b
+ON a.plug_id = b.plug_id AND b.value > 90 AND a.value > 40"""
+ANTI_LEFT = f"""SELECT a.k, a.value FROM (SELECT CASE WHEN value > 20 THEN plug_id END AS k, value,
+CASE WHEN value < 80 THEN value END AS v FROM {W}) AS a ANTI JOIN {W} AS b
+ON b.plug_id = a.k AND b.value > 90 AND a.v > 40"""
 
 #: aggregates over a partition (federation/sqlfront/over.py): by a key with NULLs (a reading
 #: of at most 20 W), two items sharing one aggregation, a FILTER; over the whole instant
@@ -127,6 +134,14 @@ RIGHT_CROSS = f"""SELECT a.plug_id, b.plug_id AS p, a.n, b.m FROM {_COUNTS} AS a
 {_TOPS} AS b ON b.m < a.n - 10 AND a.plug_id < b.plug_id"""
 OVER_ALL = f"""SELECT plug_id, value FROM (SELECT plug_id, value,
 MAX(value) OVER () AS top FROM {W}) WHERE value > 0.95 * top"""
+#: an inner join's ON with subqueries (WHERE's machinery, at the join): IN, a correlated
+#: scalar over the right side, NOT EXISTS over the left; then a LEFT join, which must see
+#: the inner join's rows already tested (the test is not moved past it)
+ON_SUB = f"""SELECT a.plug_id, a.n, b.m, c.plug_id AS p FROM {_COUNTS} AS a JOIN {_TOPS} AS b
+ON a.plug_id = b.plug_id AND a.plug_id IN (SELECT plug_id FROM {W} WHERE value > 60)
+AND b.m > (SELECT AVG(t.value) FROM {W} AS t WHERE t.plug_id = b.plug_id)
+AND NOT EXISTS (SELECT 1 FROM {W} AS d WHERE d.plug_id = a.plug_id AND d.value > 99)
+LEFT JOIN {_TOPS} AS c ON c.plug_id = a.plug_id + 1"""
 
 
 def oracle(text: str, rows, tau: dt.datetime, tables: dict | None = None) -> Counter:
@@ -155,14 +170,15 @@ def at(got, tau: dt.datetime, cols: list[str]) -> Counter:
                                   OVER_ALL, DISTINCT_ON, DISTINCT_ON_LIMIT, LAG_LEAD, LEFT_ON,
                                   FULL_ON, HAVING_VALUE, HAVING_CORRELATED, HAVING_IN,
                                   HAVING_NOT_EXISTS, LEFT_CROSS, FULL_CROSS, RIGHT_CROSS,
-                                  LEFT_ONE_SIDE],
+                                  LEFT_ONE_SIDE, ON_SUB, SEMI_LEFT, ANTI_LEFT],
                          ids=["in", "not_in", "not_in_nulls", "pairs", "exists", "not_exists",
                               "some", "none", "high", "mean", "counted", "null_keys", "semi",
                               "anti", "over", "over_all", "distinct_on",
                               "distinct_on_limit", "lag_lead", "left_on", "full_on",
                               "having_value", "having_correlated", "having_in",
                               "having_not_exists", "left_cross", "full_cross",
-                              "right_cross", "left_one_side"])
+                              "right_cross", "left_one_side", "on_sub", "semi_left",
+                              "anti_left"])
 def test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
@@ -243,7 +259,7 @@ def test_semi_anti_and_natural_joins_are_their_plans():
     natural = f"SELECT * FROM {sub.format(w=W)} AS a NATURAL JOIN {sub.format(w=H10)} AS b"
     assert sql(natural, STREAMS) == sql(natural.replace("NATURAL JOIN", "JOIN").replace(
         "AS b", "AS b USING (plug_id, house_id, top)"), STREAMS)
-    for text, why in [(SEMI.replace("b.value > 100", "a.value > b.value"), "right side only"),
+    for text, why in [(SEMI.replace("b.value > 100", "a.value > b.value"), "conditions of one side"),
                       (SEMI.replace("a.plug_id = b.plug_id AND ", ""), "needs ON or USING")]:
         with pytest.raises(SqlError, match=why):
             sql(text, STREAMS)
@@ -266,8 +282,11 @@ def test_over_partitions_null_keys_and_refusals():
                                                   got.column("n").to_pylist()))
     for text, why in [
             ((f"SELECT SUM(value) OVER (PARTITION BY plug_id ORDER BY ts RANGE BETWEEN "
-             f"INTERVAL 2 SECONDS PRECEDING AND CURRENT ROW) AS s FROM {W}"),
+             f"INTERVAL '1' MONTH PRECEDING AND CURRENT ROW) AS s FROM {W}"),
              "frame bound"),
+            ((f"SELECT SUM(value) OVER (PARTITION BY plug_id ORDER BY ts RANGE BETWEEN "
+             f"2 PRECEDING AND CURRENT ROW) AS s FROM {W}"),
+             "orders by a number .offsets numbers. or a timestamp"),
             (f"SELECT STDDEV(value) OVER (PARTITION BY plug_id ORDER BY ts) AS s FROM {W}",
              "window functions .OVER .... are not supported"),
             (f"SELECT plug_id, SUM(COUNT(*)) OVER () AS s FROM {W} GROUP BY plug_id",
@@ -314,6 +333,8 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
      "a subquery as a value is one aggregate without GROUP BY"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT MAX(value) FROM {W} GROUP BY plug_id)",
      "a subquery as a value is one aggregate without GROUP BY"),
+    (f"SELECT a.plug_id FROM {W} AS a LEFT JOIN {W} AS b ON a.plug_id = b.plug_id AND "  # noqa: ISC004
+     f"b.house_id IN (SELECT house_id FROM {W})", "subqueries in an outer join's ON are not"),
     (f"SELECT plug_id, MAX(value) - (SELECT AVG(value) FROM {W}) AS d FROM {W} "  # noqa: ISC004
      "GROUP BY plug_id", "subqueries in SELECT are not supported"),
     (f"SELECT a.plug_id FROM {W} AS a WHERE a.value > (SELECT MAX(b.value) FROM {W} AS b "  # noqa: ISC004
@@ -322,6 +343,18 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
 def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
     with pytest.raises(SqlError, match=why):
         sql(text, STREAMS)
+
+
+@pytest.mark.parametrize("clause", ["WHERE", "HAVING"])
+def test_an_exists_refused_names_the_clause_it_stands_in(clause):
+    exists = (f"EXISTS (SELECT MAX(b.value) FROM {W} AS b WHERE b.plug_id = a.plug_id "
+              "GROUP BY b.plug_id)")
+    text = (f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a WHERE {exists} GROUP BY a.plug_id"
+            if clause == "WHERE" else
+            f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a GROUP BY a.plug_id HAVING {exists}")
+    with pytest.raises(SqlError, match="EXISTS over a SELECT with GROUP BY") as e:
+        sql(text, STREAMS)
+    assert e.value.clause == clause and e.value.line is not None, str(e.value)
 
 
 #: NOT IN cut at every boundary: each window's selection, projection, group by ... apart

@@ -43,6 +43,11 @@ def plan_of(x: Node | Relation) -> Node:
     return x.node if isinstance(x, Relation) else x
 
 
+def _names(x) -> list:
+    """A column (or an order item) or several, as a list."""
+    return [x] if isinstance(x, str) else list(x)
+
+
 class Relation:
     """A relation of a query being written (the DSL's value); `node` is its plan."""
 
@@ -103,9 +108,7 @@ class Relation:
 
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
         """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
-        if isinstance(by, str):
-            by = [by]
-        return Relation(Aggregate(self.node, tuple(by), tuple(aggs.items())))
+        return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
 
     def over(self, by: Sequence[str] = (), order_by=None, frame=None, **aggs: AggCall
              ) -> Relation:
@@ -116,7 +119,7 @@ class Relation:
         joined on the instant. With `order_by` (columns, each with ASC or DESC) over the
         rows of each row's frame (`frame`: frames.Frame or ("rows" | "range", lo, hi);
         SQL's default, ("range", None, 0), a running aggregate: frames.py)."""
-        by = [by] if isinstance(by, str) else list(by)
+        by = _names(by)
         if order_by is not None or frame is not None:
             from federation.logical.frames import Frame, framed
 
@@ -165,7 +168,7 @@ class Relation:
         if n not in ("first", "last") and (not isinstance(n, int) or isinstance(n, bool)
                                            or n < 1):
             raise QueryValidationError("nth_value", "n", f"{n!r}: a whole number >= 1")
-        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        by = _names(partition_by)
         return frame_value(self, column, order_by, by, Frame.of(frame or Frame()), n, name)
 
     def ntile(self, buckets: int, order_by, partition_by: Sequence[str] = (),
@@ -190,11 +193,11 @@ class Relation:
         (PARTITION BY ... ORDER BY ...) as the column `name` (frames.distribution)."""
         from federation.logical.frames import distribution
 
-        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        by = _names(partition_by)
         return distribution(self, function, order_by, by, name or function, buckets)
 
     def _neighbour(self, column, order_by, partition_by, offset, default, name) -> Relation:
-        by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        by = _names(partition_by)
         node, cols = self.node, list(self.node.schema)
         fresh = name_maker([*cols, name])
         rn, at, hit, value = (fresh(f"_nav_{n}") for n in ("rn", "at", "hit", "value"))
@@ -232,9 +235,8 @@ class Relation:
         (PARTITION BY ... ORDER BY ...)); `order_by`: columns, each with ASC or DESC.
         `function` "rank" or "dense_rank": rows equal in `order_by` share a number (RANK(),
         DENSE_RANK())."""
-        one = (lambda x: (x,) if isinstance(x, str) else tuple(x))
-        return Relation(RowNumber(self.node, one(partition_by), one(order_by), name,
-                                  function))
+        return Relation(RowNumber(self.node, tuple(_names(partition_by)),
+                                  tuple(_names(order_by)), name, function))
 
     def rank(self, order_by, partition_by: Sequence[str] = (), name: str = "rank",
              dense: bool = False) -> Relation:

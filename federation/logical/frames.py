@@ -12,8 +12,12 @@ partition between two bounds (`Frame`):
   the row itself (CURRENT ROW) or the partition's end (UNBOUNDED);
 - RANGE: the row's peers (rows equal to it in the ORDER BY) and every row before them
   (UNBOUNDED PRECEDING AND CURRENT ROW, SQL's default frame under an ORDER BY), or after
-  them, or the peers alone. A RANGE bound of `n` (values within n of the row's) is not
-  built: its NULL rows and its multi-column orders have no single meaning across engines;
+  them, or the peers alone; or by value, over one ORDER BY column (SQL's rule): `n
+  PRECEDING` starts at the rows whose value is the row's less n (more, in a descending
+  order), `n FOLLOWING` likewise; n a number for a number column, a time span
+  (`INTERVAL '10' SECOND`, a timedelta) for a timestamp. A row whose value is NULL has
+  its peers, the NULL rows, at a bound by value (DuckDB's and PostgreSQL's rule); a
+  NULL row is never within n of a value;
 - GROUPS: as ROWS, counting groups of peers (`1 PRECEDING`: the peers before the row's).
 
 Built of plan nodes every engine runs: the rows numbered (and ranked, for RANGE), each joined
@@ -26,45 +30,73 @@ an instant, not a whole window of a fast stream.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 
+from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall, count, max_, min_
 from federation.logical.names import name_maker, null_safe_pairs
 
 #: a frame's kinds: by positions, by peers (rows equal in the ORDER BY), by peer groups
 KINDS = ("rows", "range", "groups")
+#: EXCLUDE's choices (Frame.exclude)
+EXCLUDES = ("no others", "current row", "group", "ties")
 
 
 @dataclass(frozen=True)
 class Frame:
     """The rows of a row's frame: `lo` and `hi` relative to the row (None: the partition's
     start, resp. end; -n: n PRECEDING; 0: CURRENT ROW; n: n FOLLOWING); of RANGE and
-    GROUPS relative to its peers (RANGE takes None or 0). SQL's default under an ORDER BY is
-    `Frame("range", None, 0)`."""
+    GROUPS relative to its peers; a RANGE's n a value's distance (a number, or a timedelta
+    for a timestamp order). SQL's default under an ORDER BY is `Frame("range", None, 0)`."""
 
     kind: str = "range"
-    lo: int | None = None
-    hi: int | None = 0
+    lo: int | float | dt.timedelta | None = None
+    hi: int | float | dt.timedelta | None = 0
+    #: the rows left out of every frame: none, the row, its peers (rows equal to it in the
+    #: ORDER BY) with it, or its peers but it (SQL's EXCLUDE NO OTHERS, CURRENT ROW, GROUP,
+    #: TIES)
+    exclude: str = "no others"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise QueryValidationError("over", "frame", f"{self.kind!r}: one of "
                                        f"{', '.join(KINDS)}")
+        if self.exclude not in EXCLUDES:
+            raise QueryValidationError("over", "frame", f"exclude {self.exclude!r}: one of "
+                                       f"{', '.join(EXCLUDES)}")
         for b in (self.lo, self.hi):
-            if b is not None and (not isinstance(b, int) or isinstance(b, bool)):
-                raise QueryValidationError("over", "frame", f"bound {b!r}: a whole number "
-                                           "(-n PRECEDING, 0 CURRENT ROW, n FOLLOWING) or None")
-            if self.kind == "range" and b not in (None, 0):
+            whole = isinstance(b, int) and not isinstance(b, bool)
+            value = whole or isinstance(b, dt.timedelta) or (
+                isinstance(b, float) and math.isfinite(b))
+            if b is not None and not (whole or (self.kind == "range" and value)):
                 raise QueryValidationError(
-                    "over", "frame", f"RANGE bound {b}: UNBOUNDED or CURRENT ROW (a RANGE of "
-                    "values within n is not built; ROWS BETWEEN n PRECEDING ... counts rows)")
-        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+                    "over", "frame", f"bound {b!r}: a whole number (-n PRECEDING, 0 CURRENT "
+                    "ROW, n FOLLOWING) or None" + (
+                        "; a RANGE's also a number or a timedelta (a value's distance)"
+                        if self.kind == "range" else ""))
+        kinds = {type(b) is dt.timedelta for b in (self.lo, self.hi) if _sign(b)}
+        if len(kinds) > 1:
+            raise QueryValidationError("over", "frame", "one bound a time span, the other a "
+                                       "number: both bound the same ORDER BY value")
+        if self.lo is not None and self.hi is not None and _seconds(self.lo) > _seconds(
+                self.hi):
             raise QueryValidationError("over", "frame", f"it starts after it ends ({self.sql()})")
+
+    @property
+    def by_value(self) -> bool:
+        """A RANGE with a bound `n PRECEDING` or `n FOLLOWING` (values within n)."""
+        return self.kind == "range" and any(_sign(b) for b in (self.lo, self.hi))
+
+    @property
+    def on_timestamps(self) -> bool:
+        return any(isinstance(b, dt.timedelta) for b in (self.lo, self.hi))
 
     @classmethod
     def of(cls, frame) -> Frame:
@@ -74,16 +106,32 @@ class Frame:
     @property
     def holds_the_row(self) -> bool:
         """Every row is in its own frame (so no frame is empty)."""
-        return (self.lo is None or self.lo <= 0) and (self.hi is None or self.hi >= 0)
+        return (self.lo is None or _sign(self.lo) <= 0) and \
+            (self.hi is None or _sign(self.hi) >= 0) and \
+            self.exclude not in ("current row", "group")
 
     def sql(self) -> str:
-        def bound(b: int | None, side: str) -> str:
+        def bound(b, side: str) -> str:
             if b is None:
                 return f"UNBOUNDED {side}"
-            return "CURRENT ROW" if b == 0 else \
-                f"{abs(b)} {'PRECEDING' if b < 0 else 'FOLLOWING'}"
+            if not _sign(b):
+                return "CURRENT ROW"
+            n = f"INTERVAL '{abs(_seconds(b)):g}' SECOND" if isinstance(b, dt.timedelta) \
+                else f"{abs(b)}"
+            return f"{n} {'PRECEDING' if _sign(b) < 0 else 'FOLLOWING'}"
         return (f"{self.kind.upper()} BETWEEN {bound(self.lo, 'PRECEDING')} AND "
-                f"{bound(self.hi, 'FOLLOWING')}")
+                f"{bound(self.hi, 'FOLLOWING')}" + (
+                    f" EXCLUDE {self.exclude.upper()}" if self.exclude != "no others" else ""))
+
+
+def _seconds(b) -> float:
+    return b.total_seconds() if isinstance(b, dt.timedelta) else b
+
+
+def _sign(b) -> int:
+    """-1 PRECEDING, 0 CURRENT ROW (or unbounded: None), 1 FOLLOWING."""
+    v = 0 if b is None else _seconds(b)
+    return (v > 0) - (v < 0)
 
 
 def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, AggCall]):
@@ -94,22 +142,36 @@ def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, Ag
     by = list(partition_by)
     cols = list(rel.node.schema)
     fresh = name_maker([*cols, *aggs])
-    rn, rk, lrn, lpos, rrn, rpos = (fresh(f"_frame_{n}") for n in
-                                    ("rn", "rk", "lrn", "lpos", "rrn", "rpos"))
+    rn, rk, lrn, lpos, rrn, rpos, lpk, rpk = (fresh(f"_frame_{n}") for n in (
+        "rn", "rk", "lrn", "lpos", "rrn", "rpos", "lpk", "rpk"))
     rows = rel.row_number(order_by, by, rn)
-    pos = rn
-    if frame.kind != "rows" and (frame.lo, frame.hi) != (None, None):  # peers share it
-        rows, pos = rows.row_number(order_by, by, rk, "dense_rank"), rk
+    ranked = frame.kind != "rows" and (frame.lo, frame.hi) != (None, None)  # peers share it
+    peers = frame.exclude in ("group", "ties")  # the row's peers told apart from the others
+    if ranked or peers:
+        rows = rows.row_number(order_by, by, rk, "dense_rank")
+    pos = rk if ranked else rn
     hidden = {c: fresh("_frame_c") for c in cols}
     left, right, pairs = null_safe_pairs(rel.node.schema, by, fresh)
+    values = _by_value(rel, order_by, frame, fresh) if frame.by_value else None
+    lv, rv = ({values.left: exp.column(values.column)},
+              {values.right: exp.column(values.column)}) if values else ({}, {})
+    if peers and not ranked:  # the peer ranks beside the positions
+        lv, rv = {**lv, lpk: exp.column(rk)}, {**rv, rpk: exp.column(rk)}
+    elif peers:
+        lpk, rpk = lpos, rpos
     lhs = rows.project(**{h: exp.column(c) for c, h in hidden.items()},
-                       **{lrn: exp.column(rn), lpos: exp.column(pos)}, **left)
-    rhs = rows.project(*cols, **{rrn: exp.column(rn), rpos: exp.column(pos)}, **right)
-    inside = []
-    if frame.lo is not None:
-        inside.append(exp.column(rpos) >= exp.column(lpos) + frame.lo)
-    if frame.hi is not None:
-        inside.append(exp.column(rpos) <= exp.column(lpos) + frame.hi)
+                       **{lrn: exp.column(rn), lpos: exp.column(pos)}, **lv, **left)
+    rhs = rows.project(*cols, **{rrn: exp.column(rn), rpos: exp.column(pos)}, **rv, **right)
+    inside = _excluded(frame.exclude, lrn, rrn, lpk, rpk)
+    for b, start in ((frame.lo, True), (frame.hi, False)):
+        if b is None:
+            continue
+        cmp = exp.GTE if start else exp.LTE
+        if values is not None and _sign(b):  # by value; a NULL value's peers by position
+            inside.append(values.within(b, start, cmp(this=exp.column(rpos),
+                                                      expression=exp.column(lpos))))
+        else:
+            inside.append(cmp(this=exp.column(rpos), expression=exp.column(lpos) + b))
     cond = exp.and_(*inside) if inside else None
     joined = lhs.join(rhs, on=pairs)
     calls = dict(aggs)
@@ -125,6 +187,62 @@ def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, Ag
                        **{n: exp.column(n) for n in aggs})
 
 
+def _excluded(exclude: str, lrn: str, rrn: str, lpk: str, rpk: str) -> list[exp.Expression]:
+    """The condition that keeps a partition row out of the EXCLUDE's rows (none for NO
+    OTHERS): not the row itself (CURRENT ROW), not a peer (GROUP), not a peer but the row
+    itself (TIES)."""
+    itself = exp.column(rrn).eq(exp.column(lrn))
+    other_peer = exp.NEQ(this=exp.column(rpk), expression=exp.column(lpk))
+    return {"no others": [], "current row": [exp.not_(itself)], "group": [other_peer],
+            "ties": [exp.or_(other_peer, itself.copy())]}[exclude]
+
+
+@dataclass(frozen=True)
+class _Values:
+    """A RANGE bounded by value: its ORDER BY `column` as `left` (the row's) and `right`
+    (the partition row's)."""
+
+    column: str
+    descending: bool
+    left: str
+    right: str
+
+    def within(self, b, start: bool, by_pos: exp.Expression) -> exp.Expression:
+        """The partition row is on the frame's side of bound `b` (its start's, or its
+        end's): its value at least (at most) the row's shifted by b, in the order's
+        direction; for a row whose value is NULL, `by_pos` (its peers')."""
+        shift = _seconds(b) * (-1 if self.descending else 1)
+        if isinstance(b, dt.timedelta):
+            amount = exp.Interval(this=exp.Literal.string(str(round(abs(shift) * 1e6))),
+                                  unit=exp.Var(this="MICROSECOND"))
+        else:
+            amount = exp.Literal.number(abs(b))
+        op = exp.Add if shift > 0 else exp.Sub
+        edge = op(this=exp.column(self.left), expression=amount)
+        cmp = exp.GTE if start != self.descending else exp.LTE
+        return exp.Case(ifs=[exp.If(this=exp.Is(this=exp.column(self.left), expression=exp.Null()),
+                                    true=by_pos)],
+                        default=cmp(this=exp.column(self.right), expression=edge))
+
+
+def _by_value(rel, order_by, frame: Frame, fresh) -> _Values:
+    from federation.logical.rank import order_items
+
+    keys = order_items(order_by)
+    if len(keys) != 1:
+        raise QueryValidationError("over", "frame", f"{frame.sql()}: a RANGE bounded by a "
+                                   f"value orders by one column ({len(keys)} here)")
+    (column, descending), = keys
+    t = rel.node.schema[column]
+    if frame.on_timestamps != (t == "TIMESTAMP") or (t != "TIMESTAMP" and
+                                                     t not in NUMERIC_TYPES):
+        raise QueryValidationError(
+            "over", "frame", f"{frame.sql()} over {column} ({t}): a RANGE bounded by a value "
+            "orders by a number (offsets numbers) or a timestamp (offsets time spans: "
+            "INTERVAL '10' SECOND, a timedelta)")
+    return _Values(column, descending, fresh("_frame_lval"), fresh("_frame_rval"))
+
+
 def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, which,
                 name: str):
     """Each row of `rel` with `column` of a row of its frame: `which` "first", "last", or n
@@ -132,6 +250,12 @@ def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, 
     empty. The frame's first and last positions (MIN and MAX of the numbers in it) pick
     the row, joined from the numbered rows on the partition and number."""
 
+    frame = Frame.of(frame)
+    if frame.exclude != "no others" and which not in ("first", "last", 1):
+        raise QueryValidationError(
+            "nth_value", "frame", f"NTH_VALUE(x, {which}) over {frame.sql()}: the n-th row "
+            "of a frame with EXCLUDE is not built (its rows are not consecutive); "
+            "FIRST_VALUE and LAST_VALUE are")
     by = list(partition_by)
     cols = list(rel.node.schema)
     fresh = name_maker([*cols, name])

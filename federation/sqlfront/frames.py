@@ -5,6 +5,8 @@ and its frame (`ROWS | RANGE | GROUPS BETWEEN ... AND ...`) as federation/logica
 
 from __future__ import annotations
 
+import datetime as dt
+
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
@@ -37,20 +39,21 @@ def frame_of(text: SqlText, w: exp.Window) -> Frame | None:
     spec = w.args.get("spec")
     if spec is None:
         return None
-    if spec.args.get("exclude") is not None:
-        raise text.fail(f"EXCLUDE {spec.args['exclude'].sql()}: frames exclude no row here",
-                        "OVER", spec, "EXCLUDE")
+    exclude = spec.args.get("exclude")
+    exclude = "no others" if exclude is None else " ".join(exclude.name.lower().split())
     kind = str(spec.args.get("kind") or "").lower()
     lo = _bound(text, spec, spec.args.get("start"), spec.args.get("start_side"), "start")
     end = spec.args.get("end")
     hi = 0 if end is None else _bound(text, spec, end, spec.args.get("end_side"), "end")
     try:
-        return Frame(kind, lo, hi)
+        return Frame(kind, lo, hi, exclude)
     except QueryValidationError as e:
         raise text.fail(f"{spec.sql()}: {e.message}", "OVER", spec, kind.upper()) from None
 
 
-def _bound(text: SqlText, spec: exp.Expression, b, side, which: str) -> int | None:
+def _bound(text: SqlText, spec: exp.Expression, b, side, which: str):
+    """A frame bound as Frame takes it: None, 0, -n (n PRECEDING) or n; n a whole number,
+    of a RANGE also a number or a time span (INTERVAL '10' SECOND: a timedelta)."""
     side = str(side or "").upper()
     if isinstance(b, str) and b.upper() == "UNBOUNDED":
         if side != ("PRECEDING" if which == "start" else "FOLLOWING"):
@@ -59,9 +62,43 @@ def _bound(text: SqlText, spec: exp.Expression, b, side, which: str) -> int | No
         return None
     if isinstance(b, str) and b.upper() == "CURRENT ROW":
         return 0
-    if isinstance(b, exp.Literal) and not b.is_string and str(b.this).isdigit() \
-            and side in ("PRECEDING", "FOLLOWING"):
-        return -int(b.this) if side == "PRECEDING" else int(b.this)
+    n = None
+    if isinstance(b, exp.Literal) and not b.is_string:
+        try:
+            v = float(str(b.this))
+            n = int(v) if str(b.this).isdigit() else v
+        except ValueError:
+            n = None
+    elif isinstance(b, exp.Interval):
+        n = _span(b)
+    if n is not None and side in ("PRECEDING", "FOLLOWING"):
+        return -n if side == "PRECEDING" else n
     shown = b.sql() if isinstance(b, exp.Expression) else str(b)
-    raise text.fail(f"frame bound {shown} {side}: UNBOUNDED, CURRENT ROW, or a whole number "
-                    "PRECEDING or FOLLOWING", "OVER", spec, "OVER")
+    raise text.fail(f"frame bound {shown} {side}: UNBOUNDED, CURRENT ROW, or n PRECEDING or "
+                    "FOLLOWING (n a whole number; of a RANGE a number or an INTERVAL such as "
+                    "INTERVAL '10' SECOND)", "OVER", spec, "OVER")
+
+
+#: an INTERVAL's units in seconds (singular; a plural's trailing S is dropped)
+_UNITS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600,
+          "DAY": 86400}
+
+
+def _span(iv: exp.Interval) -> dt.timedelta | None:
+    """`INTERVAL '10' SECOND` (or `INTERVAL 10 SECONDS`, `INTERVAL '10 seconds'`) as a
+    timedelta; None when it is none of those."""
+    amount = iv.this.this if isinstance(iv.this, exp.Literal) else None
+    unit = iv.args.get("unit")
+    words = str(amount or "").split()
+    if unit is None and len(words) == 2:
+        amount, unit_name = words
+    else:
+        unit_name = unit.name if unit is not None else ""
+    unit_name = unit_name.upper().removesuffix("S")
+    try:
+        value = float(amount)
+    except (TypeError, ValueError):
+        return None
+    if unit_name not in _UNITS or value < 0:
+        return None
+    return dt.timedelta(seconds=value * _UNITS[unit_name])

@@ -27,14 +27,16 @@ from collections.abc import Callable, Mapping
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
-from federation.expressions import split_conjuncts
+from federation.expressions import conjoin, split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.dsl import table
 from federation.logical.membership import where_in
+from federation.logical.names import name_maker
 from federation.logical.nodes import Project
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.outer_on import cross_matched, crossing, one_side_keys
+from federation.sqlfront.scalars import filter_by
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
@@ -184,6 +186,8 @@ class FromClause:
         else:
             raise fail("an outer join needs ON or USING with equalities of keys", "JOIN", j,
                        "JOIN")
+        for c in rest if how != "inner" else []:  # a subquery: refused first, with why
+            check_scalar(self.text, c, "JOIN ON")
         one, cross = crossing(rest, left, right)  # outer: without a key, every pair tried
         flags = [] if how == "inner" else one_side_keys(self.text, one, left, right)
         rest = rest if how == "inner" else []  # outer: a condition of one side is a key
@@ -214,20 +218,21 @@ class FromClause:
         scope = Scope(self.text, node, aliases, {**left.instants, **right.instants},
                       {**left.using, **right.using,
                        **({u.name: lk for u, (lk, _) in zip(using, keys)} if using else {})})
-        if rest:
-            cond = rest[0] if len(rest) == 1 else exp.and_(*rest)
-            check_scalar(self.text, cond, "JOIN ON")
-            pred = scope.resolve(cond, "JOIN ON")
-            scope.node = self.text.build("JOIN ON", on, lambda: Relation(node).filter(pred).node)
+        if rest:  # an inner join's: WHERE's conditions, subqueries too, right at the join
+            filter_by(self.text, conjoin(rest), scope, lambda sub: self.subquery(sub, ctes),
+                      "JOIN ON", on)
         return scope
 
     def semi_join(self, left: Scope, right: Scope, j: exp.Join, kind: str) -> Scope:
-        """`left [LEFT] SEMI|ANTI JOIN right ON a.k = b.k [AND <right's own condition>]`:
+        """`left [LEFT] SEMI|ANTI JOIN right ON a.k = b.k [AND <one side's condition>]`:
         the left rows some right row equals (SEMI, EXISTS), or none (ANTI, NOT EXISTS: a
-        NULL key is kept) at the instant (logical/membership.where_in)."""
+        NULL key is kept) at the instant (logical/membership.where_in). A condition of
+        the left side is a key of its own: 1 where it holds (NULL else, which no row
+        equals), the right side's 1 (SEMI keeps a row only where it holds, ANTI every row
+        where it does not)."""
         fail = self.text.fail
         keys: list[tuple[str, str]] = []
-        conds: list[exp.Expression] = []
+        conds: dict[str, list[exp.Expression]] = {"l": [], "r": []}
         using, on = j.args.get("using"), j.args.get("on")
         if using:
             keys = [(left.column_of(None, u.name, "JOIN USING", u),
@@ -237,22 +242,33 @@ class FromClause:
             if pair:
                 keys.append(pair)
             elif pair is None:
-                if not all(right.has_column(col) and not left.has_column(col)
-                           for col in c.find_all(exp.Column)):
+                cols = list(c.find_all(exp.Column))
+                side = next((k for k, (a, b) in (("r", (right, left)), ("l", (left, right)))
+                             if all(a.has_column(x) and not b.has_column(x) for x in cols)),
+                            None)
+                if side is None:
                     raise fail(f"{c.sql()}: a {kind} join's ON holds key equalities and "
-                               "conditions of its right side only (filter the left side in "
-                               "WHERE)", "JOIN ON", c)
+                               "conditions of one side (a condition over both sides is not "
+                               "built: write EXISTS with it in WHERE)", "JOIN ON", c)
                 check_scalar(self.text, c, "JOIN ON")
-                conds.append(right.resolve(c, "JOIN ON"))
+                conds[side].append((right if side == "r" else left).resolve(c, "JOIN ON"))
         if not keys:
             raise fail(f"a {kind} join needs ON or USING with an equality of a column of "
                        "each side", f"{kind} JOIN", j, kind)
-        sub = Relation(right.node)
-        if conds:
-            sub = sub.filter(conds[0] if len(conds) == 1 else exp.and_(*conds))
-        sub = sub.project(*[rk for _, rk in keys])
+        sub, rel = Relation(right.node), Relation(left.node)
+        if conds["r"]:
+            sub = sub.filter(conjoin(conds["r"]))
+        lkeys, extra = [lk for lk, _ in keys], {}
+        if conds["l"]:  # the left side's condition as a key (docstring)
+            flag = name_maker({*left.node.schema, *right.node.schema})("_semi_holds")
+            rel = rel.project(*rel.schema, **{flag: exp.Case(ifs=[exp.If(
+                this=conjoin(conds["l"]), true=exp.Literal.number(1))])})
+            lkeys, extra = [*lkeys, flag], {flag: exp.Literal.number(1)}
+        sub = sub.project(*[rk for _, rk in keys], **extra)
         node = self.text.build(f"{kind} JOIN", j, lambda: where_in(
-            left.node, [lk for lk, _ in keys], sub, anti=kind == "ANTI").node)
+            rel, lkeys, sub, anti=kind == "ANTI").node)
+        if extra:  # the flag's work done
+            node = Relation(node).project(*left.node.schema).node
         return Scope(self.text, node, left.aliases, left.instants, left.using)
 
     def key_copies(self, side: Scope, keys: list[str], other: Scope, at: exp.Expression

@@ -26,7 +26,7 @@ from sqlglot import exp
 from federation.expressions import conjoin
 from federation.logical import Node, Relation, Rstream
 from federation.logical.frames import add_columns
-from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.dialect import SqlText, selectivity
 from federation.sqlfront.from_clause import FromClause
 from federation.sqlfront.navigation import navigations
 from federation.sqlfront.over import over_partitions
@@ -39,9 +39,8 @@ from federation.sqlfront.ranking import (
     refuse_window_functions,
     windowed_aggregate,
 )
-from federation.sqlfront.scalars import scalar_values
+from federation.sqlfront.scalars import filter_by, scalar_values
 from federation.sqlfront.select_list import aggregates, select_list
-from federation.sqlfront.subqueries import semi_joins
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
 
@@ -104,17 +103,9 @@ class Translator:
         def translate(sub: exp.Expression) -> Node:
             return self.query(sub, ctes)
 
-        rest = None if not left else semi_joins(self.text, conjoin(left), scope, translate)
-        if rest is not None:
-            cols = list(scope.node.schema)
-            rest = scalar_values(self.text, rest, scope, translate, "WHERE")
-            check_scalar(self.text, rest, "WHERE")
-            pred, sel = scope.resolve(rest, "WHERE"), selectivity(where)
-            node = Relation(scope.node)
-            hidden = list(node.schema) != cols  # scalar subqueries' values: dropped after
-            scope.node = self.text.build("WHERE", where, lambda: (
-                node.filter(pred, selectivity=sel).project(*cols) if hidden
-                else node.filter(pred, selectivity=sel)).node)
+        if left:
+            filter_by(self.text, conjoin(left), scope, translate, "WHERE", where,
+                      selectivity(where))
         if not aggregates(q):  # scalar subqueries and aggregates OVER: joined in
             for e in q.expressions:
                 scalar_values(self.text, e, scope, translate, "SELECT")

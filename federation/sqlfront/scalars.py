@@ -11,7 +11,7 @@ as SQL evaluates it. The subquery is one aggregate item without GROUP BY, so it 
 row at most (SQL's error for a scalar subquery of several rows has no place in a
 continuous query); the value is a hidden column the WHERE's projection and the SELECT list
 drop. Refused: a subquery under IN or EXISTS but as their own conjuncts (subqueries.py),
-in an aggregated SELECT, in HAVING or ON (dialect.check_scalar says where).
+in an aggregated SELECT, in an outer join's ON (dialect.check_scalar says where).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream
@@ -30,9 +30,28 @@ from sqlglot import exp
 from federation.expressions import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
-from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
-from federation.sqlfront.subqueries import Translate, correlations
+from federation.sqlfront.subqueries import Translate, correlations, semi_joins
+
+
+def filter_by(text: SqlText, cond: exp.Expression, scope: Scope, translate: Translate,
+              clause: str, at: exp.Expression, selectivity: float | None = None) -> None:
+    """Keep the rows of `scope.node` that meet `cond` (a WHERE's, an inner join's ON):
+    its `[NOT] IN` and `[NOT] EXISTS` conjuncts as semi joins, its scalar subqueries as
+    hidden columns joined in, the rest a selection; the hidden columns dropped after it."""
+    rest = semi_joins(text, cond, scope, translate, clause)
+    if rest is None:
+        return
+    cols = list(scope.node.schema)
+    rest = scalar_values(text, rest, scope, translate, clause)
+    check_scalar(text, rest, clause)
+    pred = scope.resolve(rest, clause)
+    node = Relation(scope.node)
+    hidden = list(node.schema) != cols  # scalar subqueries' values: dropped after
+    scope.node = text.build(clause, at, lambda: (
+        node.filter(pred, selectivity=selectivity).project(*cols) if hidden
+        else node.filter(pred, selectivity=selectivity)).node)
 
 
 def scalar_values(text: SqlText, e: exp.Expression, scope: Scope, translate: Translate,

@@ -54,7 +54,7 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     (a WHERE's, or a HAVING's: `clause`); returns the other conjuncts (None: no other)."""
     rest = []
     for c in split_conjuncts(where):
-        got = membership(c) or exists_as_in(text, c, scope)
+        got = membership(c) or exists_as_in(text, c, scope, clause)
         if got is None:
             rest.append(c)
             continue
@@ -63,12 +63,14 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     return conjoin(rest) if rest else None
 
 
-def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In, str] | None:
+def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope, clause: str = "WHERE"
+                 ) -> tuple[exp.In, str] | None:
     """`[NOT] EXISTS (SELECT ... FROM s WHERE s.c = a.x AND ...)` as (`a.x IN (SELECT s.c
     FROM s WHERE ...)`, "EXISTS" or "NOT EXISTS") (with several correlations, a tuple IN;
     with none, `1 IN (SELECT 1 ...)`), or None when `e` is no EXISTS. The correlations are
     equalities of an outer column, named by its alias, and one of the subquery; its other
-    conditions name only its own columns."""
+    conditions name only its own columns. `clause`: where it stands (WHERE, HAVING), for
+    the errors."""
     inner = e.this if isinstance(e, exp.Not) else e
     while isinstance(inner, exp.Paren):
         inner = inner.this
@@ -78,7 +80,7 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope) -> tuple[exp.In
 
     def fail(why: str):
         return text.fail(f"{why} (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is "
-                         "supported: `a.k IN (SELECT s.k ...)`)", "WHERE", inner, "EXISTS")
+                         "supported: `a.k IN (SELECT s.k ...)`)", clause, inner, "EXISTS")
 
     if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
             "group", "having", "limit", "order", "joins")) or sub.find(exp.AggFunc):
