@@ -16,8 +16,8 @@ import pytest
 
 from federation import sql
 from federation.errors import QueryValidationError
-from federation.sqlfront import SqlError
 from federation.logical.frames import Frame
+from federation.sqlfront import SqlError
 from tests.sampling import sampled
 from tests.test_sql import STREAMS
 from tests.test_stranger_queries import check_db, rows_of
