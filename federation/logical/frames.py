@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from federation.conventions import NUMERIC_TYPES
+from federation.conventions import NUMERIC_TYPES, us
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall, count, max_, min_
 from federation.logical.names import name_maker, null_safe_pairs
@@ -213,7 +213,7 @@ class _Values:
         direction; for a row whose value is NULL, `by_pos` (its peers')."""
         shift = _seconds(b) * (-1 if self.descending else 1)
         if isinstance(b, dt.timedelta):
-            amount = exp.Interval(this=exp.Literal.string(str(round(abs(shift) * 1e6))),
+            amount = exp.Interval(this=exp.Literal.string(str(us(abs(shift)))),
                                   unit=exp.Var(this="MICROSECOND"))
         else:
             amount = exp.Literal.number(abs(b))
