@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from db.sqlgen import SliceTable, db_op_sql
+from db.sqlgen import SliceTable
 from federation.conventions import stored_columns
 from federation.errors import PlacementError
 from federation.logical import (
@@ -33,6 +33,7 @@ from federation.logical import (
 )
 from federation.logical.float_sums import split_sums
 from federation.logical.sessions import spark_limit
+from federation.physical_sql import program, structure
 
 ENGINES = ("spe", "db")
 
@@ -331,7 +332,7 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str],
     limits = spe_limits(plan, pl)
     if limits:
         raise PlacementError("; ".join(why for _, why in limits))
-    db_ops = []
+    db_ops, key = [], structure(plan) if sql else ""
     for i, members in enumerate(db_op_groups(plan, pl), start=1):
         inputs = db_op_inputs(plan, members, pl)
         roots = roots_of(plan, members)
@@ -339,8 +340,8 @@ def build_physical_plan(plan: NumberedPlan, placement: str | Mapping[str, str],
             db_ops.append(DbOp(f"db{i}", tuple(members), roots[0], tuple(inputs), None,
                                roots=roots))  # type: ignore[arg-type]
             continue
-        prog = db_op_sql(plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
-                         row_level={o for ci in inputs if ci.row_level for o in ci.op_ids})
+        prog = program(key, plan, members, [(ci.table, o) for ci in inputs for o in ci.op_ids],
+                       {o for ci in inputs if ci.row_level for o in ci.op_ids})
         db_ops.append(DbOp(f"db{i}", tuple(members), roots[0], tuple(inputs), prog.query,
                            prog.slices, prog.raw, prog.raw_columns, roots))
     return PhysicalPlan(plan, pl, tuple(db_ops))

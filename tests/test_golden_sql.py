@@ -123,3 +123,20 @@ def test_db_op_sql_is_golden(query, placement):
 def test_no_stray_golden_file():
     want = {f"{q.lower()}.{p}.sql" for q in QUERIES for p in PLACEMENTS}
     assert {f.name for f in GOLDEN.iterdir()} == want
+
+
+def test_a_plan_at_other_rates_reuses_its_sql_and_another_plan_does_not():
+    """federation/physical_sql.py: the SQL is kept per plan without its statistics. A
+    decision of an adaptive run plans again at the measured rate and must get the same
+    programs; a plan that differs in anything else (here a window's range, or the placement)
+    must not."""
+    from federation.adaptive.decide import with_rates
+    from federation.smartplug.queries import cq1_plan
+
+    at = {r: plan_for(with_rates(cq1_plan(), r), "db")[0] for r in (2000, 150000)}
+    assert [d.sql for d in at[2000].db_ops] and all(
+        a.sql is b.sql for a, b in zip(at[2000].db_ops, at[150000].db_ops))
+    longer = plan_for(cq1_plan(scale=2), "db")[0]
+    assert longer.db_ops[0].sql.sql() != at[2000].db_ops[0].sql.sql()
+    mixed = plan_for(cq1_plan(), at[2000].placement_string.replace("op1=db", "op1=spe"))[0]
+    assert mixed.db_ops[0].sql.sql() != at[2000].db_ops[0].sql.sql()

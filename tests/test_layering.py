@@ -29,7 +29,7 @@ FEDERATION_GROUPS = {
               "federation.parts", "federation.smartplug", "federation.nexmark",
               "federation.importer", "federation.brokers", "federation.python_functions"],
     "sql front end": ["federation.sqlfront"],
-    "physical": ["federation.physical"],
+    "physical": ["federation.physical", "federation.physical_sql"],
     "optimizer": ["federation.optimizer"],
     "runtime": ["federation.runtime"],
     "adaptive": ["federation.adaptive"],
