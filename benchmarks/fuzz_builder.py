@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from benchmarks.fuzz_domain import (
     AGGS,
+    DECOMPOSED,
     DOMAINS,
     DRAWN_AGGS,
     GROUPABLE,
@@ -157,10 +158,12 @@ class _Builder(Expressions):
             n = d(st.integers(1, 2)) * (1 if self.chance(50) else -1)
             default = "0" if _type(r.node.schema[c]) in ("INT", "BIGINT", "DOUBLE") \
                 and self.chance(40) else None
-            node = r.dsl.lag(c, order, part, n, default, name)
+            ignore = self.chance(25)  # IGNORE NULLS: the rows whose value is not NULL
+            node = r.dsl.lag(c, order, part, n, default, name, ignore)
         except ValueError:  # a relation of a table alone: no window to number over
             return r
-        src = f"{r.src}.lag({c!r}, {order!r}, {part!r}, {n}, {default!r}, {name!r})"
+        src = (f"{r.src}.lag({c!r}, {order!r}, {part!r}, {n}, {default!r}, {name!r}, "
+               f"{ignore})")
         return Rel(node, src, {**r.hints, name: hint})
 
     def frame(self, r: Rel) -> Rel:
@@ -200,11 +203,10 @@ class _Builder(Expressions):
             elif pairs and self.chance(60):
                 c = d(st.sampled_from(list(r.node.schema)))
                 which = d(st.sampled_from(["first", "last", 1, 2, 3]))
-                if len(frame) > 3 and which in (2, 3):  # not built over EXCLUDE
-                    which = "last"
-                node = r.dsl.nth_value(c, which, order, part, name, frame)
+                ignore = self.chance(25)  # IGNORE NULLS
+                node = r.dsl.nth_value(c, which, order, part, name, frame, ignore)
                 src = (f"{r.src}.nth_value({c!r}, {which!r}, {order!r}, {part!r}, {name!r}, "
-                       f"{frame!r})")
+                       f"{frame!r}, {ignore})")
                 hint = "value" if r.hints.get(c) == "count" else r.hints.get(c, "value")
             else:
                 fn = d(st.sampled_from(["ntile", "percent_rank", "cume_dist"] if pairs
@@ -387,6 +389,8 @@ class _Builder(Expressions):
         nums = [c for c, t in r.node.schema.items() if r.hints.get(c) in NUMERIC
                 and _type(t) in ("INT", "BIGINT", "DOUBLE")]
         aggs = []
+        w = r.node.row_window()
+        session = w is not None and w.is_session  # its rows read once (builder.aggregate)
         for _ in range(d(st.integers(1, 3))):
             f = d(st.sampled_from(DRAWN_AGGS)) if nums else "count"
             # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
@@ -418,7 +422,9 @@ class _Builder(Expressions):
                     arg, h = got
             if f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
-            if f in ("avg", "avg_distinct"):
+            elif f == "avg" and not session and self.chance(12):  # STDDEV, VARIANCE, MEDIAN
+                f = d(st.sampled_from(sorted(DECOMPOSED)))
+            if f in ("avg", "avg_distinct", *DECOMPOSED):
                 hint = "value"
             elif h == "count":
                 hint = "count"

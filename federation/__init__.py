@@ -19,9 +19,12 @@ from federation.expressions import (
     count_distinct,
     lit,
     max_,
+    median,
     min_,
+    stddev,
     sum_,
     sum_distinct,
+    variance,
 )
 from federation.logical import NumberedPlan, Relation, Rstream, table, window
 from federation.python_functions import udf
@@ -77,14 +80,17 @@ __all__ = [
     "count_distinct",
     "lit",
     "max_",
+    "median",
     "min_",
     "optimize",
     "run",
     "sql",
+    "stddev",
     "stream",
     "sum_",
     "sum_distinct",
     "table",
     "udf",
+    "variance",
     "window",
 ]

@@ -26,6 +26,10 @@ MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
 #: the plain aggregate each applies to that set
 DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
 AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS)
+#: the variances and standard deviations, planned in two passes of the aggregates above
+#: (federation/logical/spread.py): (sample: over n - 1, root: the standard deviation)
+SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
+                "stddev_samp": (True, True), "stddev_pop": (False, True)}
 #: the return type of each registered Python function by lower-case name (federation.udf)
 FUNCTION_TYPES: dict[str, str] = {}
 
@@ -232,6 +236,22 @@ def min_(arg: str | exp.Expression, *, where=None) -> AggCall:
 def max_(arg: str | exp.Expression, *, where=None) -> AggCall:
     """MAX(arg) (`where`: FILTER)."""
     return agg_call("max", arg, where)
+
+
+def median(arg: str | exp.Expression, *, where=None) -> AggCall:
+    """MEDIAN(arg): the middle value, or the mean of the two middle ones (`where`: FILTER;
+    federation/logical/median.py)."""
+    return agg_call("median", arg, where)
+
+
+def stddev(arg: str | exp.Expression, *, population: bool = False, where=None) -> AggCall:
+    """STDDEV_SAMP(arg) (SQL's STDDEV), STDDEV_POP with `population` (`where`: FILTER)."""
+    return agg_call("stddev_pop" if population else "stddev_samp", arg, where)
+
+
+def variance(arg: str | exp.Expression, *, population: bool = False, where=None) -> AggCall:
+    """VAR_SAMP(arg) (SQL's VARIANCE), VAR_POP with `population` (`where`: FILTER)."""
+    return agg_call("var_pop" if population else "var_samp", arg, where)
 
 
 def agg_result_type(call: AggCall, arg_type: str | None) -> str:

@@ -501,7 +501,8 @@ def test_a_filter_aggregate_of_no_row_is_null_as_sql_says():
 
 def test_offset_qualify_group_by_position_and_min_distinct():
     """ORDER BY ... LIMIT n OFFSET m: rows m+1 to m+n of each instant (the first m+n
-    without the first m); QUALIFY: a selection of the SELECT's named result; GROUP BY a
+    without the first m); QUALIFY: a selection of the SELECT's named result (or of a
+    window function written in it, a hidden item); GROUP BY a
     position: that SELECT item; MIN/MAX(DISTINCT x): MIN/MAX(x). The first two against the
     reference (and pure DuckDB), the last two as the plans they mean."""
     rows = rows_of(seconds=12, rate=40, plugs=12, houses=3)
@@ -525,6 +526,13 @@ def test_offset_qualify_group_by_position_and_min_distinct():
     got = check_db(sql(f"{ranked} QUALIFY rn <= 2", STREAMS), rows)
     want = reference_result(sql(f"SELECT * FROM ({ranked}) WHERE rn <= 2", STREAMS), rows)
     assert diff_results(got, want) is None and set(got.column("rn").to_pylist()) == {1, 2}
+    inline = check_db(sql(f"SELECT plug_id, value FROM {H10} QUALIFY ROW_NUMBER() OVER "
+                          "(PARTITION BY house_id ORDER BY value DESC) <= 2", STREAMS), rows)
+    assert inline.column_names == ["tau", "plug_id", "value"]  # the hidden item dropped
+    assert diff_results(inline, want.drop_columns(["rn"])) is None
+    unseen = check_db(sql(f"SELECT plug_id FROM {H10} QUALIFY value > 50", STREAMS), rows)
+    assert diff_results(unseen, reference_result(sql(
+        f"SELECT plug_id FROM {H10} WHERE value > 50", STREAMS), rows)) is None
     assert sql(f"SELECT plug_id % 3 AS k, MIN(DISTINCT value) AS lo, MAX(DISTINCT value) AS hi "
                f"FROM {H10} GROUP BY 1", STREAMS) == sql(
         f"SELECT plug_id % 3 AS k, MIN(value) AS lo, MAX(value) AS hi FROM {H10} GROUP BY "

@@ -77,7 +77,8 @@ FROM {_ROWS} WHERE value < 70"""
 
 #: EXCLUDE: the row (a ROWS frame over a unique order), its peers (RANGE over plug_id, which
 #: has ties; an empty frame: COUNT 0), its peers but it (GROUPS; and ROWS up to the row over
-#: ties: a set of rows whatever order ties take), FIRST_VALUE of the later groups
+#: ties: a set of rows whatever order ties take), FIRST_VALUE of the later groups; the n-th
+#: row past each block (of plug_id over plug_id: the same whatever order ties take)
 EXCLUDED = f"""SELECT k, id, value,
 MAX(value) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING
   EXCLUDE CURRENT ROW) AS around,
@@ -88,12 +89,36 @@ SUM(value) OVER (PARTITION BY house_id ORDER BY plug_id GROUPS BETWEEN 1 PRECEDI
 SUM(id) OVER (PARTITION BY house_id ORDER BY plug_id ROWS BETWEEN UNBOUNDED PRECEDING AND
   CURRENT ROW EXCLUDE TIES) AS upto,
 FIRST_VALUE(plug_id) OVER (PARTITION BY house_id ORDER BY plug_id RANGE BETWEEN CURRENT ROW
-  AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS next_plug
+  AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS next_plug,
+NTH_VALUE(value, 2) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING
+  EXCLUDE CURRENT ROW) AS second,
+NTH_VALUE(plug_id, 2) OVER (PARTITION BY house_id ORDER BY plug_id RANGE BETWEEN UNBOUNDED
+  PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS other_plug,
+NTH_VALUE(plug_id, 3) OVER (PARTITION BY house_id ORDER BY plug_id GROUPS BETWEEN 1 PRECEDING
+  AND 1 FOLLOWING EXCLUDE TIES) AS third_t
 FROM {_ROWS} WHERE value < 70"""
 
 
-@pytest.mark.parametrize("text", [RUNNING, VALUES, None, BY_VALUE, EXCLUDED],
-                         ids=["running", "values", "one", "by_value", "excluded"])
+#: IGNORE NULLS over k (NULL for readings of at most 20 W), in DuckDB's spelling (inside the
+#: parentheses; SQL's, after them, is the same plan): LAG and LEAD (with a default),
+#: FIRST_VALUE of the default frame, LAST_VALUE of the rows
+#: before the row (often none with a value), the n-th of a growing frame, and past a block
+#: EXCLUDE leaves out (of k over plug_id: the same whatever order ties take)
+IGNORING = f"""SELECT k, id, value,
+LAG(k, 1 IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY id) AS prev_k,
+LEAD(k, 2, -1 IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY id) AS next2_k,
+FIRST_VALUE(k IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY id) AS first_k,
+LAST_VALUE(k IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY id ROWS BETWEEN 3 PRECEDING
+  AND 1 PRECEDING) AS last_k,
+NTH_VALUE(k, 2 IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY id ROWS BETWEEN UNBOUNDED
+  PRECEDING AND CURRENT ROW) AS second_k,
+NTH_VALUE(k, 2 IGNORE NULLS) OVER (PARTITION BY house_id ORDER BY plug_id RANGE BETWEEN
+  UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS other_k
+FROM {_ROWS} WHERE value < 70"""
+
+
+@pytest.mark.parametrize("text", [RUNNING, VALUES, None, BY_VALUE, EXCLUDED, IGNORING],
+                         ids=["running", "values", "one", "by_value", "excluded", "ignoring"])
 def test_frames_equal_the_reference_and_duckdb_s_own_window_functions(text):
     text = text or ONE
     q = sql(text, STREAMS)
@@ -127,8 +152,11 @@ def test_frames_in_the_dsl_and_their_validation():
         "rows", -1, 1, "current row").holds_the_row
     assert Frame("groups", -1, 0, "group").sql() == \
         "GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW EXCLUDE GROUP"
-    with pytest.raises(QueryValidationError, match="EXCLUDE is not built"):
-        w.nth_value("value", 2, ["id"], frame=("rows", -2, 0, "current row"))
+    assert sql(f"SELECT LAG(value, 1) IGNORE NULLS OVER (ORDER BY id) AS p FROM {W}",
+               STREAMS) == sql(f"SELECT LAG(value, 1 IGNORE NULLS) OVER (ORDER BY id) AS p "
+                               f"FROM {W}", STREAMS)
+    assert "_n2" in w.nth_value("value", 2, ["id"], name="_n2",
+                                frame=("rows", -2, 0, "current row")).schema
     for bad, why in [(("rows", 1, -1), "starts after it ends"),
                      (("range", 2, -0.5), "starts after it ends"),
                      (("range", dt.timedelta(seconds=-1), 2), "one bound a time span"),
@@ -171,7 +199,7 @@ FROM {_ROWS} WHERE value < 70"""
 @pytest.mark.spark
 @pytest.mark.parametrize("which,cut", sampled(
     [("one", True), ("one", False), ("running", False), ("values", False),
-     ("by_value", False), ("excluded", False)],
+     ("by_value", False), ("excluded", False), ("ignoring", False)],
     keep=[("one", True)]))
 def test_frames_in_spark_and_across_the_engines(spark, tmp_path, which, cut):
     """Pure Spark, or cut at every engine boundary (the placement that alternates engines
@@ -185,6 +213,6 @@ def test_frames_in_spark_and_across_the_engines(spark, tmp_path, which, cut):
     generate(d, rate=30, seconds=16, plugs=28, houses=4, seed=1)
     s = smartplug_stream(rate=30, plugs=28, houses=4)
     q = sql({"one": ONE, "running": RUNNING, "values": VALUES, "by_value": BY_VALUE,
-             "excluded": EXCLUDED}[which], {"smartplug": s})
+             "excluded": EXCLUDED, "ignoring": IGNORING}[which], {"smartplug": s})
     placement = alternating_placements(q)[0] if cut else "spe"
     run_checked(spark, q, placement, d, tmp_path / "run", 5)

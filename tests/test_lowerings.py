@@ -86,7 +86,7 @@ def test_the_fuzzer_draws_every_node_class():
     """The fuzzer's generator builds every node class (a query set through `--sets`)."""
     seen: set[str] = set()
 
-    @seed(7)  # 80 queries hold every class under this seed (re-drawn: RANGE by value)
+    @seed(8)  # 80 queries hold every class under this seed (re-drawn: IGNORE NULLS, MEDIAN)
     @settings(max_examples=80, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(queries())

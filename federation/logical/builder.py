@@ -28,7 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
-from federation.expressions import AggCall, sum_
+from federation.expressions import SPREAD_FUNCS, AggCall, sum_
 from federation.logical.aggregate import Aggregate
 from federation.logical.join import Join
 from federation.logical.names import name_maker, null_safe_pairs
@@ -107,7 +107,24 @@ class Relation:
         return Relation(Join(self.node, plan_of(other), keys, how))
 
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
-        """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX, per slide instant."""
+        """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX (and STDDEV, VARIANCE:
+        spread.py; MEDIAN: median.py), per slide instant."""
+        planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
+                   or c.func == "median"]
+        w = self.node.row_window() if planned else None
+        if w is not None and w.is_session:
+            raise QueryValidationError(
+                "aggregate", planned[0], f"{planned[0].upper()} of a session window's rows "
+                f"({w.label()}) is not built: they are read by one aggregate of COUNT, SUM, "
+                "AVG, MIN and MAX (their DISTINCT forms too), which it would need twice")
+        if any(c.func in SPREAD_FUNCS for c in aggs.values()):
+            from federation.logical.spread import spread_aggregate
+
+            return spread_aggregate(self, _names(by), aggs)
+        if any(c.func == "median" for c in aggs.values()):
+            from federation.logical.median import median_aggregate
+
+            return median_aggregate(self, _names(by), aggs)
         return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
 
     def over(self, by: Sequence[str] = (), order_by=None, frame=None, **aggs: AggCall
@@ -136,40 +153,57 @@ class Relation:
                                                         on=pairs).project(*node.schema, *names))
 
     def lag(self, column: str, order_by, partition_by: Sequence[str] = (), offset: int = 1,
-            default: str | exp.Expression | None = None, name: str = "lag") -> Relation:
+            default: str | exp.Expression | None = None, name: str = "lag",
+            ignore_nulls: bool = False) -> Relation:
         """Each row with `column` of the row `offset` places before it in its partition
         under `order_by` at each instant, `default` (NULL) where there is none (SQL's
         LAG(column, offset, default) OVER (PARTITION BY ... ORDER BY ...); a negative
         `offset` is LEAD): the rows numbered as `row_number` numbers them (ties broken
-        so) and left-joined with themselves on the partition (NULL-safe) and number."""
+        so) and left-joined with themselves on the partition (NULL-safe) and number.
+        `ignore_nulls`: of the rows whose `column` is not NULL (ignore_nulls.py)."""
+        if ignore_nulls and offset:
+            from federation.logical.ignore_nulls import ignoring_nulls
+
+            which = ("lag", offset) if offset > 0 else ("lead", -offset)
+            return ignoring_nulls(self, column, order_by, _names(partition_by), which, name,
+                                  default=default)
         return self._neighbour(column, order_by, partition_by, offset, default, name)
 
     def first_value(self, column: str, order_by, partition_by: Sequence[str] = (),
-                    name: str = "first_value", frame=None) -> Relation:
+                    name: str = "first_value", frame=None, ignore_nulls: bool = False
+                    ) -> Relation:
         """Each row with `column` of the first row of its partition under `order_by` at
         each instant (SQL's FIRST_VALUE(column) OVER (PARTITION BY ... ORDER BY ...)); of
         its `frame`'s first row (frames.py), NULL where that is empty."""
-        if frame is not None:
-            return self.nth_value(column, "first", order_by, partition_by, name, frame)
+        if frame is not None or ignore_nulls:
+            return self.nth_value(column, "first", order_by, partition_by, name, frame,
+                                  ignore_nulls)
         return self._neighbour(column, order_by, partition_by, None, None, name)
 
     def last_value(self, column: str, order_by, partition_by: Sequence[str] = (),
-                   name: str = "last_value", frame=None) -> Relation:
+                   name: str = "last_value", frame=None, ignore_nulls: bool = False
+                   ) -> Relation:
         """`column` of the last row of each row's frame (SQL's LAST_VALUE; the default
         frame ends at the row's last peer in `order_by`: frames.py)."""
-        return self.nth_value(column, "last", order_by, partition_by, name, frame)
+        return self.nth_value(column, "last", order_by, partition_by, name, frame,
+                              ignore_nulls)
 
     def nth_value(self, column: str, n, order_by, partition_by: Sequence[str] = (),
-                  name: str = "nth_value", frame=None) -> Relation:
+                  name: str = "nth_value", frame=None, ignore_nulls: bool = False
+                  ) -> Relation:
         """`column` of the `n`-th row (1, 2, ...; or "first", "last") of each row's frame,
-        NULL where it has fewer rows (SQL's NTH_VALUE(column, n) OVER (...): frames.py)."""
+        NULL where it has fewer rows (SQL's NTH_VALUE(column, n) OVER (...): frames.py);
+        `ignore_nulls`: of its rows whose `column` is not NULL (ignore_nulls.py)."""
         from federation.logical.frames import Frame, frame_value
+        from federation.logical.ignore_nulls import ignoring_nulls
 
         if n not in ("first", "last") and (not isinstance(n, int) or isinstance(n, bool)
                                            or n < 1):
             raise QueryValidationError("nth_value", "n", f"{n!r}: a whole number >= 1")
-        by = _names(partition_by)
-        return frame_value(self, column, order_by, by, Frame.of(frame or Frame()), n, name)
+        by, frame = _names(partition_by), Frame.of(frame or Frame())
+        if ignore_nulls:
+            return ignoring_nulls(self, column, order_by, by, n, name, frame)
+        return frame_value(self, column, order_by, by, frame, n, name)
 
     def ntile(self, buckets: int, order_by, partition_by: Sequence[str] = (),
               name: str = "ntile") -> Relation:
@@ -191,7 +225,7 @@ class Relation:
                      name: str | None = None, buckets: int | None = None) -> Relation:
         """NTILE(`buckets`), PERCENT_RANK() or CUME_DIST() (`function` in lower case) OVER
         (PARTITION BY ... ORDER BY ...) as the column `name` (frames.distribution)."""
-        from federation.logical.frames import distribution
+        from federation.logical.distribution import distribution
 
         by = _names(partition_by)
         return distribution(self, function, order_by, by, name or function, buckets)

@@ -248,24 +248,29 @@ def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, 
     """Each row of `rel` with `column` of a row of its frame: `which` "first", "last", or n
     (NTH_VALUE: the n-th, NULL where the frame has fewer rows); NULL where the frame is
     empty. The frame's first and last positions (MIN and MAX of the numbers in it) pick
-    the row, joined from the numbered rows on the partition and number."""
+    the row, joined from the numbered rows on the partition and number. The n-th row of a
+    frame with EXCLUDE (n > 1): the frame's rows are its positions but one block of them
+    (the row; its peers, whose positions are consecutive; its peers but the row), so the
+    n-th is counted past that block (`past_block`)."""
 
     frame = Frame.of(frame)
-    if frame.exclude != "no others" and which not in ("first", "last", 1):
-        raise QueryValidationError(
-            "nth_value", "frame", f"NTH_VALUE(x, {which}) over {frame.sql()}: the n-th row "
-            "of a frame with EXCLUDE is not built (its rows are not consecutive); "
-            "FIRST_VALUE and LAST_VALUE are")
     by = list(partition_by)
     cols = list(rel.node.schema)
     fresh = name_maker([*cols, name])
     rn, lo, hi, at, value = (fresh(f"_frame_{n}") for n in ("n", "lo", "hi", "at", "value"))
     numbered = rel.row_number(order_by, by, rn)
-    spans = framed(numbered, order_by, by, frame, {lo: min_(rn), hi: max_(rn)})
+    gaps = frame.exclude != "no others" and which not in ("first", "last", 1)
+    whole = Frame(frame.kind, frame.lo, frame.hi) if gaps else frame
+    spans = framed(numbered, order_by, by, whole, {lo: min_(rn), hi: max_(rn)})
     if which == "first":
         target = exp.column(lo)
     elif which == "last":
         target = exp.column(hi)
+    elif gaps:  # the frame's rows are its positions but one block of them
+        a = b = rn
+        if frame.exclude != "current row":
+            spans, a, b = peer_block(spans, order_by, by, fresh)
+        target = past_block(lo, hi, a, b, rn, frame.exclude == "ties", int(which))
     else:
         n = exp.column(lo) + int(which) - 1
         target = exp.Case(ifs=[exp.If(this=n.copy() <= exp.column(hi), true=n)])
@@ -276,43 +281,34 @@ def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, 
         *cols, **{name: exp.column(value)})
 
 
-def distribution(rel, function: str, order_by, partition_by: Sequence[str], name: str,
-                 buckets: int | None = None):
-    """Each row of `rel` with NTILE(`buckets`) ("ntile": the rows in `buckets` groups of
-    sizes differing by at most one, the larger first, numbered 1, 2, ...), PERCENT_RANK()
-    ("percent_rank": (rank - 1) / (rows - 1), 0 for a partition of one row) or CUME_DIST()
-    ("cume_dist": the share of the partition's rows up to the row's last peer)."""
+def peer_block(rel, order_by, by: list[str], fresh) -> tuple:
+    """`rel` with the first and last positions of each row's peers (its RANK, and RANK plus
+    the peers' count less one: ROW_NUMBER numbers peers consecutively), and their names."""
+    from federation.logical.rank import order_items
 
-    by = list(partition_by)
-    cols = list(rel.node.schema)
-    fresh = name_maker([*cols, name])
-    rn, size, upto = fresh("_dist_rn"), fresh("_dist_rows"), fresh("_dist_upto")
-    if function == "cume_dist":
-        ups = framed(rel, order_by, by, Frame("range", None, 0), {upto: count()})
-        sized = ups.over(by, **{size: count()})
-        return sized.project(*cols, **{name: _sql(f"CAST({upto} AS DOUBLE) / {size}")})
-    fn = "rank" if function == "percent_rank" else "row_number"
-    sized = rel.row_number(order_by, by, rn, fn).over(by, **{size: count()})
-    if function == "percent_rank":
-        value = _sql(f"CASE WHEN {size} > 1 THEN CAST({rn} - 1 AS DOUBLE) / ({size} - 1) "
-                     "ELSE CAST(0 AS DOUBLE) END")
-        return sized.project(*cols, **{name: value})
-    if function != "ntile":
-        raise QueryValidationError("over", "function", f"{function!r}: ntile, percent_rank or "
-                                   "cume_dist")
-    if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
-        raise QueryValidationError("ntile", "buckets", f"{buckets!r}: a whole number >= 1")
-    q = f"CAST(FLOOR(CAST({size} AS DOUBLE) / {buckets}) AS BIGINT)"
-    r = f"({size} - {q} * {buckets})"  # the first r groups have q + 1 rows
-    big = f"{r} * ({q} + 1)"
-    value = _sql(
-        f"CASE WHEN {rn} <= {big} THEN CAST(FLOOR(CAST({rn} - 1 AS DOUBLE) / ({q} + 1)) "
-        f"AS BIGINT) + 1 ELSE {r} + CAST(FLOOR(CAST({rn} - {big} - 1 AS DOUBLE) / "
-        f"GREATEST({q}, 1)) AS BIGINT) + 1 END")
-    return sized.project(*cols, **{name: value})
+    a, peers = fresh("_frame_peer"), fresh("_frame_peers")
+    keys = [*by, *(c for c, _ in order_items(order_by) if c not in by)]
+    return (rel.row_number(order_by, by, a, "rank").over(keys, **{peers: count()}), a,
+            f"{a} + {peers} - 1")
 
 
-def _sql(text: str) -> exp.Expression:
+def past_block(lo: str, hi: str, a: str, b: str, own: str, ties: bool, n: int):
+    """The position of the n-th row of a frame [lo, hi] (NULL: empty) less the block [a, b]
+    of positions EXCLUDE leaves out (NULL: none), NULL past the frame's end; `ties`: the
+    row's own position `own` stays (EXCLUDE TIES), between those before the block and those
+    after it."""
+    first, last = f"GREATEST({a}, {lo})", f"LEAST({b}, {hi})"
+    t = f"{lo} + {n - 1}"
+    inside = f"({own} BETWEEN {lo} AND {hi})"
+    kept = f" WHEN {inside} AND {t} = {first} THEN {own}" if ties else ""
+    skip = f"({last} - {first} + 1)" + (
+        f" - CASE WHEN {inside} THEN 1 ELSE 0 END" if ties else "")
+    pos = (f"CASE WHEN {a} IS NULL OR {first} > {last} OR {t} < {first} THEN {t}{kept} "
+           f"ELSE {t} + {skip} END")
+    return sql_of(f"CASE WHEN {lo} IS NOT NULL AND ({pos}) <= {hi} THEN {pos} END")
+
+
+def sql_of(text: str) -> exp.Expression:
     return sqlglot.parse_one(text, read="duckdb")
 
 

@@ -30,14 +30,13 @@ from federation.errors import QueryValidationError
 from federation.expressions import conjoin, split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.dsl import table
-from federation.logical.membership import where_in
-from federation.logical.names import name_maker
 from federation.logical.nodes import Project
 from federation.logical.window import TimeWindow, Window
-from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.outer_on import cross_matched, crossing, one_side_keys
 from federation.sqlfront.scalars import filter_by
 from federation.sqlfront.scopes import Scope
+from federation.sqlfront.semi_join import semi_join
 from federation.sqlfront.windows import window_tvf
 from federation.streams import StreamDecl
 
@@ -161,7 +160,8 @@ class FromClause:
             using = [exp.to_identifier(c) for c in dict.fromkeys(names)
                      if any(c in cols for cols in left.aliases.values())]
         if kind in ("SEMI", "ANTI"):
-            return self.semi_join(left, right, j, kind)
+            return semi_join(self.text, left, right, j, kind, self.key_pair,
+                             self.renamed_apart)
         if using:
             for u in using:
                 n = u.name
@@ -186,10 +186,9 @@ class FromClause:
         else:
             raise fail("an outer join needs ON or USING with equalities of keys", "JOIN", j,
                        "JOIN")
-        for c in rest if how != "inner" else []:  # a subquery: refused first, with why
-            check_scalar(self.text, c, "JOIN ON")
         one, cross = crossing(rest, left, right)  # outer: without a key, every pair tried
-        flags = [] if how == "inner" else one_side_keys(self.text, one, left, right)
+        flags = [] if how == "inner" else one_side_keys(
+            self.text, one, left, right, lambda sub: self.subquery(sub, ctes))
         rest = rest if how == "inner" else []  # outer: a condition of one side is a key
         helpers: set[str] = set()  # a condition over both sides: the pairs it matches
         if cross and how != "inner":
@@ -222,54 +221,6 @@ class FromClause:
             filter_by(self.text, conjoin(rest), scope, lambda sub: self.subquery(sub, ctes),
                       "JOIN ON", on)
         return scope
-
-    def semi_join(self, left: Scope, right: Scope, j: exp.Join, kind: str) -> Scope:
-        """`left [LEFT] SEMI|ANTI JOIN right ON a.k = b.k [AND <one side's condition>]`:
-        the left rows some right row equals (SEMI, EXISTS), or none (ANTI, NOT EXISTS: a
-        NULL key is kept) at the instant (logical/membership.where_in). A condition of
-        the left side is a key of its own: 1 where it holds (NULL else, which no row
-        equals), the right side's 1 (SEMI keeps a row only where it holds, ANTI every row
-        where it does not)."""
-        fail = self.text.fail
-        keys: list[tuple[str, str]] = []
-        conds: dict[str, list[exp.Expression]] = {"l": [], "r": []}
-        using, on = j.args.get("using"), j.args.get("on")
-        if using:
-            keys = [(left.column_of(None, u.name, "JOIN USING", u),
-                     right.column_of(None, u.name, "JOIN USING", u)) for u in using]
-        for c in split_conjuncts(on) if on is not None else []:
-            pair = self.key_pair(c, left, right)
-            if pair:
-                keys.append(pair)
-            elif pair is None:
-                cols = list(c.find_all(exp.Column))
-                side = next((k for k, (a, b) in (("r", (right, left)), ("l", (left, right)))
-                             if all(a.has_column(x) and not b.has_column(x) for x in cols)),
-                            None)
-                if side is None:
-                    raise fail(f"{c.sql()}: a {kind} join's ON holds key equalities and "
-                               "conditions of one side (a condition over both sides is not "
-                               "built: write EXISTS with it in WHERE)", "JOIN ON", c)
-                check_scalar(self.text, c, "JOIN ON")
-                conds[side].append((right if side == "r" else left).resolve(c, "JOIN ON"))
-        if not keys:
-            raise fail(f"a {kind} join needs ON or USING with an equality of a column of "
-                       "each side", f"{kind} JOIN", j, kind)
-        sub, rel = Relation(right.node), Relation(left.node)
-        if conds["r"]:
-            sub = sub.filter(conjoin(conds["r"]))
-        lkeys, extra = [lk for lk, _ in keys], {}
-        if conds["l"]:  # the left side's condition as a key (docstring)
-            flag = name_maker({*left.node.schema, *right.node.schema})("_semi_holds")
-            rel = rel.project(*rel.schema, **{flag: exp.Case(ifs=[exp.If(
-                this=conjoin(conds["l"]), true=exp.Literal.number(1))])})
-            lkeys, extra = [*lkeys, flag], {flag: exp.Literal.number(1)}
-        sub = sub.project(*[rk for _, rk in keys], **extra)
-        node = self.text.build(f"{kind} JOIN", j, lambda: where_in(
-            rel, lkeys, sub, anti=kind == "ANTI").node)
-        if extra:  # the flag's work done
-            node = Relation(node).project(*left.node.schema).node
-        return Scope(self.text, node, left.aliases, left.instants, left.using)
 
     def key_copies(self, side: Scope, keys: list[str], other: Scope, at: exp.Expression
                    ) -> Scope:

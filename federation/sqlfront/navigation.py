@@ -11,8 +11,10 @@ LAST_VALUE and NTH_VALUE that of the first, last or n-th row of the row's frame 
 default frame, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW, ends at the row's last
 peer; federation/logical/frames.py), NULL where it has no such row. The plan numbers the
 rows and left-joins them with themselves (`Relation.lag`, `.first_value`, `.nth_value`,
-`.ntile`, ...). Without ORDER BY which row is meant is not defined: refused; so are IGNORE
-NULLS, and a frame on LAG, LEAD, NTILE, PERCENT_RANK or CUME_DIST (SQL ignores it there).
+`.ntile`, ...). IGNORE NULLS (after the function or its value) picks among the rows whose
+value is not NULL (federation/logical/ignore_nulls.py). Without ORDER BY which row is meant
+is not defined: refused; so is a frame on LAG, LEAD, NTILE, PERCENT_RANK or CUME_DIST (SQL
+ignores it there).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream
@@ -61,11 +63,12 @@ def navigations(text: SqlText, q: exp.Select, scope: Scope) -> list[Callable]:
 def _navigate(text: SqlText, w: exp.Window, scope: Scope, name: str):
     """One navigation function OVER (...): a function of a relation (the scope's, maybe with
     more columns) to it with the function's value as the column `name`."""
-    f = w.this
-    if isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
-        raise text.fail(f"{f.sql()}: IGNORE/RESPECT NULLS is not supported", "OVER", w,
-                        "OVER")
+    f, ignore = _nulls(w.this)
     call = FUNCTIONS[type(f)]
+    if ignore and type(f) in DISTRIBUTION:
+        raise text.fail(f"{call} IGNORE NULLS: IGNORE NULLS picks a row by its value "
+                        "(LAG, LEAD, FIRST_VALUE, LAST_VALUE, NTH_VALUE); write it without",
+                        "OVER", w, "OVER")
     frame = frame_of(text, w)
     if frame is not None and not isinstance(f, FRAMED):
         raise text.fail(f"{call} OVER (... {w.args['spec'].sql()}): {call} takes no frame "
@@ -82,18 +85,32 @@ def _navigate(text: SqlText, w: exp.Window, scope: Scope, name: str):
     if not isinstance(value, exp.Column):
         raise text.fail(f"{call}({f.this.sql()}): of a column (compute the expression "
                         "in a subquery)", "OVER", f)
-    if isinstance(f, exp.FirstValue) and frame is None:
+    if isinstance(f, exp.FirstValue) and frame is None and not ignore:
         return lambda rel: text.build("OVER", w, lambda: rel.first_value(value.name, keys,
                                                                           by, name))
     if isinstance(f, FRAMED):
         which = {exp.FirstValue: "first", exp.LastValue: "last"}.get(type(f)) or _offset(
             text, f.args.get("offset"), call, 1)
         return lambda rel: text.build("OVER", w, lambda: rel.nth_value(
-            value.name, which, keys, by, name, frame))
+            value.name, which, keys, by, name, frame, ignore))
     n, default = _offset(text, f.args.get("offset"), call, 0), f.args.get("default")
     default = None if default is None else scope.resolve(default, "OVER")
     return lambda rel: text.build("OVER", w, lambda: rel.lag(
-        value.name, keys, by, n if isinstance(f, exp.Lag) else -n, default, name))
+        value.name, keys, by, n if isinstance(f, exp.Lag) else -n, default, name, ignore))
+
+
+def _nulls(f: exp.Expression) -> tuple[exp.Expression, bool]:
+    """The function, and whether IGNORE NULLS follows it or its value argument
+    (`LAG(x IGNORE NULLS, 1)`, `LAG(x, 1) IGNORE NULLS`); RESPECT NULLS is SQL's default."""
+    ignore = False
+    if isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
+        ignore, f = isinstance(f, exp.IgnoreNulls), f.this
+    arg = f.args.get("this")
+    if isinstance(arg, (exp.IgnoreNulls, exp.RespectNulls)):
+        ignore = ignore or isinstance(arg, exp.IgnoreNulls)
+        f = f.copy()
+        f.set("this", arg.this.copy())
+    return f, ignore
 
 
 def _offset(text: SqlText, n: exp.Expression | None, call: str, least: int) -> int:

@@ -8,6 +8,11 @@ key: on that side the column `COALESCE(cond, FALSE)`, on the other the constant 
 the pair is joined on with the key equalities. A row failing it (or NULL) matches nothing
 and is kept, unmatched, as SQL keeps it; no row is filtered out (a WHERE would drop it).
 
+A condition of one side with subqueries (`b.x IN (SELECT ...)`, `EXISTS (SELECT ... WHERE
+s.k = b.k)`, `b.x > (SELECT AVG(x) ...)`) is the same key: whether the side's row is among
+its rows that meet it, as WHERE keeps them (the subqueries at the instant). One over both
+sides is refused (a subquery per pair of rows).
+
 Conditions over both sides (`cross_matched`): each side's rows numbered (a row id,
 ROW_NUMBER over every column), the matching pairs of ids found by an inner join on the keys
 filtered by the conditions, the left rows joined with the ids of their matches (LEFT: none
@@ -24,29 +29,71 @@ from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
+from federation.sqlfront.subqueries import Translate
 
 
-def one_side_keys(text: SqlText, conds: list[exp.Expression], left: Scope, right: Scope
-                  ) -> list[tuple[str, str]]:
+def one_side_keys(text: SqlText, conds: list[exp.Expression], left: Scope, right: Scope,
+                  translate: Translate) -> list[tuple[str, str]]:
     """The key pairs (left column, right column) of `conds`, each a condition of one side
-    (module doc); the sides' nodes get the columns."""
+    (module doc); the sides' nodes get the columns. A condition with subqueries (`b.x IN
+    (SELECT ...)`, EXISTS, a value) is its side's rows that meet it (`_met`)."""
     fresh = name_maker({*left.node.schema, *right.node.schema})
     pairs = []
     for c in conds:
-        cols = list(c.find_all(exp.Column))
+        cols = _outer_columns(c, left, right)
         on_left = all(left.has_column(x) and not right.has_column(x) for x in cols)
         if not on_left and not all(right.has_column(x) and not left.has_column(x)
                                    for x in cols):
             raise text.fail(f"{c.sql()}: a name both sides have: qualify it (a.x, b.x)",
                             "JOIN ON", c)
-        check_scalar(text, c, "JOIN ON")
         side, other = (left, right) if on_left else (right, left)
         flag, mark = fresh("_on_cond"), fresh("_on_true")
-        held = exp.func("COALESCE", side.resolve(c, "JOIN ON"), exp.false())
-        side.node = _with(text, c, side.node, flag, held)
+        if any(isinstance(n, SUBQUERY) for n in c.walk()):
+            _met(text, c, side, translate, flag, fresh)
+        else:
+            check_scalar(text, c, "JOIN ON")
+            held = exp.func("COALESCE", side.resolve(c, "JOIN ON"), exp.false())
+            side.node = _with(text, c, side.node, flag, held)
         other.node = _with(text, c, other.node, mark, exp.true())
         pairs.append((flag, mark) if on_left else (mark, flag))
     return pairs
+
+
+SUBQUERY = (exp.Subquery, exp.Select, exp.Exists)
+
+
+def _met(text: SqlText, c: exp.Expression, side: Scope, translate: Translate, flag: str,
+         fresh) -> None:
+    """`side.node` with the column `flag`, TRUE where its row meets `c` (a condition with
+    subqueries, as WHERE keeps rows: scalars.filter_by), else FALSE: the side's rows
+    numbered (a row id), a copy of them filtered by `c`, its ids left-joined back."""
+    from federation.sqlfront.scalars import filter_by
+
+    cols, node = list(side.node.schema), side.node
+    rid, met, hit = fresh("_on_row"), fresh("_on_met"), fresh("_on_hit")
+    numbered = text.build("JOIN ON", c, lambda: Relation(node).row_number(
+        [(cols[0], False)], (), rid).node)
+    kept = Scope(text, numbered, side.aliases, side.instants, side.using)
+    filter_by(text, c.copy(), kept, translate, "JOIN ON", c)
+    side.node = text.build("JOIN ON", c, lambda: Relation(numbered).join(
+        Relation(kept.node).project(**{met: exp.column(rid), hit: exp.true()}),
+        on=[(rid, met)], how="left")
+        .project(*cols, **{flag: exp.Not(this=exp.column(hit).is_(exp.null()))}).node)
+
+
+def _outer_columns(c: exp.Expression, left: Scope, right: Scope) -> list[exp.Column]:
+    """The columns of `c` that the join's sides give: outside its subqueries, and inside
+    them those named by a side's alias (a correlation, `WHERE s.k = a.k`)."""
+    aliases = {*left.aliases, *right.aliases}
+    out = []
+    for x in c.find_all(exp.Column):
+        n, inside = x.parent, False
+        while n is not None and n is not c:
+            inside = inside or isinstance(n, SUBQUERY)
+            n = n.parent
+        if not inside or x.table in aliases:
+            out.append(x)
+    return out
 
 
 def _with(text: SqlText, at: exp.Expression, node, name: str, value: exp.Expression):
@@ -60,7 +107,7 @@ def crossing(conds: list[exp.Expression], left: Scope, right: Scope
     """`conds` as (conditions of one side, conditions over both sides)."""
     one, both = [], []
     for c in conds:
-        cols = list(c.find_all(exp.Column))
+        cols = _outer_columns(c, left, right)
         sides = {("l" if left.has_column(x) and not right.has_column(x) else
                   "r" if right.has_column(x) and not left.has_column(x) else "?")
                  for x in cols}

@@ -36,6 +36,7 @@ from federation.sqlfront.ranking import (
     numbered,
     order_limit,
     qualify,
+    qualify_items,
     refuse_window_functions,
     windowed_aggregate,
 )
@@ -95,6 +96,7 @@ class Translator:
         if not isinstance(q, exp.Select):
             raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
         refuse_modifiers(self.text, q)
+        hidden = qualify_items(q)  # QUALIFY's inline window functions: SELECT items
         ctes = self.with_ctes(q, ctes)
         scope = self.from_clause.scope(q, ctes)
         where = q.args.get("where")
@@ -130,7 +132,7 @@ class Translator:
                 self.from_clause.refuse_unbounded(scope.node, "ORDER BY ... LIMIT",
                                                   clause.upper(), q.args[clause])
         node = select_list(self.text, q, scope, self.from_clause.instant_names, translate)
-        node = self.named_as(node, qualify(self.text, q, node))
+        node = self.named_as(node, qualify(self.text, q, node, hidden))
         if distinct and distinct.args.get("on") is not None:  # the first row of each
             node = self.named_as(node, distinct_on(self.text, q, node))
             return self.named_as(node, order_limit(self.text, q, node, picked=True))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from federation.logical import Node, Relation
-from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
 
 #: the ranking functions of a SELECT item, as RowNumber's `function`
@@ -27,11 +27,13 @@ def numbered(item: exp.Expression) -> bool:
 
 
 def windowed_aggregate(w: exp.Expression) -> bool:
-    """`w` is COUNT, SUM, AVG, MIN or MAX OVER (...) (over.py)."""
+    """`w` is COUNT, SUM, AVG, MIN, MAX, MEDIAN, STDDEV or VARIANCE OVER (...) (over.py)."""
     f = w.this if isinstance(w, exp.Window) else None
     if isinstance(f, exp.Filter):
         f = f.this
-    return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max))
+    return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev,
+                          exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
+                          exp.Median))
 
 
 def navigation(w: exp.Expression) -> bool:
@@ -150,24 +152,40 @@ def distinct_on(text: SqlText, q: exp.Expression, node: Node) -> Node:
     """`SELECT DISTINCT ON (c, ...) ... ORDER BY ...` (PostgreSQL's, DuckDB's): at each
     instant, of the rows equal in the ON columns, the first under ORDER BY; a window Top-1
     partitioned by them (Flink's deduplication, ROW_NUMBER() ... = 1), ties as ROW_NUMBER
-    breaks them. ON and ORDER BY name columns of the result; without ORDER BY which row is
-    not defined: refused."""
+    breaks them. ON names columns of the result or expressions over them (each computed in
+    a hidden column, dropped after), ORDER BY columns; without ORDER BY which row is not
+    defined: refused."""
     distinct = q.args["distinct"]
     on = distinct.args["on"]
-    cols = []
+    cols: list[str] = []
+    computed: dict[str, exp.Expression] = {}  # an ON expression: a hidden column
+    scope = Scope.of(text, node, "")
     for c in on.expressions if isinstance(on, exp.Tuple) else [on]:
-        if not isinstance(c, exp.Column) or c.name not in node.schema:
-            raise text.fail(f"DISTINCT ON ({c.sql()}): name a column of the result "
-                            f"(available: {', '.join(node.schema)})", "DISTINCT ON", c,
-                            "DISTINCT")
-        cols.append(c.name)
+        if isinstance(c, exp.Column) and c.name in node.schema:
+            cols.append(c.name)
+            continue
+        if isinstance(c, (exp.Column, exp.Literal)) or not any(
+                isinstance(x, exp.Column) for x in c.walk()):
+            raise text.fail(f"DISTINCT ON ({c.sql()}): name a column of the result, or an "
+                            f"expression over them (available: {', '.join(node.schema)})",
+                            "DISTINCT ON", c, "DISTINCT")
+        check_scalar(text, c, "DISTINCT ON")
+        name = f"_on{len(computed) + 1}"
+        while name in node.schema:
+            name = "_" + name
+        computed[name] = scope.resolve(c, "DISTINCT ON")
+        cols.append(name)
     order = q.args.get("order")
     if order is None:
         raise text.fail("DISTINCT ON without ORDER BY: which row of each group is kept is not "
                         "defined; write ORDER BY", "DISTINCT ON", distinct, "DISTINCT")
     keys = _order_keys(text, order, node)
-    return text.build("DISTINCT ON", distinct,
-                      lambda: Relation(node).top(1, keys, cols).node)
+
+    def first_rows() -> Node:
+        rel = Relation(node).project(*node.schema, **computed) if computed else Relation(node)
+        out = rel.top(1, keys, cols)
+        return out.project(*node.schema).node if computed else out.node
+    return text.build("DISTINCT ON", distinct, first_rows)
 
 
 def _rows_after(node: Node, keys: list, skip: int, n: int | None) -> Node:
@@ -180,10 +198,36 @@ def _rows_after(node: Node, keys: list, skip: int, n: int | None) -> Node:
     return Relation(node).row_number(keys, (), hidden).filter(keep).project(*cols).node
 
 
-def qualify(text: SqlText, q: exp.Expression, node: Node) -> Node:
+def qualify_items(q: exp.Select) -> list[str]:
+    """QUALIFY's window functions written inline (`QUALIFY ROW_NUMBER() OVER (...) <= 3`,
+    DuckDB's habit), and the columns it reads that the SELECT does not output (a qualified
+    `a.x`, or a name no item gives, unless SELECT *), as hidden SELECT items, each replaced
+    in QUALIFY by its name: their names (`qualify` drops them after its selection)."""
+    clause = q.args.get("qualify")
+    if clause is None:
+        return []
+    taken = {e.alias_or_name for e in q.expressions}
+    star = any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+        e.this, exp.Star) for e in q.expressions)
+    hidden: list[str] = []
+    inline = list(clause.this.find_all(exp.Window))
+    read = [c for c in clause.this.find_all(exp.Column) if c.find_ancestor(exp.Window) is None
+            and (c.table or not star and c.name not in taken)]  # not in the SELECT's result
+    for e in inline + read:
+        name = f"_qualify{len(hidden) + 1}"
+        while name in taken:
+            name = "_" + name
+        q.append("expressions", exp.alias_(e.copy(), name))
+        e.replace(exp.column(name))
+        hidden.append(name)
+    return hidden
+
+
+def qualify(text: SqlText, q: exp.Expression, node: Node, hidden: list[str] = ()) -> Node:
     """QUALIFY cond: a selection of the SELECT's result (after its ROW_NUMBER, before
     DISTINCT and ORDER BY), over the names the SELECT gives (`QUALIFY rn <= 3` of
-    `ROW_NUMBER() OVER (...) AS rn`)."""
+    `ROW_NUMBER() OVER (...) AS rn`) and the `hidden` items of its inline window functions
+    (`qualify_items`), dropped after it."""
     clause = q.args.get("qualify")
     if clause is None:
         return node
@@ -194,10 +238,15 @@ def qualify(text: SqlText, q: exp.Expression, node: Node) -> Node:
                             f"{', '.join(node.schema)}), not {c.sql()}: name the "
                             "ROW_NUMBER() item and compare it (QUALIFY rn <= 3)",
                             "QUALIFY", c)
-    if cond.find(exp.Window) is not None or cond.find(exp.AggFunc) is not None:
-        raise text.fail("QUALIFY over a window function or aggregate written inline: name it "
-                        "as a SELECT item and compare the name", "QUALIFY", cond)
-    return text.build("QUALIFY", clause, lambda: Relation(node).filter(cond.copy()).node)
+    if cond.find(exp.AggFunc) is not None:
+        raise text.fail("QUALIFY over an aggregate without OVER: QUALIFY selects rows by "
+                        "their window functions; aggregate in HAVING", "QUALIFY", cond)
+    kept = [c for c in node.schema if c not in hidden]
+
+    def selected() -> Node:
+        out = Relation(node).filter(cond.copy())
+        return out.project(*kept).node if hidden else out.node
+    return text.build("QUALIFY", clause, selected)
 
 
 def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str | None:

@@ -11,7 +11,8 @@ as SQL evaluates it. The subquery is one aggregate item without GROUP BY, so it 
 row at most (SQL's error for a scalar subquery of several rows has no place in a
 continuous query); the value is a hidden column the WHERE's projection and the SELECT list
 drop. Refused: a subquery under IN or EXISTS but as their own conjuncts (subqueries.py),
-in an aggregated SELECT, in an outer join's ON (dialect.check_scalar says where).
+in an aggregated SELECT, in an outer join's ON over both sides (dialect.check_scalar says
+where; one side's: outer_on.py).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream

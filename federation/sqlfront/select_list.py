@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import AggCall, agg_call, distinct_tuple
+from federation.expressions import SPREAD_FUNCS, AggCall, agg_call, distinct_tuple
 from federation.logical import Node, Relation
 from federation.logical.nodes import Project
 from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
@@ -24,7 +24,11 @@ from federation.sqlfront.ranking import number_rows, numbered
 from federation.sqlfront.scopes import Scope, rewrite
 
 _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
-                          exp.Min: "min", exp.Max: "max"}
+                          exp.Min: "min", exp.Max: "max",
+                          # STDDEV and VARIANCE are the sample's (SQL's, Flink's, DuckDB's)
+                          exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
+                          exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
+                          exp.VariancePop: "var_pop", exp.Median: "median"}
 
 
 def select_list(text: SqlText, q: exp.Select, scope: Scope,
@@ -236,7 +240,8 @@ class Aggregates:
         func = _AGGS.get(type(call))
         if func is None:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
-                       "(COUNT, SUM, AVG, MIN, MAX)", "SELECT", call)
+                       "(COUNT, SUM, AVG, MIN, MAX, MEDIAN, STDDEV_SAMP, STDDEV_POP, "
+                       "VAR_SAMP, VAR_POP)", "SELECT", call)
         extra = [v for k, v in call.args.items() if k != "this" and isinstance(v, exp.Expression)]
         if extra:  # DuckDB's MAX(x, n) is a list of the n largest: no aggregate here
             raise fail(f"{func.upper()} takes one argument, not {extra[0].sql()!r} too",
@@ -248,6 +253,10 @@ class Aggregates:
             parts = [inner]
         if isinstance(inner, exp.Distinct):
             parts = inner.expressions
+            if func in SPREAD_FUNCS or func == "median":
+                raise fail(f"{call.sql_name()}(DISTINCT ...) of the distinct values is not "
+                           "built; take them in a subquery (SELECT DISTINCT)",
+                           "SELECT", call, "DISTINCT")
             if func != "count" and len(parts) != 1:
                 raise fail(f"{func.upper()}(DISTINCT ...) takes one argument (COUNT(DISTINCT "
                            "a, b) counts combinations)", "SELECT", call, "DISTINCT")
