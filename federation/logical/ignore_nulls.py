@@ -35,8 +35,9 @@ def ignoring_nulls(rel, column: str, order_by, partition_by: Sequence[str], whic
     fresh = name_maker([*cols, name])
     null, nnr, at, hit, value = (fresh(f"_nulls_{n}") for n in (
         "null", "nnr", "at", "hit", "value"))
-    flagged = rel.project(*cols, **{null: sql_of(
-        f"CASE WHEN {column} IS NULL THEN 1 ELSE 0 END")})
+    flagged = rel.project(*cols, **{null: exp.Case(ifs=[exp.If(
+        this=exp.column(column).is_(exp.null()), true=exp.Literal.number(1))],
+        default=exp.Literal.number(0))})
     numbered = flagged.row_number([(null, False), *order_items(order_by)], by, nnr)
     valued = f"{null} = 0"  # the rows with a value
     if isinstance(which, tuple):  # LAG, LEAD
