@@ -62,3 +62,22 @@ def test_spread_in_the_dsl_and_its_refusals():
         w.aggregate(m=median("ts"))
     with pytest.raises(SqlError, match=r"DISTINCT \.\.\.\) of the distinct values"):
         sql(f"SELECT STDDEV(DISTINCT value) AS s FROM {W}", STREAMS)
+
+
+@pytest.mark.spark
+@pytest.mark.long
+@pytest.mark.parametrize("text,cut", [(GROUPED, False), (MEDIANS, True)],
+                         ids=["grouped-spe", "medians-cut"])
+def test_spread_in_spark_and_across_the_engines(spark, tmp_path, text, cut):
+    """Pure Spark, or cut at every engine boundary (the placement that alternates engines
+    by depth: the means, their join, the squared deviations' sums apart)."""
+    from benchmarks.fuzz_queries import alternating_placements
+    from federation.smartplug import smartplug_stream
+    from federation.smartplug.datagen import generate
+    from tests.test_stranger_queries import run_checked
+
+    d = tmp_path / "data"
+    generate(d, rate=30, seconds=16, plugs=28, houses=4, seed=1)
+    q = sql(text, {"smartplug": smartplug_stream(rate=30, plugs=28, houses=4)})
+    placement = alternating_placements(q)[0] if cut else "spe"
+    run_checked(spark, q, placement, d, tmp_path / "run", 5)
