@@ -284,12 +284,16 @@ def frame_value(rel, column: str, order_by, partition_by: Sequence[str], frame, 
 def peer_block(rel, order_by, by: list[str], fresh) -> tuple:
     """`rel` with the first and last positions of each row's peers (its RANK, and RANK plus
     the peers' count less one: ROW_NUMBER numbers peers consecutively), and their names."""
+    a, peers = fresh("_frame_peer"), fresh("_frame_peers")
+    return (rel.row_number(order_by, by, a, "rank").over(
+        peer_keys(order_by, by), **{peers: count()}), a, f"{a} + {peers} - 1")
+
+
+def peer_keys(order_by, by: list[str]) -> list[str]:
+    """What a row's peers share: its partition's columns and its ORDER BY columns."""
     from federation.logical.rank import order_items
 
-    a, peers = fresh("_frame_peer"), fresh("_frame_peers")
-    keys = [*by, *(c for c, _ in order_items(order_by) if c not in by)]
-    return (rel.row_number(order_by, by, a, "rank").over(keys, **{peers: count()}), a,
-            f"{a} + {peers} - 1")
+    return [*by, *(c for c, _ in order_items(order_by) if c not in by)]
 
 
 def past_block(lo: str, hi: str, a: str, b: str, own: str, ties: bool, n: int):

@@ -20,7 +20,7 @@ import sqlglot
 from sqlglot import exp
 
 from federation.expressions import count, max_, min_
-from federation.logical.frames import Frame, framed, past_block, sql_of
+from federation.logical.frames import Frame, framed, past_block, peer_keys, sql_of
 from federation.logical.names import name_maker, null_safe_pairs
 from federation.logical.rank import order_items
 
@@ -66,9 +66,8 @@ def ignoring_nulls(rel, column: str, order_by, partition_by: Sequence[str], whic
             a = b = own
             if frame.exclude != "current row":
                 a, b = fresh("_nulls_a"), fresh("_nulls_b")
-                keys = [*by, *(c for c, _ in order_items(order_by) if c not in by)]
-                rows = rows.over(keys, **{a: min_(nnr, where=valued),
-                                          b: max_(nnr, where=valued)})
+                rows = rows.over(peer_keys(order_by, by), **{a: min_(nnr, where=valued),
+                                                              b: max_(nnr, where=valued)})
             target = past_block(lo, hi, a, b, own, frame.exclude == "ties", int(which))
     left, right, pairs = null_safe_pairs(rel.node.schema, by, fresh)
     lhs = rows.project(*cols, **{at: target}, **left)

@@ -129,12 +129,8 @@ def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str
         node = side.node
         side.node = text.build("JOIN ON", at, lambda n=node, c=cols, m=name: Relation(n)
                                .row_number([(c[0], False)], (), m).node)
-    r2 = apart(left, right, {rk for _, rk in keys})
-    pairs = text.build("JOIN ON", at, lambda: Relation(left.node).join(r2.node, on=keys).node)
-    rkey = {rk: lk for lk, rk in keys}
-    both = Scope(text, pairs, {**left.aliases, **{a: {c: rkey.get(n, n) for c, n in m.items()}
-                                                  for a, m in r2.aliases.items()}},
-                 {**left.instants, **right.instants}, {**left.using, **right.using})
+    both = paired(text, left, apart(left, right, {rk for _, rk in keys}), keys, at)
+    pairs = both.node
     cond = cross[0] if len(cross) == 1 else exp.and_(*cross)
     check_scalar(text, cond, "JOIN ON")
     pred = both.resolve(cond, "JOIN ON")
@@ -145,3 +141,15 @@ def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str
         matched, on=[(lid, mlid)], how="inner" if how == "right" else "left").node)
     return left, right, [(mrid, rid)], {lid, rid, mlid, mrid}
 
+
+
+def paired(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str, str]],
+           at: exp.Expression, clause: str = "JOIN ON") -> Scope:
+    """The pairs of `left`'s and `right`'s rows equal on `keys` (without keys every pair of
+    the instant), both sides' names reaching their columns (`right` renamed apart from
+    `left` already; a right key is the left one's)."""
+    pairs = text.build(clause, at, lambda: Relation(left.node).join(right.node, on=keys).node)
+    rkey = {rk: lk for lk, rk in keys}
+    return Scope(text, pairs, {**left.aliases, **{a: {c: rkey.get(n, n) for c, n in m.items()}
+                                                  for a, m in right.aliases.items()}},
+                 {**left.instants, **right.instants}, {**left.using, **right.using})

@@ -23,6 +23,7 @@ from federation.expressions import conjoin, split_conjuncts
 from federation.logical import Relation, where_in
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.outer_on import paired
 from federation.sqlfront.scopes import Scope
 
 KeyPair = Callable[[exp.Expression, Scope, Scope], "tuple[str, str] | tuple[()] | None"]
@@ -89,15 +90,10 @@ def _per_pair(text: SqlText, left: Scope, right: Scope, j: exp.Join, kind: str,
         lhs = _filtered(text, lhs, conds["l"], j, kind)
     if conds["r"]:
         right = _filtered(text, right, conds["r"], j, kind)
-    rhs = apart(lhs, right, {rk for _, rk in keys}, j)
-    pairs = text.build(f"{kind} JOIN", j, lambda: Relation(lhs.node).join(
-        rhs.node, on=keys).node)
-    rkey = {rk: lk for lk, rk in keys}
-    both = Scope(text, pairs, {**lhs.aliases, **{a: {c: rkey.get(n, n) for c, n in m.items()}
-                                                 for a, m in rhs.aliases.items()}},
-                 {**lhs.instants, **rhs.instants}, {**lhs.using, **rhs.using})
+    both = paired(text, lhs, apart(lhs, right, {rk for _, rk in keys}, j), keys, j,
+                  f"{kind} JOIN")
     pred = both.resolve(conjoin(conds["both"]), "JOIN ON") if conds["both"] else None
-    kept = Relation(pairs) if pred is None else Relation(pairs).filter(pred)
+    kept = Relation(both.node) if pred is None else Relation(both.node).filter(pred)
     out = text.build(f"{kind} JOIN", j, lambda: where_in(
         numbered, [rid], kept.project(**{met: exp.column(rid)}), anti=kind == "ANTI")
         .project(*cols).node)
