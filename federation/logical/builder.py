@@ -272,6 +272,12 @@ class Relation:
         return Relation(RowNumber(self.node, tuple(_names(partition_by)),
                                   tuple(_names(order_by)), name, function))
 
+    def row_ids(self, name: str) -> Relation:
+        """Each row numbered at each instant (`name`: ROW_NUMBER() OVER (ORDER BY the first
+        column)): an id to join a row's derived columns back on; rows equal in every column
+        are interchangeable, so which of them gets which number does not matter."""
+        return self.row_number([(next(iter(self.node.schema)), False)], (), name)
+
     def rank(self, order_by, partition_by: Sequence[str] = (), name: str = "rank",
              dense: bool = False) -> Relation:
         """RANK() (`dense`: DENSE_RANK()) OVER (PARTITION BY ... ORDER BY ...) at each

@@ -329,7 +329,7 @@ def add_columns(rel, units):
     cols = list(rel.node.schema)
     fresh = name_maker(cols)
     rid = fresh("_row_id")
-    numbered = rel.row_number([(cols[0], False)], (), rid)
+    numbered = rel.row_ids(rid)
     out, added = numbered, []
     for unit in units:
         branch = unit(numbered)

@@ -71,8 +71,7 @@ def _met(text: SqlText, c: exp.Expression, side: Scope, translate: Translate, fl
 
     cols, node = list(side.node.schema), side.node
     rid, met, hit = fresh("_on_row"), fresh("_on_met"), fresh("_on_hit")
-    numbered = text.build("JOIN ON", c, lambda: Relation(node).row_number(
-        [(cols[0], False)], (), rid).node)
+    numbered = text.build("JOIN ON", c, lambda: Relation(node).row_ids(rid).node)
     kept = Scope(text, numbered, side.aliases, side.instants, side.using)
     filter_by(text, c.copy(), kept, translate, "JOIN ON", c)
     side.node = text.build("JOIN ON", c, lambda: Relation(numbered).join(
@@ -124,11 +123,10 @@ def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str
     `apart(left, right, rkeys)`: the right scope with columns the left has renamed."""
     fresh = name_maker({*left.node.schema, *right.node.schema})
     lid, rid, mlid, mrid = (fresh(n) for n in ("_on_lid", "_on_rid", "_on_mlid", "_on_mrid"))
-    lcols, rcols = list(left.node.schema), list(right.node.schema)
-    for side, name, cols in ((left, lid, lcols), (right, rid, rcols)):
+    for side, name in ((left, lid), (right, rid)):
         node = side.node
-        side.node = text.build("JOIN ON", at, lambda n=node, c=cols, m=name: Relation(n)
-                               .row_number([(c[0], False)], (), m).node)
+        side.node = text.build("JOIN ON", at, lambda n=node, m=name: Relation(n)
+                               .row_ids(m).node)
     both = paired(text, left, apart(left, right, {rk for _, rk in keys}), keys, at)
     pairs = both.node
     cond = cross[0] if len(cross) == 1 else exp.and_(*cross)

@@ -83,8 +83,7 @@ def _per_pair(text: SqlText, left: Scope, right: Scope, j: exp.Join, kind: str,
     fresh = name_maker({*cols, *right.node.schema})
     rid, met = fresh("_semi_row"), fresh("_semi_met")
     node = left.node
-    numbered = text.build(f"{kind} JOIN", j, lambda: Relation(node).row_number(
-        [(cols[0], False)], (), rid).node)
+    numbered = text.build(f"{kind} JOIN", j, lambda: Relation(node).row_ids(rid).node)
     lhs = Scope(text, numbered, left.aliases, left.instants, left.using)
     if conds["l"]:  # each side's own conditions on its rows first
         lhs = _filtered(text, lhs, conds["l"], j, kind)
