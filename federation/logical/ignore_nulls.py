@@ -8,8 +8,11 @@ The rows whose `x` is not NULL are numbered first, in the partition's order (ROW
 value are then the numbers between the least and the greatest number in it (MIN and MAX
 over the frame, frames.framed), but for a block EXCLUDE leaves out (its rows with a value:
 the row's number, or the least and greatest of its peers'); LAG's is the count of rows
-with a value before the row, less n - 1 (LEAD: up to the row, plus n). The value is joined
-from the numbered rows on the partition and that number.
+with a value before the row, less n - 1 (LEAD: up to the row, plus n). That count is the
+row's number less one for a row with a value, and for a row without one its position
+among all rows less its position among the rows without (two more ROW_NUMBERs: no frame,
+whose pairs of rows would be quadratic in a partition's rows). The value is joined from
+the numbered rows on the partition and that number.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 import sqlglot
 from sqlglot import exp
 
-from federation.expressions import count, max_, min_
+from federation.expressions import max_, min_
 from federation.logical.frames import Frame, framed, past_block, peer_keys, sql_of
 from federation.logical.names import name_maker, null_safe_pairs
 from federation.logical.rank import order_items
@@ -40,10 +43,11 @@ def ignoring_nulls(rel, column: str, order_by, partition_by: Sequence[str], whic
         default=exp.Literal.number(0))})
     numbered = flagged.row_number([(null, False), *order_items(order_by)], by, nnr)
     valued = f"{null} = 0"  # the rows with a value
-    if isinstance(which, tuple):  # LAG, LEAD
-        before = fresh("_nulls_before")
-        rows = framed(numbered, order_by, by, Frame("rows", None, -1),
-                      {before: count(where=valued)})
+    if isinstance(which, tuple):  # LAG, LEAD: the count of rows with a value before
+        rn, same = fresh("_nulls_rn"), fresh("_nulls_same")
+        rows = numbered.row_number(order_items(order_by), by, rn).row_number(
+            order_items(order_by), [*by, null], same)
+        before = f"(CASE WHEN {null} = 0 THEN {nnr} - 1 ELSE {rn} - {same} END)"
         fn, n = which
         target = sql_of(f"{before} - {n - 1}" if fn == "lag" else
                         f"{before} + 1 - {null} + {n}")
