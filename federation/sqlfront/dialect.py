@@ -208,11 +208,10 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
     functions, aggregates (unless `aggs_ok`), any other construct."""
     for n in e.walk():
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
-            raise text.fail(f"subqueries in {clause} are not supported (but `x [NOT] "
-                            "IN (SELECT ...)` and `[NOT] EXISTS (...)` as conjuncts of WHERE, "
-                            "HAVING or a join's ON, of one side in an outer join's, and a "
-                            "value `(SELECT MAX(x) FROM ...)` there or in a SELECT without "
-                            "aggregates; else join instead)", clause, n, "SELECT")
+            raise text.fail(f"subqueries in {clause} are not supported (but IN, EXISTS, "
+                            "ANY, ALL and a value `(SELECT MAX(x) FROM ...)` in WHERE, "
+                            "HAVING, a join's ON and a SELECT without aggregates; else "
+                            "join instead)", clause, n, "SELECT")
         if isinstance(n, exp.Filter) and not isinstance(n.this, exp.AggFunc):
             raise text.fail(f"FILTER (WHERE ...) of {n.this.sql()}: of an aggregate only",
                             clause, n)

@@ -92,6 +92,11 @@ class FromClause:
         self.where_left[id(q)] = [c for c in conjuncts if c not in keyed]
         return scope
 
+    def nested(self, ctes: dict[str, Node]):
+        """Translates a subquery of a condition given the CTEs in scope (a second argument:
+        more of them, correlated.py's outer rows)."""
+        return lambda sub, more=None: self.subquery(sub, {**ctes, **(more or {})})
+
     def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Scope:
         """One FROM item: a window table function, a CTE or a subquery."""
         fail = self.text.fail
@@ -188,13 +193,13 @@ class FromClause:
                        "JOIN")
         one, cross = crossing(rest, left, right)  # outer: without a key, every pair tried
         flags = [] if how == "inner" else one_side_keys(
-            self.text, one, left, right, lambda sub: self.subquery(sub, ctes))
+            self.text, one, left, right, self.nested(ctes))
         rest = rest if how == "inner" else []  # outer: a condition of one side is a key
         helpers: set[str] = set()  # a condition over both sides: the pairs it matches
         if cross and how != "inner":
             left, right, keys, helpers = cross_matched(
                 self.text, left, right, [*keys, *flags], cross, how, on,
-                lambda a, b, k: self.renamed_apart(a, b, k, j))
+                lambda a, b, k: self.renamed_apart(a, b, k, j), self.nested(ctes))
             helpers |= {c for pair in flags for c in pair}
             flags = []
         before = {*left.node.schema, *right.node.schema}
@@ -218,7 +223,7 @@ class FromClause:
                       {**left.using, **right.using,
                        **({u.name: lk for u, (lk, _) in zip(using, keys)} if using else {})})
         if rest:  # an inner join's: WHERE's conditions, subqueries too, right at the join
-            filter_by(self.text, conjoin(rest), scope, lambda sub: self.subquery(sub, ctes),
+            filter_by(self.text, conjoin(rest), scope, self.nested(ctes),
                       "JOIN ON", on)
         return scope
 

@@ -51,7 +51,7 @@ def having_subqueries(text: SqlText, having: exp.Having, cond: exp.Expression, n
                    scope.instants, {u: k for u, k in scope.using.items() if k in keys})
     rest = semi_joins(text, cond, groups, translate, "HAVING")
     if rest is not None:
-        rest = scalar_values(text, rest, groups, translate, "HAVING")
+        rest = scalar_values(text, rest, groups, translate, "HAVING", keeps=True)
         check_scalar(text, rest, "HAVING", aggs_ok=True)
         pred, sel = groups.resolve(rest, "HAVING"), selectivity(having)
         below = groups.node

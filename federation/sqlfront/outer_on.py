@@ -11,7 +11,8 @@ and is kept, unmatched, as SQL keeps it; no row is filtered out (a WHERE would d
 A condition of one side with subqueries (`b.x IN (SELECT ...)`, `EXISTS (SELECT ... WHERE
 s.k = b.k)`, `b.x > (SELECT AVG(x) ...)`) is the same key: whether the side's row is among
 its rows that meet it, as WHERE keeps them (the subqueries at the instant). One over both
-sides is refused (a subquery per pair of rows).
+sides (`AND b.m > (SELECT AVG(x) FROM s WHERE s.k = a.k)`) is a condition over both sides,
+below: tested on the pairs as WHERE tests rows.
 
 Conditions over both sides (`cross_matched`): each side's rows numbered (a row id,
 ROW_NUMBER over every column), the matching pairs of ids found by an inner join on the keys
@@ -25,9 +26,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from federation.expressions import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.marks import met
+from federation.sqlfront.scalars import filter_by
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.subqueries import Translate
 
@@ -36,7 +40,7 @@ def one_side_keys(text: SqlText, conds: list[exp.Expression], left: Scope, right
                   translate: Translate) -> list[tuple[str, str]]:
     """The key pairs (left column, right column) of `conds`, each a condition of one side
     (module doc); the sides' nodes get the columns. A condition with subqueries (`b.x IN
-    (SELECT ...)`, EXISTS, a value) is its side's rows that meet it (`_met`)."""
+    (SELECT ...)`, EXISTS, a value) is its side's rows that meet it (`marks.met`)."""
     fresh = name_maker({*left.node.schema, *right.node.schema})
     pairs = []
     for c in conds:
@@ -49,7 +53,7 @@ def one_side_keys(text: SqlText, conds: list[exp.Expression], left: Scope, right
         side, other = (left, right) if on_left else (right, left)
         flag, mark = fresh("_on_cond"), fresh("_on_true")
         if any(isinstance(n, SUBQUERY) for n in c.walk()):
-            _met(text, c, side, translate, flag, fresh)
+            met(text, [c.copy()], side, translate, "JOIN ON", c, filter_by, [flag])
         else:
             check_scalar(text, c, "JOIN ON")
             held = exp.func("COALESCE", side.resolve(c, "JOIN ON"), exp.false())
@@ -60,24 +64,6 @@ def one_side_keys(text: SqlText, conds: list[exp.Expression], left: Scope, right
 
 
 SUBQUERY = (exp.Subquery, exp.Select, exp.Exists)
-
-
-def _met(text: SqlText, c: exp.Expression, side: Scope, translate: Translate, flag: str,
-         fresh) -> None:
-    """`side.node` with the column `flag`, TRUE where its row meets `c` (a condition with
-    subqueries, as WHERE keeps rows: scalars.filter_by), else FALSE: the side's rows
-    numbered (a row id), a copy of them filtered by `c`, its ids left-joined back."""
-    from federation.sqlfront.scalars import filter_by
-
-    cols, node = list(side.node.schema), side.node
-    rid, met, hit = fresh("_on_row"), fresh("_on_met"), fresh("_on_hit")
-    numbered = text.build("JOIN ON", c, lambda: Relation(node).row_ids(rid).node)
-    kept = Scope(text, numbered, side.aliases, side.instants, side.using)
-    filter_by(text, c.copy(), kept, translate, "JOIN ON", c)
-    side.node = text.build("JOIN ON", c, lambda: Relation(numbered).join(
-        Relation(kept.node).project(**{met: exp.column(rid), hit: exp.true()}),
-        on=[(rid, met)], how="left")
-        .project(*cols, **{flag: exp.Not(this=exp.column(hit).is_(exp.null()))}).node)
 
 
 def _outer_columns(c: exp.Expression, left: Scope, right: Scope) -> list[exp.Column]:
@@ -115,12 +101,13 @@ def crossing(conds: list[exp.Expression], left: Scope, right: Scope
 
 
 def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str, str]],
-                  cross: list[exp.Expression], how: str, at: exp.Expression, apart
-                  ) -> tuple[Scope, Scope, list[tuple[str, str]], set[str]]:
+                  cross: list[exp.Expression], how: str, at: exp.Expression, apart,
+                  translate: Translate) -> tuple[Scope, Scope, list[tuple[str, str]], set[str]]:
     """The outer join of `left` and `right` on `keys` (and one side's flags, in `keys`
     already) and the conditions `cross` over both sides, as an outer join on one key
     (module doc): (left, right, that key pair, the helper columns to drop after it).
-    `apart(left, right, rkeys)`: the right scope with columns the left has renamed."""
+    `apart(left, right, rkeys)`: the right scope with columns the left has renamed. A
+    condition with subqueries is tested on the pairs as WHERE tests rows (scalars.py)."""
     fresh = name_maker({*left.node.schema, *right.node.schema})
     lid, rid, mlid, mrid = (fresh(n) for n in ("_on_lid", "_on_rid", "_on_mlid", "_on_mrid"))
     for side, name in ((left, lid), (right, rid)):
@@ -128,11 +115,9 @@ def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str
         side.node = text.build("JOIN ON", at, lambda n=node, m=name: Relation(n)
                                .row_ids(m).node)
     both = paired(text, left, apart(left, right, {rk for _, rk in keys}), keys, at)
+    filter_by(text, conjoin([c.copy() for c in cross]), both, translate, "JOIN ON", at)
     pairs = both.node
-    cond = cross[0] if len(cross) == 1 else exp.and_(*cross)
-    check_scalar(text, cond, "JOIN ON")
-    pred = both.resolve(cond, "JOIN ON")
-    matched = text.build("JOIN ON", at, lambda: Relation(pairs).filter(pred).project(
+    matched = text.build("JOIN ON", at, lambda: Relation(pairs).project(
         **{mlid: exp.column(lid), mrid: exp.column(rid)}).node)
     node = left.node
     left.node = text.build("JOIN ON", at, lambda: Relation(node).join(

@@ -102,8 +102,8 @@ class Translator:
         where = q.args.get("where")
         # `x [NOT] IN (SELECT ...)` conjuncts: joins with the subquery's relation
         left = self.from_clause.where_left.pop(id(q))
-        def translate(sub: exp.Expression) -> Node:
-            return self.query(sub, ctes)
+        def translate(sub: exp.Expression, more: dict[str, Node] | None = None) -> Node:
+            return self.query(sub, {**ctes, **(more or {})})
 
         if left:
             filter_by(self.text, conjoin(left), scope, translate, "WHERE", where,

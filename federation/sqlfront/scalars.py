@@ -10,9 +10,9 @@ SELECT item gives over no row (`COUNT(*)` 0, `COALESCE(MAX(x), 0)` 0, the others
 as SQL evaluates it. The subquery is one aggregate item without GROUP BY, so it has one
 row at most (SQL's error for a scalar subquery of several rows has no place in a
 continuous query); the value is a hidden column the WHERE's projection and the SELECT list
-drop. Refused: a subquery under IN or EXISTS but as their own conjuncts (subqueries.py),
-in an aggregated SELECT, in an outer join's ON over both sides (dialect.check_scalar says
-where; one side's: outer_on.py).
+drop. Correlated by other conditions or over a join, the subquery per outer row
+(correlated.py). Refused: a subquery in an aggregated SELECT (dialect.check_scalar says
+where).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream
@@ -31,7 +31,9 @@ from sqlglot import exp
 from federation.expressions import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
+from federation.sqlfront.correlated import OuterRows, needs_rows
 from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.marks import tests_as_values
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.subqueries import Translate, correlations, semi_joins
 
@@ -45,7 +47,7 @@ def filter_by(text: SqlText, cond: exp.Expression, scope: Scope, translate: Tran
     if rest is None:
         return
     cols = list(scope.node.schema)
-    rest = scalar_values(text, rest, scope, translate, clause)
+    rest = scalar_values(text, rest, scope, translate, clause, keeps=True)
     check_scalar(text, rest, clause)
     pred = scope.resolve(rest, clause)
     node = Relation(scope.node)
@@ -56,9 +58,11 @@ def filter_by(text: SqlText, cond: exp.Expression, scope: Scope, translate: Tran
 
 
 def scalar_values(text: SqlText, e: exp.Expression, scope: Scope, translate: Translate,
-                  clause: str) -> exp.Expression:
-    """`e` with each scalar subquery in it (not under IN or EXISTS) replaced by a hidden
-    column of `scope.node`, into which its value is joined."""
+                  clause: str, keeps: bool = False) -> exp.Expression:
+    """`e` with each subquery in it replaced by a hidden column of `scope.node`, into which
+    its value is joined: a scalar subquery's value, an IN's or EXISTS's mark (marks.py;
+    `keeps`: `e` is a condition whose TRUE rows are kept)."""
+    e = tests_as_values(text, e, scope, translate, clause, keeps, filter_by)
     subs = [s for s in e.walk(prune=lambda n: isinstance(n, exp.Subquery))
             if isinstance(s, exp.Subquery) and not isinstance(s.parent, (exp.In, exp.Exists))]
     for s in subs:
@@ -94,8 +98,17 @@ class _Scalar:
         fresh = name_maker(set(self.scope.node.schema))
 
         item = self.sub.expressions[0].unalias()
-        lhs, rhs, rest = correlations(self.sub, self.scope, self.fail)
         name = fresh("_scalar")
+        if needs_rows(self.sub, self.scope):  # each outer row's own (correlated.py)
+            rows = OuterRows(self.text, self.scope, self.translate, self.clause, self.s)
+            q, alias = rows.reading(self.sub)
+            fresh = name_maker(set(self.scope.node.schema) | {name})
+            key, inner, mark = (fresh(n) for n in ("_scalar_key", "_scalar_value",
+                                                   "_scalar_mark"))
+            groups = rows.grouped(q, alias, q.expressions[0].unalias(), key, inner)
+            return self._joined(groups, [rows.rid], [key], inner, mark, item, name,
+                                rows.cols)
+        lhs, rhs, rest = correlations(self.sub, self.scope, self.fail)
         node = self.scope.node
         if not lhs:  # one row at every instant: joined on the instant alone
             named = self.sub.copy()  # an expression of aggregates gets a name
@@ -105,8 +118,6 @@ class _Scalar:
             self.scope.node = self.text.build(self.clause, self.s, lambda: Relation(node).join(
                 Relation(value).project(**{name: exp.column(only)}), on=[]).node)
             return name
-        if self.sub.args.get("joins"):
-            raise self.fail("a correlated subquery over a join")
         keys = [fresh(f"_scalar_key{i}") for i in range(1, len(rhs) + 1)]
         inner, mark = fresh("_scalar_value"), fresh("_scalar_mark")
         grouped = self.sub.copy()
@@ -116,10 +127,16 @@ class _Scalar:
         grouped.set("group", exp.Group(expressions=[c.copy() for c in rhs]))
         groups = self.translate(grouped)
         outer = [self.scope.resolve(c, self.clause).name for c in lhs]
-        empty = _over_no_row(item)
+        return self._joined(groups, outer, keys, inner, mark, item, name, list(node.schema))
+
+    def _joined(self, groups, outer: list[str], keys: list[str], inner: str, mark: str,
+                item: exp.Expression, name: str, cols: list[str]) -> str:
+        """LEFT-join `groups` (the value `inner` by `keys`) to the scope on its `outer`
+        columns: the value as `name` beside `cols`, what `item` gives over no row where
+        none matched."""
+        node, empty = self.scope.node, _over_no_row(item)
         value = exp.column(inner) if empty is None else exp.case().when(
             exp.column(mark).is_(exp.null()), empty).else_(exp.column(inner))
-        cols = list(node.schema)
         self.scope.node = self.text.build(self.clause, self.s, lambda: Relation(node).join(
             Relation(groups).project(*keys, inner, **{mark: exp.true()}),
             list(zip(outer, keys)), how="left").project(*cols, **{name: value}).node)

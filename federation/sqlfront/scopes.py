@@ -36,6 +36,9 @@ from sqlglot import exp
 from federation.logical import Node
 from federation.sqlfront.dialect import SqlText
 
+#: the prefix of the alias a correlated subquery reads its outer rows by (correlated.py):
+#: a bare name does not reach them (SQL resolves it in the subquery's own FROM)
+OUTER_ROWS = "_fedq_outer"
 #: implicit columns of a window table function (Flink's names)
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 
@@ -97,7 +100,8 @@ class Scope:
             return cols[name]
         if name in self.using:
             return self.using[name]
-        hits = {cols[name] for cols in self.aliases.values() if name in cols}
+        hits = {cols[name] for a, cols in self.aliases.items()
+                if name in cols and not a.startswith(OUTER_ROWS)}
         if not hits and name in self.node.schema:
             return name
         if not hits:

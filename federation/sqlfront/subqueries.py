@@ -8,9 +8,8 @@ whose x only meets NULLs, is not kept, as SQL's IN is then NULL). `(a, b) IN (SE
 ...)` compares pairs. `x NOT IN (SELECT c ...)` keeps a row where the comparison is TRUE
 by SQL's three-valued rule: S(tau) is empty, or x is not NULL, equals no c, and no c is
 NULL; the plan is an outer join with S's distinct values (a mark where one matched) and an
-instant join with S's count of rows and of NULLs. The subquery is uncorrelated (it names
-no column of the outer query: a correlated one is refused, write a join); only conjuncts
-of WHERE (not under OR or NOT but NOT IN's own). `EXISTS (SELECT ... FROM s WHERE s.c =
+instant join with S's count of rows and of NULLs. Here the subquery is uncorrelated and a
+conjunct of WHERE (a correlated one: correlated.py; under OR or NOT: marks.py). `EXISTS (SELECT ... FROM s WHERE s.c =
 a.x AND ...)`, correlated by equalities, is `a.x IN (SELECT s.c FROM s WHERE ...)`
 (`exists_as_in`), NOT EXISTS the rows no row of the subquery equals (an outer join kept
 where unmatched: unlike NOT IN, a NULL key is kept, as SQL's NOT EXISTS keeps it); an
@@ -29,11 +28,20 @@ from sqlglot import exp
 from federation.expressions import conjoin, split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.membership import where_in
+from federation.sqlfront.correlated import (
+    OuterRows,
+    compare,
+    in_as_exists,
+    needs_rows,
+    outer_columns,
+    quantified,
+)
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
 
-#: translates a nested query to its plan (query.QueryTranslator.query with the CTEs)
-Translate = Callable[[exp.Expression], Node]
+#: translates a nested query to its plan (query.QueryTranslator.query with the CTEs; a
+#: second argument, more CTEs: correlated.py's outer rows)
+Translate = Callable[..., Node]
 
 
 def membership(e: exp.Expression) -> tuple[exp.In, str] | None:
@@ -54,6 +62,8 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     (a WHERE's, or a HAVING's: `clause`); returns the other conjuncts (None: no other)."""
     rest = []
     for c in split_conjuncts(where):
+        if _per_row(text, c, scope, translate, clause):
+            continue
         got = membership(c) or exists_as_in(text, c, scope, clause)
         if got is None:
             rest.append(c)
@@ -61,6 +71,43 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
         test, kind = got
         _Member(text, scope, test, translate, clause).join(kind)
     return conjoin(rest) if rest else None
+
+
+def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translate,
+             clause: str) -> bool:
+    """Keep the rows a correlated `[NOT] IN` conjunct `c`, or an EXISTS correlated by
+    more than equalities or over a join, keeps (correlated.py); False: `c` is none."""
+    got = membership(c)
+    if got is not None:
+        test, kind = got
+        query = test.args["query"]
+        if not outer_columns(query.this if isinstance(query, exp.Subquery) else query, scope):
+            return False
+        rows = OuterRows(text, scope, translate, clause, test)
+        in_as_exists(test, kind == "NOT IN", rows, lambda why: text.fail(
+            why, clause, test, "IN"))
+        return True
+    inner = c.this if isinstance(c, exp.Not) else c
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if quantified(inner):
+        compare(inner, isinstance(c, exp.Not), OuterRows(text, scope, translate, clause, inner),
+                lambda why: text.fail(why, clause, inner, "ANY"))
+        return True
+    if not isinstance(inner, exp.Exists):
+        return False
+    sub = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
+    if not needs_rows(sub, scope):
+        return False
+    if any(sub.args.get(k) for k in ("group", "having", "limit", "order")) or any(
+            e.find(exp.AggFunc) for e in sub.expressions):
+        raise text.fail("EXISTS over a SELECT with GROUP BY, aggregates, ORDER BY or LIMIT "
+                        "is not supported (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is)",
+                        clause, inner, "EXISTS")
+    rows = OuterRows(text, scope, translate, clause, inner)
+    q, alias = rows.reading(sub)
+    rows.keep(q, alias, negated=isinstance(c, exp.Not))
+    return True
 
 
 def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope, clause: str = "WHERE"

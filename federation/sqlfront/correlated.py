@@ -1,0 +1,209 @@
+"""Subqueries correlated by more than an equality lookup: EXISTS correlated by conditions
+other than equalities of columns (`WHERE b.k = a.k AND b.value > a.value`) or over a join,
+`x [NOT] IN (SELECT ...)` correlated at all, and a value `(SELECT MAX(x) FROM ... WHERE
+b.ts < a.ts)` so correlated: each outer row has a subquery of its own.
+
+At instant tau the outer rows are a relation R(tau) the subquery names columns of. R's rows
+are numbered (a row id) and the subquery reads them as one more FROM item: its outer
+columns become that item's, joined by a comma join (its equalities are keys, the other
+conditions a selection of the pairs). Then
+
+- EXISTS keeps the rows whose id the subquery returns (a semi join on the id), NOT EXISTS
+  the others;
+- `x IN (SELECT y ...)` is `EXISTS (... AND y = x)`; `x NOT IN (SELECT y ...)` is TRUE
+  where no row of the subquery has `y = x`, `y` NULL or `x` NULL (SQL's three-valued rule:
+  then `x <> y` is not TRUE), so `NOT EXISTS (... AND (y = x OR y IS NULL OR x IS NULL))`
+  (a tuple: each component so);
+- a value is the subquery grouped by the row id, LEFT-joined back on it (scalars.py: a row
+  without a match gets what the item gives over no row).
+
+The pairs are the outer rows with the subquery's rows equal on the equalities (without
+one, every pair of the instant): quadratic in the rows of a key at an instant. An
+equality lookup (EXISTS or a value correlated by equalities of columns alone, over one
+FROM item) keeps the cheaper plans of subqueries.py and scalars.py: its subquery grouped
+or made distinct by the correlated keys, not by outer rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from federation.expressions import split_conjuncts
+from federation.logical import Node, Relation
+from federation.logical.membership import where_in
+from federation.logical.names import name_maker
+from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.scopes import OUTER_ROWS, Scope
+
+_CTES = itertools.count(1)
+
+
+def own_aliases(sub: exp.Select) -> set[str]:
+    """The aliases (lower case) `sub`'s FROM clause names."""
+    frm = sub.args.get("from_") or sub.args.get("from")
+    items = ([frm.this] if frm is not None else []) + [j.this for j in
+                                                        sub.args.get("joins") or []]
+    return {i.alias_or_name.lower() for i in items}
+
+
+def _outer(sub: exp.Select, scope: Scope) -> dict[str, str]:
+    """The outer aliases `sub` may name (lower case -> as the scope spells it)."""
+    own = own_aliases(sub)
+    return {a.lower(): a for a in scope.aliases if a.lower() not in own}
+
+
+def outer_columns(sub: exp.Expression, scope: Scope) -> list[exp.Column]:
+    """The columns in `sub` named by an alias of the outer `scope` it does not shadow."""
+    if not isinstance(sub, exp.Select):
+        return []
+    outer = _outer(sub, scope)
+    return [c for c in sub.find_all(exp.Column) if c.table and c.table.lower() in outer]
+
+
+def needs_rows(sub: exp.Expression, scope: Scope) -> bool:
+    """`sub` is correlated by more than equalities of an outer column and one of its own
+    (another condition, an outer column outside WHERE), or over a join (module doc)."""
+    cols = outer_columns(sub, scope)
+    if not cols:
+        return False
+    if sub.args.get("joins"):
+        return True
+    outer, looked_up = _outer(sub, scope), 0
+    where = sub.args.get("where")
+    for c in split_conjuncts(where.this) if where is not None else []:
+        if isinstance(c, exp.EQ) and all(isinstance(x, exp.Column) for x in (c.left, c.right)
+                                         ) and [bool(x.table) and x.table.lower() in outer
+                                                for x in (c.left, c.right)].count(True) == 1:
+            looked_up += 1
+    return looked_up < len(cols)
+
+
+class OuterRows:
+    """The outer scope's rows numbered (`scope.node` gains the id), read by subqueries as
+    a relation of their own (module doc). `translate(q, ctes)`: the plan of a query with
+    more CTEs in scope."""
+
+    def __init__(self, text: SqlText, scope: Scope, translate, clause: str,
+                 at: exp.Expression) -> None:
+        self.text, self.scope, self.translate, self.clause, self.at = (
+            text, scope, translate, clause, at)
+        self.cols = list(scope.node.schema)
+        self.rid = name_maker(self.cols)("_corr_row")
+        self.cte = f"_fedq_outer_rows{next(_CTES)}"
+        node = scope.node
+        scope.node = text.build(clause, at, lambda: Relation(node).row_ids(self.rid).node)
+
+    def reading(self, sub: exp.Select) -> tuple[exp.Select, str]:
+        """A copy of `sub` that reads the outer rows by an alias of its own (returned): its
+        outer columns that alias's, the rows joined in its FROM."""
+        outer = _outer(sub, self.scope)
+        alias = name_maker(own_aliases(sub) | set(outer))(OUTER_ROWS)
+
+        def fix(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and n.table and n.table.lower() in outer:
+                name = self.scope.column_of(outer[n.table.lower()], n.name, self.clause, n)
+                return exp.column(name, table=alias)
+            return n
+
+        out = sub.copy().transform(fix)
+        out.append("joins", exp.Join(this=exp.Table(
+            this=exp.to_identifier(self.cte), alias=exp.TableAlias(
+                this=exp.to_identifier(alias)))))
+        return out, alias
+
+    def outer_value(self, e: exp.Expression, alias: str) -> exp.Expression:
+        """`e`, an expression of the outer query, over the rows read as `alias`."""
+        return self.scope.resolve(e, self.clause).transform(
+            lambda n: exp.column(n.name, table=alias) if isinstance(n, exp.Column) else n)
+
+    def plan(self, q: exp.Select) -> Node:
+        """The plan of `q`, a subquery made by `reading`."""
+        rows = self.scope.node
+        return self.text.build(self.clause, self.at,
+                               lambda: self.translate(q, {self.cte: rows}))
+
+    def keep(self, q: exp.Select, alias: str, negated: bool) -> None:
+        """Keep the outer rows whose id `q` (a `reading`) returns (`negated`: does not);
+        the id dropped after."""
+        q = q.copy()
+        q.set("expressions", [exp.alias_(exp.column(self.rid, table=alias), "_corr_id")])
+        for k in ("distinct", "order", "limit"):
+            q.set(k, None)
+        ids, rows, cols = self.plan(q), self.scope.node, self.cols
+        self.scope.node = self.text.build(self.clause, self.at, lambda: where_in(
+            rows, [self.rid], ids, anti=negated).project(*cols).node)
+
+    def grouped(self, q: exp.Select, alias: str, item: exp.Expression, key: str,
+                value: str) -> Node:
+        """`q` (a `reading`) as one row per outer row it meets: the id as `key`, `item`
+        (over `q`'s names) as `value`."""
+        q = q.copy()
+        q.set("expressions", [exp.alias_(exp.column(self.rid, table=alias), key),
+                              exp.alias_(item, value)])
+        q.set("group", exp.Group(expressions=[exp.column(self.rid, table=alias)]))
+        return self.plan(q)
+
+
+def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
+    """Keep the rows `lhs [NOT] IN (correlated subquery)` keeps (module doc)."""
+    sub = test.args["query"]
+    sub = sub.this if isinstance(sub, exp.Subquery) else sub
+    if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
+            "group", "having", "limit", "order")) or any(
+            e.find(exp.AggFunc) for e in sub.expressions):
+        raise fail("a correlated IN over GROUP BY, aggregates, ORDER BY or LIMIT is not "
+                   "supported (correlate by a join, or compute the set in a subquery of "
+                   "FROM)")
+    lhs = test.this
+    lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
+    q, alias = rows.reading(sub)
+    items = [e.unalias() for e in q.expressions]
+    if len(items) != len(lhs):
+        raise fail(f"IN compares {len(lhs)} value(s) with a subquery of {len(items)} "
+                   "column(s): they must be as many")
+    conds = []
+    for x, y in zip((rows.outer_value(e, alias) for e in lhs), items):
+        eq = exp.EQ(this=y.copy(), expression=x.copy())
+        conds.append(exp.paren(exp.or_(eq, y.copy().is_(exp.null()), x.copy().is_(
+            exp.null()))) if negated else eq)
+    where = q.args.get("where")
+    q.set("where", exp.Where(this=exp.and_(*([where.this] if where else []), *conds)))
+    rows.keep(q, alias, negated)
+
+
+#: the comparisons `x op ANY (SELECT ...)` and `x op ALL (...)` quantify
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def quantified(e: exp.Expression) -> bool:
+    """`e` is `x op ANY (SELECT ...)` (SOME) or `x op ALL (SELECT ...)`."""
+    return isinstance(e, COMPARISONS) and isinstance(e.expression, (exp.Any, exp.All))
+
+
+def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
+    """Keep the rows `[NOT] x op ANY|ALL (subquery)` keeps, by SQL's three-valued rule:
+    ANY is TRUE where `x op y` is for some row y, ALL where it is for every row (so over
+    no row); NOT ANY where no row makes it TRUE or NULL, NOT ALL where one makes it FALSE.
+    Each is an EXISTS (NOT EXISTS) over the subquery reading the outer row (module doc)."""
+    every = isinstance(test.expression, exp.All)
+    sub = test.expression.this
+    sub = sub.this if isinstance(sub, exp.Subquery) else sub
+    if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
+            "group", "having", "limit", "order")) or any(
+            e.find(exp.AggFunc) for e in sub.expressions) or len(sub.expressions) != 1:
+        raise fail("ANY and ALL compare with a subquery of one column without GROUP BY, "
+                   "aggregates, ORDER BY or LIMIT")
+    q, alias = rows.reading(sub)
+    x, y = rows.outer_value(test.this, alias), q.expressions[0].unalias()
+    holds = type(test)(this=x.copy(), expression=y.copy())
+    if every != negated:  # ALL, NOT ANY: no row where it fails (or is NULL; holds)
+        cond = exp.or_(exp.Not(this=holds) if every else holds, x.copy().is_(exp.null()),
+                       y.copy().is_(exp.null()))
+    else:  # ANY, NOT ALL: a row where it holds (fails)
+        cond = exp.Not(this=holds) if every else holds
+    where = q.args.get("where")
+    q.set("where", exp.Where(this=exp.and_(*([where.this] if where else []),
+                                           exp.paren(cond))))
+    rows.keep(q, alias, negated=every != negated)
