@@ -18,6 +18,7 @@ from benchmarks.fuzz_domain import (
     KEYWORDS,
     MAX_OPS,
     MAX_ROWS_PER_INSTANT,
+    MEDIANS,
     NUMERIC,
     OTHER,
     PLUGS,
@@ -424,7 +425,8 @@ class _Builder(Expressions):
                 f = f"{f}_distinct"
             elif f == "avg" and not session and self.chance(12):  # STDDEV, VARIANCE, MEDIAN
                 f = d(st.sampled_from(sorted(DECOMPOSED)))
-            if f in ("avg", "avg_distinct", *DECOMPOSED):
+                f = MEDIANS[len(aggs) % 3] if f == "median" else f  # or a percentile
+            if f in ("avg", "avg_distinct", *DECOMPOSED, *MEDIANS):
                 hint = "value"
             elif h == "count":
                 hint = "count"

@@ -19,6 +19,7 @@ from federation.expressions import (
     max_,
     median,
     min_,
+    percentile,
     stddev,
     sum_,
     sum_distinct,
@@ -47,15 +48,28 @@ def var_pop(arg, *, where=None):
     return variance(arg, population=True, where=where)
 
 
+def percentile_28(arg, *, where=None):  # 0.28 n is not 7 in floating point at n = 25
+    return percentile(arg, "0.28", where=where)
+
+
+def percentile_disc_30_desc(arg, *, where=None):
+    return percentile(arg, "0.3", discrete=True, descending=True, where=where)
+
+
 #: the aggregates planned as other operators (STDDEV, VARIANCE: federation/logical/spread.py;
-#: MEDIAN: median.py), drawn in place of AVG now and then
+#: MEDIAN, percentiles: median.py), drawn in place of AVG now and then
 DECOMPOSED = {"stddev_samp": stddev, "stddev_pop": stddev_pop, "var_samp": variance,
               "var_pop": var_pop, "median": median}
+#: a drawn MEDIAN is, by the count of aggregates before it, one of these (no draw of its
+#: own: the seeds' queries stay those drawn before)
+MEDIANS = ("median", "percentile_cont", "percentile_disc")
 AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_,
         "count_distinct": count_distinct, "sum_distinct": sum_distinct,
-        "avg_distinct": avg_distinct, **DECOMPOSED}
+        "avg_distinct": avg_distinct, **DECOMPOSED, "percentile_cont": percentile_28,
+        "percentile_disc": percentile_disc_30_desc}
 #: the functions the generator draws first (SUM and AVG are made DISTINCT now and then)
-DRAWN_AGGS = sorted(f for f in AGGS if f not in ("sum_distinct", "avg_distinct", *DECOMPOSED))
+DRAWN_AGGS = sorted(f for f in AGGS if f not in ("sum_distinct", "avg_distinct", *DECOMPOSED,
+                                                 *MEDIANS))
 #: output names equal to SQL keywords or function names (never `by` or `self`: arguments
 #: of the DSL methods; never true/false/null: literals)
 KEYWORDS = ("load", "work", "order", "select", "group", "count", "sum", "avg", "min", "max",

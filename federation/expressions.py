@@ -30,6 +30,8 @@ AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS)
 #: (federation/logical/spread.py): (sample: over n - 1, root: the standard deviation)
 SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
                 "stddev_samp": (True, True), "stddev_pop": (False, True)}
+#: aggregates of a group's values in their order (federation/logical/median.py)
+ORDERED_FUNCS = ("median", "percentile_cont", "percentile_disc")
 #: the return type of each registered Python function by lower-case name (federation.udf)
 FUNCTION_TYPES: dict[str, str] = {}
 
@@ -165,13 +167,20 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class AggCall:
-    """One aggregate of a group-by: `func(arg)`; `arg` is None for COUNT(*)."""
+    """One aggregate of a group-by: `func(arg)`; `arg` is None for COUNT(*). A percentile
+    (ORDERED_FUNCS) has its `fraction` (numerator, denominator) and order."""
 
     func: str
     arg: exp.Expression | None = None
+    fraction: tuple[int, int] | None = None
+    descending: bool = False
 
     def sql(self, dialect: str = "duckdb") -> str:
         inner = "*" if self.arg is None else self.arg.sql(dialect=dialect)
+        if self.fraction is not None and self.func != "median":
+            a, b = self.fraction
+            return (f"{self.func.upper()}({a / b!r}) WITHIN GROUP (ORDER BY {inner}"
+                    f"{' DESC' if self.descending else ''})")
         if self.func in DISTINCT_FUNCS:
             return f"{DISTINCT_FUNCS[self.func].upper()}(DISTINCT {inner})"
         return f"{self.func.upper()}({inner})"
@@ -240,8 +249,30 @@ def max_(arg: str | exp.Expression, *, where=None) -> AggCall:
 
 def median(arg: str | exp.Expression, *, where=None) -> AggCall:
     """MEDIAN(arg): the middle value, or the mean of the two middle ones (`where`: FILTER;
-    federation/logical/median.py)."""
-    return agg_call("median", arg, where)
+    federation/logical/median.py): PERCENTILE_CONT(0.5)."""
+    call = agg_call("median", arg, where)
+    return AggCall("median", call.arg, (1, 2))
+
+
+def percentile(arg: str | exp.Expression, fraction, *, discrete: bool = False,
+               descending: bool = False, where=None) -> AggCall:
+    """PERCENTILE_CONT(fraction) WITHIN GROUP (ORDER BY arg [DESC]) (Flink's PERCENTILE(arg,
+    fraction), DuckDB's QUANTILE_CONT): the value at position fraction * (n - 1) of the n
+    non-NULL values in that order, interpolated between its neighbours (DOUBLE);
+    `discrete`: PERCENTILE_DISC, the first value whose share of the values up to it is at
+    least `fraction`. `fraction` a number in [0, 1], read exactly as written (0.28 is
+    7/25; federation/logical/median.py)."""
+    from fractions import Fraction
+
+    try:
+        f = Fraction(str(fraction))
+    except (ValueError, ZeroDivisionError):
+        f = None
+    if f is None or not 0 <= f <= 1:
+        raise ValueError(f"a percentile's fraction is a number between 0 and 1, not "
+                         f"{fraction!r}")
+    call = agg_call("percentile_disc" if discrete else "percentile_cont", arg, where)
+    return AggCall(call.func, call.arg, (f.numerator, f.denominator), descending)
 
 
 def stddev(arg: str | exp.Expression, *, population: bool = False, where=None) -> AggCall:

@@ -1,7 +1,7 @@
-"""STDDEV, VARIANCE and MEDIAN (issue 44; federation/logical/spread.py, median.py): in pure
-DuckDB through the DB-op runtime against the reference evaluator (no JVM), and at sampled
-instants against DuckDB's own STDDEV_SAMP, STDDEV_POP, VAR_SAMP, VAR_POP and MEDIAN over
-the window's rows."""
+"""STDDEV, VARIANCE, MEDIAN and percentiles (issue 44; federation/logical/spread.py,
+median.py): in pure DuckDB through the DB-op runtime against the reference evaluator (no
+JVM), and at sampled instants against DuckDB's own STDDEV_SAMP, STDDEV_POP, VAR_SAMP,
+VAR_POP, MEDIAN, PERCENTILE_CONT/DISC and QUANTILE_CONT/DISC over the window's rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 
-from federation import median, sql, stddev, variance
+from federation import median, percentile, sql, stddev, variance
 from federation.logical import window
 from federation.sqlfront import SqlError
 from tests.test_sql import STREAMS, S
@@ -35,9 +35,22 @@ MEDIANS = f"""SELECT house_id, MEDIAN(value) AS med, MEDIAN(plug_id) AS mp,
 MEDIAN(value) FILTER (WHERE value > 500) AS none_, COUNT(*) AS n FROM {W}
 GROUP BY house_id"""
 
+#: percentiles (median.py), as SQL, DuckDB and Flink spell them: interpolated and discrete,
+#: at 0.28 (0.28 n is 7.000000000000001 in floating point at n = 25: read as 7/25), in a
+#: descending order, at 0 and 1, with FILTER; over a partition
+PERCENTILES = f"""SELECT plug_id, PERCENTILE_CONT(0.28) WITHIN GROUP (ORDER BY value) AS p28,
+PERCENTILE_DISC(0.28) WITHIN GROUP (ORDER BY value) AS d28,
+PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY value DESC) AS p90d,
+PERCENTILE_DISC(0.3) WITHIN GROUP (ORDER BY id DESC) AS d30d, QUANTILE_CONT(value, 0) AS q0,
+QUANTILE_DISC(value, 1) AS q1, QUANTILE_CONT(value, 0.75) FILTER (WHERE value > 50) AS qf,
+COUNT(*) AS n FROM {W} GROUP BY plug_id"""
+PERCENTILE_OVER = f"""SELECT id, value, QUANTILE_CONT(value, 0.25) OVER (PARTITION BY house_id)
+AS q, QUANTILE_DISC(id, 0.6) OVER (PARTITION BY house_id) AS d FROM {W} WHERE value > 100"""
 
-@pytest.mark.parametrize("text", [GROUPED, WHOLE, OVER, MEDIANS],
-                         ids=["grouped", "whole", "over", "medians"])
+
+@pytest.mark.parametrize("text", [GROUPED, WHOLE, OVER, MEDIANS, PERCENTILES, PERCENTILE_OVER],
+                         ids=["grouped", "whole", "over", "medians", "percentiles",
+                              "percentile_over"])
 def test_spread_equals_the_reference_and_duckdb_s_own(text):
     q = sql(text, STREAMS)
     rows = rows_of(seconds=20, rate=30, plugs=28, houses=4)
@@ -62,12 +75,25 @@ def test_spread_in_the_dsl_and_its_refusals():
         w.aggregate(m=median("ts"))
     with pytest.raises(SqlError, match=r"DISTINCT \.\.\.\) of the distinct values"):
         sql(f"SELECT STDDEV(DISTINCT value) AS s FROM {W}", STREAMS)
+    # Flink's PERCENTILE(x, p) is PERCENTILE_CONT; the DSL's percentile(), MEDIAN at 0.5
+    flink = sql(f"SELECT plug_id, PERCENTILE(value, 0.9) AS p FROM {W} GROUP BY plug_id",
+                STREAMS)
+    assert flink == sql(f"SELECT plug_id, PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY value) "
+                        f"AS p FROM {W} GROUP BY plug_id", STREAMS)
+    assert flink == w.aggregate(by=["plug_id"], p=percentile("value", 0.9)).rstream()
+    assert w.aggregate(m=median("value")) == w.aggregate(m=percentile("value", "0.5"))
+    for bad in ("1.5", "-0.1", "value"):
+        with pytest.raises(SqlError, match="the fraction is a number from 0 to 1"):
+            sql(f"SELECT QUANTILE_CONT(value, {bad}) AS q FROM {W}", STREAMS)
+    with pytest.raises(ValueError, match="a number between 0 and 1"):
+        percentile("value", 2)
 
 
 @pytest.mark.spark
 @pytest.mark.long
-@pytest.mark.parametrize("text,cut", [(GROUPED, False), (MEDIANS, True)],
-                         ids=["grouped-spe", "medians-cut"])
+@pytest.mark.parametrize("text,cut", [(GROUPED, False), (MEDIANS, True),
+                                      (PERCENTILES, True)],
+                         ids=["grouped-spe", "medians-cut", "percentiles-cut"])
 def test_spread_in_spark_and_across_the_engines(spark, tmp_path, text, cut):
     """Pure Spark, or cut at every engine boundary (the placement that alternates engines
     by depth: the means, their join, the squared deviations' sums apart)."""

@@ -482,7 +482,9 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
 @pytest.mark.parametrize("which,placement", sampled(
     [("not_in", "spe"), ("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("mean", MEAN_CUT),
      ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db"),
-     ("lag_lead", "spe"), ("distinct_on", "spe"), ("full_on", "spe")],
+     ("lag_lead", "spe"), ("distinct_on", "spe"), ("full_on", "spe"),
+     ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
+     ("select_in", "spe")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
@@ -494,8 +496,13 @@ def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, plac
     s = smartplug_stream(rate=60, plugs=28, houses=4)
     text = {"not_in": NOT_IN, "counted": COUNTED, "mean": MEAN, "not_exists": NOT_EXISTS,
             "high": HIGH, "over": OVER, "over_all": OVER_ALL, "lag_lead": LAG_LEAD,
-            "distinct_on": DISTINCT_ON_LIMIT, "full_on": FULL_ON}[which]
-    run_checked(spark, sql(text, {"smartplug": s}), placement, d, tmp_path / "run", 5)
+            "distinct_on": DISTINCT_ON_LIMIT, "full_on": FULL_ON, **_MORE}[which]
+    q = sql(text, {"smartplug": s})
+    if placement == "cut":  # the engines alternating by depth: every boundary cut
+        from benchmarks.fuzz_queries import alternating_placements
+
+        placement = alternating_placements(q)[0]
+    run_checked(spark, q, placement, d, tmp_path / "run", 5)
 
 
 def test_exists_correlated_by_equalities_is_the_in_subquery():

@@ -28,7 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
-from federation.expressions import SPREAD_FUNCS, AggCall, sum_
+from federation.expressions import ORDERED_FUNCS, SPREAD_FUNCS, AggCall, sum_
 from federation.logical.aggregate import Aggregate
 from federation.logical.join import Join
 from federation.logical.names import name_maker, null_safe_pairs
@@ -108,9 +108,9 @@ class Relation:
 
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
         """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX (and STDDEV, VARIANCE:
-        spread.py; MEDIAN: median.py), per slide instant."""
+        spread.py; MEDIAN and percentiles: median.py), per slide instant."""
         planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
-                   or c.func == "median"]
+                   or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None
         if w is not None and w.is_session:
             raise QueryValidationError(
@@ -121,7 +121,7 @@ class Relation:
             from federation.logical.spread import spread_aggregate
 
             return spread_aggregate(self, _names(by), aggs)
-        if any(c.func == "median" for c in aggs.values()):
+        if any(c.func in ORDERED_FUNCS for c in aggs.values()):
             from federation.logical.median import median_aggregate
 
             return median_aggregate(self, _names(by), aggs)

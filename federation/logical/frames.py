@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -179,7 +179,7 @@ def framed(rel, order_by, partition_by: Sequence[str], frame, aggs: dict[str, Ag
         joined = joined.filter(cond)
     elif cond is not None:  # the row itself too, so that it stays; its aggregates skip it
         joined = joined.filter(exp.or_(cond.copy(), exp.column(rrn).eq(exp.column(lrn))))
-        calls = {n: AggCall(c.func, exp.Case(ifs=[exp.If(
+        calls = {n: replace(c, arg=exp.Case(ifs=[exp.If(
             this=cond.copy(), true=exp.Literal.number(1) if c.arg is None else c.arg.copy())]))
             for n, c in aggs.items()}
     out = joined.aggregate(by=[*hidden.values(), lrn], **calls)

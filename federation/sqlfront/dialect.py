@@ -93,7 +93,10 @@ class FedqSql(DuckDB):
         FUNCTIONS: ClassVar[dict] = {
             **DuckDB.Parser.FUNCTIONS, "DATE_FORMAT": _date_format,
             # Flink's CONCAT: NULL where an argument is NULL (DuckDB's skips NULLs)
-            "CONCAT": lambda args: exp.Concat(expressions=args, safe=False, coalesce=False)}
+            "CONCAT": lambda args: exp.Concat(expressions=args, safe=False, coalesce=False),
+            # Flink's PERCENTILE(x, p): interpolated, PERCENTILE_CONT's
+            "PERCENTILE": lambda args: exp.PercentileCont(this=args[0], expression=args[1])
+            if len(args) == 2 else exp.Anonymous(this="PERCENTILE", expressions=args)}
 
         def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
             if (self._curr is not None and self._curr.token_type == TokenType.TABLE
@@ -111,6 +114,34 @@ class FedqSql(DuckDB):
                 return table
             return super()._parse_lambda(alias)
 
+
+def _within_group(n: exp.Expression) -> exp.Expression:
+    """`PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x [DESC])` (PERCENTILE_DISC) as DuckDB's
+    `QUANTILE_CONT(x, p)`, one aggregate node with its argument inside (`desc` set for a
+    descending order)."""
+    if not (isinstance(n, exp.WithinGroup) and isinstance(n.this, (exp.PercentileCont,
+                                                                   exp.PercentileDisc))):
+        return n
+    order = n.expression.expressions if isinstance(n.expression, exp.Order) else []
+    if len(order) != 1:
+        return n  # refused where it stands (WITHIN GROUP orders by one value)
+    out = type(n.this)(this=order[0].this.copy(), expression=n.this.this.copy())
+    if order[0].args.get("desc"):
+        out.set("desc", True)
+    return out
+
+
+def percentile_fraction(text: SqlText, call: exp.Expression) -> tuple[tuple[str, bool], exp.Expression]:
+    """A percentile's fraction (as written) and order (DESC), and the call without them."""
+    p = call.expression
+    try:
+        ok = isinstance(p, exp.Literal) and not p.is_string and 0 <= float(p.name) <= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise text.fail(f"{call.sql_name()}: the fraction is a number from 0 to 1 as written "
+                        f"(0.9), not {p.sql() if p is not None else 'none'}", "SELECT", call)
+    return (p.name, bool(call.args.get("desc"))), type(call)(this=call.this)
 
 def _kind(tree: exp.Expression) -> str:
     """A statement's kind as its first words say it: SELECT, INSERT, CREATE VIEW, ..."""
@@ -133,8 +164,8 @@ class SqlText:
             err = (e.errors or [{}])[0]
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
-        trees = [group_windows.rewrite(t, self, FedqSql) for t in trees
-                 if not self._function(t)]
+        trees = [group_windows.rewrite(t.transform(_within_group), self, FedqSql)
+                 for t in trees if not self._function(t)]
         if not trees:
             raise SqlError("no statement", "statement")
         if len(trees) > 1:

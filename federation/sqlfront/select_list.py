@@ -15,10 +15,17 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import SPREAD_FUNCS, AggCall, agg_call, distinct_tuple
+from federation.expressions import (
+    ORDERED_FUNCS,
+    SPREAD_FUNCS,
+    AggCall,
+    agg_call,
+    distinct_tuple,
+    percentile,
+)
 from federation.logical import Node, Relation
 from federation.logical.nodes import Project
-from federation.sqlfront.dialect import SqlText, check_scalar, selectivity
+from federation.sqlfront.dialect import SqlText, check_scalar, percentile_fraction, selectivity
 from federation.sqlfront.having import has_subquery, having_subqueries, outside_subqueries
 from federation.sqlfront.ranking import number_rows, numbered
 from federation.sqlfront.scopes import Scope, rewrite
@@ -28,7 +35,10 @@ _AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
                           # STDDEV and VARIANCE are the sample's (SQL's, Flink's, DuckDB's)
                           exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
                           exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
-                          exp.VariancePop: "var_pop", exp.Median: "median"}
+                          exp.VariancePop: "var_pop", exp.Median: "median",
+                          exp.PercentileCont: "percentile_cont",
+                          exp.PercentileDisc: "percentile_disc"}
+
 
 
 def select_list(text: SqlText, q: exp.Select, scope: Scope,
@@ -228,7 +238,8 @@ class Aggregates:
         expressions.AggCall of `CASE WHEN ... THEN arg END`; `wanted`, else a derived
         name), added once."""
         fail = self.text.fail
-        spelled = call.sql(dialect="duckdb")
+        spelled = call.sql(dialect="duckdb") + " DESC" * any(
+            n.args.get("desc") is True for n in call.walk())
         if spelled in self.seen and wanted in (None, self.seen[spelled]):
             return self.seen[spelled]
         where = None
@@ -237,11 +248,13 @@ class Aggregates:
             check_scalar(self.text, where, "FILTER")
             where = self.scope.resolve(where, "FILTER")
             call = call.this
-        func = _AGGS.get(type(call))
+        func, fraction = _AGGS.get(type(call)), None
+        if isinstance(call, (exp.PercentileCont, exp.PercentileDisc)):
+            fraction, call = percentile_fraction(self.text, call)
         if func is None:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
-                       "(COUNT, SUM, AVG, MIN, MAX, MEDIAN, STDDEV_SAMP, STDDEV_POP, "
-                       "VAR_SAMP, VAR_POP)", "SELECT", call)
+                       "(COUNT, SUM, AVG, MIN, MAX, MEDIAN, PERCENTILE_CONT, PERCENTILE_DISC, "
+                       "STDDEV_SAMP, STDDEV_POP, VAR_SAMP, VAR_POP)", "SELECT", call)
         extra = [v for k, v in call.args.items() if k != "this" and isinstance(v, exp.Expression)]
         if extra:  # DuckDB's MAX(x, n) is a list of the n largest: no aggregate here
             raise fail(f"{func.upper()} takes one argument, not {extra[0].sql()!r} too",
@@ -253,7 +266,7 @@ class Aggregates:
             parts = [inner]
         if isinstance(inner, exp.Distinct):
             parts = inner.expressions
-            if func in SPREAD_FUNCS or func == "median":
+            if func in SPREAD_FUNCS or func in ORDERED_FUNCS:
                 raise fail(f"{call.sql_name()}(DISTINCT ...) of the distinct values is not "
                            "built; take them in a subquery (SELECT DISTINCT)",
                            "SELECT", call, "DISTINCT")
@@ -285,7 +298,9 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = agg_call(func, arg, where)
+        self.calls[name] = agg_call(func, arg, where) if fraction is None else percentile(
+            arg, fraction[0], discrete=func == "percentile_disc", descending=fraction[1],
+            where=where)
         self.seen[spelled] = name
         return name
 
