@@ -228,9 +228,9 @@ REFUSED = {
         (f"SELECT a.plug_id, SUM(a.value) AS s FROM {H10} AS a GROUP BY a.plug_id HAVING "
          f"EXISTS (SELECT * FROM {H10} AS b WHERE b.plug_id = a.house_id)"), "HAVING",
         "unknown column a.house_id (available: plug_id)"),
-    "subquery in an aggregated select": (
-        (f"SELECT plug_id, COUNT(*) + (SELECT COUNT(*) FROM {H30}) AS n FROM {H10} "
-         "GROUP BY plug_id"), "SELECT", "subqueries"),
+    "subquery in filter": (
+        (f"SELECT plug_id, COUNT(*) FILTER (WHERE plug_id IN (SELECT plug_id FROM {H30})) "
+         f"AS n FROM {H10} GROUP BY plug_id"), "FILTER", "subqueries"),
     "grouped by the instant only": (
         f"SELECT window_end FROM {H10} GROUP BY window_start, window_end", "GROUP BY",
         "selects nothing"),

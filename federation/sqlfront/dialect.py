@@ -115,6 +115,32 @@ class FedqSql(DuckDB):
             return super()._parse_lambda(alias)
 
 
+#: SQL's aggregate functions as expressions.AggCall names them (select_list.py)
+AGGREGATES: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
+                               exp.Min: "min", exp.Max: "max",
+                               # STDDEV and VARIANCE are the sample's (SQL's, Flink's, DuckDB's)
+                               exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
+                               exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
+                               exp.VariancePop: "var_pop", exp.Median: "median",
+                               exp.PercentileCont: "percentile_cont",
+                               exp.PercentileDisc: "percentile_disc"}
+
+def by_position(text: SqlText, g: exp.Expression, items: list[exp.Expression]
+                ) -> exp.Expression:
+    """`GROUP BY 2`: the second SELECT item's expression (DuckDB's and Spark's reading; a
+    position of an aggregate is refused)."""
+    if not (isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit()):
+        return g
+    k = int(g.this)
+    if not 1 <= k <= len(items):
+        raise text.fail(f"GROUP BY {k}: the SELECT has {len(items)} items", "GROUP BY", g)
+    e = items[k - 1]
+    e = e.this if isinstance(e, exp.Alias) else e
+    if e.find(exp.AggFunc) is not None or isinstance(e, exp.Star):
+        raise text.fail(f"GROUP BY {k}: item {k} ({e.sql()}) is an aggregate", "GROUP BY", g)
+    return e.copy()
+
+
 def _within_group(n: exp.Expression) -> exp.Expression:
     """`PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x [DESC])` (PERCENTILE_DISC) as DuckDB's
     `QUANTILE_CONT(x, p)`, one aggregate node with its argument inside (`desc` set for a
@@ -241,8 +267,7 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
             raise text.fail(f"subqueries in {clause} are not supported (but IN, EXISTS, "
                             "ANY, ALL and a value `(SELECT MAX(x) FROM ...)` in WHERE, "
-                            "HAVING, a join's ON and a SELECT without aggregates; else "
-                            "join instead)", clause, n, "SELECT")
+                            "HAVING, a join's ON and SELECT; else join instead)", clause, n, "SELECT")
         if isinstance(n, exp.Filter) and not isinstance(n.this, exp.AggFunc):
             raise text.fail(f"FILTER (WHERE ...) of {n.this.sql()}: of an aggregate only",
                             clause, n)

@@ -46,9 +46,7 @@ def having_subqueries(text: SqlText, having: exp.Having, cond: exp.Expression, n
     if translate is None:
         raise text.fail("a subquery in this HAVING is not supported", "HAVING", having)
     cols = list(node.schema)
-    groups = Scope(text, node, {a: {c: k for c, k in m.items() if k in keys}
-                                for a, m in scope.aliases.items()},
-                   scope.instants, {u: k for u, k in scope.using.items() if k in keys})
+    groups = group_scope(text, node, scope, keys)
     rest = semi_joins(text, cond, groups, translate, "HAVING")
     if rest is not None:
         rest = scalar_values(text, rest, groups, translate, "HAVING", keeps=True)
@@ -60,6 +58,31 @@ def having_subqueries(text: SqlText, having: exp.Having, cond: exp.Expression, n
     if list(groups.node.schema) == cols:
         return groups.node
     return text.build("HAVING", having, lambda: Relation(groups.node).project(*cols).node)
+
+
+def group_scope(text: SqlText, node: Node, scope: Scope, keys: list[str]) -> Scope:
+    """The aggregation `node` as the outer rows of subqueries: the names of `scope` (the
+    rows aggregated) that reach a grouped key."""
+    return Scope(text, node, {a: {c: k for c, k in m.items() if k in keys}
+                              for a, m in scope.aliases.items()},
+                 scope.instants, {u: k for u, k in scope.using.items() if k in keys})
+
+
+def selected_subqueries(text: SqlText, items: dict[str, exp.Expression], node: Node,
+                        scope: Scope, keys: list[str], translate: Translate | None,
+                        at: exp.Expression) -> tuple[Node, dict[str, exp.Expression]]:
+    """SELECT items of an aggregation with subqueries (`items`: name -> the item, its
+    aggregates and keys named as the aggregation's columns: `outside_subqueries`), each
+    subquery's value or mark joined to `node` as in HAVING: (the node with them, each
+    item over its columns)."""
+    if translate is None:
+        raise text.fail("a subquery in this SELECT is not supported", "SELECT", at)
+    groups, out = group_scope(text, node, scope, keys), {}
+    for name, e in items.items():
+        value = scalar_values(text, e, groups, translate, "SELECT")
+        check_scalar(text, value, "SELECT", aggs_ok=True)
+        out[name] = groups.resolve(value, "SELECT")
+    return groups.node, out
 
 
 def outside_subqueries(e: exp.Expression, over: Callable) -> exp.Expression:

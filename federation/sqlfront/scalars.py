@@ -1,5 +1,6 @@
-"""Scalar subqueries: `(SELECT MAX(x) FROM ...)` as a value in WHERE, or in the SELECT list
-of a SELECT without aggregates, as joins at each instant.
+"""Scalar subqueries: `(SELECT MAX(x) FROM ...)` as a value in WHERE, HAVING, a join's ON
+or the SELECT list (of an aggregated one: having.selected_subqueries), as joins at each
+instant.
 
 At instant tau a scalar subquery gives each outer row one value. Uncorrelated, it is a
 global aggregate (one row at every instant; over no row COUNT is 0, the others NULL) joined

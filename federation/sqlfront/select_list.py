@@ -25,20 +25,22 @@ from federation.expressions import (
 )
 from federation.logical import Node, Relation
 from federation.logical.nodes import Project
-from federation.sqlfront.dialect import SqlText, check_scalar, percentile_fraction, selectivity
-from federation.sqlfront.having import has_subquery, having_subqueries, outside_subqueries
+from federation.sqlfront.dialect import (
+    AGGREGATES,
+    SqlText,
+    by_position,
+    check_scalar,
+    percentile_fraction,
+    selectivity,
+)
+from federation.sqlfront.having import (
+    has_subquery,
+    having_subqueries,
+    outside_subqueries,
+    selected_subqueries,
+)
 from federation.sqlfront.ranking import number_rows, numbered
 from federation.sqlfront.scopes import Scope, rewrite
-
-_AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
-                          exp.Min: "min", exp.Max: "max",
-                          # STDDEV and VARIANCE are the sample's (SQL's, Flink's, DuckDB's)
-                          exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
-                          exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
-                          exp.VariancePop: "var_pop", exp.Median: "median",
-                          exp.PercentileCont: "percentile_cont",
-                          exp.PercentileDisc: "percentile_disc"}
-
 
 
 def select_list(text: SqlText, q: exp.Select, scope: Scope,
@@ -118,7 +120,7 @@ def group_keys(text: SqlText, scope: Scope, group: exp.Group | None,
     written: dict[str, str] = {}
     aliases = {e.this.sql(): e.alias for e in items if isinstance(e, exp.Alias)}
     for g in (group.expressions if group is not None else []):
-        g = _by_position(text, g, items)
+        g = by_position(text, g, items)
         if scope.is_instant(g):
             continue
         if isinstance(g, exp.Column):
@@ -151,6 +153,7 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
     # each SELECT item: a key, an aggregate, or an expression over them
     plain: list[tuple[str, str]] = []  # (output name, agg or key column)
     computed: dict[str, exp.Expression] = {}
+    subs: dict[str, exp.Expression] = {}  # items with subqueries
     order: list[str] = []
     for e in items:
         inner = e.this if isinstance(e, exp.Alias) else e
@@ -182,9 +185,12 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
             shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
             raise text.fail(f"name the expression {shown!r}: {shown} AS name",
                             "SELECT", e)
+        order.append(alias)
+        if has_subquery(inner):  # joined to the groups after the aggregation (having.py)
+            subs[alias] = outside_subqueries(inner, aggs.over)
+            continue
         check_scalar(text, inner, "SELECT", aggs_ok=True)
         computed[alias] = aggs.over(inner)
-        order.append(alias)
     pred = held = None
     if having is not None and has_subquery(having.this):  # joined after the aggregation
         held = outside_subqueries(having.this, aggs.over)
@@ -212,6 +218,9 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
         node = text.build("HAVING", having, lambda: Relation(node).filter(pred, selectivity=sel).node)
     if held is not None:
         node = having_subqueries(text, having, held, node, scope, keys, translate)
+    if subs:
+        node, values = selected_subqueries(text, subs, node, scope, keys, translate, q)
+        computed.update(values)
     schema = list(node.schema)
     if not computed and [n for n, _ in plain] == schema \
             and all(n == src for n, src in plain):
@@ -248,7 +257,7 @@ class Aggregates:
             check_scalar(self.text, where, "FILTER")
             where = self.scope.resolve(where, "FILTER")
             call = call.this
-        func, fraction = _AGGS.get(type(call)), None
+        func, fraction = AGGREGATES.get(type(call)), None
         if isinstance(call, (exp.PercentileCont, exp.PercentileDisc)):
             fraction, call = percentile_fraction(self.text, call)
         if func is None:
@@ -328,20 +337,3 @@ class Aggregates:
 def _filtered(e: exp.Expression) -> bool:
     """`e` is an aggregate with `FILTER (WHERE ...)`."""
     return isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc)
-
-
-
-def _by_position(text: SqlText, g: exp.Expression, items: list[exp.Expression]
-                 ) -> exp.Expression:
-    """`GROUP BY 2`: the second SELECT item's expression (DuckDB's and Spark's reading; a
-    position of an aggregate is refused)."""
-    if not (isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit()):
-        return g
-    k = int(g.this)
-    if not 1 <= k <= len(items):
-        raise text.fail(f"GROUP BY {k}: the SELECT has {len(items)} items", "GROUP BY", g)
-    e = items[k - 1]
-    e = e.this if isinstance(e, exp.Alias) else e
-    if e.find(exp.AggFunc) is not None or isinstance(e, exp.Star):
-        raise text.fail(f"GROUP BY {k}: item {k} ({e.sql()}) is an aggregate", "GROUP BY", g)
-    return e.copy()
