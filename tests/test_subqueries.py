@@ -221,6 +221,21 @@ WHERE b.house_id = a.house_id AND b.value > 108) AS hot, a.house_id IN (SELECT h
 FROM {W} WHERE value > 109.5) AS top, EXISTS (SELECT * FROM {W} AS c
 WHERE c.house_id = a.house_id AND c.value < 1) AS low FROM {W} AS a
 GROUP BY window_end, a.house_id HAVING COUNT(*) > 10"""
+#: sets with aggregates (correlated.py): NOT IN a one-row COUNT under OR and IN one as a
+#: value (each the comparison with the value: COUNT's 0 over no row); EXISTS, NOT IN and ALL
+#: over GROUP BY correlated per outer row (HAVING reading the outer row)
+NOT_IN_COUNT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND (a.value > 109
+OR a.plug_id NOT IN (SELECT COUNT(*) FROM {W} AS b WHERE b.house_id = a.house_id
+AND b.value > 108))"""
+IN_COUNT = f"""SELECT a.plug_id, a.value, a.plug_id IN (SELECT COUNT(*) FROM {W} AS b
+WHERE b.house_id = a.house_id AND b.value > 109) AS c FROM {W} AS a WHERE a.value > 105"""
+EXISTS_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 105 AND EXISTS (
+SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id GROUP BY b.plug_id
+HAVING MAX(b.value) > a.value + 2)"""
+NOT_IN_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 104 AND a.plug_id
+NOT IN (SELECT MIN(b.plug_id) FROM {W} AS b WHERE b.value > a.value GROUP BY b.house_id)"""
+ALL_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.value >= ALL (
+SELECT MAX(b.value) - 1 FROM {W} AS b WHERE b.house_id = a.house_id GROUP BY b.plug_id)"""
 #: subqueries in an outer join's ON over both sides: tested on the pairs
 LEFT_BOTH_SUB = f"""SELECT a.plug_id, a.n, b.m FROM {_COUNTS} AS a LEFT JOIN {_TOPS} AS b
 ON a.plug_id = b.plug_id AND b.m > (SELECT MAX(t.value) FROM {W} AS t
@@ -289,12 +304,15 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "correlated_not_in": CORRELATED_NOT_IN, "above": ABOVE, "exists_join": EXISTS_JOIN,
          "value_join": VALUE_JOIN, "left_both_sub": LEFT_BOTH_SUB,
          "full_both_in": FULL_BOTH_IN, "ge_all": GE_ALL, "not_any": NOT_ANY,
-         "select_all": SELECT_ALL, "agg_share": AGG_SHARE, "agg_correlated": AGG_CORRELATED}
+         "select_all": SELECT_ALL, "agg_share": AGG_SHARE, "agg_correlated": AGG_CORRELATED,
+         "not_in_count": NOT_IN_COUNT, "in_count": IN_COUNT, "exists_group": EXISTS_GROUP,
+         "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[
     "select_in", "not_or_in", "having_or", "correlated_not_in", "above", "exists_join",
-    "full_both_in", "ge_all", "select_all", "agg_correlated"]))
+    "full_both_in", "ge_all", "select_all", "agg_correlated", "not_in_count",
+    "exists_group"]))
 def test_tests_as_values_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -448,8 +466,8 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
      "IN compares 1 value.s. with a subquery of 2 column.s."),
     (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT ts FROM {W})",
      "IN compares INT with the subquery's 'ts' .TIMESTAMP.: cast one side"),
-    (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT MAX(plug_id) FROM {W} AS b "  # noqa: ISC004
-     "WHERE b.value > a.value)", "a correlated IN over GROUP BY, aggregates"),
+    (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
+     "WHERE b.value > a.value ORDER BY value LIMIT 3)", "a correlated IN over ORDER BY, LIMIT"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > c.value)", "unknown table or alias 'c'"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT value FROM {W})",
@@ -468,11 +486,12 @@ def test_subqueries_that_are_not_conjunct_in_tests_are_refused(text, why):
 @pytest.mark.parametrize("clause", ["WHERE", "HAVING"])
 def test_an_exists_refused_names_the_clause_it_stands_in(clause):
     exists = (f"EXISTS (SELECT MAX(b.value) FROM {W} AS b WHERE b.plug_id = a.plug_id "
-              "GROUP BY b.plug_id)")
+              "HAVING MAX(b.value) > 100)")
     text = (f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a WHERE {exists} GROUP BY a.plug_id"
             if clause == "WHERE" else
             f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a GROUP BY a.plug_id HAVING {exists}")
-    with pytest.raises(SqlError, match="EXISTS over a SELECT with GROUP BY") as e:
+    with pytest.raises(SqlError, match="EXISTS over a SELECT with ORDER BY, LIMIT or aggregates "
+                       "without GROUP BY") as e:
         sql(text, STREAMS)
     assert e.value.clause == clause and e.value.line is not None, str(e.value)
 
@@ -522,7 +541,7 @@ def test_exists_correlated_by_equalities_is_the_in_subquery():
         STREAMS)
     for text, words in [
             ((f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT b.plug_id FROM {W} AS b "
-              "WHERE b.plug_id = a.plug_id GROUP BY b.plug_id)"), "GROUP BY")]:
+              "WHERE b.plug_id = a.plug_id ORDER BY b.value LIMIT 2)"), "ORDER BY, LIMIT")]:
         with pytest.raises(SqlError, match=words) as e:
             sql(text, STREAMS)
         assert e.value.clause == "WHERE", e.value

@@ -15,7 +15,11 @@ conditions a selection of the pairs). Then
   then `x <> y` is not TRUE), so `NOT EXISTS (... AND (y = x OR y IS NULL OR x IS NULL))`
   (a tuple: each component so);
 - a value is the subquery grouped by the row id, LEFT-joined back on it (scalars.py: a row
-  without a match gets what the item gives over no row).
+  without a match gets what the item gives over no row);
+- over GROUP BY, its groups are formed per outer row (the id, and the outer columns its
+  HAVING reads, grouped beside its keys), an IN's or ANY's comparison tested in HAVING;
+- over one row (aggregates without GROUP BY), IN, ANY and ALL are the comparison with its
+  value (`one_row_as_value`), so COUNT's 0 over no row counts as SQL counts it.
 
 The pairs are the outer rows with the subquery's rows equal on the equalities (without
 one, every pair of the instant): quadratic in the rows of a key at an instant. An
@@ -131,6 +135,8 @@ class OuterRows:
         q.set("expressions", [exp.alias_(exp.column(self.rid, table=alias), "_corr_id")])
         for k in ("distinct", "order", "limit"):
             q.set(k, None)
+        if q.args.get("group"):  # its groups per outer row
+            _group_by(q, exp.column(self.rid, table=alias), alias)
         ids, rows, cols = self.plan(q), self.scope.node, self.cols
         self.scope.node = self.text.build(self.clause, self.at, lambda: where_in(
             rows, [self.rid], ids, anti=negated).project(*cols).node)
@@ -150,12 +156,10 @@ def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
     """Keep the rows `lhs [NOT] IN (correlated subquery)` keeps (module doc)."""
     sub = test.args["query"]
     sub = sub.this if isinstance(sub, exp.Subquery) else sub
-    if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
-            "group", "having", "limit", "order")) or any(
-            e.find(exp.AggFunc) for e in sub.expressions):
-        raise fail("a correlated IN over GROUP BY, aggregates, ORDER BY or LIMIT is not "
-                   "supported (correlate by a join, or compute the set in a subquery of "
-                   "FROM)")
+    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub):
+        raise fail("a correlated IN over ORDER BY, LIMIT or aggregates without GROUP BY "
+                   "(but of one value: `x = (SELECT MAX(y) ...)`) is not supported (compute "
+                   "the set in a subquery of FROM)")
     lhs = test.this
     lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
     q, alias = rows.reading(sub)
@@ -168,9 +172,59 @@ def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
         eq = exp.EQ(this=y.copy(), expression=x.copy())
         conds.append(exp.paren(exp.or_(eq, y.copy().is_(exp.null()), x.copy().is_(
             exp.null()))) if negated else eq)
-    where = q.args.get("where")
-    q.set("where", exp.Where(this=exp.and_(*([where.this] if where else []), *conds)))
+    _add(q, exp.and_(*conds), alias)
     rows.keep(q, alias, negated)
+
+
+def grouped_or_plain(sub: exp.Select) -> bool:
+    """`sub` has no ORDER BY or LIMIT, and aggregates only with GROUP BY (several rows)."""
+    return not any(sub.args.get(k) for k in ("limit", "order")) and (
+        sub.args.get("group") is not None or not any(
+            e.find(exp.AggFunc) for e in sub.expressions) and not sub.args.get("having"))
+
+
+def _add(q: exp.Select, cond: exp.Expression, alias: str) -> None:
+    """`cond` (of `q`'s items and the outer rows read as `alias`) into `q`'s WHERE, or,
+    where `q` groups, its HAVING, with the outer columns it reads grouped (one value per
+    outer row, whose id keep() groups by)."""
+    group = q.args.get("group")
+    if group is None:
+        where = q.args.get("where")
+        q.set("where", exp.Where(this=exp.and_(*([where.this] if where else []), cond)))
+        return
+    having = q.args.get("having")
+    q.set("having", exp.Having(this=exp.and_(*([having.this] if having else []), cond)))
+
+
+def _group_by(q: exp.Select, e: exp.Expression, alias: str) -> None:
+    """Add `e` and the outer columns (read as `alias`) of `q`'s HAVING to its GROUP BY:
+    one value per outer row, so its groups stay those of each outer row."""
+    group = q.args["group"]
+    having = q.args.get("having")
+    seen = {g.sql() for g in group.expressions}
+    for c in [e, *(having.find_all(exp.Column) if having is not None else ())]:
+        if c.sql() not in seen and (c is e or c.table == alias):
+            seen.add(c.sql())
+            group.append("expressions", c.copy())
+
+
+def one_row_as_value(n: exp.Expression) -> exp.Expression:
+    """`x [NOT] IN (SELECT MAX(y) ...)`, `x op ANY|ALL (...)` over a subquery of one row
+    (aggregates without GROUP BY or HAVING) as the comparison with its value, `x = (SELECT
+    MAX(y) ...)` (a value: scalars.py, correct over no row: COUNT's 0); else `n`."""
+    if isinstance(n, exp.In) and n.args.get("query") is not None and not isinstance(
+            n.this, exp.Tuple):
+        op, query = exp.EQ, n.args["query"]
+    elif quantified(n):
+        op, query = type(n), n.expression.this
+    else:
+        return n
+    sub = query.this if isinstance(query, exp.Subquery) else query
+    if not isinstance(sub, exp.Select) or len(sub.expressions) != 1 or any(
+            sub.args.get(k) for k in ("group", "having", "limit", "order", "distinct")) or \
+            sub.expressions[0].find(exp.AggFunc) is None:
+        return n
+    return op(this=n.this.copy(), expression=exp.Subquery(this=sub.copy()))
 
 
 #: the comparisons `x op ANY (SELECT ...)` and `x op ALL (...)` quantify
@@ -190,11 +244,10 @@ def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
     every = isinstance(test.expression, exp.All)
     sub = test.expression.this
     sub = sub.this if isinstance(sub, exp.Subquery) else sub
-    if not isinstance(sub, exp.Select) or any(sub.args.get(k) for k in (
-            "group", "having", "limit", "order")) or any(
-            e.find(exp.AggFunc) for e in sub.expressions) or len(sub.expressions) != 1:
-        raise fail("ANY and ALL compare with a subquery of one column without GROUP BY, "
-                   "aggregates, ORDER BY or LIMIT")
+    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub) or len(
+            sub.expressions) != 1:
+        raise fail("ANY and ALL compare with a subquery of one column without ORDER BY or "
+                   "LIMIT")
     q, alias = rows.reading(sub)
     x, y = rows.outer_value(test.this, alias), q.expressions[0].unalias()
     holds = type(test)(this=x.copy(), expression=y.copy())
@@ -203,7 +256,5 @@ def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
                        y.copy().is_(exp.null()))
     else:  # ANY, NOT ALL: a row where it holds (fails)
         cond = exp.Not(this=holds) if every else holds
-    where = q.args.get("where")
-    q.set("where", exp.Where(this=exp.and_(*([where.this] if where else []),
-                                           exp.paren(cond))))
+    _add(q, exp.paren(cond), alias)
     rows.keep(q, alias, negated=every != negated)

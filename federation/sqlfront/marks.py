@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from federation.logical import Relation
 from federation.logical.names import name_maker
-from federation.sqlfront.correlated import quantified
+from federation.sqlfront.correlated import one_row_as_value, quantified
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 
@@ -40,6 +40,10 @@ def tests_as_values(text: SqlText, e: exp.Expression, scope: Scope, translate, c
     """`e` with each IN and EXISTS over a subquery in it replaced by its mark, a hidden
     column of `scope.node` (module doc); `keeps`: `e` is a condition whose TRUE rows are
     kept (WHERE, HAVING), not a value; `keep`: scalars.filter_by."""
+    for n in list(e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))):
+        value = one_row_as_value(n)  # in place: a SELECT item is changed where it stands
+        if value is not n:
+            e = value if n is e else n.replace(value) and e
     atoms = [n for n in e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))
              if is_test(n)]
     if not atoms:

@@ -31,8 +31,10 @@ from federation.logical.membership import where_in
 from federation.sqlfront.correlated import (
     OuterRows,
     compare,
+    grouped_or_plain,
     in_as_exists,
     needs_rows,
+    one_row_as_value,
     outer_columns,
     quantified,
 )
@@ -61,7 +63,7 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     """Join `scope.node` with the subquery of each `IN (SELECT ...)` conjunct of `where`
     (a WHERE's, or a HAVING's: `clause`); returns the other conjuncts (None: no other)."""
     rest = []
-    for c in split_conjuncts(where):
+    for c in split_conjuncts(where.transform(one_row_as_value)):
         if _per_row(text, c, scope, translate, clause):
             continue
         got = membership(c) or exists_as_in(text, c, scope, clause)
@@ -97,13 +99,15 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
     if not isinstance(inner, exp.Exists):
         return False
     sub = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
-    if not needs_rows(sub, scope):
-        return False
-    if any(sub.args.get(k) for k in ("group", "having", "limit", "order")) or any(
-            e.find(exp.AggFunc) for e in sub.expressions):
-        raise text.fail("EXISTS over a SELECT with GROUP BY, aggregates, ORDER BY or LIMIT "
-                        "is not supported (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is)",
-                        clause, inner, "EXISTS")
+    plain = isinstance(sub, exp.Select) and not any(sub.args.get(k) for k in (
+        "group", "having", "limit", "order")) and not any(e.find(exp.AggFunc)
+                                                          for e in sub.expressions)
+    if plain and not needs_rows(sub, scope):
+        return False  # an equality lookup: exists_as_in
+    if not grouped_or_plain(sub):
+        raise text.fail("EXISTS over a SELECT with ORDER BY, LIMIT or aggregates without "
+                        "GROUP BY (one row: always TRUE) is not supported (EXISTS (SELECT "
+                        "... WHERE s.k = a.k AND ...) is)", clause, inner, "EXISTS")
     rows = OuterRows(text, scope, translate, clause, inner)
     q, alias = rows.reading(sub)
     rows.keep(q, alias, negated=isinstance(c, exp.Not))
