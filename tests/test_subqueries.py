@@ -455,6 +455,14 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
         assert at(got, tau, list(q.schema)) == oracle(text, rows, tau, {"watched": watched})
     with pytest.raises(SqlError, match="NOT IN over a database table alone"):
         sql(text.replace(" IN (", " NOT IN ("), STREAMS, tables=db)
+    # a test per row of a table alone (correlated, or under OR): refused, naming the join
+    for per_row in (f"SELECT w.tag FROM watched AS w WHERE EXISTS (SELECT * FROM {W} AS b "
+                    "WHERE b.house_id = w.house_id AND b.value > 100 + w.house_id)",
+                    f"SELECT tag FROM watched WHERE tag = 'a' OR house_id IN (SELECT "
+                    f"house_id FROM {W})"):
+        with pytest.raises(SqlError, match="database tables alone: such rows are not "
+                                           "numbered .* join the table with the stream"):
+            sql(per_row, STREAMS, tables=db)
 
 
 @pytest.mark.parametrize("text,why", [

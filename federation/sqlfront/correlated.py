@@ -84,6 +84,16 @@ def needs_rows(sub: exp.Expression, scope: Scope) -> bool:
     return looked_up < len(cols)
 
 
+def refuse_tables(text: SqlText, node: Node, clause: str, at: exp.Expression) -> None:
+    """Refuse to number the rows of `node` where it reads database tables alone (a row id
+    is numbered at each instant, and a table has none)."""
+    if not any(n.kind == "window" for n in node.walk()):
+        raise text.fail("this subquery is tested per row of the outer query, whose rows come "
+                        "from database tables alone: such rows are not numbered (they have "
+                        "no instants); join the table with the stream in FROM instead",
+                        clause, at)
+
+
 class OuterRows:
     """The outer scope's rows numbered (`scope.node` gains the id), read by subqueries as
     a relation of their own (module doc). `translate(q, ctes)`: the plan of a query with
@@ -93,6 +103,7 @@ class OuterRows:
                  at: exp.Expression) -> None:
         self.text, self.scope, self.translate, self.clause, self.at = (
             text, scope, translate, clause, at)
+        refuse_tables(text, scope.node, clause, at)
         self.cols = list(scope.node.schema)
         self.rid = name_maker(self.cols)("_corr_row")
         self.cte = f"_fedq_outer_rows{next(_CTES)}"

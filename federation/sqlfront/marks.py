@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from federation.logical import Relation
 from federation.logical.names import name_maker
-from federation.sqlfront.correlated import one_row_as_value, quantified
+from federation.sqlfront.correlated import one_row_as_value, quantified, refuse_tables
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 
@@ -93,6 +93,7 @@ def met(text: SqlText, tests: list[exp.Expression], side: Scope, translate, clau
     """Add to `side.node` a BOOLEAN column per test in `tests` (conditions with
     subqueries), TRUE where its row meets it as `keep` (WHERE's scalars.filter_by) keeps
     rows, else FALSE (module doc); their names (`names`, else fresh ones)."""
+    refuse_tables(text, side.node, clause, at)
     cols, node = list(side.node.schema), side.node
     fresh = name_maker([*cols, *(names or [])])
     names = names or [fresh("_met") for _ in tests]
