@@ -456,10 +456,10 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     with pytest.raises(SqlError, match="NOT IN over a database table alone"):
         sql(text.replace(" IN (", " NOT IN ("), STREAMS, tables=db)
     # a test per row of a table alone (correlated, or under OR): refused, naming the join
-    for per_row in (f"SELECT w.tag FROM watched AS w WHERE EXISTS (SELECT * FROM {W} AS b "
-                    "WHERE b.house_id = w.house_id AND b.value > 100 + w.house_id)",
-                    f"SELECT tag FROM watched WHERE tag = 'a' OR house_id IN (SELECT "
-                    f"house_id FROM {W})"):
+    for per_row in ((f"SELECT w.tag FROM watched AS w WHERE EXISTS (SELECT * FROM {W} AS b "
+                    "WHERE b.house_id = w.house_id AND b.value > 100 + w.house_id)"),
+                    (f"SELECT tag FROM watched WHERE tag = 'a' OR house_id IN (SELECT "
+                    f"house_id FROM {W})")):
         with pytest.raises(SqlError, match="database tables alone: such rows are not "
                                            "numbered .* join the table with the stream"):
             sql(per_row, STREAMS, tables=db)
@@ -476,6 +476,9 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
      "IN compares INT with the subquery's 'ts' .TIMESTAMP.: cast one side"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > a.value ORDER BY value LIMIT 3)", "a correlated IN over ORDER BY, LIMIT"),
+    (f"SELECT a.plug_id FROM {W} AS a WHERE a.plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
+     f"WHERE b.value > a.value UNION ALL SELECT plug_id FROM {W})",
+     "a correlated IN over a UNION is not supported .correlate each branch"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > c.value)", "unknown table or alias 'c'"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT value FROM {W})",
@@ -498,8 +501,8 @@ def test_an_exists_refused_names_the_clause_it_stands_in(clause):
     text = (f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a WHERE {exists} GROUP BY a.plug_id"
             if clause == "WHERE" else
             f"SELECT a.plug_id, COUNT(*) AS n FROM {W} AS a GROUP BY a.plug_id HAVING {exists}")
-    with pytest.raises(SqlError, match="EXISTS over a SELECT with ORDER BY, LIMIT or aggregates "
-                       "without GROUP BY") as e:
+    with pytest.raises(SqlError, match="EXISTS over a UNION, or a SELECT with ORDER BY, LIMIT or "
+                       "aggregates without GROUP BY") as e:
         sql(text, STREAMS)
     assert e.value.clause == clause and e.value.line is not None, str(e.value)
 

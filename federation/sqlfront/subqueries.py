@@ -83,7 +83,12 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
     if got is not None:
         test, kind = got
         query = test.args["query"]
-        if not outer_columns(query.this if isinstance(query, exp.Subquery) else query, scope):
+        query = query.this if isinstance(query, exp.Subquery) else query
+        if not isinstance(query, exp.Select) and any(
+                c.table in scope.aliases for c in query.find_all(exp.Column)):
+            raise text.fail("a correlated IN over a UNION is not supported (correlate each "
+                            "branch: x IN (...) OR x IN (...))", clause, test, "IN")
+        if not outer_columns(query, scope):
             return False
         rows = OuterRows(text, scope, translate, clause, test)
         in_as_exists(test, kind == "NOT IN", rows, lambda why: text.fail(
@@ -105,9 +110,10 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
     if plain and not needs_rows(sub, scope):
         return False  # an equality lookup: exists_as_in
     if not grouped_or_plain(sub):
-        raise text.fail("EXISTS over a SELECT with ORDER BY, LIMIT or aggregates without "
-                        "GROUP BY (one row: always TRUE) is not supported (EXISTS (SELECT "
-                        "... WHERE s.k = a.k AND ...) is)", clause, inner, "EXISTS")
+        raise text.fail("EXISTS over a UNION, or a SELECT with ORDER BY, LIMIT or "
+                        "aggregates without GROUP BY (one row: always TRUE) is not supported "
+                        "(EXISTS (SELECT ... WHERE s.k = a.k AND ...) is)", clause, inner,
+                        "EXISTS")
     rows = OuterRows(text, scope, translate, clause, inner)
     q, alias = rows.reading(sub)
     rows.keep(q, alias, negated=isinstance(c, exp.Not))
