@@ -42,8 +42,10 @@ def tests_as_values(text: SqlText, e: exp.Expression, scope: Scope, translate, c
     kept (WHERE, HAVING), not a value; `keep`: scalars.filter_by."""
     for n in list(e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))):
         value = one_row_as_value(n)  # in place: a SELECT item is changed where it stands
-        if value is not n:
-            e = value if n is e else n.replace(value) and e
+        if value is not n and n is e:
+            e = value
+        elif value is not n:
+            n.replace(value)
     atoms = [n for n in e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))
              if is_test(n)]
     if not atoms:
