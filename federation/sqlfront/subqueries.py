@@ -9,8 +9,9 @@ whose x only meets NULLs, is not kept, as SQL's IN is then NULL). `(a, b) IN (SE
 by SQL's three-valued rule: S(tau) is empty, or x is not NULL, equals no c, and no c is
 NULL; the plan is an outer join with S's distinct values (a mark where one matched) and an
 instant join with S's count of rows and of NULLs. Here the subquery is uncorrelated and a
-conjunct of WHERE (a correlated one: correlated.py; under OR or NOT: marks.py). `EXISTS (SELECT ... FROM s WHERE s.c =
-a.x AND ...)`, correlated by equalities, is `a.x IN (SELECT s.c FROM s WHERE ...)`
+conjunct of WHERE (a correlated one: correlated.py; under OR or NOT: marks.py). `EXISTS
+(SELECT ... FROM s WHERE s.c = a.x AND ...)`, correlated by equalities, is `a.x IN (SELECT
+s.c FROM s WHERE ...)`
 (`exists_as_in`), NOT EXISTS the rows no row of the subquery equals (an outer join kept
 where unmatched: unlike NOT IN, a NULL key is kept, as SQL's NOT EXISTS keeps it); an
 uncorrelated [NOT] EXISTS compares the constant 1 with the subquery's 1 (every row of the
@@ -85,7 +86,7 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
         query = test.args["query"]
         query = query.this if isinstance(query, exp.Subquery) else query
         if not isinstance(query, exp.Select) and any(
-                c.table in scope.aliases for c in query.find_all(exp.Column)):
+                x.table in scope.aliases for x in query.find_all(exp.Column)):
             raise text.fail("a correlated IN over a UNION is not supported (correlate each "
                             "branch: x IN (...) OR x IN (...))", clause, test, "IN")
         if not outer_columns(query, scope):
