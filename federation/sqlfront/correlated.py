@@ -190,7 +190,8 @@ def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
 def grouped_or_plain(sub: exp.Select) -> bool:
     """`sub` is a SELECT without ORDER BY or LIMIT, with aggregates only beside GROUP BY
     (several rows)."""
-    return isinstance(sub, exp.Select) and not any(sub.args.get(k) for k in ("limit", "order")) and (
+    return isinstance(sub, exp.Select) and not any(
+        sub.args.get(k) for k in ("limit", "order")) and (
         sub.args.get("group") is not None or not any(
             e.find(exp.AggFunc) for e in sub.expressions) and not sub.args.get("having"))
 

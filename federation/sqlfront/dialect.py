@@ -157,7 +157,8 @@ def _within_group(n: exp.Expression) -> exp.Expression:
     return out
 
 
-def percentile_fraction(text: SqlText, call: exp.Expression) -> tuple[tuple[str, bool], exp.Expression]:
+def percentile_fraction(text: SqlText, call: exp.Expression
+                        ) -> tuple[tuple[str, bool], exp.Expression]:
     """A percentile's fraction (as written) and order (DESC), and the call without them."""
     p = call.expression
     try:
@@ -267,7 +268,8 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
         if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
             raise text.fail(f"subqueries in {clause} are not supported (but IN, EXISTS, "
                             "ANY, ALL and a value `(SELECT MAX(x) FROM ...)` in WHERE, "
-                            "HAVING, a join's ON and SELECT; else join instead)", clause, n, "SELECT")
+                            "HAVING, a join's ON and SELECT; else join instead)", clause, n,
+                            "SELECT")
         if isinstance(n, exp.Filter) and not isinstance(n.this, exp.AggFunc):
             raise text.fail(f"FILTER (WHERE ...) of {n.this.sql()}: of an aggregate only",
                             clause, n)
