@@ -236,6 +236,11 @@ NOT_IN_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 104 A
 NOT IN (SELECT MIN(b.plug_id) FROM {W} AS b WHERE b.value > a.value GROUP BY b.house_id)"""
 ALL_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.value >= ALL (
 SELECT MAX(b.value) - 1 FROM {W} AS b WHERE b.house_id = a.house_id GROUP BY b.plug_id)"""
+#: EXISTS over LIMIT n >= 1 (SQL's idiom `EXISTS (SELECT 1 ... LIMIT 1)`): EXISTS without it
+EXISTS_LIMIT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND (EXISTS (
+SELECT 1 FROM {W} AS b WHERE b.plug_id = a.plug_id AND b.value > 108 LIMIT 1) OR NOT EXISTS (
+SELECT 1 FROM {W} AS c WHERE c.house_id = a.house_id AND c.value > a.value + 8
+ORDER BY c.value LIMIT 2))"""
 #: subqueries in an outer join's ON over both sides: tested on the pairs
 LEFT_BOTH_SUB = f"""SELECT a.plug_id, a.n, b.m FROM {_COUNTS} AS a LEFT JOIN {_TOPS} AS b
 ON a.plug_id = b.plug_id AND b.m > (SELECT MAX(t.value) FROM {W} AS t
@@ -306,13 +311,13 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "full_both_in": FULL_BOTH_IN, "ge_all": GE_ALL, "not_any": NOT_ANY,
          "select_all": SELECT_ALL, "agg_share": AGG_SHARE, "agg_correlated": AGG_CORRELATED,
          "not_in_count": NOT_IN_COUNT, "in_count": IN_COUNT, "exists_group": EXISTS_GROUP,
-         "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP}
+         "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP, "exists_limit": EXISTS_LIMIT}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[
     "select_in", "not_or_in", "having_or", "correlated_not_in", "above", "exists_join",
     "full_both_in", "ge_all", "select_all", "agg_correlated", "not_in_count",
-    "exists_group"]))
+    "exists_group", "exists_limit"]))
 def test_tests_as_values_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -552,7 +557,8 @@ def test_exists_correlated_by_equalities_is_the_in_subquery():
         STREAMS)
     for text, words in [
             ((f"SELECT a.value FROM {W} AS a WHERE EXISTS (SELECT b.plug_id FROM {W} AS b "
-              "WHERE b.plug_id = a.plug_id ORDER BY b.value LIMIT 2)"), "ORDER BY, LIMIT")]:
+              "WHERE b.plug_id = a.plug_id ORDER BY b.value LIMIT 2 OFFSET 1)"),
+             "ORDER BY, LIMIT")]:
         with pytest.raises(SqlError, match=words) as e:
             sql(text, STREAMS)
         assert e.value.clause == "WHERE", e.value

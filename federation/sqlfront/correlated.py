@@ -19,7 +19,7 @@ conditions a selection of the pairs). Then
 - over GROUP BY, its groups are formed per outer row (the id, and the outer columns its
   HAVING reads, grouped beside its keys), an IN's or ANY's comparison tested in HAVING;
 - over one row (aggregates without GROUP BY), IN, ANY and ALL are the comparison with its
-  value (`one_row_as_value`), so COUNT's 0 over no row counts as SQL counts it.
+  value (`simpler`), so COUNT's 0 over no row counts as SQL counts it.
 
 The pairs are the outer rows with the subquery's rows equal on the equalities (without
 one, every pair of the instant): quadratic in the rows of a key at an instant. An
@@ -221,10 +221,23 @@ def _group_by(q: exp.Select, e: exp.Expression, alias: str) -> None:
             group.append("expressions", c.copy())
 
 
-def one_row_as_value(n: exp.Expression) -> exp.Expression:
+def simpler(n: exp.Expression) -> exp.Expression:
     """`x [NOT] IN (SELECT MAX(y) ...)`, `x op ANY|ALL (...)` over a subquery of one row
     (aggregates without GROUP BY or HAVING) as the comparison with its value, `x = (SELECT
-    MAX(y) ...)` (a value: scalars.py, correct over no row: COUNT's 0); else `n`."""
+    MAX(y) ...)` (a value: scalars.py, correct over no row: COUNT's 0); `EXISTS (SELECT
+    ... LIMIT n)`, n >= 1, as EXISTS without ORDER BY and LIMIT (one row exists where any
+    does); else `n`."""
+    if isinstance(n, exp.Exists):
+        sub = n.this.this if isinstance(n.this, exp.Subquery) else n.this
+        limit = sub.args.get("limit") if isinstance(sub, exp.Select) else None
+        count = limit.expression if isinstance(limit, exp.Limit) else None
+        if not (isinstance(count, exp.Literal) and count.name.isdigit() and int(count.name)
+                and not sub.args.get("offset")):
+            return n
+        sub = sub.copy()
+        sub.set("limit", None)
+        sub.set("order", None)
+        return exp.Exists(this=sub)
     if isinstance(n, exp.In) and n.args.get("query") is not None and not isinstance(
             n.this, exp.Tuple):
         op, query = exp.EQ, n.args["query"]

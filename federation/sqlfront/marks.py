@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from federation.logical import Relation
 from federation.logical.names import name_maker
-from federation.sqlfront.correlated import one_row_as_value, quantified, refuse_tables
+from federation.sqlfront.correlated import quantified, refuse_tables, simpler
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.scopes import Scope
 
@@ -41,7 +41,7 @@ def tests_as_values(text: SqlText, e: exp.Expression, scope: Scope, translate, c
     column of `scope.node` (module doc); `keeps`: `e` is a condition whose TRUE rows are
     kept (WHERE, HAVING), not a value; `keep`: scalars.filter_by."""
     for n in list(e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))):
-        value = one_row_as_value(n)  # in place: a SELECT item is changed where it stands
+        value = simpler(n)  # in place: a SELECT item is changed where it stands
         if value is not n and n is e:
             e = value
         elif value is not n:

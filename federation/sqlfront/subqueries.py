@@ -35,9 +35,9 @@ from federation.sqlfront.correlated import (
     grouped_or_plain,
     in_as_exists,
     needs_rows,
-    one_row_as_value,
     outer_columns,
     quantified,
+    simpler,
 )
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
@@ -64,7 +64,7 @@ def semi_joins(text: SqlText, where: exp.Expression, scope: Scope, translate: Tr
     """Join `scope.node` with the subquery of each `IN (SELECT ...)` conjunct of `where`
     (a WHERE's, or a HAVING's: `clause`); returns the other conjuncts (None: no other)."""
     rest = []
-    for c in split_conjuncts(where.transform(one_row_as_value)):
+    for c in split_conjuncts(where.transform(simpler)):
         if _per_row(text, c, scope, translate, clause):
             continue
         got = membership(c) or exists_as_in(text, c, scope, clause)
