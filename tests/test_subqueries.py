@@ -241,6 +241,16 @@ EXISTS_LIMIT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 A
 SELECT 1 FROM {W} AS b WHERE b.plug_id = a.plug_id AND b.value > 108 LIMIT 1) OR NOT EXISTS (
 SELECT 1 FROM {W} AS c WHERE c.house_id = a.house_id AND c.value > a.value + 8
 ORDER BY c.value LIMIT 2))"""
+#: the first row of an order as a value (scalars._first_row): correlated, each plug's
+#: previous reading (by id) and the house's first reading 3 W above the row's (NULL where
+#: none, also under COALESCE: an empty subquery is NULL); uncorrelated, in SELECT and WHERE
+FIRST_CORRELATED = f"""SELECT a.plug_id, a.value, (SELECT b.value FROM {W} AS b
+WHERE b.plug_id = a.plug_id AND b.id < a.id ORDER BY b.id DESC LIMIT 1) AS prev,
+(SELECT COALESCE(c.value, 0) FROM {W} AS c WHERE c.house_id = a.house_id
+AND c.value > a.value + 3 ORDER BY c.id LIMIT 1) AS nxt FROM {W} AS a WHERE a.value > 104"""
+FIRST_UNCORRELATED = f"""SELECT a.plug_id, a.value, (SELECT id FROM {W} WHERE value > 109.5
+ORDER BY value DESC, id LIMIT 1) AS top_id FROM {W} AS a WHERE a.value > (SELECT value
+FROM {W} WHERE plug_id = 3 ORDER BY id DESC LIMIT 1) + 50"""
 #: subqueries in an outer join's ON over both sides: tested on the pairs
 LEFT_BOTH_SUB = f"""SELECT a.plug_id, a.n, b.m FROM {_COUNTS} AS a LEFT JOIN {_TOPS} AS b
 ON a.plug_id = b.plug_id AND b.m > (SELECT MAX(t.value) FROM {W} AS t
@@ -311,13 +321,14 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "full_both_in": FULL_BOTH_IN, "ge_all": GE_ALL, "not_any": NOT_ANY,
          "select_all": SELECT_ALL, "agg_share": AGG_SHARE, "agg_correlated": AGG_CORRELATED,
          "not_in_count": NOT_IN_COUNT, "in_count": IN_COUNT, "exists_group": EXISTS_GROUP,
-         "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP, "exists_limit": EXISTS_LIMIT}
+         "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP, "exists_limit": EXISTS_LIMIT,
+         "first_correlated": FIRST_CORRELATED, "first_uncorrelated": FIRST_UNCORRELATED}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[
     "select_in", "not_or_in", "having_or", "correlated_not_in", "above", "exists_join",
     "full_both_in", "ge_all", "select_all", "agg_correlated", "not_in_count",
-    "exists_group", "exists_limit"]))
+    "exists_group", "exists_limit", "first_correlated", "first_uncorrelated"]))
 def test_tests_as_values_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -490,6 +501,10 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
      "a subquery as a value is one aggregate without GROUP BY"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT MAX(value) FROM {W} GROUP BY plug_id)",
      "a subquery as a value is one aggregate without GROUP BY"),
+    (f"SELECT a.plug_id, (SELECT b.value FROM {W} AS b WHERE b.plug_id = a.plug_id "  # noqa: ISC004
+     f"LIMIT 1) AS v FROM {W} AS a", "LIMIT 1 without ORDER BY: which row"),
+    (f"SELECT plug_id, (SELECT value FROM {W} ORDER BY value LIMIT 2) AS v FROM {W}",
+     "or the first row of an order: .SELECT x FROM ... ORDER BY y DESC LIMIT 1."),
     (f"SELECT a.plug_id, EXISTS (SELECT * FROM {W} AS b WHERE b.value < a.value) AS e, "  # noqa: ISC004
      f"COUNT(*) AS n FROM {W} AS a GROUP BY a.plug_id",
      "unknown column a.value .available: plug_id."),

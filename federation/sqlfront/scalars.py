@@ -10,8 +10,9 @@ columns, LEFT-joined on them: a row whose key meets no group (or is NULL) gets w
 SELECT item gives over no row (`COUNT(*)` 0, `COALESCE(MAX(x), 0)` 0, the others NULL),
 as SQL evaluates it. The subquery is one aggregate item without GROUP BY, so it has one
 row at most (SQL's error for a scalar subquery of several rows has no place in a
-continuous query); the value is a hidden column the WHERE's projection and the SELECT list
-drop. Correlated by other conditions or over a join, the subquery per outer row
+continuous query), or the first row of an order (`ORDER BY y LIMIT 1`: `_first_row`, NULL
+where there is none); the value is a hidden column the WHERE's projection and the SELECT
+list drop. Correlated by other conditions or over a join, the subquery per outer row
 (correlated.py). Refused: a subquery in an aggregated SELECT (dialect.check_scalar says
 where).
 
@@ -32,7 +33,7 @@ from sqlglot import exp
 from federation.expressions import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
-from federation.sqlfront.correlated import OuterRows, needs_rows
+from federation.sqlfront.correlated import OuterRows, needs_rows, outer_columns, own_aliases
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.marks import tests_as_values
 from federation.sqlfront.scopes import Scope
@@ -81,13 +82,14 @@ class _Scalar:
                  clause: str) -> None:
         self.text, self.scope, self.s, self.translate = text, scope, s, translate
         sub = s.this
-        if not isinstance(sub, exp.Select) or len(sub.expressions) != 1 or any(
-                sub.args.get(k) for k in ("group", "having", "limit", "offset", "order",
-                                          "distinct")) or sub.expressions[0].find(
-                exp.AggFunc) is None:
+        if not (isinstance(sub, exp.Select) and len(sub.expressions) == 1 and not any(
+                sub.args.get(k) for k in ("group", "having", "offset", "distinct")) and (
+                _first(sub) or sub.expressions[0].find(exp.AggFunc) is not None and not any(
+                    sub.args.get(k) for k in ("limit", "order")))):
             raise text.fail("a subquery as a value is one aggregate without GROUP BY, one row "
                             "at each instant (or for each correlated key): (SELECT MAX(x) "
-                            "FROM ... [WHERE s.k = a.k ...])", clause, s, "SELECT")
+                            "FROM ... [WHERE s.k = a.k ...]), or the first row of an order: "
+                            "(SELECT x FROM ... ORDER BY y DESC LIMIT 1)", clause, s, "SELECT")
         self.sub, self.clause = sub, clause
 
     def fail(self, why: str):
@@ -100,6 +102,8 @@ class _Scalar:
 
         item = self.sub.expressions[0].unalias()
         name = fresh("_scalar")
+        if _first(self.sub):
+            return self._first_row(item, name)
         if needs_rows(self.sub, self.scope):  # each outer row's own (correlated.py)
             rows = OuterRows(self.text, self.scope, self.translate, self.clause, self.s)
             q, alias = rows.reading(self.sub)
@@ -130,6 +134,45 @@ class _Scalar:
         outer = [self.scope.resolve(c, self.clause).name for c in lhs]
         return self._joined(groups, outer, keys, inner, mark, item, name, list(node.schema))
 
+    def _first_row(self, item: exp.Expression, name: str) -> str:
+        """`(SELECT x FROM ... ORDER BY y LIMIT 1)`: per outer row (correlated.py), the
+        first of its rows under ROW_NUMBER's order (ties broken by the other columns, as
+        ranking.py does), LEFT-joined back: NULL where it has none. Uncorrelated, the
+        first row is taken before the outer rows meet it (one pair per row)."""
+        sub = self.sub
+        if not outer_columns(sub, self.scope):  # ordered and cut at each instant first
+            top, first = name_maker(own_aliases(sub))("_fedq_first"), sub.copy()
+            order = first.args.get("order")
+            keys = order.expressions if order is not None else []
+            first.set("expressions", [exp.alias_(item.copy(), "_first_value"), *(
+                exp.alias_(o.this.copy(), f"_first_o{i}") for i, o in enumerate(keys))])
+            if keys:
+                first.set("order", exp.Order(expressions=[
+                    exp.Ordered(this=exp.column(f"_first_o{i}"), desc=o.args.get("desc"),
+                                nulls_first=o.args.get("nulls_first"))
+                    for i, o in enumerate(keys)]))
+            sub = exp.select(exp.column("_first_value", table=top)).from_(exp.Subquery(
+                this=first, alias=exp.TableAlias(this=exp.to_identifier(top))))
+        rows = OuterRows(self.text, self.scope, self.translate, self.clause, self.s)
+        q, alias = rows.reading(sub)
+        fresh = name_maker(set(self.scope.node.schema) | {name})
+        key, inner, mark = (fresh(n) for n in ("_scalar_key", "_scalar_value",
+                                               "_scalar_mark"))
+        q.set("expressions", [exp.alias_(exp.column(rows.rid, table=alias), key),
+                              exp.alias_(q.expressions[0].unalias(), inner)])
+        order = q.args.get("order")
+        if order is not None:  # correlated: the first of each outer row's rows
+            number = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(
+                rows.rid, table=alias)], order=order.copy())
+            q.set("qualify", exp.Qualify(this=exp.EQ(this=number,
+                                                     expression=exp.Literal.number(1))))
+        elif q.args.get("limit") is not None and sub is self.sub:
+            raise self.fail("LIMIT 1 without ORDER BY: which row is not defined")
+        q.set("order", None)
+        q.set("limit", None)
+        return self._joined(rows.plan(q), [rows.rid], [key], inner, mark, exp.column(inner),
+                            name, rows.cols)  # no row: NULL, whatever the item
+
     def _joined(self, groups, outer: list[str], keys: list[str], inner: str, mark: str,
                 item: exp.Expression, name: str, cols: list[str]) -> str:
         """LEFT-join `groups` (the value `inner` by `keys`) to the scope on its `outer`
@@ -142,6 +185,14 @@ class _Scalar:
             Relation(groups).project(*keys, inner, **{mark: exp.true()}),
             list(zip(outer, keys)), how="left").project(*cols, **{name: value}).node)
         return name
+
+
+def _first(sub: exp.Select) -> bool:
+    """`sub` is `SELECT x FROM ... [ORDER BY ...] LIMIT 1` (no aggregate)."""
+    limit = sub.args.get("limit")
+    count = limit.expression if isinstance(limit, exp.Limit) else None
+    return isinstance(count, exp.Literal) and count.name == "1" and not any(
+        e.find(exp.AggFunc) for e in sub.expressions)
 
 
 #: expressions that are NULL when an aggregate in them is (the others, COALESCE, CASE, IS
