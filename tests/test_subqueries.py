@@ -332,6 +332,49 @@ def test_tests_as_values_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
 
+#: each kind of test (marks.py, correlated.py) in each context: a conjunct, under OR, under
+#: NOT over OR (NULL kept), under IS NOT TRUE (NULL read), in CASE, as a SELECT value
+_TESTS = [
+    "a.plug_id IN (SELECT b.plug_id FROM {W} AS b WHERE b.value > 108)",
+    ("a.plug_id NOT IN (SELECT CASE WHEN b.value < 109.6 THEN b.plug_id END FROM {W} AS b "
+    "WHERE b.value > 108)"),
+    "EXISTS (SELECT 1 FROM {W} AS b WHERE b.plug_id = a.plug_id AND b.value > a.value + 4)",
+    "NOT EXISTS (SELECT 1 FROM {W} AS b WHERE b.house_id = a.house_id AND b.value > a.value + 6)",
+    "a.value > ALL (SELECT b.value - 3 FROM {W} AS b WHERE b.plug_id = a.plug_id)",
+    ("a.value < ANY (SELECT b.value - 1 FROM {W} AS b WHERE b.house_id = a.house_id "
+    "AND b.plug_id <> a.plug_id)"),
+    ("a.plug_id IN (SELECT COUNT(*) FROM {W} AS b WHERE b.house_id = a.house_id "
+    "AND b.value > 108.5)"),
+    ("a.value > (SELECT AVG(b.value) FROM {W} AS b WHERE b.house_id = a.house_id "
+    "AND b.id < a.id) + 20"),
+    ("a.value >= (SELECT b.value FROM {W} AS b WHERE b.plug_id = a.plug_id ORDER BY b.id DESC "
+    "LIMIT 1)"),
+    ("a.plug_id IN (SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id "
+    "GROUP BY b.plug_id HAVING MAX(b.value) > a.value + 1)"),
+]
+_CONTEXTS = ["{t}", "(a.value > 106 OR {t})", "NOT (a.house_id = 1 OR {t})",
+             "({t}) IS NOT TRUE", "CASE WHEN a.value < 104 THEN {t} ELSE NOT ({t}) END",
+             "select"]
+
+
+@pytest.mark.parametrize("t,c", sampled(
+    [(t, c) for t in range(len(_TESTS)) for c in range(len(_CONTEXTS))],
+    keep=[(0, 0), (2, 2), (4, 4), (6, 3), (8, 1), (9, 5)]))
+def test_each_test_in_each_context_equals_duckdb_s_own_sql(t, c):
+    test = _TESTS[t].format(W=W)
+    if _CONTEXTS[c] == "select":
+        text = f"SELECT a.plug_id, a.value, {test} AS m FROM {W} AS a WHERE a.value > 103"
+    else:
+        text = (f"SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND "
+                f"{_CONTEXTS[c].format(t=test)}")
+    q = sql(text, STREAMS)
+    rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
+    got = check_db(q, rows, per_batch_s=3)
+    first = min(rows.column("ts").to_pylist()).replace(microsecond=0)
+    for tau in (first + dt.timedelta(seconds=s) for s in range(1, 31, 3)):
+        assert at(got, tau, list(q.schema)) == oracle(text, rows, tau), tau
+    assert got.num_rows > 0
+
 def test_an_in_as_a_value_is_null_where_sql_says_and_not_or_keeps_it_so():
     rows = rows_of(seconds=20, rate=60, plugs=28, houses=4)
     hit = check_db(sql(SELECT_IN, STREAMS), rows, per_batch_s=3).column("hit").to_pylist()
