@@ -175,6 +175,10 @@ class AggCall:
     fraction: tuple[int, int] | None = None
     descending: bool = False
 
+    def __post_init__(self) -> None:
+        if self.func == "median" and self.fraction is None:  # PERCENTILE_CONT(0.5)
+            object.__setattr__(self, "fraction", (1, 2))
+
     def sql(self, dialect: str = "duckdb") -> str:
         inner = "*" if self.arg is None else self.arg.sql(dialect=dialect)
         if self.fraction is not None and self.func != "median":
@@ -250,8 +254,7 @@ def max_(arg: str | exp.Expression, *, where=None) -> AggCall:
 def median(arg: str | exp.Expression, *, where=None) -> AggCall:
     """MEDIAN(arg): the middle value, or the mean of the two middle ones (`where`: FILTER;
     federation/logical/median.py): PERCENTILE_CONT(0.5)."""
-    call = agg_call("median", arg, where)
-    return AggCall("median", call.arg, (1, 2))
+    return agg_call("median", arg, where)
 
 
 def percentile(arg: str | exp.Expression, fraction, *, discrete: bool = False,

@@ -328,7 +328,7 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
     "select_all", "agg_correlated", "exists_group", "first_correlated"]))
-def test_tests_as_values_and_wider_correlations_equal_duckdb_s_own_sql(which):
+def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
 

@@ -48,7 +48,7 @@ def median_aggregate(rel, by: Sequence[str], aggs: dict[str, AggCall]):
         if c.func not in ORDERED_FUNCS:
             keep[n] = exp.column(n)
             continue
-        key = (c.func == "percentile_disc", c.arg.sql(), c.fraction or (1, 2), c.descending)
+        key = (c.func == "percentile_disc", c.arg.sql(), c.fraction, c.descending)
         if key not in done:
             t = infer_type(c.arg, rel.node.schema)
             if t not in NUMERIC_TYPES:
@@ -65,7 +65,7 @@ def _at(rel, by: list[str], call: AggCall, name: str, fresh):
     but for the whole instant: one row, NULL)."""
     v, rn, n, lo, hi, first = (fresh(f"_median_{x}") for x in ("v", "rn", "n", "lo", "hi",
                                                                  "first"))
-    a, b = call.fraction or (1, 2)  # MEDIAN: PERCENTILE_CONT(0.5)
+    a, b = call.fraction
     vals = rel.project(*by, **{v: call.arg.copy()}).filter(exp.Not(this=exp.column(v).is_(
         exp.null())))
     ranked = vals.row_number([(v, call.descending)], by, rn).over(by, **{n: count()})

@@ -52,17 +52,43 @@ def own_aliases(sub: exp.Select) -> set[str]:
     return {i.alias_or_name.lower() for i in items}
 
 
-def _outer(sub: exp.Select, scope: Scope) -> dict[str, str]:
+def select_of(e: exp.Expression) -> exp.Expression:
+    """The query `e` is, or holds in parentheses."""
+    return e.this if isinstance(e, exp.Subquery) else e
+
+
+def limit_of(sub: exp.Expression) -> int | None:
+    """The row count of `sub`'s LIMIT, where it is a SELECT's with a whole number."""
+    limit = sub.args.get("limit") if isinstance(sub, exp.Select) else None
+    count = limit.expression if isinstance(limit, exp.Limit) else None
+    return int(count.name) if isinstance(count, exp.Literal) and count.name.isdigit() \
+        else None
+
+
+def outer_aliases(sub: exp.Select, scope: Scope) -> dict[str, str]:
     """The outer aliases `sub` may name (lower case -> as the scope spells it)."""
     own = own_aliases(sub)
     return {a.lower(): a for a in scope.aliases if a.lower() not in own}
+
+
+def lookup(c: exp.Expression, outer: dict[str, str]
+           ) -> tuple[exp.Column, exp.Column] | None:
+    """(the outer column, the subquery's own) where the conjunct `c` is an equality of an
+    outer column (named by an alias in `outer`) and one of the subquery's own; else None."""
+    if not (isinstance(c, exp.EQ) and isinstance(c.left, exp.Column)
+            and isinstance(c.right, exp.Column)):
+        return None
+    sides = [bool(x.table) and x.table.lower() in outer for x in (c.left, c.right)]
+    if sides.count(True) != 1:
+        return None
+    return (c.left, c.right) if sides[0] else (c.right, c.left)
 
 
 def outer_columns(sub: exp.Expression, scope: Scope) -> list[exp.Column]:
     """The columns in `sub` named by an alias of the outer `scope` it does not shadow."""
     if not isinstance(sub, exp.Select):
         return []
-    outer = _outer(sub, scope)
+    outer = outer_aliases(sub, scope)
     return [c for c in sub.find_all(exp.Column) if c.table and c.table.lower() in outer]
 
 
@@ -74,14 +100,9 @@ def needs_rows(sub: exp.Expression, scope: Scope) -> bool:
         return False
     if sub.args.get("joins"):
         return True
-    outer, looked_up = _outer(sub, scope), 0
-    where = sub.args.get("where")
-    for c in split_conjuncts(where.this) if where is not None else []:
-        if isinstance(c, exp.EQ) and all(isinstance(x, exp.Column) for x in (c.left, c.right)
-                                         ) and [bool(x.table) and x.table.lower() in outer
-                                                for x in (c.left, c.right)].count(True) == 1:
-            looked_up += 1
-    return looked_up < len(cols)
+    outer, where = outer_aliases(sub, scope), sub.args.get("where")
+    conjuncts = split_conjuncts(where.this) if where is not None else []
+    return sum(lookup(c, outer) is not None for c in conjuncts) < len(cols)
 
 
 def refuse_tables(text: SqlText, node: Node, clause: str, at: exp.Expression) -> None:
@@ -113,7 +134,7 @@ class OuterRows:
     def reading(self, sub: exp.Select) -> tuple[exp.Select, str]:
         """A copy of `sub` that reads the outer rows by an alias of its own (returned): its
         outer columns that alias's, the rows joined in its FROM."""
-        outer = _outer(sub, self.scope)
+        outer = outer_aliases(sub, self.scope)
         alias = name_maker(own_aliases(sub) | set(outer))(OUTER_ROWS)
 
         def fix(n: exp.Expression) -> exp.Expression:
@@ -165,8 +186,7 @@ class OuterRows:
 
 def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
     """Keep the rows `lhs [NOT] IN (correlated subquery)` keeps (module doc)."""
-    sub = test.args["query"]
-    sub = sub.this if isinstance(sub, exp.Subquery) else sub
+    sub = select_of(test.args["query"])
     if not isinstance(sub, exp.Select) or not grouped_or_plain(sub):
         raise fail("a correlated IN over ORDER BY, LIMIT or aggregates without GROUP BY "
                    "(but of one value: `x = (SELECT MAX(y) ...)`) is not supported (compute "
@@ -228,11 +248,8 @@ def simpler(n: exp.Expression) -> exp.Expression:
     ... LIMIT n)`, n >= 1, as EXISTS without ORDER BY and LIMIT (one row exists where any
     does); else `n`."""
     if isinstance(n, exp.Exists):
-        sub = n.this.this if isinstance(n.this, exp.Subquery) else n.this
-        limit = sub.args.get("limit") if isinstance(sub, exp.Select) else None
-        count = limit.expression if isinstance(limit, exp.Limit) else None
-        if not (isinstance(count, exp.Literal) and count.name.isdigit() and int(count.name)
-                and not sub.args.get("offset")):
+        sub = select_of(n.this)
+        if not limit_of(sub) or sub.args.get("offset"):
             return n
         sub = sub.copy()
         sub.set("limit", None)
@@ -245,7 +262,7 @@ def simpler(n: exp.Expression) -> exp.Expression:
         op, query = type(n), n.expression.this
     else:
         return n
-    sub = query.this if isinstance(query, exp.Subquery) else query
+    sub = select_of(query)
     if not isinstance(sub, exp.Select) or len(sub.expressions) != 1 or any(
             sub.args.get(k) for k in ("group", "having", "limit", "order", "distinct")) or \
             sub.expressions[0].find(exp.AggFunc) is None:
@@ -268,8 +285,7 @@ def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
     no row); NOT ANY where no row makes it TRUE or NULL, NOT ALL where one makes it FALSE.
     Each is an EXISTS (NOT EXISTS) over the subquery reading the outer row (module doc)."""
     every = isinstance(test.expression, exp.All)
-    sub = test.expression.this
-    sub = sub.this if isinstance(sub, exp.Subquery) else sub
+    sub = select_of(test.expression.this)
     if not isinstance(sub, exp.Select) or not grouped_or_plain(sub) or len(
             sub.expressions) != 1:
         raise fail("ANY and ALL compare with a subquery of one column without ORDER BY or "

@@ -35,7 +35,7 @@ def is_test(n: exp.Expression) -> bool:
         "query") is not None
 
 
-def tests_as_values(text: SqlText, e: exp.Expression, scope: Scope, translate, clause: str,
+def marked_tests(text: SqlText, e: exp.Expression, scope: Scope, translate, clause: str,
                     keeps: bool, keep: Keep) -> exp.Expression:
     """`e` with each IN and EXISTS over a subquery in it replaced by its mark, a hidden
     column of `scope.node` (module doc); `keeps`: `e` is a condition whose TRUE rows are

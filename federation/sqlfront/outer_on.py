@@ -125,7 +125,6 @@ def cross_matched(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str
     return left, right, [(mrid, rid)], {lid, rid, mlid, mrid}
 
 
-
 def paired(text: SqlText, left: Scope, right: Scope, keys: list[tuple[str, str]],
            at: exp.Expression, clause: str = "JOIN ON") -> Scope:
     """The pairs of `left`'s and `right`'s rows equal on `keys` (without keys every pair of

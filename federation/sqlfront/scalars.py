@@ -13,8 +13,7 @@ row at most (SQL's error for a scalar subquery of several rows has no place in a
 continuous query), or the first row of an order (`ORDER BY y LIMIT 1`: `_first_row`, NULL
 where there is none); the value is a hidden column the WHERE's projection and the SELECT
 list drop. Correlated by other conditions or over a join, the subquery per outer row
-(correlated.py). Refused: a subquery in an aggregated SELECT (dialect.check_scalar says
-where).
+(correlated.py); in an aggregated SELECT, over its groups (having.selected_subqueries).
 
     >>> from federation import sql
     >>> from federation.smartplug import smartplug_stream
@@ -33,9 +32,15 @@ from sqlglot import exp
 from federation.expressions import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
-from federation.sqlfront.correlated import OuterRows, needs_rows, outer_columns, own_aliases
+from federation.sqlfront.correlated import (
+    OuterRows,
+    limit_of,
+    needs_rows,
+    outer_columns,
+    own_aliases,
+)
 from federation.sqlfront.dialect import SqlText, check_scalar
-from federation.sqlfront.marks import tests_as_values
+from federation.sqlfront.marks import marked_tests
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.subqueries import Translate, correlations, semi_joins
 
@@ -64,7 +69,7 @@ def scalar_values(text: SqlText, e: exp.Expression, scope: Scope, translate: Tra
     """`e` with each subquery in it replaced by a hidden column of `scope.node`, into which
     its value is joined: a scalar subquery's value, an IN's or EXISTS's mark (marks.py;
     `keeps`: `e` is a condition whose TRUE rows are kept)."""
-    e = tests_as_values(text, e, scope, translate, clause, keeps, filter_by)
+    e = marked_tests(text, e, scope, translate, clause, keeps, filter_by)
     subs = [s for s in e.walk(prune=lambda n: isinstance(n, exp.Subquery))
             if isinstance(s, exp.Subquery) and not isinstance(s.parent, (exp.In, exp.Exists))]
     for s in subs:
@@ -107,9 +112,7 @@ class _Scalar:
         if needs_rows(self.sub, self.scope):  # each outer row's own (correlated.py)
             rows = OuterRows(self.text, self.scope, self.translate, self.clause, self.s)
             q, alias = rows.reading(self.sub)
-            fresh = name_maker(set(self.scope.node.schema) | {name})
-            key, inner, mark = (fresh(n) for n in ("_scalar_key", "_scalar_value",
-                                                   "_scalar_mark"))
+            key, inner, mark = self._hidden(name)
             groups = rows.grouped(q, alias, q.expressions[0].unalias(), key, inner)
             return self._joined(groups, [rows.rid], [key], inner, mark, item, name,
                                 rows.cols)
@@ -155,9 +158,7 @@ class _Scalar:
                 this=first, alias=exp.TableAlias(this=exp.to_identifier(top))))
         rows = OuterRows(self.text, self.scope, self.translate, self.clause, self.s)
         q, alias = rows.reading(sub)
-        fresh = name_maker(set(self.scope.node.schema) | {name})
-        key, inner, mark = (fresh(n) for n in ("_scalar_key", "_scalar_value",
-                                               "_scalar_mark"))
+        key, inner, mark = self._hidden(name)
         q.set("expressions", [exp.alias_(exp.column(rows.rid, table=alias), key),
                               exp.alias_(q.expressions[0].unalias(), inner)])
         order = q.args.get("order")
@@ -172,6 +173,12 @@ class _Scalar:
         q.set("limit", None)
         return self._joined(rows.plan(q), [rows.rid], [key], inner, mark, exp.column(inner),
                             name, rows.cols)  # no row: NULL, whatever the item
+
+    def _hidden(self, name: str) -> tuple[str, str, str]:
+        """Fresh names beside the scope's columns and `name` for a per-row value's key,
+        value and match mark."""
+        fresh = name_maker(set(self.scope.node.schema) | {name})
+        return fresh("_scalar_key"), fresh("_scalar_value"), fresh("_scalar_mark")
 
     def _joined(self, groups, outer: list[str], keys: list[str], inner: str, mark: str,
                 item: exp.Expression, name: str, cols: list[str]) -> str:
@@ -189,10 +196,7 @@ class _Scalar:
 
 def _first(sub: exp.Select) -> bool:
     """`sub` is `SELECT x FROM ... [ORDER BY ...] LIMIT 1` (no aggregate)."""
-    limit = sub.args.get("limit")
-    count = limit.expression if isinstance(limit, exp.Limit) else None
-    return isinstance(count, exp.Literal) and count.name == "1" and not any(
-        e.find(exp.AggFunc) for e in sub.expressions)
+    return limit_of(sub) == 1 and not any(e.find(exp.AggFunc) for e in sub.expressions)
 
 
 #: expressions that are NULL when an aggregate in them is (the others, COALESCE, CASE, IS

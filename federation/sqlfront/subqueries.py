@@ -34,9 +34,12 @@ from federation.sqlfront.correlated import (
     compare,
     grouped_or_plain,
     in_as_exists,
+    lookup,
     needs_rows,
+    outer_aliases,
     outer_columns,
     quantified,
+    select_of,
     simpler,
 )
 from federation.sqlfront.dialect import SqlText, check_scalar
@@ -83,8 +86,7 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
     got = membership(c)
     if got is not None:
         test, kind = got
-        query = test.args["query"]
-        query = query.this if isinstance(query, exp.Subquery) else query
+        query = select_of(test.args["query"])
         if not isinstance(query, exp.Select) and any(
                 x.table in scope.aliases for x in query.find_all(exp.Column)):
             raise text.fail("a correlated IN over a UNION is not supported (correlate each "
@@ -104,7 +106,7 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
         return True
     if not isinstance(inner, exp.Exists):
         return False
-    sub = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
+    sub = select_of(inner.this)
     plain = isinstance(sub, exp.Select) and not any(sub.args.get(k) for k in (
         "group", "having", "limit", "order")) and not any(e.find(exp.AggFunc)
                                                           for e in sub.expressions)
@@ -134,7 +136,7 @@ def exists_as_in(text: SqlText, e: exp.Expression, scope: Scope, clause: str = "
         inner = inner.this
     if not isinstance(inner, exp.Exists):
         return None
-    sub = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
+    sub = select_of(inner.this)
 
     def fail(why: str):
         return text.fail(f"{why} (EXISTS (SELECT ... WHERE s.k = a.k AND ...) is "
@@ -164,22 +166,15 @@ def correlations(sub: exp.Select, scope: Scope, fail: Callable[[str], Exception]
     equal, the other conditions): a correlation is an equality of an outer column, named by
     its alias, and one of the subquery; the other conditions name only its own columns
     (`fail(why)`: the error to raise else)."""
-    frm = sub.args.get("from_") or sub.args.get("from")
-    own = {frm.this.alias_or_name.lower()} if frm is not None else set()
-    outer = {a.lower() for a in scope.aliases} - own
-
-    def is_outer(c: exp.Expression) -> bool:
-        return isinstance(c, exp.Column) and c.table.lower() in outer
-
+    outer = outer_aliases(sub, scope)
     where = sub.args.get("where")
     lhs, rhs, rest = [], [], []
     for c in split_conjuncts(where.this) if where is not None else []:
-        if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and \
-                isinstance(c.right, exp.Column) and is_outer(c.left) != is_outer(c.right):
-            o, i = (c.left, c.right) if is_outer(c.left) else (c.right, c.left)
-            lhs.append(o.copy())
-            rhs.append(i.copy())
-        elif any(is_outer(col) for col in c.find_all(exp.Column)):
+        pair = lookup(c, outer)
+        if pair is not None:
+            lhs.append(pair[0].copy())
+            rhs.append(pair[1].copy())
+        elif any(col.table.lower() in outer for col in c.find_all(exp.Column)):
             raise fail(f"{c.sql()}: a correlation other than an equality of columns")
         else:
             rest.append(c)
@@ -193,7 +188,7 @@ class _Member:
                  where: str = "WHERE") -> None:
         self.text, self.scope, self.test, self.where = text, scope, test, where
         query = test.args["query"]
-        sub = query.this if isinstance(query, exp.Subquery) else query
+        sub = select_of(query)
         self.sub = text.build("IN", sub, lambda: translate(_named(sub)))
         lhs = test.this
         self.lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
