@@ -155,6 +155,7 @@ class Table:
     rows: float
     appended: float
     types: tuple[str, ...]
+    row_groups: bool = True  # False: the child values of another table's LIST column
 
     def bytes(self, p: CostProfile) -> float:
         """DuckDB's memory for it just before a CHECKPOINT (module doc): the kept rows
@@ -168,6 +169,8 @@ class Table:
         if not self.appended:
             return kept
         fresh = sum(segment_bytes(self.appended * DUCKDB_VALUE_BYTES[t]) for t in self.types)
+        if not self.row_groups:
+            return kept + fresh
         return kept + fresh + math.ceil(self.appended / DB_ROW_GROUP) * DB_BLOCK
 
 
@@ -199,6 +202,11 @@ def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
         ci = next((c for c in d.inputs if c.table == sl.source), None)
         if ci is not None:
             types = tuple(sl.columns.values())  # slice start, keys, partials
+            if sl.meaning[:1] == ("packed",):  # a pack's values: the window's (db/sqlgen/packed.py)
+                s = sizes[ci.op_ids[0]]
+                out.append(Table(s.size, s.rate * cycle_s, (types[-1].removesuffix("[]"),),
+                                 row_groups=False))
+                types = types[:-1]
             out += [Table(kept, per_s * cycle_s, types)
                     for kept, per_s in slice_rows(sl, ci.node, sizes[ci.op_ids[0]])]
     return out

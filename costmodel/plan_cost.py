@@ -16,6 +16,7 @@ from costmodel.ordering import ZERO, CostVector
 from costmodel.profile import CostProfile
 from costmodel.sizes import NodeSize, SourceDrivenSizes
 from federation.conventions import US_PER_S, us
+from federation.packing import packed_count
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name
     from federation.logical import NumberedPlan
@@ -54,8 +55,10 @@ def db_op_cost(
     """
     members = list(members)
     sliced = sliced_aggregates(plan, set(members))
-    folded = {pos for pos, _ in sliced.values()}
+    packed = packed_counts(plan, members, sliced)
+    folded = {pos for pos, _ in sliced.values()} | {pc.input for pc in packed.values()}
     in_chains = {c for _, chain in sliced.values() for c in chain}
+    in_chains |= {c for pc in packed.values() for c in (*pc.chain[1:], pc.join, *pc.over)}
     t_in = maintain = 0.0
     for group in inputs:
         group = list(group)
@@ -68,11 +71,15 @@ def db_op_cost(
     for pos, chain, keys in {(pos, chain, tuple(getattr(plan.nodes[m], "keys", ())))
                              for m, (pos, chain) in sliced.items()}:
         maintain += sizes[pos].rate * p.db_fold_s_per_row
+    for pc in packed.values():
+        maintain += sizes[pc.input].rate * p.db_fold_s_per_row
     scan = 0.0
-    once = shared_joins(plan, members, sliced)
+    once = shared_joins(plan, [m for m in members if m not in in_chains], sliced)
     for m in members:
         if m in sliced:
             scan += db_combine_cost(plan, sizes, m, sliced[m][0], p)
+        elif m in packed:
+            scan += db_packed_cost(plan, sizes, packed[m], p)
         elif m not in in_chains and m not in once:
             scan += db_scan_cost(plan, sizes, m, p)
     roots = (root,) if isinstance(root, str) else tuple(root)
@@ -108,6 +115,14 @@ def sliced_aggregates(plan: NumberedPlan, members: set[str]) -> dict[str, tuple[
             continue
         out[m] = (c, tuple(chain))
     return out
+
+
+def packed_counts(plan: NumberedPlan, members: Iterable[str], sliced: dict) -> dict:
+    """The counts of a DB-op that read their window rows packed (federation.packing, the
+    rule db.sqlgen reads too), by aggregate member."""
+    members = set(members)
+    return {m: pc for m in sorted(members) if m not in sliced
+            and (pc := packed_count(plan, members, m)) is not None}
 
 
 def shared_joins(plan: NumberedPlan, members: list[str], sliced: dict) -> set[str]:
@@ -152,6 +167,20 @@ def db_combine_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, agg: str, pos:
         rows = n / k * per_coarse + k * per_fine
     c = p.db_slice_s_per_row
     return rows * (p.db_scan_s_per_row.aggregate if c is None else c)
+
+
+def db_packed_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, pc, p: CostProfile
+                   ) -> float:
+    """Per-slide cost of a count over packed window rows (federation.packing): its join
+    and aggregate priced over the packs of a window (groups with a row in a slice x the
+    slices of its range, as db_combine_cost counts fine slices) instead of its rows."""
+    w = plan.nodes[pc.input].row_window()
+    g = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S
+    groups = max(sizes[pc.agg].size, 1.0)
+    packs = w.range_s / g * min(groups, max(sizes[pc.input].rate * g, 1.0))
+    other = plan.children[pc.join][1 - pc.side]
+    return (DB_COST(plan.nodes[pc.join], packs + sizes[other].size, p)
+            + DB_COST(plan.nodes[pc.agg], packs, p))
 
 
 def db_input_cost(s: NodeSize, p: CostProfile) -> tuple[float, float]:
@@ -283,6 +312,7 @@ __all__ = [
     "db_op_cost",
     "db_op_cost_of",
     "db_scan_cost",
+    "packed_counts",
     "plan_cost",
     "reentry_cost",
     "sliced_aggregates",

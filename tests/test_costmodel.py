@@ -11,8 +11,10 @@ from costmodel.ordering import CostVector, better, sort_key
 from costmodel.plan_cost import plan_cost
 from costmodel.profile import DEFAULT_PROFILE_PATH, CostProfile, load_profile, paper_form
 from costmodel.sizes import SourceDrivenSizes
+from federation import max_, sum_, window
 from federation.logical import NumberedPlan
 from federation.physical import build_physical_plan
+from federation.smartplug import smartplug_stream
 from federation.smartplug.queries import cq1_plan, cq3_plan, cq5_plan
 
 
@@ -78,11 +80,17 @@ def test_db_op_cost_split():
 def test_raw_rows_pay_upkeep_sliced_rows_do_not():
     p = load_profile(DEFAULT_PROFILE_PATH)
     s = SourceDrivenSizes.of(NumberedPlan.of(cq1_plan(rate=2000)))
+    load = window(smartplug_stream(rate=2000), range=300, slide=1).filter("property = 1")
+    peak = load.aggregate(by=["plug_id"], maxv=max_("value"))
+    raw = load.join(peak, on=["plug_id"]).aggregate(by=["plug_id"], total=sum_("value"))
+    pcr = plan_cost(build_physical_plan(NumberedPlan.of(raw.rstream("q")), "db"), p)
     pc1 = plan_cost(build_physical_plan(NumberedPlan.of(cq1_plan(rate=2000)), "db"), p)
     pc5 = plan_cost(build_physical_plan(NumberedPlan.of(cq5_plan(rate=2000)), "db"), p)
-    # CQ1 reads its rows raw (the join): kept, with their upkeep, and the max folded
-    assert pc1.db["db1"].maintain == pytest.approx(
+    # a join that sums the rows reads them raw: kept, with their upkeep, and the max folded
+    assert pcr.db["db1"].maintain == pytest.approx(
         2000 * (p.db_window_maintain_s_per_row + p.db_fold_s_per_row))
+    # CQ1 counts them against the max: folded twice, into slices and packs, no upkeep
+    assert pc1.db["db1"].maintain == pytest.approx(2 * 2000 * p.db_fold_s_per_row)
     # CQ5's only reader folds them: no upkeep
     assert pc5.db["db1"].maintain == pytest.approx(2000 * p.db_fold_s_per_row)
     assert s["w1"].rate == 2000
@@ -92,15 +100,18 @@ def test_raw_rows_pay_upkeep_sliced_rows_do_not():
 @pytest.mark.parametrize("selections", ["db", "spe"])
 def test_cost_model_folds_what_the_sql_folds(name, selections):
     # costmodel.plan_cost.sliced_aggregates and db.sqlgen decide the same: the input
-    # positions the cost model folds are those the SQL reads from slices, not raw
-    from costmodel.plan_cost import sliced_aggregates
+    # positions the cost model folds (into slices or packs) are those the SQL does not
+    # read raw
+    from costmodel.plan_cost import packed_counts, sliced_aggregates
     from federation.smartplug.queries import QUERIES
 
     plan = NumberedPlan.of(QUERIES[name](rate=2000))
     pl = {o: (selections if plan.nodes[o].kind == "select"
               and plan.nodes[o].child.kind == "window" else "db") for o in plan.r2r_ids}
     (d,) = build_physical_plan(plan, pl).db_ops
-    folded = {pos for pos, _ in sliced_aggregates(plan, set(d.members)).values()}
+    sliced = sliced_aggregates(plan, set(d.members))
+    folded = {pos for pos, _ in sliced.values()}
+    folded |= {pc.input for pc in packed_counts(plan, d.members, sliced).values()}
     from_slices = {o for ci in d.inputs if ci.row_level for o in ci.op_ids
                    if o not in d.raw.get(ci.table, ())}
     assert folded == from_slices and folded

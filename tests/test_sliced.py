@@ -107,13 +107,20 @@ def test_windows_of_different_ranges_share_one_slice_table():
 
 
 def test_raw_rows_kept_only_where_read_and_only_their_columns():
-    q = QUERIES["CQ1"](rate=2000, scale=1 / 6)
-    plan = NumberedPlan.of(q)
-    (op,) = build_physical_plan(plan, "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db").db_ops
+    placement = "op1=spe,op2=spe,op3=db,op4=db,op5=db,op6=db"
+    load = window(S, range=50, slide=1).filter("property = 1")
+    q = (load.join(load.aggregate(by=PLUG_KEYS, maxv=max_("value")), on=PLUG_KEYS)
+         .filter("value > 0.9 * maxv").aggregate(by=PLUG_KEYS, total=sum_("value")))
+    (op,) = build_physical_plan(NumberedPlan.of(q.rstream("q")), placement).db_ops
     assert list(op.raw) == ["in0"]  # the join reads rows; the maximum comes from slices
     assert set(op.raw_columns["in0"]) == {"value", *PLUG_KEYS}
     assert [s.partials for s in op.slices] == [("p0",)]
     assert "taus" not in op.sql_text  # plain bounds, no range join against instants
+    # CQ1 counts the rows: it reads them packed (db/sqlgen/packed.py), none kept raw
+    q = QUERIES["CQ1"](rate=2000, scale=1 / 6)
+    (op,) = build_physical_plan(NumberedPlan.of(q), placement).db_ops
+    assert not op.raw
+    assert [s.partials for s in op.slices] == [("p0",), ("_pk_n", "_pk_lo", "_pk_hi", "_pk_v")]
 
 
 def test_coarse_slices_only_for_long_windows():

@@ -16,7 +16,7 @@ from db.sqlgen.slices import SLICE, SliceTable
 from db.sqlgen.terms import alias, col, num, tau_us_param
 
 
-def _slice_scan(tab: SliceTable, ranges: Sequence[int]
+def slice_scan(tab: SliceTable, ranges: Sequence[int]
                 ) -> tuple[exp.Select | exp.Union, dict[int, exp.Expression | None]]:
     """The slice rows that windows of the given ranges need at `$tau`, and for each range
     the condition picking its own (None: every row).
@@ -123,7 +123,7 @@ def combine(node, tab: SliceTable, names: dict[tuple, str], range_us: int) -> ex
     if tab.coarse_us is None:
         q = exp.select(*cols).from_(exp.to_table(tab.name)).where(_slice_bounds(range_us))
     else:
-        q = exp.select(*cols).from_(_slice_scan(tab, [range_us])[0].subquery("sl"))
+        q = exp.select(*cols).from_(slice_scan(tab, [range_us])[0].subquery("sl"))
     return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
 
 
@@ -132,7 +132,7 @@ def combine_shared(tab: SliceTable, aggs: list[tuple[str, object, dict, int]]
     """Every aggregate (oid, node, partial names, range) reading slice table `tab`, with
     the same keys, in one scan: each over its own range (FILTER), with the count of its
     slices (`_n_<oid>`: a group is in an aggregate's result when its window holds a row)."""
-    scan, conds = _slice_scan(tab, [r for *_, r in aggs])
+    scan, conds = slice_scan(tab, [r for *_, r in aggs])
     # each window's condition once per row, as a flag column
     flags = {r: f"_w{i}" for i, r in enumerate(sorted(conds)) if conds[r] is not None}
     scan = exp.select(exp.Star(), *[alias(conds[r], f) for r, f in flags.items()]).from_(

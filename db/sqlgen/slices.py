@@ -93,7 +93,7 @@ def sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
     return [c, *reversed(chain)]
 
 
-def _rows_key(node) -> tuple:
+def rows_key(node) -> tuple:
     """Window rows after selections and projections, whatever engine runs them: the
     stream, the slide and the operators' labels (not the range: rows of windows of
     different ranges are the same rows)."""
@@ -181,7 +181,7 @@ class SliceBuilder:
             rows = self.plan.nodes[g["chain"][-1]].schema  # what the aggregation reads
             columns = {SLICE: "BIGINT", **{k: rows[k] for k in keys},
                        **{p[0]: g["types"][p[0]] for p in partials}}
-            meaning = (_rows_key(self.plan.nodes[g["chain"][-1]]), keys,
+            meaning = (rows_key(self.plan.nodes[g["chain"][-1]]), keys,
                        tuple((f, None if a is None else a.sql(), d) for _, f, a, d in partials),
                        width, coarse)
             out[sig] = SliceTable(f"s{i}", table, keys, width, longest,

@@ -12,18 +12,20 @@ table, bounds and operators) are one CTE, scanned once. The whole is tightened
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from db.sqlgen.combine import combine, combine_shared
 from db.sqlgen.operators import operator_sql, table_rows, window_rows
+from db.sqlgen.packed import packed_sql, packed_table
 from db.sqlgen.share import share_joins
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
 from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
 from federation.conventions import OUT, TAU, TS, output_column, stored_columns, us
+from federation.packing import packed_count
 
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import NumberedPlan
@@ -82,9 +84,21 @@ def db_op_sql(
                 sliced[m] = builder.add(m, chain, table_of[chain[0]])
                 chains[m] = chain
     tables = builder.tables()
+    # counts of window rows against a value of their key read packs (db.sqlgen.packed)
+    packed, packs = {}, {}  # counts of one DB-op over the same packs share their table
+    for m in members if slices else ():
+        pc = None if m in sliced else packed_count(plan, member_set, m, row_level)
+        if pc is not None and pc.input in table_of:
+            tab = packed_table(plan, pc, f"k{len(packs)}", table_of[pc.input])
+            have = packs.setdefault((tab.source, tab.meaning), tab)
+            if have.keep_us < tab.keep_us:  # kept for the longest range reading them
+                have = packs[tab.source, tab.meaning] = replace(have, keep_us=tab.keep_us)
+            packed[m] = (pc, (tab.source, tab.meaning))
+    packed = {m: (pc, packs[k]) for m, (pc, k) in packed.items()}
+    folds = {**chains, **{m: [*pc.chain, pc.join, *pc.over] for m, (pc, _) in packed.items()}}
     raw: dict[str, tuple[str, ...]] = {}
     for table, oid in inputs:
-        if oid in row_level and _read_raw(plan, member_set, chains, oid):
+        if oid in row_level and _read_raw(plan, member_set, folds, oid):
             raw[table] = raw.get(table, ()) + (oid,)
 
     ctes: list[tuple[str, exp.Expression]] = []
@@ -115,6 +129,9 @@ def db_op_sql(
                                                             expression=num(0)))
             else:
                 q = combine(node, tables[sig], pnames, us(node.child.row_window().range_s))
+        elif oid in packed:
+            pc, tab = packed[oid]
+            q = packed_sql(plan, pc, tab, source(plan.children[pc.join][1 - pc.side]))
         elif oid not in member_set:
             table = table_of.get(oid)
             if table is None:
@@ -150,6 +167,8 @@ def db_op_sql(
     for tab in tables.values():  # column names are what pruning needs, not types
         schema[tab.name] = schema[tab.coarse] = {SLICE: "BIGINT", **{k: "INT" for k in tab.keys},
                                                **{p: "DOUBLE" for p in tab.partials}}
+    for tab in packs.values():
+        schema[tab.name] = dict(tab.columns)
     for table, oid in inputs:
         if plan.nodes[oid].kind == "table":  # the table's own columns, no instant
             schema[table] = dict(plan.nodes[oid].columns)
@@ -165,7 +184,7 @@ def db_op_sql(
     raw_columns = {t: tuple(c for c in schema[t]
                             if c != TS and c.lower() in read_columns(query, t))
                    for t in raw}
-    return DbOpSql(query, tuple(tables.values()), raw, raw_columns)
+    return DbOpSql(query, (*tables.values(), *packs.values()), raw, raw_columns)
 
 
 def _read_raw(plan: NumberedPlan, members: set[str], chains: dict[str, list[str]],

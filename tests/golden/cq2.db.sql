@@ -7,6 +7,7 @@
 -- db1, setup, once
 CREATE TABLE "in0" (
   "_ts" TIMESTAMP,
+  "ts" TIMESTAMP,
   "value" DOUBLE,
   "property" INT,
   "plug_id" INT,
@@ -66,6 +67,19 @@ SELECT
 FROM "s0"
 LIMIT 0;
 
+CREATE TABLE "_batch" (
+  "_ts" TIMESTAMP,
+  "value" DOUBLE,
+  "property" INT,
+  "plug_id" INT,
+  "household_id" INT,
+  "house_id" INT
+);
+
+CREATE TABLE "k0" AS SELECT EPOCH_US("b"."_ts") // 1000000 * 1000000 AS "_s", "b"."house_id" AS "house_id", "b"."household_id" AS "household_id", "b"."plug_id" AS "plug_id", COUNT(*) AS "_pk_n", MIN("b"."value") AS "_pk_lo", MAX("b"."value") AS "_pk_hi", LIST("b"."value") AS "_pk_v" FROM (SELECT "_0"."_ts" AS "_ts", "_0"."value" AS "value", "_0"."plug_id" AS "plug_id", "_0"."household_id" AS "household_id", "_0"."house_id" AS "house_id" FROM (SELECT "_batch"."_ts" AS "_ts", "_batch"."value" AS "value", "_batch"."property" AS "property", "_batch"."plug_id" AS "plug_id", "_batch"."household_id" AS "household_id", "_batch"."house_id" AS "house_id" FROM "_batch" AS "_batch") AS "_0" WHERE "_0"."property" = 1) AS "b" WHERE NOT "b"."value" IS NULL GROUP BY EPOCH_US("b"."_ts") // 1000000 * 1000000, "b"."house_id", "b"."household_id", "b"."plug_id" LIMIT 0;
+
+DROP TABLE _batch;
+
 -- db1, per micro-batch: fold its rows of in0 into s0
 INSERT INTO "s0"
 SELECT
@@ -101,6 +115,9 @@ GROUP BY
   "b"."household_id",
   "b"."plug_id";
 
+-- db1, per micro-batch: fold its rows of in0 into k0
+INSERT INTO "k0" SELECT EPOCH_US("b"."_ts") // 1000000 * 1000000 AS "_s", "b"."house_id" AS "house_id", "b"."household_id" AS "household_id", "b"."plug_id" AS "plug_id", COUNT(*) AS "_pk_n", MIN("b"."value") AS "_pk_lo", MAX("b"."value") AS "_pk_hi", LIST("b"."value") AS "_pk_v" FROM (SELECT "_0"."_ts" AS "_ts", "_0"."value" AS "value", "_0"."plug_id" AS "plug_id", "_0"."household_id" AS "household_id", "_0"."house_id" AS "house_id" FROM (SELECT "_batch"."_ts" AS "_ts", "_batch"."value" AS "value", "_batch"."property" AS "property", "_batch"."plug_id" AS "plug_id", "_batch"."household_id" AS "household_id", "_batch"."house_id" AS "house_id" FROM "_batch" AS "_batch") AS "_0" WHERE "_0"."property" = 1) AS "b" WHERE NOT "b"."value" IS NULL GROUP BY EPOCH_US("b"."_ts") // 1000000 * 1000000, "b"."house_id", "b"."household_id", "b"."plug_id";
+
 -- db1, per slide instant: seal the coarse slices s0c
 INSERT INTO "s0c"
 SELECT
@@ -120,114 +137,17 @@ GROUP BY
   4;
 
 -- db1, per slide instant: the query
-WITH "n_op3" AS (
-  SELECT
-    "sl"."house_id" AS "house_id",
-    "sl"."household_id" AS "household_id",
-    "sl"."plug_id" AS "plug_id",
-    CAST(SUM("sl"."p0") AS DOUBLE) / NULLIF(SUM("sl"."p1"), 0) AS "avgv"
-  FROM (
-    SELECT
-      "s0c"."house_id" AS "house_id",
-      "s0c"."household_id" AS "household_id",
-      "s0c"."plug_id" AS "plug_id",
-      "s0c"."p0" AS "p0",
-      "s0c"."p1" AS "p1"
-    FROM "s0c" AS "s0c"
-    WHERE
-      "s0c"."_s" < LEAST((
-        $tau_us // 12000000 * 12000000
-      ), $sealed_s0)
-      AND "s0c"."_s" >= (
-        (
-          (
-            $tau_us - 300000000
-          ) + 11999999
-        ) // 12000000 * 12000000
-      )
-    UNION ALL
-    SELECT
-      "s0"."house_id" AS "house_id",
-      "s0"."household_id" AS "household_id",
-      "s0"."plug_id" AS "plug_id",
-      "s0"."p0" AS "p0",
-      "s0"."p1" AS "p1"
-    FROM "s0" AS "s0"
-    WHERE
-      (
-        "s0"."_s" < LEAST(
-          (
-            (
-              (
-                $tau_us - 300000000
-              ) + 11999999
-            ) // 12000000 * 12000000
-          ),
-          $tau_us
-        )
-        AND "s0"."_s" >= (
-          $tau_us - 300000000
-        )
-      )
-      OR (
-        "s0"."_s" < $tau_us
-        AND "s0"."_s" >= GREATEST(
-          (
-            (
-              (
-                $tau_us - 300000000
-              ) + 11999999
-            ) // 12000000 * 12000000
-          ),
-          LEAST((
-            $tau_us // 12000000 * 12000000
-          ), $sealed_s0)
-        )
-      )
-  ) AS "sl"
-  GROUP BY
-    "sl"."house_id",
-    "sl"."household_id",
-    "sl"."plug_id"
-), "n_op6" AS (
-  SELECT
-    "in0"."house_id" AS "house_id",
-    "in0"."household_id" AS "household_id",
-    "in0"."plug_id" AS "plug_id",
-    COUNT(*) AS "n_above"
-  FROM "in0" AS "in0"
-  JOIN "n_op3" AS "r"
-    ON "in0"."house_id" = "r"."house_id"
-    AND "in0"."household_id" = "r"."household_id"
-    AND "in0"."plug_id" = "r"."plug_id"
-    AND "in0"."value" > "r"."avgv" + 1e-9
-  WHERE
-    "in0"."_ts" < CAST($tau AS TIMESTAMP)
-    AND "in0"."_ts" >= CAST($tau AS TIMESTAMP) - INTERVAL '300' SECOND
-    AND "in0"."property" = 1
-    AND TRUE
-  GROUP BY
-    "in0"."house_id",
-    "in0"."household_id",
-    "in0"."plug_id"
-)
-SELECT
-  CAST($tau AS TIMESTAMP) AS "_tau",
-  "n_op6"."house_id" AS "house_id",
-  "n_op6"."household_id" AS "household_id",
-  "n_op6"."plug_id" AS "plug_id",
-  "n_op6"."n_above" AS "n_above"
-FROM "n_op6" AS "n_op6";
+WITH "n_op3" AS (SELECT "sl"."house_id" AS "house_id", "sl"."household_id" AS "household_id", "sl"."plug_id" AS "plug_id", CAST(SUM("sl"."p0") AS DOUBLE) / NULLIF(SUM("sl"."p1"), 0) AS "avgv" FROM (SELECT "s0c"."house_id" AS "house_id", "s0c"."household_id" AS "household_id", "s0c"."plug_id" AS "plug_id", "s0c"."p0" AS "p0", "s0c"."p1" AS "p1" FROM "s0c" AS "s0c" WHERE "s0c"."_s" < LEAST(($tau_us // 12000000 * 12000000), $sealed_s0) AND "s0c"."_s" >= ((($tau_us - 300000000) + 11999999) // 12000000 * 12000000) UNION ALL SELECT "s0"."house_id" AS "house_id", "s0"."household_id" AS "household_id", "s0"."plug_id" AS "plug_id", "s0"."p0" AS "p0", "s0"."p1" AS "p1" FROM "s0" AS "s0" WHERE ("s0"."_s" < LEAST(((($tau_us - 300000000) + 11999999) // 12000000 * 12000000), $tau_us) AND "s0"."_s" >= ($tau_us - 300000000)) OR ("s0"."_s" < $tau_us AND "s0"."_s" >= GREATEST(((($tau_us - 300000000) + 11999999) // 12000000 * 12000000), LEAST(($tau_us // 12000000 * 12000000), $sealed_s0)))) AS "sl" GROUP BY "sl"."house_id", "sl"."household_id", "sl"."plug_id"), "n_op6" AS (SELECT "k0"."house_id" AS "house_id", "k0"."household_id" AS "household_id", "k0"."plug_id" AS "plug_id", COALESCE(CAST(SUM(CASE WHEN "k0"."_pk_lo" > "r"."avgv" + 1e-9 THEN "k0"."_pk_n" WHEN NOT "k0"."_pk_hi" > "r"."avgv" + 1e-9 THEN 0 ELSE LEN(LIST_FILTER("k0"."_pk_v", LAMBDA "_pk_x" : "_pk_x" > "r"."avgv" + 1e-9)) END) AS BIGINT), 0) AS "n_above" FROM "k0" AS "k0" JOIN "n_op3" AS "r" ON "k0"."house_id" = "r"."house_id" AND "k0"."household_id" = "r"."household_id" AND "k0"."plug_id" = "r"."plug_id" WHERE "k0"."_s" < $tau_us AND "k0"."_s" >= $tau_us - 300000000 GROUP BY "k0"."house_id", "k0"."household_id", "k0"."plug_id" HAVING SUM(CASE WHEN "k0"."_pk_lo" > "r"."avgv" + 1e-9 THEN "k0"."_pk_n" WHEN NOT "k0"."_pk_hi" > "r"."avgv" + 1e-9 THEN 0 ELSE LEN(LIST_FILTER("k0"."_pk_v", LAMBDA "_pk_x" : "_pk_x" > "r"."avgv" + 1e-9)) END) > 0) SELECT CAST($tau AS TIMESTAMP) AS "_tau", "n_op6"."house_id" AS "house_id", "n_op6"."household_id" AS "household_id", "n_op6"."plug_id" AS "plug_id", "n_op6"."n_above" AS "n_above" FROM "n_op6" AS "n_op6";
 
 -- db1, expiry, every 5 slides
-DELETE FROM "in0"
-WHERE
-  "_ts" < CAST(? AS TIMESTAMP) - INTERVAL '300.0' SECOND;
-
 DELETE FROM "s0"
 WHERE
   "_s" < ?;
 
 DELETE FROM "s0c"
+WHERE
+  "_s" < ?;
+
+DELETE FROM "k0"
 WHERE
   "_s" < ?;
