@@ -574,6 +574,10 @@ class _Builder(Expressions):
 
     def join(self, left: Rel, depth: int, table: bool = False) -> Rel:
         d = self.draw
+        if not table and is_row_level(left.node) and self.chance(12):
+            got = self.against_own_aggregate(left)  # CQ1's shape
+            if got is not None:
+                return got
         if table or self.chance(25):  # a database table
             right = self.table()
         elif self.chance(45):  # self-join: the same subtree on both sides
@@ -594,6 +598,7 @@ class _Builder(Expressions):
             got = self.membership(left, right, keys)
             if got is not None:
                 return got
+        aggregated = False
         if self.chance(15):  # a join on the instant alone (Nexmark q5's window join):
             agg = self.aggregate(right, keys=[])  # with a global aggregate, one row a side
             if agg is None:
@@ -611,7 +616,7 @@ class _Builder(Expressions):
             agg = self.aggregate(right, keys=keys)
             if agg is None:
                 return left
-            right = agg
+            right, aggregated = agg, True
         # rename the right side's other columns: no ambiguous names
         outputs = [(self.fresh("r", c.split("_")[0]), c, right.hints.get(c, "value"))
                    for c in right.node.schema if c not in keys]
@@ -621,12 +626,62 @@ class _Builder(Expressions):
         out = self.join_call(left, rproj, keys)
         if out is None or estimated_rows(out.node) > MAX_ROWS_PER_INSTANT:
             return left  # a near cross product: skip it
+        if aggregated and is_row_level(left.node) and self.chance(40):
+            counted = self.counted(out, left, keys)
+            if counted is not None:
+                return counted
         tabled = [c for c in rproj.node.schema if c not in keys
                   and rproj.hints.get(c) in GROUPABLE] if right.node.kind == "table" else []
         if tabled and self.chance(50):  # aggregated by a table's column (issue 41)
             out = self.aggregate(out, keys=[self.draw(st.sampled_from(tabled))]) or out
         return out
 
+
+    def against_own_aggregate(self, rows: Rel) -> Rel | None:
+        """`rows` joined with their own aggregate by some of their keys (renamed), then
+        counted against it (`counted`), as CQ1 and CQ2."""
+        keys = [c for c in rows.node.schema if rows.hints.get(c) in ("key", "code")]
+        if not keys:
+            return None
+        keys = [c for c in keys if c in self.draw(st.lists(
+            st.sampled_from(keys), min_size=1, max_size=len(keys), unique=True))]
+        agg = self.aggregate(rows, keys=keys)
+        if agg is None:
+            return None
+        right = self.project(agg, keys, [(self.fresh("r"), c, agg.hints.get(c, "value"))
+                                          for c in agg.node.schema if c not in keys])
+        if right is None:
+            return None
+        try:  # inner, as CQ1's (an outer join's NULL-padded rows are not counted over packs)
+            node = rows.dsl.join(right.node, on=keys)
+        except ValueError:
+            return None
+        hints = {**rows.hints, **{c: h for c, h in right.hints.items() if c not in keys}}
+        return self.counted(Rel(node, f"{rows.src}.join({right.src}, on={keys!r})", hints),
+                            rows, keys)
+
+    def counted(self, j: Rel, left: Rel, keys: list[str]) -> Rel | None:
+        """The pairs of `left`'s rows and its keys' aggregate whose row value passes a bound
+        of the aggregate, counted per some of the keys (CQ1, CQ2: a DB-op counts packs of
+        rows, federation/packing.py); sometimes with a condition on the aggregate alone."""
+        d = self.draw
+        vs = [c for c in self.cols(left, "value", "ival") if c in j.node.schema]
+        bounds = [c for c in self.cols(j, *NUMERIC) if c not in left.node.schema]
+        if not vs or not bounds:
+            return None
+        v, a = ref(d(st.sampled_from(vs))), ref(d(st.sampled_from(bounds)))
+        op = d(st.sampled_from([">", ">=", "<", "<="]))
+        e = d(st.sampled_from([f"0.9 * {a}", a, f"{a} - 2", f"0.5 * {a} + 1"]))
+        flip = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+        cond = f"{v} {op} {e}" if self.chance(60) else f"{e} {flip[op]} {v}"
+        if self.chance(25):
+            cond += f" AND {a} IS NOT NULL"
+        r = self.filter(j, cond)
+        by = [k for k in keys if self.chance(70)]
+        aggs = [(self.fresh("n"), "count", None, "count", None)]
+        if self.chance(30):
+            aggs.append((self.fresh("n"), "count", bare(v), "count", None))
+        return None if r is None else self.aggregate_call(r, by, aggs)
 
     def membership(self, left: Rel, right: Rel, keys: list[str]) -> Rel | None:
         """`left`'s rows whose `keys` are (or are not) among `right`'s values of them,

@@ -30,6 +30,7 @@ SHAPES = (
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
+    "packed_count",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -271,6 +272,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("outer_join_never_null")  # a constant the join pads with NULL
             if any(_origin(n, c) is not None for c in n.schema):
                 out.add("computed_across_join")
+    if _packed(q):
+        out.add("packed_count")
     if placements and _cuts_every_boundary(q, placements):
         out.add("cut_every_boundary")
     if len({n.stream.name for n in q.walk() if n.kind == "window"}) > 1:
@@ -278,6 +281,15 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
     if any(n.kind == "table" for n in q.walk()):
         out.add("table_join")
     return frozenset(out)
+
+
+def _packed(q: Rstream) -> bool:
+    """True when the pure-DuckDB plan counts rows over packs (federation/packing.py)."""
+    from federation.packing import packed_count
+
+    plan = _logical(q)
+    ops = set(plan.r2r_ids)
+    return any(packed_count(plan, ops, o) is not None for o in ops)
 
 
 def _cuts_every_boundary(q: Rstream, placements: list[str]) -> bool:
