@@ -78,9 +78,10 @@ def _columns(e: exp.Expression) -> set[str]:
     return {c.name for c in e.find_all(exp.Column)}
 
 
-def _window_chain(plan, members: set[str], oid: str, row_level) -> tuple[str, ...] | None:
+def window_chain(plan, members: set[str], oid: str, row_level) -> tuple[str, ...] | None:
     """The input position below `oid` through member selections and projections, then
-    those (bottom first), when it is a time window's rows; else None."""
+    those (bottom first), when it is a time window's rows (not a session or cumulate
+    window); else None. Slices fold the same chains (db.sqlgen.slices.sliced_chain)."""
     chain = []
     c = oid
     while c in members:
@@ -115,7 +116,7 @@ def packed_count(plan, members: set[str], oid: str, row_level=None) -> PackedCou
             or _only_parent(plan, c) != up):
         return None
     for side in (0, 1):
-        chain = _window_chain(plan, members, plan.children[c][side], row_level)
+        chain = window_chain(plan, members, plan.children[c][side], row_level)
         if chain is None:
             continue
         keys = tuple(k[side] for k in j.keys)

@@ -47,7 +47,7 @@ def _feed(mig, batch_id: int, t: pa.Table, clock) -> pa.Table | None:
 
 @pytest.mark.parametrize("make,crash_at", [(cq3_plan, 9), (cq3_plan, 31), (cq1_plan, 17)])
 def test_reopened_mig_continues_after_its_last_commit(tmp_path, make, crash_at):
-    # CQ3 at scale 0.2: windows of 60 s (coarse slices sealed) and 12 s; CQ1: raw rows
+    # CQ3 at scale 0.2: windows of 60 s (coarse slices sealed) and 12 s; CQ1: packed rows
     q = make(rate=2000, scale=0.2, plugs=6)
     batches = _batches(50, 6, seed=crash_at)
     clock = [T0 + dt.timedelta(seconds=s) for s in range(50)]

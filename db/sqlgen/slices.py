@@ -25,6 +25,7 @@ from db.sqlgen.operators import row_chain
 from db.sqlgen.terms import alias, col, num, quote
 from db.sqlgen.tighten import pushdown, read_columns
 from federation.conventions import TS, us
+from federation.packing import window_chain
 
 if TYPE_CHECKING:  # plan nodes are read by their `kind`: db/ imports no plan code
     from federation.logical import NumberedPlan
@@ -78,19 +79,9 @@ def sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
     window; costmodel.plan_cost.sliced_aggregates keeps the same rule that way)."""
     if plan.nodes[oid].kind != "aggregate" or not plan.nodes[oid].mergeable:
         return None
-    chain = []
     (c,) = plan.children[oid]
-    while c in members:
-        if plan.nodes[c].kind not in ("select", "project"):
-            return None
-        chain.append(c)
-        (c,) = plan.children[c]
-    if row_level is not None and c not in row_level:
-        return None
-    w = plan.nodes[c].row_window()
-    if w is None or not w.is_time_based or w.cumulate:  # slices over a fixed range only
-        return None
-    return [c, *reversed(chain)]
+    chain = window_chain(plan, members, c, row_level)
+    return None if chain is None else list(chain)
 
 
 def rows_key(node) -> tuple:
