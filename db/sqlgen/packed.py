@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from db.sqlgen.combine import slice_scan
-from db.sqlgen.operators import row_chain
-from db.sqlgen.slices import BATCH, SLICE, SliceTable, rows_key
+from db.sqlgen.slices import BATCH, SLICE, SliceTable, fold_by_slice, rows_key
 from db.sqlgen.terms import alias, col, num, quote
 from db.sqlgen.tighten import pushdown, read_columns
 from federation.conventions import TS, us
@@ -43,17 +42,12 @@ def packed_table(plan: NumberedPlan, pc: PackedCount, name: str, table: str) -> 
     win = plan.nodes[pc.input].row_window()
     width = math.gcd(us(win.range_s), us(win.slide_s))
     rows_node = plan.nodes[pc.chain[-1]]
-    q = row_chain(exp.select(col(TS), *[col(c) for c in plan.nodes[pc.input].schema])
-                  .from_(BATCH), [plan.nodes[o] for o in pc.chain[1:]])
-    start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
-        col(TS)]), expression=num(width)), expression=num(width))
     c = col(pc.column)
-    fold = (exp.select(alias(start, SLICE), *[col(k) for k in pc.keys],
-                       alias(exp.Count(this=exp.Star()), N), alias(exp.Min(this=c), LO),
-                       alias(exp.Max(this=c.copy()), HI),
-                       alias(exp.Anonymous(this="list", expressions=[c.copy()]), VALUES))
-            .from_(q.subquery("b")).where(exp.not_(c.copy().is_(exp.null())))
-            .group_by(*[exp.Literal.number(i + 1) for i in range(len(pc.keys) + 1)]))
+    fold = fold_by_slice(plan, pc.chain, width, pc.keys, [
+        alias(exp.Count(this=exp.Star()), N), alias(exp.Min(this=c), LO),
+        alias(exp.Max(this=c.copy()), HI),
+        alias(exp.Anonymous(this="list", expressions=[c.copy()]), VALUES)],
+        where=exp.not_(c.copy().is_(exp.null())))
     types = {TS: "TIMESTAMP", **dict(plan.nodes[pc.input].schema)}
     fold = pushdown(fold, {BATCH: types})
     read = read_columns(fold, BATCH)

@@ -184,17 +184,27 @@ class SliceBuilder:
 
     def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:
         """INSERT source: the batch's rows through the chain, per slice and group."""
-        chain = g["chain"]
-        cols = list(self.plan.nodes[chain[0]].schema)
-        q = row_chain(exp.select(col(TS), *[col(c) for c in cols]).from_(BATCH),
-                      [self.plan.nodes[oid] for oid in chain[1:]])
-        start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
-            col(TS)]), expression=num(width)), expression=num(width))
-        out = [alias(start, SLICE)] + [col(k) for k in keys]
-        out += [alias(_partial_expr(func, arg, double), name)
-                for name, func, arg, double in g["partials"].values()]
-        return (exp.select(*out).from_(q.subquery("b"))
-                .group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)]))
+        return fold_by_slice(self.plan, g["chain"], width, keys, [
+            alias(_partial_expr(func, arg, double), name)
+            for name, func, arg, double in g["partials"].values()])
+
+
+def fold_by_slice(plan: NumberedPlan, chain, width: int, keys, items: list,
+                  where: exp.Expression | None = None) -> exp.Select:
+    """The micro-batch's rows (`_batch`) through `chain` (an input position, then member
+    selections and projections), grouped per slice start `_s` of `width` us and `keys`,
+    with the aggregate `items` (and `where` over the rows, if given): the fold of a slice
+    table, partial aggregates (above) or packs (db.sqlgen.packed)."""
+    cols = list(plan.nodes[chain[0]].schema)
+    q = row_chain(exp.select(col(TS), *[col(c) for c in cols]).from_(BATCH),
+                  [plan.nodes[oid] for oid in chain[1:]])
+    start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
+        col(TS)]), expression=num(width)), expression=num(width))
+    out = exp.select(alias(start, SLICE), *[col(k) for k in keys], *items).from_(
+        q.subquery("b"))
+    if where is not None:
+        out = out.where(where)
+    return out.group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)])
 
 
 def coarse_width(range_us: int, width_us: int) -> int | None:
