@@ -460,6 +460,8 @@ class _Builder(Expressions):
         (no more joins once it has MAX_OPS operators)."""
         d = self.draw
         r = self.rows_join() if self.chance(40 if top else 8) else self.leaf()
+        if top and is_row_level(r.node) and self.chance(10):  # CQ1's count over packs
+            r = self.against_own_aggregate(r) or r
         for _ in range(d(st.integers(1, depth + 1))):
             kind = d(st.sampled_from(["select", "project", "aggregate", "aggregate", "join",
                                       "join", "derived", "union"]))
