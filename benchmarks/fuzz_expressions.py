@@ -164,7 +164,8 @@ class Expressions:
                 if not numeric:
                     opts += [(f"SUBSTRING({text}, 1, 1)", "vnum"), (f"TRIM({text})", "vnum"),
                              (f"CONCAT({text}, '-', {text})", "vtime"),
-                             (f"REPLACE({text}, '1', 'one')", "vtime")]
+                             (f"REPLACE({text}, '1', 'one')", "vtime"),
+                             (f"INITCAP(REPLACE({text}, '1', 'wORD-x'))", "vtime")]
             return d(st.sampled_from(opts)) if opts else None
         if family == "python":  # a Python function (benchmarks/fuzz_functions.py)
             opts = fuzz_functions.options(K, V, numeric)

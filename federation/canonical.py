@@ -13,11 +13,13 @@ from federation.expressions import (
     _INTEGRAL,
     _STRING_FUNCS,
     MATH,
+    SCALARS,
     TEXT,
     TIME_PARTS,
     infer_type,
     type_name,
 )
+from federation.initcap import DELIMITERS, initcap_argument, initcap_form
 
 
 def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
@@ -57,6 +59,17 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
     def fix(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous):
             _python_function(node, t)
+        elif _unsupported(node):
+            raise ValueError(f"{_unsupported(node)} is not supported in continuous queries "
+                             "(the functions every engine computes alike: docs/sql.md; a "
+                             "Python function serves a scalar one)")
+        if isinstance(node, exp.Initcap):
+            _varchars(node, [node.this], t)
+            if node.expression is not None and node.expression.name not in DELIMITERS:
+                raise ValueError(f"INITCAP({node.this.sql('duckdb')}, "
+                                 f"{node.expression.sql('duckdb')}): INITCAP takes one "
+                                 "argument (Flink's: words of ASCII letters and digits)")
+            return initcap_form(node.this.copy())
         if isinstance(node, TIME_PARTS):  # DuckDB's are BIGINTs, Spark's INTs
             if t(node.this) != "TIMESTAMP":
                 raise ValueError(f"{node.sql('spark')!r}: {node.sql_name().upper()} of a TIMESTAMP")
@@ -97,7 +110,11 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
         return node
 
     out = e.copy()
+    done = {id(n) for d in out.find_all(exp.ArrayToString) if initcap_argument(d) is not None
+            for n in d.walk()}  # INITCAP's canonical form (idempotent)
     for node in reversed(list(out.dfs())):  # children before their parents
+        if id(node) in done:
+            continue
         new = fix(node)
         if new is not node:
             if node is out:
@@ -266,6 +283,18 @@ def _text(node: exp.Expression, t) -> exp.Expression:
                                        or node.args.get("collation") is not None):
         raise ValueError(f"{what!r}: TRIM of spaces only (TRIM(s), LTRIM(s), RTRIM(s))")
     return node
+
+
+#: the constructs of canonical forms (TRY_CAST, TRUNC, NULLIF, REGEXP_LIKE) and of plans
+#: (COUNT(DISTINCT a, b)'s STRUCT): written out by fedq, not by users of SQL
+_OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct)
+#: a word of INITCAP: ASCII letters and digits (Calcite's, so Flink's); the segments
+#: alternate words and the characters between them
+def _unsupported(node: exp.Expression) -> str | None:
+    """What `node` is, if no engine is sure to compute it as the others do."""
+    if isinstance(node, (*SCALARS, *_OWN)):
+        return None
+    return f"function {node.sql_name()}()" if isinstance(node, exp.Func) else node.key.upper()
 
 
 def _python_function(node: exp.Anonymous, t) -> None:

@@ -83,7 +83,16 @@ _STRING_FUNCS = (exp.Lower, exp.Upper, exp.DPipe, exp.SplitPart, exp.RegexpExtra
 TIME_PARTS = (exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.DayOfMonth, exp.Day)
 MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 TEXT = (exp.Length, exp.StrPosition, exp.Substring, exp.Trim, exp.Replace, exp.Concat,
-        exp.Sign)
+        exp.Sign, exp.Initcap)
+#: every construct an expression may hold (the functions above, the canonical forms' own
+#: TRY_CAST, TRUNC, NULLIF and REGEXP_LIKE; Python functions are `exp.Anonymous`, checked
+#: by name): the SQL front end and the DSL refuse any other function where it is written
+SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
+           exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
+           exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
+           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
+           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.TimeToStr, exp.Floor, exp.Ceil,
+           *TIME_PARTS, *MATH, *TEXT)
 
 
 def type_name(dt: exp.DataType) -> str:
@@ -150,7 +159,7 @@ def infer_type(e: exp.Expression, schema: dict[str, str]) -> str:
     if isinstance(e, exp.If):
         return _widest([x for x in (e.args["true"], e.args.get("false")) if x is not None],
                        schema)
-    if isinstance(e, exp.TimeToStr):  # DATE_FORMAT / STRFTIME
+    if isinstance(e, (exp.TimeToStr, exp.ArrayToString)):  # DATE_FORMAT, INITCAP's form
         return "VARCHAR"
     if isinstance(e, exp.Anonymous):
         if e.name.lower() not in FUNCTION_TYPES:

@@ -1,6 +1,6 @@
 """The scalar functions Flink SQL users write (SQRT, LN, LOG10, EXP, POWER, SIGN,
-CHAR_LENGTH, POSITION, SUBSTRING, TRIM, REPLACE, CONCAT, MINUTE, ..., YEAR): one meaning
-in every engine (federation.canonical), read by the SQL front end, refused where the
+CHAR_LENGTH, POSITION, SUBSTRING, TRIM, REPLACE, CONCAT, INITCAP, MINUTE, ..., YEAR): one
+meaning in every engine (federation.canonical), read by the SQL front end, refused where the
 engines would differ (docs/sql.md, "Expressions")."""
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ MEANT = {
     "RTRIM(s)": ["  ab c", "h\u00e9llo\t", "", None, "abcabc"],
     "REPLACE(s, 'bc', 'X')": ["  ab c ", "h\u00e9llo\t", "", None, "aXaX"],
     "UPPER(SUBSTRING(s, 1, 2))": ["  ", "H\u00c9", "", None, "AB"],
+    # words of ASCII letters and digits (Calcite's, Flink's): \u00e9 ends one
+    "INITCAP(s)": ["  Ab C ", "H\u00e9Llo\t", "", None, "Abcabc"],
+    "INITCAP(REPLACE(s, 'a', 'x-9Y'))": ["  X-9yb C ", "H\u00e9Llo\t", "", None,
+                                          "X-9ybcx-9ybc"],
     "MINUTE(t)": [4, 59, 0, None, 0],
     "SECOND(t)": [5, 59, 0, None, 0],
     "YEAR(t)": [2020, 2015, 1970, None, 2024],
@@ -134,6 +138,8 @@ def test_sql_reads_flink_s_functions():
     ("MINUTE(value)", "MINUTE of a TIMESTAMP"),
     ("TRIM(BOTH 'x' FROM CAST(plug_id AS VARCHAR))", "spaces only"),
     ("CHAR_LENGTH(plug_id)", "not a VARCHAR"),
+    ("INITCAP(CAST(plug_id AS VARCHAR), '-')", "one argument"),
+    ("REVERSE(CAST(plug_id AS VARCHAR))", "REVERSE() is not supported"),
 ])
 def test_what_the_engines_read_apart_is_refused_where_written(text, words):
     with pytest.raises(SqlError, match="SELECT") as e:

@@ -214,8 +214,8 @@ REFUSED = {
     "unknown function": (f"SELECT plug_id, foo(value) AS f FROM {H10}", "SELECT",
                          "unknown function foo"),
     "unsupported function": (
-        f"SELECT plug_id, initcap(CAST(plug_id AS VARCHAR)) AS f FROM {H10}", "SELECT",
-        "INITCAP"),
+        f"SELECT plug_id, reverse(CAST(plug_id AS VARCHAR)) AS f FROM {H10}", "SELECT",
+        "REVERSE"),
     "unsupported aggregate": (
         f"SELECT plug_id, KURTOSIS(value) AS m FROM {H10} GROUP BY plug_id",
         "SELECT", "KURTOSIS"),

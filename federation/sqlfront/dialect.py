@@ -32,19 +32,13 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
-from federation.expressions import MATH, TEXT, TIME_PARTS
+from federation.expressions import SCALARS
 from federation.python_functions import load, lookup
 from federation.sqlfront import group_windows
 
 T = TypeVar("T")
 
 #: expression forms every engine evaluates alike (Spark, DuckDB, the reference evaluator)
-SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
-           exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
-           exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
-           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
-           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.TimeToStr, exp.Floor, exp.Ceil,
-           *TIME_PARTS, *MATH, *TEXT)
 _SELECTIVITY = re.compile(r"selectivity\s*[=:(]?\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
 
 
