@@ -6,8 +6,9 @@ panes: two copies of one aggregate (a CTE read twice, the two sides of an INTERS
 Spark and one in DuckDB, can differ in the last bits. Where an operator compares such values
 (a group by, which DISTINCT and INTERSECT/EXCEPT are; a join's keys; a selection over
 two of them; a row number's partitions and order), a row that the query keeps in exact arithmetic could be lost.
-So a placement keeps the aggregates whose double sums meet in one comparison in one engine
-(`split_sums`, read by `physical.spe_limits`). In one engine the copies add alike: Spark
+So a placement keeps the aggregates whose double sums meet in one comparison, and the
+operators below them, in one engine (`split_sums`, read by `physical.spe_limits`): a copy
+whose rows cross an engine boundary adds them in the order the other engine hands them over. In one engine the copies add alike: Spark
 merges its partitions' partials in their order, and a DB-op holding such an aggregate runs
 its DuckDB on one thread (`in_order`; with two, DuckDB adds the row groups of an input
 larger than 122,880 rows in the order its threads finish, which varies from run to run).
@@ -86,20 +87,49 @@ def compared_sums(plan) -> dict[str, frozenset[str]]:
 
 
 def split_sums(plan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(aggregate, reason) for each Spark-placed aggregate whose double sums an operator
-    compares with those of a DB-placed one."""
+    """(operator, reason) for each Spark-placed operator that splits aggregates whose double
+    sums an operator compares: such aggregates, and every operator below them, run in one
+    engine. An aggregate in Spark beside one in the DB adds in another order; so does one
+    whose rows reach it across an engine boundary, in the order the other engine hands them
+    over (the fuzzer's seed 222: two DB-ops' AVGs, each fed by Spark along its own path,
+    differed in the last bits and an INTERSECT lost their rows). Each is told to go to db."""
     out: dict[str, str] = {}
     for where, ids in compared_sums(plan).items():
-        engines = {placement.get(i, "spe") for i in ids}
-        if len(engines) < 2:
+        below = {i: _subtree(plan, i) for i in sorted(ids)}
+        if len({placement.get(o, "spe") for ops in below.values() for o in ops}) < 2:
             continue
         db = sorted(i for i in ids if placement.get(i, "spe") == "db")
-        for i in sorted(ids - set(db)):
-            out.setdefault(i, (
-                f"{i} (aggregate) adds DOUBLE values that {where} compares for equality with "
-                f"the sums of {', '.join(db)} in the DB; engines add in different orders "
-                "(docs/sql.md, 'Sums of doubles'), so both run in one engine; place it in db"))
+        for i, ops in below.items():
+            others = ", ".join(sorted(ids - {i}))
+            for o in ops:
+                if placement.get(o, "spe") == "db":
+                    continue
+                if o == i and db:
+                    why = (f"{i} (aggregate) adds DOUBLE values that {where} compares for "
+                           f"equality with the sums of {', '.join(db)} in the DB")
+                elif o == i:
+                    why = (f"{i} (aggregate) adds DOUBLE values that {where} compares for "
+                           f"equality with the sums of {others}, and reads rows the DB "
+                           "hands over")
+                else:
+                    why = (f"{o} ({plan.nodes[o].kind}) feeds {i} (aggregate), whose DOUBLE "
+                           f"sums {where} compares for equality with those of {others}, "
+                           "across an engine boundary")
+                out.setdefault(o, why + "; engines add in different orders (docs/sql.md, "
+                               "'Sums of doubles'), so the aggregates and the operators "
+                               "below them run in one engine; place it in db")
     return list(out.items())
+
+
+def _subtree(plan, oid: str) -> list[str]:
+    """`oid` and the operators below it (not the windows at the leaves)."""
+    ops, out, todo = set(plan.r2r_ids), [], [oid]
+    while todo:
+        o = todo.pop()
+        if o in ops:
+            out.append(o)
+        todo.extend(plan.children.get(o, ()))
+    return out
 
 
 def in_order(physical) -> set[str]:
