@@ -286,8 +286,9 @@ def _text(node: exp.Expression, t) -> exp.Expression:
 
 
 #: the constructs of canonical forms (TRY_CAST, TRUNC, NULLIF, REGEXP_LIKE) and of plans
-#: (COUNT(DISTINCT a, b)'s STRUCT): written out by fedq, not by users of SQL
-_OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct)
+#: (COUNT(DISTINCT a, b)'s STRUCT, a frame's INTERVAL bound), and a tuple of an IN list
+_OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct, exp.Interval,
+        exp.Tuple)
 #: a word of INITCAP: ASCII letters and digits (Calcite's, so Flink's); the segments
 #: alternate words and the characters between them
 def _unsupported(node: exp.Expression) -> str | None:
