@@ -289,8 +289,8 @@ def _text(node: exp.Expression, t) -> exp.Expression:
 #: (COUNT(DISTINCT a, b)'s STRUCT, a frame's INTERVAL bound), and a tuple of an IN list
 _OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct, exp.Interval,
         exp.Tuple)
-#: a word of INITCAP: ASCII letters and digits (Calcite's, so Flink's); the segments
-#: alternate words and the characters between them
+
+
 def _unsupported(node: exp.Expression) -> str | None:
     """What `node` is, if no engine is sure to compute it as the others do."""
     if isinstance(node, (*SCALARS, *_OWN)):

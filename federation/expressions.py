@@ -84,9 +84,9 @@ TIME_PARTS = (exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.DayOfMo
 MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 TEXT = (exp.Length, exp.StrPosition, exp.Substring, exp.Trim, exp.Replace, exp.Concat,
         exp.Sign, exp.Initcap)
-#: every construct an expression may hold (the functions above, the canonical forms' own
-#: TRY_CAST, TRUNC, NULLIF and REGEXP_LIKE; Python functions are `exp.Anonymous`, checked
-#: by name): the SQL front end and the DSL refuse any other function where it is written
+#: every construct a user's expression may hold (Python functions are `exp.Anonymous`,
+#: checked by name): the SQL front end and the DSL (`canonical`, which adds the constructs
+#: of its own forms) refuse any other function where it is written
 SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
