@@ -8,9 +8,9 @@ Spark and one in DuckDB, can differ in the last bits. Where an operator compares
 two of them; a row number's partitions and order), a row that the query keeps in exact arithmetic could be lost.
 So a placement keeps the aggregates whose double sums meet in one comparison, and the
 operators below them, in one engine (`split_sums`, read by `physical.spe_limits`): a copy
-whose rows cross an engine boundary adds them in the order the other engine hands them over. In one engine the copies add alike: Spark
-merges its partitions' partials in their order, and a DB-op holding such an aggregate runs
-its DuckDB on one thread (`in_order`; with two, DuckDB adds the row groups of an input
+whose rows cross an engine boundary adds them in the order the other engine hands them
+over. In one engine the copies add alike: Spark merges its partitions' partials in their
+order, and a DB-op holding such an aggregate runs its DuckDB on one thread (`in_order`; with two, DuckDB adds the row groups of an input
 larger than 122,880 rows in the order its threads finish, which varies from run to run).
 """
 
@@ -94,8 +94,9 @@ def split_sums(plan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
     over (the fuzzer's seed 222: two DB-ops' AVGs, each fed by Spark along its own path,
     differed in the last bits and an INTERSECT lost their rows). Each is told to go to db."""
     out: dict[str, str] = {}
+    r2r = set(plan.r2r_ids)  # the operators below an aggregate, not the windows at leaves
     for where, ids in compared_sums(plan).items():
-        below = {i: _subtree(plan, i) for i in sorted(ids)}
+        below = {i: [o for o in plan.subtree(i) if o in r2r] for i in sorted(ids)}
         if len({placement.get(o, "spe") for ops in below.values() for o in ops}) < 2:
             continue
         db = sorted(i for i in ids if placement.get(i, "spe") == "db")
@@ -119,17 +120,6 @@ def split_sums(plan, placement: Mapping[str, str]) -> list[tuple[str, str]]:
                                "'Sums of doubles'), so the aggregates and the operators "
                                "below them run in one engine; place it in db")
     return list(out.items())
-
-
-def _subtree(plan, oid: str) -> list[str]:
-    """`oid` and the operators below it (not the windows at the leaves)."""
-    ops, out, todo = set(plan.r2r_ids), [], [oid]
-    while todo:
-        o = todo.pop()
-        if o in ops:
-            out.append(o)
-        todo.extend(plan.children.get(o, ()))
-    return out
 
 
 def in_order(physical) -> set[str]:
