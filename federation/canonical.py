@@ -13,11 +13,11 @@ from federation.expressions import (
     _INTEGRAL,
     _STRING_FUNCS,
     MATH,
-    SCALARS,
     TEXT,
     TIME_PARTS,
     infer_type,
     type_name,
+    unsupported,
 )
 from federation.initcap import DELIMITERS, initcap_argument, initcap_form
 
@@ -59,8 +59,8 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
     def fix(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous):
             _python_function(node, t)
-        elif _unsupported(node):
-            raise ValueError(f"{_unsupported(node)} is not supported in continuous queries "
+        elif what := unsupported(node, _OWN):
+            raise ValueError(f"{what} is not supported in continuous queries "
                              "(the functions every engine computes alike: docs/sql.md; a "
                              "Python function serves a scalar one)")
         if isinstance(node, exp.Initcap):
@@ -289,13 +289,6 @@ def _text(node: exp.Expression, t) -> exp.Expression:
 #: (COUNT(DISTINCT a, b)'s STRUCT, a frame's INTERVAL bound), and a tuple of an IN list
 _OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct, exp.Interval,
         exp.Tuple)
-
-
-def _unsupported(node: exp.Expression) -> str | None:
-    """What `node` is, if no engine is sure to compute it as the others do."""
-    if isinstance(node, (*SCALARS, *_OWN)):
-        return None
-    return f"function {node.sql_name()}()" if isinstance(node, exp.Func) else node.key.upper()
 
 
 def _python_function(node: exp.Anonymous, t) -> None:

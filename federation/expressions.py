@@ -95,6 +95,13 @@ SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, e
            *TIME_PARTS, *MATH, *TEXT)
 
 
+def unsupported(node: exp.Expression, also: tuple = ()) -> str | None:
+    """What `node` is (`function F()`, or its kind), if it is none of SCALARS and `also`."""
+    if isinstance(node, (*SCALARS, *also)):
+        return None
+    return f"function {node.sql_name()}()" if isinstance(node, exp.Func) else node.key.upper()
+
+
 def type_name(dt: exp.DataType) -> str:
     """A sqlglot type as the plans name it (VARCHAR, not TEXT)."""
     name = dt.sql(dialect="duckdb").upper()

@@ -32,7 +32,7 @@ from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 from federation.errors import FedqError, QueryValidationError
-from federation.expressions import SCALARS
+from federation.expressions import unsupported
 from federation.python_functions import load, lookup
 from federation.sqlfront import group_windows
 
@@ -280,12 +280,9 @@ def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = 
             raise text.fail(f"unknown function {n.name}(){hint}; a Python function is "
                             "declared with CREATE FUNCTION name AS 'module.attr' LANGUAGE "
                             "PYTHON", clause, n)
-        if isinstance(n, exp.Func) and not isinstance(n, SCALARS):
-            raise text.fail(f"function {n.sql_name()}() is not supported in continuous "
-                            "queries", clause, n)
-        if not isinstance(n, SCALARS) and not isinstance(n, (exp.AggFunc, exp.Tuple,
-                                                             exp.Interval)):
-            raise text.fail(f"{n.key.upper()} is not supported in {clause}", clause, n)
+        if what := unsupported(n, (exp.Tuple, exp.Interval)):  # aggregates: above
+            where = "continuous queries" if isinstance(n, exp.Func) else clause
+            raise text.fail(f"{what} is not supported in {where}", clause, n)
 
 
 def selectivity(clause: exp.Expression) -> float | None:
