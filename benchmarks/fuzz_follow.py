@@ -30,6 +30,11 @@ from federation.parts import land_files
 
 #: wall seconds without a new instant before a live run counts as stuck
 STUCK_S = 120.0
+#: ... and before its first instant: a plan cut at every engine boundary fills one
+#: crossing at a time (seed 225's query 61, 40 operators, 20 crossings: its first instant
+#: came after 137 and 139 micro-batches in two timed runs alone, 60 and 94 s; six runs
+#: alone matched in 60-111 s; beside another fuzz worker, 133 batches took 120 s)
+FILL_S = 300.0
 IDLE_TIMEOUT_S = 1.0
 
 
@@ -41,6 +46,16 @@ def land_in_bursts(files: list[Path], landing: Path, rng: random.Random) -> None
         land_files(files[i:i + n], landing)
         i += n
         time.sleep(rng.uniform(0.0, 0.4))
+
+
+def _instants(h):
+    """The run's (tau, rows): the first within FILL_S, each later one within STUCK_S."""
+    for item in h.results(timeout=FILL_S):
+        yield item
+        break
+    else:
+        return
+    yield from h.results(timeout=STUCK_S)
 
 
 def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.Table,
@@ -64,7 +79,7 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
     options = {"until": last.replace(microsecond=0)} if ending == "until" else {
         "idle_timeout_s": IDLE_TIMEOUT_S}
     t0 = time.perf_counter()
-    h = None
+    h, seen = None, []
     try:
         h = start(g.query, placement, landing, follow=True, work_dir=work / "run",
                   seconds_per_batch=g.batch_s, feed=g.feed, spark=spark, max_batch_rows=cap,
@@ -73,8 +88,8 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
                                   args=(files, landing, random.Random(g.source)))
         feeder.start()
         end = pc.max(want["tau"]).as_py() if want.num_rows else None
-        parts, seen = [], []
-        for tau, rows in h.results(timeout=STUCK_S):
+        parts = []
+        for tau, rows in _instants(h):
             seen.append(tau)
             parts.append(rows)
             if ending == "idle" and tau >= end:
@@ -93,7 +108,8 @@ def check_following(g, placement: str, data: Path, work: Path, spark, want: pa.T
             rec.update(outcome="crash", error="report: " + (
                 "; ".join(res.summary.warnings) if res else "the run did not end"))
     except queue.Empty:
-        rec.update(outcome="crash", error=f"no new instant for {STUCK_S:g} s "
+        rec.update(outcome="crash", error=f"no {'new' if seen else 'first'} instant for "
+                   f"{STUCK_S if seen else FILL_S:g} s "
                    f"(status {h.status() if h else None})")
     except Exception as e:  # noqa: BLE001 - a crash is an outcome to report
         rec.update(outcome="crash", error=f"{type(e).__name__}: {str(e)[:2000]}",
