@@ -251,6 +251,21 @@ AND c.value > a.value + 3 ORDER BY c.id LIMIT 1) AS nxt FROM {W} AS a WHERE a.va
 FIRST_UNCORRELATED = f"""SELECT a.plug_id, a.value, (SELECT id FROM {W} WHERE value > 109.5
 ORDER BY value DESC, id LIMIT 1) AS top_id FROM {W} AS a WHERE a.value > (SELECT value
 FROM {W} WHERE plug_id = 3 ORDER BY id DESC LIMIT 1) + 50"""
+#: subqueries of the rows an aggregation groups (scalars.before_grouping): an IN in FILTER
+#: beside the plain COUNT; a correlated value in SUM's FILTER; NOT EXISTS in a FILTER of
+#: HAVING; an IN as a GROUP BY key, written again in SELECT; a value by position
+FILTER_IN = f"""SELECT plug_id, COUNT(*) FILTER (WHERE plug_id IN (SELECT plug_id FROM {W}
+WHERE value > 100)) AS n, COUNT(*) AS m FROM {W} GROUP BY window_end, plug_id"""
+FILTER_VALUE = f"""SELECT a.house_id, SUM(a.value) FILTER (WHERE a.value > (SELECT AVG(b.value)
+FROM {W} AS b WHERE b.plug_id = a.plug_id)) AS s FROM {W} AS a GROUP BY window_end, a.house_id"""
+FILTER_HAVING = f"""SELECT a.house_id, COUNT(*) AS n FROM {W} AS a
+GROUP BY window_end, a.house_id HAVING COUNT(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM {W} AS b
+WHERE b.plug_id = a.plug_id AND b.value > a.value + 5)) > 3"""
+GROUP_IN = f"""SELECT plug_id IN (SELECT plug_id FROM {W} WHERE value > 105) AS hot,
+COUNT(*) AS n, MAX(value) AS top FROM {W}
+GROUP BY window_end, plug_id IN (SELECT plug_id FROM {W} WHERE value > 105)"""
+GROUP_VALUE = f"""SELECT house_id, value > (SELECT AVG(value) FROM {W}) AS high, COUNT(*) AS n
+FROM {W} GROUP BY window_end, 1, 2"""
 #: subqueries in an outer join's ON over both sides: tested on the pairs
 LEFT_BOTH_SUB = f"""SELECT a.plug_id, a.n, b.m FROM {_COUNTS} AS a LEFT JOIN {_TOPS} AS b
 ON a.plug_id = b.plug_id AND b.m > (SELECT MAX(t.value) FROM {W} AS t
@@ -322,12 +337,15 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "select_all": SELECT_ALL, "agg_share": AGG_SHARE, "agg_correlated": AGG_CORRELATED,
          "not_in_count": NOT_IN_COUNT, "in_count": IN_COUNT, "exists_group": EXISTS_GROUP,
          "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP, "exists_limit": EXISTS_LIMIT,
-         "first_correlated": FIRST_CORRELATED, "first_uncorrelated": FIRST_UNCORRELATED}
+         "first_correlated": FIRST_CORRELATED, "first_uncorrelated": FIRST_UNCORRELATED,
+         "filter_in": FILTER_IN, "filter_value": FILTER_VALUE, "filter_having": FILTER_HAVING,
+         "group_in": GROUP_IN, "group_value": GROUP_VALUE}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
-    "select_all", "agg_correlated", "exists_group", "first_correlated"]))
+    "select_all", "agg_correlated", "exists_group", "first_correlated", "filter_value",
+    "group_in"]))
 def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -526,8 +544,8 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
 @pytest.mark.parametrize("text,why", [
     (f"SELECT plug_id FROM {W} WHERE value > 1 OR plug_id = ANY (SELECT plug_id, value "  # noqa: ISC004
      f"FROM {W})", "ANY and ALL compare with a subquery of one column"),
-    (f"SELECT plug_id, COUNT(*) FILTER (WHERE plug_id IN (SELECT plug_id FROM {W})) AS n "  # noqa: ISC004
-     f"FROM {W} GROUP BY plug_id", "subqueries in FILTER are not supported .but IN, EXISTS"),
+    (f"SELECT plug_id, COUNT(*) FILTER (WHERE plug_id IN (SELECT ts FROM {W})) AS n "  # noqa: ISC004
+     f"FROM {W} GROUP BY plug_id", "IN compares INT with the subquery's 'ts'"),
     (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT plug_id, house_id FROM {W})",
      "IN compares 1 value.s. with a subquery of 2 column.s."),
     (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT ts FROM {W})",
@@ -586,8 +604,9 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
      ("not_exists", "spe"), ("high", "spe"), ("over", "spe"), ("over_all", "db"),
      ("lag_lead", "spe"), ("distinct_on", "spe"), ("full_on", "spe"),
      ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
-     ("select_in", "spe"), ("first_correlated", "cut")],
-    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT)]))
+     ("select_in", "spe"), ("first_correlated", "cut"), ("filter_having", "cut"),
+     ("group_in", "spe")],
+    keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("filter_having", "cut")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
     from federation.smartplug.datagen import generate

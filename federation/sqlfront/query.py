@@ -40,7 +40,7 @@ from federation.sqlfront.ranking import (
     refuse_window_functions,
     windowed_aggregate,
 )
-from federation.sqlfront.scalars import filter_by, scalar_values
+from federation.sqlfront.scalars import before_grouping, filter_by, scalar_values
 from federation.sqlfront.select_list import aggregates, select_list
 from federation.sqlfront.windows import query_slide
 from federation.streams import StreamDecl
@@ -114,6 +114,7 @@ class Translator:
             units = over_partitions(self.text, q, scope) + navigations(self.text, q, scope)
             scope.node = add_columns(Relation(scope.node), units).node
         else:
+            before_grouping(self.text, q, scope, translate)  # FILTER's, GROUP BY's subqueries
             for w in (w for e in q.expressions for w in e.find_all(exp.Window)
                       if windowed_aggregate(w) or navigation(w)):
                 raise self.text.fail(f"{w.this.key.upper()} OVER (...) beside GROUP BY or "

@@ -221,3 +221,39 @@ def _over_no_row(item: exp.Expression) -> exp.Expression | None:
         return n
 
     return item.copy().transform(fix)
+
+
+def before_grouping(text: SqlText, q: exp.Select, scope: Scope, translate: Translate) -> None:
+    """The subqueries of an aggregation's FILTER conditions and GROUP BY expressions: values
+    of the rows it groups, so joined to them (`scope.node`) as WHERE's are, each replaced
+    where it is written by its hidden column (which the aggregation drops). A FILTER keeps
+    the rows whose condition is TRUE, as WHERE (one mark per test); a GROUP BY value is
+    SQL's, NULL where SQL's is (marks.py). A GROUP BY expression written again in SELECT or
+    HAVING (`SELECT k IN (SELECT ...) AS seen ... GROUP BY 1`) is replaced there too."""
+    from federation.sqlfront.having import has_subquery
+
+    having = q.args.get("having")
+    clauses = [*q.expressions, *([having] if having is not None else [])]
+    def outside(e: exp.Expression):  # not in a subquery of its own
+        return e.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)))
+
+    for f in [f for e in clauses for f in outside(e) if isinstance(f, exp.Filter)]:
+        cond = f.expression.this if isinstance(f.expression, exp.Where) else None
+        if cond is not None and has_subquery(cond):
+            new = scalar_values(text, cond, scope, translate, "FILTER", keeps=True)
+            if new is not cond:
+                cond.replace(new)
+    group = q.args.get("group")
+    for g in list(group.expressions) if group is not None else []:
+        if isinstance(g, exp.Literal) and not g.is_string and str(g.this).isdigit() \
+                and 1 <= int(g.this) <= len(q.expressions):  # GROUP BY 2: the item itself
+            g = q.expressions[int(g.this) - 1].unalias()
+        if not has_subquery(g):
+            continue
+        written = g.sql()
+        same = [n for e in clauses for n in outside(e) if n is not g and n.sql() == written]
+        new = scalar_values(text, g, scope, translate, "GROUP BY")
+        if new is not g:
+            g.replace(new)
+        for n in same:
+            n.replace(new.copy())
