@@ -624,10 +624,28 @@ def test_flink_s_legacy_group_windows_are_their_window_table_functions():
             (("SELECT COUNT(*) AS n FROM smartplug GROUP BY plug_id % 2, SESSION(ts, INTERVAL "
               "'10' SECOND)"), "partitioned by an expression"),
             (("SELECT COUNT(*) AS n FROM smartplug a JOIN smartplug b USING (id) GROUP BY "
-              "TUMBLE(a.ts, INTERVAL '10' SECOND)"), "reads one stream named in FROM")]:
+              "TUMBLE(a.ts, INTERVAL '10' SECOND)"), "over a join: .*unbounded"),
+            (("SELECT k, COUNT(*) AS n FROM (SELECT plug_id AS k, MAX(ts) AS t FROM smartplug "
+              "GROUP BY plug_id) AS x GROUP BY k, TUMBLE(t, INTERVAL '4' SECOND)"),
+             "not a selection and projection of one stream's rows"),
+            (("SELECT k, COUNT(*) AS n FROM (SELECT plug_id AS k, ts + INTERVAL '1' SECOND AS t "
+              "FROM smartplug) AS x GROUP BY k, TUMBLE(t, INTERVAL '4' SECOND)"),
+             "passing its time column on unchanged"),
+            (("SELECT k, COUNT(*) AS n FROM (SELECT plug_id AS k, ts FROM smartplug) AS x "
+              "GROUP BY k, SESSION(ts, INTERVAL '2' SECOND)"),
+             "SESSION group window over a subquery: a session's rows are read by its")]:
         with pytest.raises(SqlError, match=words) as e:
             sql(text, STREAMS)
         assert e.value.clause == "GROUP BY" and "DESCRIPTOR(ts)" in str(e.value)
+    # over subqueries selecting and projecting the stream: the window around the stream
+    sub = ("SELECT k, MAX(v2) AS m, TUMBLE_END(t, INTERVAL '4' SECOND) AS e FROM (SELECT * "
+           "FROM (SELECT plug_id AS k, value * 2 AS v2, ts AS t FROM smartplug) AS y WHERE "
+           "v2 > 50) AS x GROUP BY k, TUMBLE(t, INTERVAL '4' SECOND)")
+    assert sql(sub, STREAMS) == sql(
+        "SELECT k, MAX(v2) AS m, window_end AS e FROM (SELECT * FROM (SELECT plug_id AS k, "
+        "value * 2 AS v2, ts AS t FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '4' "
+        "SECOND)) AS y WHERE v2 > 50) AS x GROUP BY window_start, window_end, k", STREAMS)
+    check_db(sql(sub, STREAMS), rows_of(seconds=12, rate=40, plugs=6, houses=2))
     got = check_db(sql(LEGACY, STREAMS), rows_of(seconds=24, rate=40, plugs=6, houses=2))
     # window_start and window_end are the instant's (the result's tau): each 10-s window once
     assert got.column_names == ["tau", "plug_id", "n"]

@@ -197,8 +197,15 @@ REFUSED = {
     "order by": (f"SELECT plug_id, value FROM {H10}\nORDER BY value", "ORDER BY",
                  "without LIMIT"),
     "limit": (f"SELECT plug_id, value FROM {H10} LIMIT 10", "LIMIT", "without ORDER BY"),
-    "order by an expression": (f"SELECT plug_id, value FROM {H10} ORDER BY value * 2 LIMIT 2",
-                               "ORDER BY", "order by a column of the result"),
+    "distinct ordered by an expression": (
+        f"SELECT DISTINCT plug_id FROM {H10} ORDER BY value * 2 LIMIT 2",
+        "ORDER BY", "the order is of the distinct rows, so by their columns"),
+    "order by a position past the items": (
+        f"SELECT plug_id, value FROM {H10} ORDER BY 3 LIMIT 2", "ORDER BY",
+        "ORDER BY 3: the SELECT has 2 items"),
+    "row number by a constant": (
+        f"SELECT plug_id, ROW_NUMBER() OVER (ORDER BY 1 + 1) AS r FROM {H10}", "ORDER BY",
+        "a constant orders and partitions nothing"),
     "limit of no number": (f"SELECT plug_id, value FROM {H10} ORDER BY value LIMIT 0",
                            "LIMIT", "whole number >= 1"),
     "nulls first": (f"SELECT plug_id, value FROM {H10} ORDER BY value NULLS FIRST LIMIT 2",
@@ -228,9 +235,9 @@ REFUSED = {
         (f"SELECT a.plug_id, SUM(a.value) AS s FROM {H10} AS a GROUP BY a.plug_id HAVING "
          f"EXISTS (SELECT * FROM {H10} AS b WHERE b.plug_id = a.house_id)"), "HAVING",
         "unknown column a.house_id (available: plug_id)"),
-    "subquery in filter": (
-        (f"SELECT plug_id, COUNT(*) FILTER (WHERE plug_id IN (SELECT plug_id FROM {H30})) "
-         f"AS n FROM {H10} GROUP BY plug_id"), "FILTER", "subqueries"),
+    "subquery of rows in filter": (
+        (f"SELECT plug_id, COUNT(*) FILTER (WHERE value > (SELECT value FROM {H30})) "
+         f"AS n FROM {H10} GROUP BY plug_id"), "FILTER", "a subquery as a value is one aggregate"),
     "grouped by the instant only": (
         f"SELECT window_end FROM {H10} GROUP BY window_start, window_end", "GROUP BY",
         "selects nothing"),

@@ -266,6 +266,20 @@ COUNT(*) AS n, MAX(value) AS top FROM {W}
 GROUP BY window_end, plug_id IN (SELECT plug_id FROM {W} WHERE value > 105)"""
 GROUP_VALUE = f"""SELECT house_id, value > (SELECT AVG(value) FROM {W}) AS high, COUNT(*) AS n
 FROM {W} GROUP BY window_end, 1, 2"""
+#: ORDER BY items that are no columns of the result (ranking.order_items): an expression, a
+#: column not selected, positions, an aggregate, a correlated value; expressions in OVER
+ORDER_EXPR = f"SELECT plug_id, value FROM {W} ORDER BY value * -1 + plug_id, id LIMIT 3"
+ORDER_HIDDEN = f"SELECT plug_id FROM {W} ORDER BY value DESC, id LIMIT 4"
+ORDER_POSITION = f"SELECT plug_id, value FROM {W} ORDER BY 2 DESC, 1 LIMIT 3"
+ORDER_AGGREGATE = f"""SELECT plug_id, MAX(value) AS top FROM {W} GROUP BY window_end, plug_id
+ORDER BY COUNT(*) DESC, plug_id LIMIT 3"""
+ORDER_VALUE = f"""SELECT a.plug_id, a.value FROM {W} AS a ORDER BY ABS(a.value - (
+SELECT AVG(b.value) FROM {W} AS b WHERE b.house_id = a.house_id)), a.id LIMIT 3"""
+OVER_EXPRESSIONS = f"""SELECT plug_id, value, ROW_NUMBER() OVER (
+PARTITION BY window_end, plug_id % 3 ORDER BY ABS(value - 50), id) AS r FROM {W}"""
+#: a UNION's ORDER BY an expression over its result (ranking.order_limit)
+ORDER_UNION = f"""SELECT plug_id, value FROM {W} WHERE value > 100 UNION ALL SELECT house_id,
+value FROM {W} WHERE value < 1 ORDER BY value * plug_id DESC, plug_id, value LIMIT 4"""
 #: subqueries in an outer join's ON over both sides: tested on the pairs
 LEFT_BOTH_SUB = f"""SELECT a.plug_id, a.n, b.m FROM {_COUNTS} AS a LEFT JOIN {_TOPS} AS b
 ON a.plug_id = b.plug_id AND b.m > (SELECT MAX(t.value) FROM {W} AS t
@@ -339,13 +353,16 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "not_in_group": NOT_IN_GROUP, "all_group": ALL_GROUP, "exists_limit": EXISTS_LIMIT,
          "first_correlated": FIRST_CORRELATED, "first_uncorrelated": FIRST_UNCORRELATED,
          "filter_in": FILTER_IN, "filter_value": FILTER_VALUE, "filter_having": FILTER_HAVING,
-         "group_in": GROUP_IN, "group_value": GROUP_VALUE}
+         "group_in": GROUP_IN, "group_value": GROUP_VALUE, "order_expr": ORDER_EXPR,
+         "order_hidden": ORDER_HIDDEN, "order_position": ORDER_POSITION,
+         "order_aggregate": ORDER_AGGREGATE, "order_value": ORDER_VALUE,
+         "over_expressions": OVER_EXPRESSIONS, "order_union": ORDER_UNION}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
     "select_all", "agg_correlated", "exists_group", "first_correlated", "filter_value",
-    "group_in"]))
+    "group_in", "order_aggregate", "order_value"]))
 def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -605,7 +622,7 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
      ("lag_lead", "spe"), ("distinct_on", "spe"), ("full_on", "spe"),
      ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
      ("select_in", "spe"), ("first_correlated", "cut"), ("filter_having", "cut"),
-     ("group_in", "spe")],
+     ("group_in", "spe"), ("order_value", "cut"), ("over_expressions", "spe")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("filter_having", "cut")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream

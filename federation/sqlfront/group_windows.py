@@ -13,10 +13,15 @@ is, in Flink as here, each 10-s window's groups once when it closes:
 gap)` becomes `SESSION(TABLE s PARTITION BY k1, k2, DESCRIPTOR(ts), gap)`, a session per
 combination of the other GROUP BY columns (Flink's legacy sessions are per group);
 `<F>_START(ts, ...)` and `<F>_END(ts, ...)` are `window_start` and `window_end`. The FROM
-item is one stream (with its alias, else its name, so `B.price` still reads it); anything
-else (a join, a subquery), `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset, two group
-windows in one GROUP BY, and a SESSION grouped by an expression are refused with the window
-table function to write.
+item is one stream (with its alias, else its name, so `B.price` still reads it), or
+subqueries that select and project its rows, passing its time column (and a SESSION's
+keys) on unchanged: the window goes around the stream in the innermost FROM (a selection
+and a projection commute with TUMBLE and HOP; not with SESSION, refused over a subquery:
+the sessions of selected rows are others, and a session's rows are read by its aggregate
+alone). A join is refused (a join of streams without
+windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset,
+two group windows in one GROUP BY, and a SESSION grouped by an expression, each with the
+window table function to write.
 """
 
 from __future__ import annotations
@@ -58,22 +63,38 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
         extra = " (a TUMBLE's offset is not supported)" if fn == "TUMBLE" and len(args) > 2 \
             else ""
         raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}) expected{extra}", w)
-    frm = sel.args.get("from_") or sel.args.get("from")
-    src = frm.this if frm is not None else None
-    if sel.args.get("joins") or not isinstance(src, exp.Table) or src.args.get("db"):
-        raise fail(f"a group window {fn}(...) reads one stream named in FROM", src or sel)
     keys = [g for g in group.expressions if g is not w]
-    part = ""
-    if fn == "SESSION" and keys:
-        if not all(isinstance(k, exp.Column) for k in keys):
-            raise fail("a SESSION group window partitioned by an expression",
-                       next(k for k in keys if not isinstance(k, exp.Column)))
-        part = " PARTITION BY " + ", ".join(exp.column(k.name).sql(dialect=dialect)
-                                            for k in keys)
+    if fn == "SESSION" and not all(isinstance(k, exp.Column) for k in keys):
+        raise fail("a SESSION group window partitioned by an expression",
+                   next(k for k in keys if not isinstance(k, exp.Column)))
+    # the stream: named in FROM, or under subqueries that select and project its rows
+    names = [args[0].name, *(k.name for k in keys if fn == "SESSION")]  # in the stream
+    frm, at = sel.args.get("from_") or sel.args.get("from"), sel
+    while True:
+        src = frm.this if frm is not None else None
+        if at.args.get("joins"):
+            raise fail("a group window over a join: the join of streams without windows "
+                       "holds every row so far (unbounded); window each side", at)
+        if not isinstance(src, exp.Subquery):
+            break
+        if fn == "SESSION":  # the sessions of selected rows are others (module doc)
+            raise fail("a SESSION group window over a subquery: a session's rows are read "
+                       "by its aggregate alone (docs/sql.md, Session windows)", src)
+        at = src.this
+        names = [_through(at, n) for n in names]
+        if not _rows_of(at) or None in names:
+            raise fail(f"a group window {fn}(...) over a subquery that is not a selection "
+                       "and projection of one stream's rows passing its time column on "
+                       "unchanged", src)
+        frm = at.args.get("from_") or at.args.get("from")
+    if not isinstance(src, exp.Table) or src.args.get("db"):
+        raise fail(f"a group window {fn}(...) reads one stream named in FROM", src or sel)
+    part = " PARTITION BY " + ", ".join(exp.column(k).sql(dialect=dialect)
+                                        for k in names[1:]) if names[1:] else ""
     alias = src.alias or src.name
     params = ", ".join(a.sql(dialect=dialect) for a in args[1:])
     tvf = (f"SELECT * FROM {fn}(TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
-           f"{part}, DESCRIPTOR({exp.column(args[0].name).sql(dialect=dialect)}), {params}) "
+           f"{part}, DESCRIPTOR({exp.column(names[0]).sql(dialect=dialect)}), {params}) "
            f"AS {exp.to_identifier(alias).sql(dialect=dialect)}")
     parsed = exp.maybe_parse(tvf, dialect=dialect)
     frm.set("this", (parsed.args.get("from_") or parsed.args.get("from")).this)
@@ -87,3 +108,24 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
             elif name.startswith(f"{fn}_") or name in FUNCS:
                 raise fail(f"{name}(...) is not supported (window_start and window_end "
                            "are)", f)
+
+
+def _rows_of(q: exp.Expression) -> bool:
+    """`q` selects and projects rows (no aggregate, DISTINCT, order, window function, set
+    operation): a group window over it windows the rows it passes on."""
+    return isinstance(q, exp.Select) and not any(q.args.get(k) for k in (
+        "group", "having", "distinct", "order", "limit", "offset", "qualify", "with_",
+        "with")) and not any(isinstance(n, (exp.AggFunc, exp.Window)) for e in q.expressions
+                             for n in e.walk())
+
+
+def _through(q: exp.Select, name: str) -> str | None:
+    """The column of `q`'s FROM that its output `name` passes on unchanged, if one does."""
+    for e in q.expressions:
+        if isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+                e.this, exp.Star):
+            return name
+        if e.alias_or_name == name:
+            inner = e.unalias()
+            return inner.name if isinstance(inner, exp.Column) else None
+    return None

@@ -34,6 +34,7 @@ from federation.sqlfront.ranking import (
     distinct_on,
     navigation,
     numbered,
+    order_items,
     order_limit,
     qualify,
     qualify_items,
@@ -97,6 +98,7 @@ class Translator:
             raise fail(f"unsupported query form {q.key.upper()}", q.key.upper(), q)
         refuse_modifiers(self.text, q)
         hidden = qualify_items(q)  # QUALIFY's inline window functions: SELECT items
+        ordered = order_items(self.text, q)  # ORDER BY's expressions: SELECT items too
         ctes = self.with_ctes(q, ctes)
         scope = self.from_clause.scope(q, ctes)
         where = q.args.get("where")
@@ -136,11 +138,17 @@ class Translator:
         node = self.named_as(node, qualify(self.text, q, node, hidden))
         if distinct and distinct.args.get("on") is not None:  # the first row of each
             node = self.named_as(node, distinct_on(self.text, q, node))
-            return self.named_as(node, order_limit(self.text, q, node, picked=True))
-        if distinct:
-            node = self.named_as(node, self.text.build(
-                "DISTINCT", distinct, lambda: Relation(node).distinct().node))
-        return self.named_as(node, order_limit(self.text, q, node))  # ORDER BY ... LIMIT n
+            node = self.named_as(node, order_limit(self.text, q, node, picked=True))
+        else:
+            if distinct:
+                node = self.named_as(node, self.text.build(
+                    "DISTINCT", distinct, lambda: Relation(node).distinct().node))
+            node = self.named_as(node, order_limit(self.text, q, node))  # ORDER BY ... LIMIT n
+        if not ordered:
+            return node
+        kept = [c for c in node.schema if c not in ordered]
+        return self.named_as(node, self.text.build(
+            "ORDER BY", q.args.get("order"), lambda: Relation(node).project(*kept).node))
 
     def with_ctes(self, q: exp.Query, ctes: dict[str, Node]) -> dict[str, Node]:
         """The CTEs in scope of `q`: `ctes` and those of its WITH (not RECURSIVE)."""

@@ -81,18 +81,23 @@ def number_rows(text: SqlText, q: exp.Select, scope: Scope, aggregated: bool) ->
     if aggregated:
         raise text.fail(f"{call} beside GROUP BY or aggregates: aggregate in a subquery "
                         "and number its rows above it", "OVER", item, "OVER")
-    part = [_column(text, scope, p, "PARTITION BY") for p in w.args.get("partition_by") or []]
+    computed: dict[str, exp.Expression] = {}  # an expression: a hidden column
+    part = [_column(text, scope, p, "PARTITION BY", computed)
+            for p in w.args.get("partition_by") or []]
     order = []
     for o in (w.args.get("order") or exp.Order(expressions=[])).expressions:
-        name = _column(text, scope, o.this, "ORDER BY")
+        name = _column(text, scope, o.this, "ORDER BY", computed)
         if name is not None:
             order.append((name, descending(text, o)))
     if not order:
         raise text.fail(f"{call} OVER (... ORDER BY ...): order by at least one column "
                         "(the window's instant alone leaves the order open)", "OVER", w, "OVER")
     node = scope.node
-    scope.node = text.build("OVER", w, lambda: Relation(node).row_number(
-        order, [p for p in part if p is not None], item.alias, fn).node)
+
+    def ranked() -> Node:
+        rel = Relation(node).project(*node.schema, **computed) if computed else Relation(node)
+        return rel.row_number(order, [p for p in part if p is not None], item.alias, fn).node
+    scope.node = text.build("OVER", w, ranked)  # the SELECT list drops the hidden columns
     return item.alias
 
 
@@ -124,24 +129,85 @@ def order_limit(text: SqlText, q: exp.Expression, node: Node, picked: bool = Fal
                         f"... {what} n", what, clause, what)
     n = _count(text, limit, "LIMIT", 1) if limit is not None else None
     skip = _count(text, offset, "OFFSET", 0) if offset is not None else 0
-    keys = _order_keys(text, order, node)
+    computed: dict[str, exp.Expression] = {}
+    keys = _order_keys(text, order, node, computed)
+    if not computed:
+        below = node
+    else:  # an expression over the result's columns (a UNION's): hidden columns
+        below = text.build("ORDER BY", order, lambda: Relation(node).project(
+            *node.schema, **computed).node)
     if not skip:
-        return text.build("ORDER BY", order, lambda: Relation(node).top(n, keys).node)
-    return text.build("OFFSET", offset, lambda: _rows_after(node, keys, skip, n))
+        top = text.build("ORDER BY", order, lambda: Relation(below).top(n, keys).node)
+    else:
+        top = text.build("OFFSET", offset, lambda: _rows_after(below, keys, skip, n))
+    return top if not computed else text.build(
+        "ORDER BY", order, lambda: Relation(top).project(*node.schema).node)
 
 
-def _order_keys(text: SqlText, order: exp.Expression, node: Node) -> list[tuple[str, bool]]:
+def order_items(text: SqlText, q: exp.Select) -> list[str]:
+    """ORDER BY items of a SELECT that are not columns of its result, made so: a position
+    (`ORDER BY 2`) is the item's name; an expression (over the FROM's columns, an aggregate
+    `ORDER BY COUNT(*) DESC`, a subquery: whatever a SELECT item may be) or a column the
+    SELECT does not output becomes a hidden SELECT item `_order<i>`, which the query drops
+    after its ORDER BY ... LIMIT; their names. Under SELECT DISTINCT an order is of the
+    distinct rows, so by their columns (SQL's rule)."""
+    order = q.args.get("order")
+    if order is None:
+        return []
+    items = list(q.expressions)
+    star = any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+        e.this, exp.Star) for e in items)
+    names = {e.alias_or_name for e in items}
+    distinct = q.args.get("distinct")
+    hidden: list[str] = []
+    for o in order.expressions:
+        c = o.this
+        if isinstance(c, exp.Literal) and not c.is_string and str(c.this).isdigit():
+            k = int(c.this)
+            if not 1 <= k <= len(items) or star:
+                raise text.fail(f"ORDER BY {k}: the SELECT has {len(items)} items"
+                                + (" (one is *: name the column)" if star else ""),
+                                "ORDER BY", o, "ORDER BY")
+            o.set("this", exp.column(items[k - 1].alias_or_name))
+            continue
+        if isinstance(c, exp.Column) and (star or c.name in names or c.name in (
+                "window_start", "window_end")):
+            continue
+        if distinct is not None and distinct.args.get("on") is None:
+            raise text.fail(f"ORDER BY {c.sql()} of SELECT DISTINCT: the order is of the "
+                            "distinct rows, so by their columns (SELECT it too)",
+                            "ORDER BY", o, "ORDER BY")
+        name = next(n for i in range(1, 999) if (n := f"_order{len(hidden) + i}") not in names)
+        q.append("expressions", exp.alias_(c.copy(), name))
+        o.set("this", exp.column(name))
+        hidden.append(name)
+    return hidden
+
+
+def _order_keys(text: SqlText, order: exp.Expression, node: Node,
+                computed: dict[str, exp.Expression] | None = None) -> list[tuple[str, bool]]:
     """ORDER BY's (column, descending), each a column of the result `node` (the instant's
-    window_start or window_end, not in it, is left out: each instant is ordered alone)."""
+    window_start or window_end, not in it, is left out: each instant is ordered alone) or,
+    given `computed`, an expression over them, added there as a hidden column."""
     keys = []
     for o in order.expressions:
         c = o.this
         if isinstance(c, exp.Column) and c.name in ("window_start", "window_end") \
                 and c.name not in node.schema:
             continue  # the instant: each instant's rows are ordered on their own
+        cols = [x for x in c.walk() if isinstance(x, exp.Column)]
+        if computed is not None and not isinstance(c, exp.Column) and cols and all(
+                not x.table and x.name in node.schema for x in cols):
+            check_scalar(text, c, "ORDER BY")
+            name = next(n for i in range(1, 999) if (n := f"_order{len(computed) + i}")
+                        not in node.schema)
+            computed[name] = c.copy()
+            keys.append((name, descending(text, o)))
+            continue
         if not isinstance(c, exp.Column) or c.name not in node.schema:
-            raise text.fail(f"ORDER BY {c.sql()}: order by a column of the result (available: "
-                            f"{', '.join(node.schema)})", "ORDER BY", o, "ORDER BY")
+            raise text.fail(f"ORDER BY {c.sql()}: order by a column of the result or an "
+                            f"expression over them (available: {', '.join(node.schema)})",
+                            "ORDER BY", o, "ORDER BY")
         keys.append((c.name, descending(text, o)))
     if not keys:
         raise text.fail("ORDER BY the instant alone leaves the order open: order by a column",
@@ -250,14 +316,23 @@ def qualify(text: SqlText, q: exp.Expression, node: Node, hidden: list[str] = ()
     return text.build("QUALIFY", clause, selected)
 
 
-def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str) -> str | None:
-    """A PARTITION BY or ORDER BY item: a column (None for the instant)."""
+def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str,
+            computed: dict[str, exp.Expression]) -> str | None:
+    """A PARTITION BY or ORDER BY item: a column, or an expression over the scope's columns
+    computed in a hidden column (added to `computed`); None for the instant."""
     if scope.is_instant(e):
         return None
+    if not any(isinstance(x, exp.Column) for x in e.walk()):
+        raise text.fail(f"{clause} {e.sql()}: a constant orders and partitions nothing; name "
+                        "a column or an expression over them", clause, e)
+    check_scalar(text, e, clause)
     out = scope.resolve(e, clause)
-    if not isinstance(out, exp.Column):
-        raise text.fail(f"{clause} {e.sql()}: a column (compute it in a subquery)", clause, e)
-    return out.name
+    if isinstance(out, exp.Column):
+        return out.name
+    name = next(n for i in range(1, 999) if (n := f"_over{len(computed) + i}") not in [
+        *scope.node.schema, *computed])
+    computed[name] = out
+    return name
 
 
 def descending(text: SqlText, o: exp.Ordered) -> bool:
