@@ -277,6 +277,23 @@ ORDER_VALUE = f"""SELECT a.plug_id, a.value FROM {W} AS a ORDER BY ABS(a.value -
 SELECT AVG(b.value) FROM {W} AS b WHERE b.house_id = a.house_id)), a.id LIMIT 3"""
 OVER_EXPRESSIONS = f"""SELECT plug_id, value, ROW_NUMBER() OVER (
 PARTITION BY window_end, plug_id % 3 ORDER BY ABS(value - 50), id) AS r FROM {W}"""
+#: correlated tests over a UNION (correlated._per_branch): IN, NOT IN (a NULL in a branch),
+#: EXISTS, ALL, and an IN as a SELECT value
+_B = f"SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id AND b.value > a.value + 5"
+IN_UNION = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id IN (
+{_B} UNION SELECT c.plug_id + 1 FROM {W} AS c WHERE c.value > 109)"""
+NOT_IN_UNION = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id
+NOT IN ({_B} UNION ALL SELECT CASE WHEN c.value < 109.6 THEN c.plug_id END FROM {W} AS c
+WHERE c.value > 109 AND c.house_id = a.house_id)"""
+EXISTS_UNION = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 104 AND EXISTS (
+SELECT 1 FROM {W} AS b WHERE b.plug_id = a.plug_id AND b.value > a.value + 3 UNION
+SELECT 1 FROM {W} AS c WHERE c.house_id = a.house_id AND c.value < 1)"""
+ALL_UNION = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.value >= ALL (
+SELECT b.value - 2 FROM {W} AS b WHERE b.plug_id = a.plug_id UNION ALL
+SELECT c.value FROM {W} AS c WHERE c.house_id = a.house_id AND c.value < 90)"""
+SELECT_IN_UNION = f"""SELECT a.plug_id, a.value, a.plug_id IN (SELECT b.plug_id FROM {W} AS b
+WHERE b.value > a.value + 5 UNION SELECT c.house_id FROM {W} AS c WHERE c.value > a.value + 7)
+AS m FROM {W} AS a WHERE a.value > 103"""
 #: a UNION's ORDER BY an expression over its result (ranking.order_limit)
 ORDER_UNION = f"""SELECT plug_id, value FROM {W} WHERE value > 100 UNION ALL SELECT house_id,
 value FROM {W} WHERE value < 1 ORDER BY value * plug_id DESC, plug_id, value LIMIT 4"""
@@ -356,13 +373,15 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "group_in": GROUP_IN, "group_value": GROUP_VALUE, "order_expr": ORDER_EXPR,
          "order_hidden": ORDER_HIDDEN, "order_position": ORDER_POSITION,
          "order_aggregate": ORDER_AGGREGATE, "order_value": ORDER_VALUE,
-         "over_expressions": OVER_EXPRESSIONS, "order_union": ORDER_UNION}
+         "over_expressions": OVER_EXPRESSIONS, "order_union": ORDER_UNION,
+         "in_union": IN_UNION, "not_in_union": NOT_IN_UNION, "exists_union": EXISTS_UNION,
+         "all_union": ALL_UNION, "select_in_union": SELECT_IN_UNION}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
     "select_all", "agg_correlated", "exists_group", "first_correlated", "filter_value",
-    "group_in", "order_aggregate", "order_value"]))
+    "group_in", "order_aggregate", "order_value", "not_in_union"]))
 def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -570,8 +589,8 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > a.value ORDER BY value LIMIT 3)", "a correlated IN over ORDER BY, LIMIT"),
     (f"SELECT a.plug_id FROM {W} AS a WHERE a.plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
-     f"WHERE b.value > a.value UNION ALL SELECT plug_id FROM {W})",
-     "a correlated IN over a UNION is not supported .correlate each branch"),
+     f"WHERE b.value > a.value INTERSECT SELECT plug_id FROM {W})",
+     "a correlated IN over an INTERSECT, an EXCEPT or an ordered UNION is not supported"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > c.value)", "unknown table or alias 'c'"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT value FROM {W})",
@@ -622,7 +641,8 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
      ("lag_lead", "spe"), ("distinct_on", "spe"), ("full_on", "spe"),
      ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
      ("select_in", "spe"), ("first_correlated", "cut"), ("filter_having", "cut"),
-     ("group_in", "spe"), ("order_value", "cut"), ("over_expressions", "spe")],
+     ("group_in", "spe"), ("order_value", "cut"), ("over_expressions", "spe"),
+     ("exists_union", "cut")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("filter_having", "cut")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream
