@@ -15,6 +15,7 @@ from federation.expressions import (
     MATH,
     TEXT,
     TIME_PARTS,
+    comparable,
     infer_type,
     type_name,
     unsupported,
@@ -78,6 +79,7 @@ def canonical(e: exp.Expression, schema: dict[str, str]) -> exp.Expression:
             return _math(node, t)
         if isinstance(node, TEXT):
             return _text(node, t)
+        comparable(node, t)
         if isinstance(node, exp.TimeToStr):
             _time_format(node, t)
         if isinstance(node, exp.Cast):

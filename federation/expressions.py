@@ -102,6 +102,24 @@ def unsupported(node: exp.Expression, also: tuple = ()) -> str | None:
     return f"function {node.sql_name()}()" if isinstance(node, exp.Func) else node.key.upper()
 
 
+def comparable(node: exp.Expression, t) -> None:
+    """A comparison, BETWEEN or IN list compares one type, numbers, or a TIMESTAMP and a
+    string literal; else a ValueError (Spark refuses DOUBLE > BOOLEAN, DuckDB casts it)."""
+    a, others = node.this, []
+    if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        others = [node.right]
+    elif isinstance(node, exp.Between):
+        others = [node.args["low"], node.args["high"]]
+    elif isinstance(node, exp.In) and node.args.get("query") is None:
+        others = node.expressions
+    for b in (x for x in others if not isinstance(a, exp.Null) and not isinstance(x, exp.Null)):
+        ta, tb = t(a), t(b)
+        if not (ta == tb or ta in NUMERIC_TYPES and tb in NUMERIC_TYPES or {ta, tb} == {
+                "TIMESTAMP", "VARCHAR"} and (a if ta == "VARCHAR" else b).is_string):
+            raise ValueError(f"{node.sql('duckdb')!r} compares {ta} {a.sql('duckdb')} "
+                             f"with {tb} {b.sql('duckdb')}: CAST one side")
+
+
 def type_name(dt: exp.DataType) -> str:
     """A sqlglot type as the plans name it (VARCHAR, not TEXT)."""
     name = dt.sql(dialect="duckdb").upper()

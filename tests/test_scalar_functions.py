@@ -129,6 +129,10 @@ def test_sql_reads_flink_s_functions():
             {"smartplug": smartplug_stream()})
     assert {k: v for k, v in q.schema.items() if k != "plug_id"} == {
         "r": "DOUBLE", "l": "DOUBLE", "n": "INT", "m": "INT", "p": "VARCHAR"}
+    # a TIMESTAMP compares with a string literal, numbers of any width with each other
+    sql("SELECT plug_id FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND) "
+        "WHERE ts > '2013-09-01 00:00:05' AND value BETWEEN plug_id AND 2.5e0 AND id IN (1, "
+        "2.5) AND plug_id <> NULL", {"smartplug": smartplug_stream()})
 
 
 @pytest.mark.parametrize("text, words", [
@@ -140,6 +144,12 @@ def test_sql_reads_flink_s_functions():
     ("CHAR_LENGTH(plug_id)", "not a VARCHAR"),
     ("INITCAP(CAST(plug_id AS VARCHAR), '-')", "one argument"),
     ("REVERSE(CAST(plug_id AS VARCHAR))", "REVERSE() is not supported"),
+    # comparisons of other types (found by the fuzzer, seed 227: DOUBLE > BOOLEAN ran in
+    # DuckDB, failed in Spark's analysis)
+    ("value > (plug_id > 1)", "compares DOUBLE value with BOOLEAN"),
+    ("CAST(plug_id AS VARCHAR) = plug_id", "compares VARCHAR"),
+    ("plug_id IN (1, '2')", "compares INT plug_id with VARCHAR '2'"),
+    ("ts BETWEEN ts AND 5", "compares TIMESTAMP ts with INT 5"),
 ])
 def test_what_the_engines_read_apart_is_refused_where_written(text, words):
     with pytest.raises(SqlError, match="SELECT") as e:

@@ -255,6 +255,11 @@ class SqlText:
             raise self.fail(f"{e.field}: {e.message}", clause, node) from None
 
 
+def has_subquery(e: exp.Expression) -> bool:
+    """`e` holds a subquery (a scalar one, EXISTS, IN's)."""
+    return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in e.walk())
+
+
 def check_scalar(text: SqlText, e: exp.Expression, clause: str, aggs_ok: bool = False) -> None:
     """Refuse in `e` what not every engine evaluates alike: subqueries, unknown or other
     functions, aggregates (unless `aggs_ok`), any other construct."""

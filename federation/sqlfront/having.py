@@ -34,10 +34,6 @@ from federation.sqlfront.subqueries import Translate, semi_joins
 _HOLE = "__fedq_subquery"
 
 
-def has_subquery(e: exp.Expression) -> bool:
-    return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in e.walk())
-
-
 def having_subqueries(text: SqlText, having: exp.Having, cond: exp.Expression, node: Node,
                       scope: Scope, keys: list[str], translate: Translate | None) -> Node:
     """`node` (the aggregation) kept where `cond` holds (`having`'s condition, its

@@ -39,7 +39,7 @@ from federation.sqlfront.correlated import (
     outer_columns,
     own_aliases,
 )
-from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.dialect import SqlText, check_scalar, has_subquery
 from federation.sqlfront.marks import marked_tests
 from federation.sqlfront.scopes import Scope
 from federation.sqlfront.subqueries import Translate, correlations, semi_joins
@@ -230,8 +230,6 @@ def before_grouping(text: SqlText, q: exp.Select, scope: Scope, translate: Trans
     the rows whose condition is TRUE, as WHERE (one mark per test); a GROUP BY value is
     SQL's, NULL where SQL's is (marks.py). A GROUP BY expression written again in SELECT or
     HAVING (`SELECT k IN (SELECT ...) AS seen ... GROUP BY 1`) is replaced there too."""
-    from federation.sqlfront.having import has_subquery
-
     having = q.args.get("having")
     clauses = [*q.expressions, *([having] if having is not None else [])]
     def outside(e: exp.Expression):  # not in a subquery of its own

@@ -30,11 +30,11 @@ from federation.sqlfront.dialect import (
     SqlText,
     by_position,
     check_scalar,
+    has_subquery,
     percentile_fraction,
     selectivity,
 )
 from federation.sqlfront.having import (
-    has_subquery,
     having_subqueries,
     outside_subqueries,
     selected_subqueries,
