@@ -294,6 +294,20 @@ SELECT c.value FROM {W} AS c WHERE c.house_id = a.house_id AND c.value < 90)"""
 SELECT_IN_UNION = f"""SELECT a.plug_id, a.value, a.plug_id IN (SELECT b.plug_id FROM {W} AS b
 WHERE b.value > a.value + 5 UNION SELECT c.house_id FROM {W} AS c WHERE c.value > a.value + 7)
 AS m FROM {W} AS a WHERE a.value > 103"""
+#: correlated tests over ORDER BY ... LIMIT: each outer row's Top-N (OuterRows.reading_top):
+#: IN, NOT IN over rows 2-3 of an order, ANY, and an IN as a SELECT value ordered by a
+#: distance to the outer row
+IN_TOP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id IN (
+SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id ORDER BY b.value DESC, b.id
+LIMIT 3)"""
+NOT_IN_TOP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id
+NOT IN (SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id AND b.value > a.value
+ORDER BY b.value, b.id LIMIT 2 OFFSET 1)"""
+ANY_TOP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.value < ANY (
+SELECT b.value + 1 FROM {W} AS b WHERE b.plug_id = a.plug_id ORDER BY b.id DESC LIMIT 2)"""
+SELECT_IN_TOP = f"""SELECT a.plug_id, a.value, a.id IN (SELECT b.id FROM {W} AS b
+WHERE b.house_id = a.house_id ORDER BY ABS(b.value - a.value), b.id LIMIT 2) AS near
+FROM {W} AS a WHERE a.value > 105"""
 #: a UNION's ORDER BY an expression over its result (ranking.order_limit)
 ORDER_UNION = f"""SELECT plug_id, value FROM {W} WHERE value > 100 UNION ALL SELECT house_id,
 value FROM {W} WHERE value < 1 ORDER BY value * plug_id DESC, plug_id, value LIMIT 4"""
@@ -375,13 +389,14 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "order_aggregate": ORDER_AGGREGATE, "order_value": ORDER_VALUE,
          "over_expressions": OVER_EXPRESSIONS, "order_union": ORDER_UNION,
          "in_union": IN_UNION, "not_in_union": NOT_IN_UNION, "exists_union": EXISTS_UNION,
-         "all_union": ALL_UNION, "select_in_union": SELECT_IN_UNION}
+         "all_union": ALL_UNION, "select_in_union": SELECT_IN_UNION, "in_top": IN_TOP,
+         "not_in_top": NOT_IN_TOP, "any_top": ANY_TOP, "select_in_top": SELECT_IN_TOP}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
     "select_all", "agg_correlated", "exists_group", "first_correlated", "filter_value",
-    "group_in", "order_aggregate", "order_value", "not_in_union"]))
+    "group_in", "order_aggregate", "order_value", "not_in_union", "not_in_top"]))
 def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -587,7 +602,7 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     (f"SELECT plug_id FROM {W} WHERE plug_id IN (SELECT ts FROM {W})",
      "IN compares INT with the subquery's 'ts' .TIMESTAMP.: cast one side"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
-     "WHERE b.value > a.value ORDER BY value LIMIT 3)", "a correlated IN over ORDER BY, LIMIT"),
+     "WHERE b.value > a.value LIMIT 3)", "a correlated IN, ANY or ALL over LIMIT takes"),
     (f"SELECT a.plug_id FROM {W} AS a WHERE a.plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      f"WHERE b.value > a.value INTERSECT SELECT plug_id FROM {W})",
      "a correlated IN over an INTERSECT, an EXCEPT or an ordered UNION is not supported"),
@@ -642,7 +657,7 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
      ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
      ("select_in", "spe"), ("first_correlated", "cut"), ("filter_having", "cut"),
      ("group_in", "spe"), ("order_value", "cut"), ("over_expressions", "spe"),
-     ("exists_union", "cut")],
+     ("exists_union", "cut"), ("in_top", "cut")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("filter_having", "cut")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream

@@ -19,7 +19,7 @@ conditions a selection of the pairs). Then
 - over GROUP BY, its groups are formed per outer row (the id, and the outer columns its
   HAVING reads, grouped beside its keys), an IN's or ANY's comparison tested in HAVING;
 - over one row (aggregates without GROUP BY), IN, ANY and ALL are the comparison with its
-  value (`simpler`), so COUNT's 0 over no row counts as SQL counts it.
+  value (rewrites.simpler), so COUNT's 0 over no row counts as SQL counts it.
 
 The pairs are the outer rows with the subquery's rows equal on the equalities (without
 one, every pair of the instant): quadratic in the rows of a key at an instant. An
@@ -149,6 +149,36 @@ class OuterRows:
                 this=exp.to_identifier(alias)))))
         return out, alias
 
+    def reading_top(self, sub: exp.Select, fail) -> tuple[exp.Select, str]:
+        """`reading` of `sub` with ORDER BY ... LIMIT n [OFFSET m]: each outer row's rows
+        m+1 to m+n in that order (ROW_NUMBER partitioned by the outer row, ties broken as
+        ranking.py breaks them), as a query over a FROM item of their own (returned) that
+        holds them, the outer rows' columns and the id: a test added to it applies to
+        those rows, not before the order picks them."""
+        n, m = limit_of(sub), sub.args.get("offset")
+        m = int(m.expression.name) if isinstance(m, exp.Offset) and m.expression.name.isdigit() \
+            else 0 if m is None else None
+        if n is None or m is None or sub.args.get("order") is None or any(
+                isinstance(e, exp.Star) for e in sub.expressions):
+            raise fail("a correlated IN, ANY or ALL over LIMIT takes ORDER BY ... LIMIT n "
+                       "[OFFSET m] and named columns (which rows is not defined otherwise)")
+        q, alias = self.reading(sub)
+        ys = [f"_corr_y{i}" for i in range(len(q.expressions))]
+        number = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(
+            self.rid, table=alias)], order=q.args["order"].copy())
+        q.set("expressions", [*(exp.alias_(e.unalias(), y) for e, y in zip(q.expressions, ys)),
+                              *(exp.alias_(exp.column(c, table=alias), c)
+                                for c in [*self.cols, self.rid]),
+                              exp.alias_(number, "_corr_rank")])
+        for k in ("order", "limit", "offset"):
+            q.set(k, None)
+        top = name_maker(set(self.cols) | {self.rid})("_corr_top")
+        rank = exp.column("_corr_rank", table=top)
+        return exp.select(*(exp.column(y, table=top) for y in ys)).from_(exp.Subquery(
+            this=q, alias=exp.TableAlias(this=exp.to_identifier(top)))).where(exp.and_(
+                exp.GT(this=rank, expression=exp.Literal.number(m)),
+                exp.LTE(this=rank.copy(), expression=exp.Literal.number(m + n)))), top
+
     def outer_value(self, e: exp.Expression, alias: str) -> exp.Expression:
         """`e`, an expression of the outer query, over the rows read as `alias`."""
         return self.scope.resolve(e, self.clause).transform(
@@ -187,13 +217,13 @@ class OuterRows:
 def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
     """Keep the rows `lhs [NOT] IN (correlated subquery)` keeps (module doc)."""
     sub = select_of(test.args["query"])
-    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub):
-        raise fail("a correlated IN over ORDER BY, LIMIT or aggregates without GROUP BY "
-                   "(but of one value: `x = (SELECT MAX(y) ...)`) is not supported (compute "
-                   "the set in a subquery of FROM)")
+    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub) and not _top(sub):
+        raise fail("a correlated IN over aggregates without GROUP BY (but of one value: "
+                   "`x = (SELECT MAX(y) ...)`), or over LIMIT beside aggregates, is not "
+                   "supported (compute the set in a subquery of FROM)")
     lhs = test.this
     lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
-    q, alias = rows.reading(sub)
+    q, alias = rows.reading_top(sub, fail) if _top(sub) else rows.reading(sub)
     items = [e.unalias() for e in q.expressions]
     if len(items) != len(lhs):
         raise fail(f"IN compares {len(lhs)} value(s) with a subquery of {len(items)} "
@@ -205,6 +235,14 @@ def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
             exp.null()))) if negated else eq)
     _add(q, exp.and_(*conds), alias)
     rows.keep(q, alias, negated)
+
+
+def _top(sub: exp.Select) -> bool:
+    """`sub` orders or limits rows it neither groups nor aggregates (a Top-N per outer row:
+    OuterRows.reading_top)."""
+    return any(sub.args.get(k) for k in ("order", "limit", "offset")) and not (
+        sub.args.get("group") or sub.args.get("having") or sub.args.get("distinct")
+        or any(e.find(exp.AggFunc) for e in sub.expressions))
 
 
 def grouped_or_plain(sub: exp.Select) -> bool:
@@ -241,84 +279,6 @@ def _group_by(q: exp.Select, e: exp.Expression, alias: str) -> None:
             group.append("expressions", c.copy())
 
 
-def simpler(n: exp.Expression) -> exp.Expression:
-    """`x [NOT] IN (SELECT MAX(y) ...)`, `x op ANY|ALL (...)` over a subquery of one row
-    (aggregates without GROUP BY or HAVING) as the comparison with its value, `x = (SELECT
-    MAX(y) ...)` (a value: scalars.py, correct over no row: COUNT's 0); `EXISTS (SELECT
-    ... LIMIT n)`, n >= 1, as EXISTS without ORDER BY and LIMIT (one row exists where any
-    does); else `n`."""
-    if (split := _per_branch(n)) is not None:
-        return split
-    if isinstance(n, exp.Exists):
-        sub = select_of(n.this)
-        if not limit_of(sub) or sub.args.get("offset"):
-            return n
-        sub = sub.copy()
-        sub.set("limit", None)
-        sub.set("order", None)
-        return exp.Exists(this=sub)
-    if isinstance(n, exp.In) and n.args.get("query") is not None and not isinstance(
-            n.this, exp.Tuple):
-        op, query = exp.EQ, n.args["query"]
-    elif quantified(n):
-        op, query = type(n), n.expression.this
-    else:
-        return n
-    sub = select_of(query)
-    if not isinstance(sub, exp.Select) or len(sub.expressions) != 1 or any(
-            sub.args.get(k) for k in ("group", "having", "limit", "order", "distinct")) or \
-            sub.expressions[0].find(exp.AggFunc) is None:
-        return n
-    return op(this=n.this.copy(), expression=exp.Subquery(this=sub.copy()))
-
-
-def _per_branch(n: exp.Expression) -> exp.Expression | None:
-    """A correlated test over a UNION [ALL] as the tests over its branches: `x IN (A UNION
-    B)` is `(x IN (A) OR x IN (B))`, as are EXISTS and `op ANY`; `op ALL` is their AND
-    (exactly so in SQL's three-valued logic: IN is TRUE where a branch's is, NULL where
-    none is TRUE and one is NULL). None where `n` is no such test; an uncorrelated one
-    keeps the union's relation (subqueries.py)."""
-    if isinstance(n, exp.Exists):
-        query, make = n.this, lambda b: exp.Exists(this=b)
-    elif isinstance(n, exp.In) and n.args.get("query") is not None:
-        query, make = n.args["query"], lambda b: exp.In(this=n.this.copy(), query=b)
-    elif quantified(n):
-        query = n.expression.this
-        make = lambda b: type(n)(this=n.this.copy(), expression=type(n.expression)(
-            this=b))
-    else:
-        return None
-    union = select_of(query)
-    if not isinstance(union, exp.Union) or union.args.get("order") or union.args.get(
-            "limit") or not _correlated(union):
-        return None
-    branches, todo = [], [union]
-    while todo:
-        u = select_of(todo.pop(0))
-        if isinstance(u, exp.Union) and not u.args.get("order") and not u.args.get("limit"):
-            todo[:0] = [u.left, u.right]
-        else:
-            branches.append(u)
-    tests = [make(exp.Subquery(this=b.copy())) for b in branches]
-    every = isinstance(n, COMPARISONS) and isinstance(n.expression, exp.All)
-    return exp.paren(exp.and_(*tests) if every else exp.or_(*tests))
-
-
-def _correlated(q: exp.Expression) -> bool:
-    """A column in `q` is named by an alias no FROM in `q` gives (an outer one)."""
-    own = set().union(*(own_aliases(x) for x in q.find_all(exp.Select)))
-    return any(c.table and c.table.lower() not in own for c in q.find_all(exp.Column))
-
-
-#: the comparisons `x op ANY (SELECT ...)` and `x op ALL (...)` quantify
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-
-
-def quantified(e: exp.Expression) -> bool:
-    """`e` is `x op ANY (SELECT ...)` (SOME) or `x op ALL (SELECT ...)`."""
-    return isinstance(e, COMPARISONS) and isinstance(e.expression, (exp.Any, exp.All))
-
-
 def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
     """Keep the rows `[NOT] x op ANY|ALL (subquery)` keeps, by SQL's three-valued rule:
     ANY is TRUE where `x op y` is for some row y, ALL where it is for every row (so over
@@ -326,11 +286,11 @@ def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
     Each is an EXISTS (NOT EXISTS) over the subquery reading the outer row (module doc)."""
     every = isinstance(test.expression, exp.All)
     sub = select_of(test.expression.this)
-    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub) or len(
+    if not isinstance(sub, exp.Select) or not (grouped_or_plain(sub) or _top(sub)) or len(
             sub.expressions) != 1:
-        raise fail("ANY and ALL compare with a subquery of one column without ORDER BY or "
-                   "LIMIT")
-    q, alias = rows.reading(sub)
+        raise fail("ANY and ALL compare with a subquery of one column (LIMIT without "
+                   "aggregates)")
+    q, alias = rows.reading_top(sub, fail) if _top(sub) else rows.reading(sub)
     x, y = rows.outer_value(test.this, alias), q.expressions[0].unalias()
     holds = type(test)(this=x.copy(), expression=y.copy())
     if every != negated:  # ALL, NOT ANY: no row where it fails (or is NULL; holds)

@@ -21,8 +21,9 @@ from sqlglot import exp
 
 from federation.logical import Relation
 from federation.logical.names import name_maker
-from federation.sqlfront.correlated import quantified, refuse_tables, simpler
+from federation.sqlfront.correlated import refuse_tables
 from federation.sqlfront.dialect import SqlText
+from federation.sqlfront.rewrites import quantified, simpler
 from federation.sqlfront.scopes import Scope
 
 #: keeps a scope's rows that meet a condition (scalars.filter_by, which calls this module)

@@ -38,11 +38,10 @@ from federation.sqlfront.correlated import (
     needs_rows,
     outer_aliases,
     outer_columns,
-    quantified,
     select_of,
-    simpler,
 )
 from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.rewrites import quantified, simpler
 from federation.sqlfront.scopes import Scope
 
 #: translates a nested query to its plan (query.QueryTranslator.query with the CTEs; a
