@@ -84,15 +84,15 @@ TIME_PARTS = (exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.DayOfMo
 MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 TEXT = (exp.Length, exp.StrPosition, exp.Substring, exp.Trim, exp.Replace, exp.Concat,
         exp.Sign, exp.Initcap)
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 #: every construct a user's expression may hold (Python functions are `exp.Anonymous`,
 #: checked by name): the SQL front end and the DSL (`canonical`, which adds the constructs
 #: of its own forms) refuse any other function where it is written
 SCALARS = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
            exp.Binary, exp.Predicate, exp.Connector, exp.Between, exp.In, exp.Is,
            exp.Abs, exp.Round, exp.Greatest, exp.Least, exp.Cast, exp.Case, exp.If,
-           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Lower,
-           exp.Upper, exp.SplitPart, exp.RegexpExtract, exp.TimeToStr, exp.Floor, exp.Ceil,
-           *TIME_PARTS, *MATH, *TEXT)
+           exp.Coalesce, exp.Identifier, exp.DataType, exp.Star, exp.Var, *_STRING_FUNCS,
+           exp.TimeToStr, exp.Floor, exp.Ceil, *TIME_PARTS, *MATH, *TEXT)
 
 
 def unsupported(node: exp.Expression, also: tuple = ()) -> str | None:
@@ -103,10 +103,10 @@ def unsupported(node: exp.Expression, also: tuple = ()) -> str | None:
 
 
 def comparable(node: exp.Expression, t) -> None:
-    """A comparison, BETWEEN or IN list compares one type, numbers, or a TIMESTAMP and a
-    string literal; else a ValueError (Spark refuses DOUBLE > BOOLEAN, DuckDB casts it)."""
+    """A comparison (COMPARISONS), BETWEEN or IN list of one type, numbers, or a TIMESTAMP
+    and a string literal; else a ValueError (Spark refuses DOUBLE > BOOLEAN, DuckDB casts)."""
     a, others = node.this, []
-    if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+    if isinstance(node, COMPARISONS):
         others = [node.right]
     elif isinstance(node, exp.Between):
         others = [node.args["low"], node.args["high"]]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from federation.logical import Node, Relation
+from federation.logical.names import name_maker
 from federation.sqlfront.dialect import SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
 
@@ -160,6 +161,7 @@ def order_items(text: SqlText, q: exp.Select) -> list[str]:
     names = {e.alias_or_name for e in items}
     distinct = q.args.get("distinct")
     hidden: list[str] = []
+    fresh = name_maker(names)
     for o in order.expressions:
         c = o.this
         if isinstance(c, exp.Literal) and not c.is_string and str(c.this).isdigit():
@@ -177,7 +179,7 @@ def order_items(text: SqlText, q: exp.Select) -> list[str]:
             raise text.fail(f"ORDER BY {c.sql()} of SELECT DISTINCT: the order is of the "
                             "distinct rows, so by their columns (SELECT it too)",
                             "ORDER BY", o, "ORDER BY")
-        name = next(n for i in range(1, 999) if (n := f"_order{len(hidden) + i}") not in names)
+        name = fresh("_order")
         q.append("expressions", exp.alias_(c.copy(), name))
         o.set("this", exp.column(name))
         hidden.append(name)
@@ -199,8 +201,7 @@ def _order_keys(text: SqlText, order: exp.Expression, node: Node,
         if computed is not None and not isinstance(c, exp.Column) and cols and all(
                 not x.table and x.name in node.schema for x in cols):
             check_scalar(text, c, "ORDER BY")
-            name = next(n for i in range(1, 999) if (n := f"_order{len(computed) + i}")
-                        not in node.schema)
+            name = name_maker([*node.schema, *computed])("_order")
             computed[name] = c.copy()
             keys.append((name, descending(text, o)))
             continue
@@ -329,8 +330,7 @@ def _column(text: SqlText, scope: Scope, e: exp.Expression, clause: str,
     out = scope.resolve(e, clause)
     if isinstance(out, exp.Column):
         return out.name
-    name = next(n for i in range(1, 999) if (n := f"_over{len(computed) + i}") not in [
-        *scope.node.schema, *computed])
+    name = name_maker([*scope.node.schema, *computed])("_over")
     computed[name] = out
     return name
 

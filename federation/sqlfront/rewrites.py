@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from federation.expressions import COMPARISONS  # those `x op ANY|ALL (SELECT ...)` quantify
 from federation.sqlfront.correlated import limit_of, own_aliases, select_of
 
 
@@ -76,10 +77,6 @@ def _correlated(q: exp.Expression) -> bool:
     """A column in `q` is named by an alias no FROM in `q` gives (an outer one)."""
     own = set().union(*(own_aliases(x) for x in q.find_all(exp.Select)))
     return any(c.table and c.table.lower() not in own for c in q.find_all(exp.Column))
-
-
-#: the comparisons `x op ANY (SELECT ...)` and `x op ALL (...)` quantify
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
 def quantified(e: exp.Expression) -> bool:
