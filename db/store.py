@@ -46,6 +46,7 @@ class InputSpec:
     partition_by: tuple[str, ...] = ()
     session: tuple[float, float] | None = None  # a session window's (gap, slide) in seconds
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
+    where: str | None = None  # a tuple or session window's own selection (DuckDB SQL)
     #: a database table (the same rows at every instant): loaded once from this Parquet
     #: copy (federation/runtime/tables.py), or (db, table) read in place; never expired
     table_source: str | tuple[str, str] | None = None
@@ -280,12 +281,12 @@ class MigDatabase:
             elif spec.session is not None:
                 gap_s, slide_s = spec.session
                 self._exec(delete_closed_sessions(spec.table, spec.partition_by, us(gap_s),
-                                                  us(slide_s)), [next_tau])
+                                                  us(slide_s), spec.where), [next_tau])
             elif spec.range_s is not None:
                 self._exec(delete_before(spec.table, TS, spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
-                                              int(spec.rows)), [next_tau])
+                                              int(spec.rows), spec.where), [next_tau])
         for sql, keep_us in self.slice_deletes:
             self._exec(sql, [ts_us(next_tau) - keep_us])
         if self.expire_calls // DB_CHECKPOINT_SLIDES != before // DB_CHECKPOINT_SLIDES:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlglot
 from sqlglot import exp
 
 from db.sqlgen.terms import session_begins
@@ -48,13 +49,15 @@ def delete_before(table: str, column: str, range_s: float | None = None) -> str:
 
 
 def delete_closed_sessions(table: str, partition_by: Sequence[str], gap_us: int,
-                           slide_us: int) -> str:
+                           slide_us: int, where: str | None = None) -> str:
     """DELETE the rows of the sessions (db.sqlgen's SessionWindow) that closed at or before
     the instant before the parameter (`$1` - slide): per partition only the last session
-    can be open (its end after that instant), and only its rows and later ones stay."""
+    can be open (its end after that instant), and only its rows and later ones stay.
+    `where`: the readings sessions are made of (DuckDB SQL); the others go at once."""
     keys = [quoted_column(k).sql("duckdb") for k in partition_by]
     ts, by = quoted_column(TS).sql("duckdb"), (f"PARTITION BY {', '.join(keys)} " if keys else "")
-    src = quoted_table(table).sql("duckdb")
+    table_name = quoted_table(table).sql("duckdb")
+    src = f"(SELECT * FROM {table_name} WHERE {where})" if where else table_name
     done = f"(CAST($1 AS TIMESTAMP) - to_microseconds({slide_us}))"
     last = (f"SELECT {', '.join(keys + [''])}max({ts}) AS _s_last FROM {src} "
             f"WHERE {ts} < {done}" + (f" GROUP BY {', '.join(keys)}" if keys else ""))
@@ -68,15 +71,18 @@ def delete_closed_sessions(table: str, partition_by: Sequence[str], gap_us: int,
              f"({marked}) AS m JOIN ({last}) AS l ON {on} WHERE m._s_new = 1 AND "
              f"l._s_last + to_microseconds({gap_us}) > {done}"
              + (f" GROUP BY {', '.join(f'm.{k}' for k in keys)}" if keys else ""))
-    match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {src}.{k}" for k in keys) or "TRUE"
-    return (f"DELETE FROM {src} WHERE {ts} < {done} AND {ts} < "
-            f"COALESCE((SELECT o._s_start FROM ({opens}) AS o WHERE {match}), {done})")
+    match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {table_name}.{k}" for k in keys) \
+        or "TRUE"
+    return (f"DELETE FROM {table_name} WHERE {ts} < {done} AND {ts} < "
+            f"COALESCE((SELECT o._s_start FROM ({opens}) AS o WHERE {match}), {done})"
+            + (f" OR NOT COALESCE({where}, FALSE)" if where else ""))
 
 
 def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[str],
-                       rows: int) -> str:
+                       rows: int, where: str | None = None) -> str:
     """DELETE what a tuple window of `rows` rows (per partition) before the parameter no
-    longer holds, ordered by event time and then the other columns (as the DB-op's SQL)."""
+    longer holds, ordered by event time and then the other columns (as the DB-op's SQL);
+    `where`: the readings it counts (DuckDB SQL), the others go at once."""
     order = exp.Order(expressions=[exp.Ordered(this=quoted_column(c), desc=True)
                                    for c in [TS, *columns]])
     rn = exp.Window(this=exp.RowNumber(), order=order,
@@ -85,7 +91,12 @@ def delete_beyond_last(table: str, columns: list[str], partition_by: Sequence[st
     inner = (exp.select(exp.column("rowid"), exp.alias_(rn, "rn"))
              .from_(quoted_table(table))
              .where(exp.LT(this=quoted_column(TS), expression=exp.Placeholder())))
+    cond = None if where is None else sqlglot.parse_one(where, dialect="duckdb")
+    if cond is not None:
+        inner = inner.where(cond)
     doomed = (exp.select(exp.column("rowid")).from_(inner.subquery("r"))
               .where(exp.GT(this=exp.column("rn"), expression=exp.Literal.number(rows))))
-    return render(exp.delete(quoted_table(table), where=exp.In(this=exp.column("rowid"),
-                                                             query=doomed.subquery())))
+    gone: exp.Expression = exp.In(this=exp.column("rowid"), query=doomed.subquery())
+    if cond is not None:
+        gone = exp.or_(gone, exp.not_(exp.func("COALESCE", cond.copy(), exp.false())))
+    return render(exp.delete(quoted_table(table), where=gone))

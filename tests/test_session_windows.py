@@ -47,6 +47,11 @@ SESSIONS = [
     (22, 20.0, 22.0, 3, 1, 7.0),
 ]
 
+#: the sessions of the readings but user 1's at 2.5 (`where="amount <> 3"`): 2.0 and 4.5 are
+#: more than the gap apart then, two sessions where there was one
+SESSIONS_WHERE = [r for r in SESSIONS if r[:2] != (7, 2.0)] + [
+    (4, 2.0, 4.0, 1, 1, 2.0), (7, 4.5, 6.5, 1, 1, 4.0)]
+
 
 def rows() -> pa.Table:
     ts, user, amount = zip(*sorted(ROWS, key=lambda r: r[0]))
@@ -55,8 +60,8 @@ def rows() -> pa.Table:
                      "user": pa.array(user, pa.int32()), "amount": pa.array(amount)})
 
 
-def sessions(keep=lambda user: True) -> pa.Table:
-    at = [r for r in SESSIONS if keep(r[3])]
+def sessions(keep=lambda user: True, of=SESSIONS) -> pa.Table:
+    at = [r for r in of if keep(r[3])]
     t = (lambda s: T0 + dt.timedelta(seconds=s))
     return pa.table({"tau": pa.array([t(r[0]) for r in at], pa.timestamp("us")),
                      "window_start": pa.array([t(r[1]) for r in at], pa.timestamp("us")),
@@ -66,8 +71,8 @@ def sessions(keep=lambda user: True) -> pa.Table:
                      "total": pa.array([r[5] for r in at])})
 
 
-def query(where: str | None = None):
-    w = window(CLICKS, gap=2, slide=1, partition_by=["user"])
+def query(where: str | None = None, readings: str | None = None):
+    w = window(CLICKS, gap=2, slide=1, partition_by=["user"], where=readings)
     rel = w.filter(where) if where else w
     return rel.aggregate(by=["window_start", "window_end", "user"], n=count(),
                          total=sum_("amount")).rstream("sessions")
@@ -75,11 +80,15 @@ def query(where: str | None = None):
 
 def test_the_reference_gives_the_sessions_worked_out_by_hand():
     assert diff_results(reference_result(query(), rows()), sessions()) is None
+    got = reference_result(query(readings="amount <> 3"), rows())
+    assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
 
 
 @pytest.mark.parametrize("per_batch_s", [1, 3, 7])
 def test_pure_duckdb_gives_them_at_any_batch_size(per_batch_s):
     assert diff_results(pure_db(query(), rows(), per_batch_s), sessions()) is None
+    got = pure_db(query(readings="amount <> 3"), rows(), per_batch_s)
+    assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
 
 
 def test_sql_session_is_the_dsl_session():
@@ -101,6 +110,12 @@ def test_the_duckdb_table_keeps_only_the_open_sessions_rows():
                 [T0 + dt.timedelta(seconds=5)])
     kept = sorted((r[0] - T0).total_seconds() for r in con.sql("SELECT ts FROM w").fetchall())
     assert kept == [0.3, 2.0, 2.3, 2.3, 2.5, 3.0, 4.3, 4.5, 10.0, 20.0]
+    # sessions of the readings but 2.5's: user 1's from 2.0 closed at 4, and 2.5 goes
+    con.execute("DELETE FROM w; INSERT INTO w SELECT * FROM t")
+    con.execute(delete_closed_sessions("w", ["user"], 2_000_000, 1_000_000, '"amount" <> 3'),
+                [T0 + dt.timedelta(seconds=5)])
+    kept = sorted((r[0] - T0).total_seconds() for r in con.sql("SELECT ts FROM w").fetchall())
+    assert kept == [0.3, 2.3, 2.3, 3.0, 4.3, 4.5, 10.0, 20.0]
 
 
 @pytest.mark.parametrize("bad,why", [
@@ -143,21 +158,25 @@ def write_clicks(d) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("where,placement", [
-    (None, "spe"),
+@pytest.mark.parametrize("where,readings,placement", [
+    (None, None, "spe"),
     # the selection of the key in Spark, the sessions in DuckDB from the rows it passes on
-    ('"user" <> 2', "op1=spe,op2=db"),
+    ('"user" <> 2', None, "op1=spe,op2=db"),
+    # sessions of selected readings, in Spark, and in DuckDB from Spark's selected rows
+    (None, "amount <> 3", "spe"),
+    ('"user" <> 2', "amount <> 3", "op1=spe,op2=db"),
 ])
-def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, placement):
+def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, readings, placement):
     from federation.api import run
 
     write_clicks(tmp_path / "clicks")
-    q = query(where)
+    q = query(where, readings)
     r = run(q, placement, tmp_path / "clicks", work_dir=tmp_path / "w", seconds_per_batch=3,
             spark=spark)
     # the readings without a user are dead letters of the run's ingest (a NULL key of a
     # session is DuckDB's case above)
-    want = sessions(lambda u: u is not None and (u != 2 or not where))
+    want = sessions(lambda u: u is not None and (u != 2 or not where),
+                    SESSIONS_WHERE if readings else SESSIONS)
     assert diff_results(r.rows, want) is None
 
 

@@ -68,6 +68,8 @@ def _tuple_window(win: Window, columns: Sequence[str], table: str) -> exp.Select
                     partition_by=[col(k) for k in win.partition_by] or [exp.Literal.number(1)])
     inner = (exp.select(*cols, alias(rn, "_rn")).from_(exp.to_table(table))
              .where(exp.LT(this=col(TS), expression=tau_param())))
+    if win.where is not None:  # the last n of the readings it counts
+        inner = inner.where(quote(win.where))
     return (exp.select(*[col(c) for c in columns]).from_(inner.subquery("r"))
             .where(exp.LTE(this=col("_rn"), expression=exp.Literal.number(win.rows))))
 
@@ -96,6 +98,8 @@ def _session_window(win: Window, columns: Sequence[str], table: str) -> exp.Sele
                 f"to_microseconds({gap})")
     same = " AND ".join(f"b.{k} IS NOT DISTINCT FROM a.{k}" for k in
                         [col(k).sql("duckdb") for k in win.partition_by]) or "TRUE"
+    if win.where is not None:  # the readings sessions are made of
+        src = f"(SELECT * FROM {src} WHERE {quote(win.where).sql('duckdb')})"
     rows = (f"SELECT {', '.join('a.' + c for c in names)} FROM {src} AS a WHERE "
             f"a.{ts} < {tau} AND EXISTS (SELECT 1 FROM {src} AS b WHERE {band('b')} AND {same})")
     prev, new = session_begins(ts, by, gap, slide)

@@ -7,8 +7,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sqlglot import exp
+
 from federation.errors import QueryValidationError
 from federation.logical.builder import Relation
+from federation.logical.nodes import _expr
 from federation.logical.table import Table
 from federation.logical.window import SessionWindow, TimeWindow, TupleWindow
 from federation.streams import StreamDecl
@@ -46,11 +49,14 @@ def window(
     partition_by: Sequence[str] = (),
     gap: float | str | None = None,
     cumulate: bool = False,
+    where: str | exp.Expression | None = None,
     catalog: Mapping[str, StreamDecl] | None = None,
 ) -> Relation:
     """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), `rows` and `slide`,
     or a session window: `gap` and `slide` (the instants), per `partition_by` key;
     `cumulate=True` with `range`: Flink's CUMULATE window of size `range` and step `slide`.
+    `where` (a tuple or session window): the readings it counts, the last n of them or the
+    sessions they make (a time window's is a `.filter()` after it, the same rows).
     The query's first relation (federation/logical/builder.py).
 
     Example:
@@ -71,10 +77,14 @@ def window(
     slide_s = parse_duration(slide, "window", "slide")
     if (range is not None) + (rows is not None) + (gap is not None) != 1:
         raise QueryValidationError("window", "range", "give exactly one of range, rows or gap")
+    cond = None if where is None else _expr("window", "where", where)
     if gap is not None:
         return Relation(SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
                                       gap_s=parse_duration(gap, "window", "gap"),
-                                      partition_by=tuple(partition_by)))
+                                      partition_by=tuple(partition_by), where=cond))
+    if cond is not None and range is not None:
+        raise QueryValidationError("window", "where", "a time window's rows are selected "
+                                   "after it: window(s, range=...).filter(...)")
     if range is not None:
         return Relation(TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
                                    range_s=parse_duration(range, "window", "range"),
@@ -84,7 +94,7 @@ def window(
                                    "size) and a slide (its step): window(s, range=60, slide=10, "
                                    "cumulate=True)")
     return Relation(TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore
-                                partition_by=tuple(partition_by)))
+                                partition_by=tuple(partition_by), where=cond))
 
 
 def table(name: str, *, db: str | Path) -> Relation:

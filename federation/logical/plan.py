@@ -55,8 +55,10 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
         n = n.child
     w = n
     assert isinstance(w, Window)
-    kind = ("time",) if w.is_time_based else ("session", w.gap_s, w.partition_by) \
-        if w.is_session else ("rows", w.rows, w.partition_by)
+    where = getattr(w, "where", None)
+    cond = None if where is None else where.sql()  # the readings the window counts
+    kind = ("time",) if w.is_time_based else ("session", w.gap_s, w.partition_by, cond) \
+        if w.is_session else ("rows", w.rows, w.partition_by, cond)
     return ("rows", w.stream.name, w.slide_s, kind, tuple(chain))
 
 

@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
+from sqlglot import exp
+
 from federation.conventions import SESSION_COLUMNS, us
 from federation.errors import QueryValidationError
-from federation.logical.nodes import Node
+from federation.expressions import infer_type
+from federation.logical.nodes import Node, _canonical
 from federation.streams import StreamDecl
 
 
@@ -89,6 +92,9 @@ class TupleWindow(Window):
 
     rows: int = 0
     partition_by: tuple[str, ...] = ()
+    #: the readings the window counts (a view's selection, federation/sqlfront/views.py):
+    #: the last n of those, not those of the last n
+    where: exp.Expression | None = None
     is_time_based = False
     role = "leaf"
 
@@ -97,9 +103,11 @@ class TupleWindow(Window):
         if self.rows <= 0:
             raise QueryValidationError("window", "rows", f"must be positive, got {self.rows}")
         _check_partition(self)
+        _check_where(self)
 
     def label(self) -> str:
-        return f"window {self.stream.name} [rows {self.rows}{_part(self)}, slide {self.slide_s:g} s]"
+        return (f"window {self.stream.name} [rows {self.rows}{_part(self)}, slide "
+                f"{self.slide_s:g} s{_where(self)}]")
 
 
 @dataclass(frozen=True, eq=True)
@@ -115,6 +123,8 @@ class SessionWindow(Window):
 
     gap_s: float = 0.0
     partition_by: tuple[str, ...] = ()
+    #: the readings sessions are made of (a view's selection, federation/sqlfront/views.py)
+    where: exp.Expression | None = None
     is_time_based = False
     is_session = True
     role = "leaf"
@@ -124,6 +134,7 @@ class SessionWindow(Window):
         if self.gap_s <= 0:
             raise QueryValidationError("window", "gap", f"must be positive, got {self.gap_s}")
         _check_partition(self)
+        _check_where(self)
         for c in SESSION_COLUMNS:
             if c in self.stream.columns:
                 raise QueryValidationError(
@@ -140,7 +151,7 @@ class SessionWindow(Window):
 
     def label(self) -> str:
         return (f"session {self.stream.name} [gap {self.gap_s:g} s{_part(self)}, slide "
-                f"{self.slide_s:g} s]")
+                f"{self.slide_s:g} s{_where(self)}]")
 
 
 def _check_partition(w: Window) -> None:
@@ -149,6 +160,20 @@ def _check_partition(w: Window) -> None:
         if k not in w.stream.columns:
             raise QueryValidationError(
                 "window", "partition_by", f"unknown column {k!r} of stream {w.stream.name!r}")
+
+
+def _check_where(w: Window) -> None:
+    """A window's own selection is a condition over its stream's columns."""
+    if w.where is None:
+        return
+    pred = _canonical("window", "where", w.where, w.stream.columns)
+    object.__setattr__(w, "where", pred)
+    if infer_type(pred, w.stream.columns) != "BOOLEAN":
+        raise QueryValidationError("window", "where", f"{pred.sql()!r} is not a condition")
+
+
+def _where(w: Window) -> str:
+    return f", where {w.where.sql(dialect='duckdb')}" if w.where is not None else ""
 
 
 def _part(w: Window) -> str:

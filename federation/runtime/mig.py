@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from db.sqlgen.terms import quote
 from db.store import InputSpec, MigDatabase, naive_timestamps
 from federation.conventions import OUT, TAU, TS, WT, output_column
 from federation.instants import first_instant
@@ -107,8 +108,10 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             continue
         # readers of one table may read it with different ranges: keep the longest
         w = max(raw, key=lambda x: x.range_s or 0.0)
+        where = getattr(w, "where", None)
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
-                               w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None))
+                               w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None,
+                               where=None if where is None else quote(where).sql("duckdb")))
     return specs, horizon_s
 
 

@@ -34,7 +34,7 @@ from sqlglot.tokens import TokenType
 from federation.errors import FedqError, QueryValidationError
 from federation.expressions import unsupported
 from federation.python_functions import load, lookup
-from federation.sqlfront import group_windows
+from federation.sqlfront import group_windows, views
 
 T = TypeVar("T")
 
@@ -93,20 +93,24 @@ class FedqSql(DuckDB):
             if len(args) == 2 else exp.Anonymous(this="PERCENTILE", expressions=args)}
 
         def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
-            if (self._curr is not None and self._curr.token_type == TokenType.TABLE
-                    and self._next is not None
-                    and self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER)):
+            if self._curr is None or self._curr.token_type != TokenType.TABLE \
+                    or self._next is None:
+                return super()._parse_lambda(alias)
+            if self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER):
                 self._advance()
                 table = self.expression(exp.Table(this=self._parse_id_var()))
-                if self._match(TokenType.PARTITION_BY):  # SESSION(TABLE s PARTITION BY k)
-                    if self._match(TokenType.L_PAREN):  # PARTITION BY (k1, k2)
-                        keys = self._parse_csv(self._parse_column)
-                        self._match_r_paren()
-                    else:  # PARTITION BY k
-                        keys = [self._parse_column()]
-                    table.set("partition", exp.Tuple(expressions=keys))
-                return table
-            return super()._parse_lambda(alias)
+            elif self._next.token_type == TokenType.L_PAREN:  # TABLE (SELECT ...): views.py
+                table = super()._parse_lambda(alias)
+            else:
+                return super()._parse_lambda(alias)
+            if self._match(TokenType.PARTITION_BY):  # SESSION(TABLE s PARTITION BY k)
+                if self._match(TokenType.L_PAREN):  # PARTITION BY (k1, k2)
+                    keys = self._parse_csv(self._parse_column)
+                    self._match_r_paren()
+                else:  # PARTITION BY k
+                    keys = [self._parse_column()]
+                table.set("partition", exp.Tuple(expressions=keys))
+            return table
 
 
 #: SQL's aggregate functions as expressions.AggCall names them (select_list.py)
@@ -185,8 +189,9 @@ class SqlText:
             err = (e.errors or [{}])[0]
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
-        trees = [group_windows.rewrite(t.transform(_within_group), self, FedqSql)
-                 for t in trees if not self._function(t)]
+        trees = [views.rewrite(group_windows.rewrite(t.transform(_within_group), self,
+                                                     FedqSql), self, FedqSql)
+                 for t in views.fold([t for t in trees if not self._function(t)], self)]
         if not trees:
             raise SqlError("no statement", "statement")
         if len(trees) > 1:

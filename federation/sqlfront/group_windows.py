@@ -16,9 +16,8 @@ combination of the other GROUP BY columns (Flink's legacy sessions are per group
 item is one stream (with its alias, else its name, so `B.price` still reads it), or
 subqueries that select and project its rows, passing its time column (and a SESSION's
 keys) on unchanged: the window goes around the stream in the innermost FROM (a selection
-and a projection commute with TUMBLE and HOP; not with SESSION, refused over a subquery:
-the sessions of selected rows are others, and a session's rows are read by its aggregate
-alone). A join is refused (a join of streams without
+and a projection commute with TUMBLE and HOP). A SESSION over a subquery is the window
+table function over it, the sessions of its readings (views.py). A join is refused (a join of streams without
 windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset,
 two group windows in one GROUP BY, and a SESSION grouped by an expression, each with the
 window table function to write.
@@ -75,11 +74,8 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
         if at.args.get("joins"):
             raise fail("a group window over a join: the join of streams without windows "
                        "holds every row so far (unbounded); window each side", at)
-        if not isinstance(src, exp.Subquery):
-            break
-        if fn == "SESSION":  # the sessions of selected rows are others (module doc)
-            raise fail("a SESSION group window over a subquery: a session's rows are read "
-                       "by its aggregate alone (docs/sql.md, Session windows)", src)
+        if not isinstance(src, exp.Subquery) or fn == "SESSION":  # views.py: the sessions
+            break  # of the subquery's readings
         at = src.this
         names = [_through(at, n) for n in names]
         if not _rows_of(at) or None in names:
@@ -87,15 +83,18 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
                        "and projection of one stream's rows passing its time column on "
                        "unchanged", src)
         frm = at.args.get("from_") or at.args.get("from")
-    if not isinstance(src, exp.Table) or src.args.get("db"):
+    if isinstance(src, exp.Subquery):  # a SESSION's: windowed by views.py
+        table, alias = f"({src.this.sql(dialect=dialect)})", src.alias
+    elif not isinstance(src, exp.Table) or src.args.get("db"):
         raise fail(f"a group window {fn}(...) reads one stream named in FROM", src or sel)
-    part = " PARTITION BY " + ", ".join(exp.column(k).sql(dialect=dialect)
-                                        for k in names[1:]) if names[1:] else ""
-    alias = src.alias or src.name
+    else:
+        table, alias = exp.to_identifier(src.name).sql(dialect=dialect), src.alias or src.name
+    part = " PARTITION BY (" + ", ".join(exp.column(k).sql(dialect=dialect)
+                                         for k in names[1:]) + ")" if names[1:] else ""
     params = ", ".join(a.sql(dialect=dialect) for a in args[1:])
-    tvf = (f"SELECT * FROM {fn}(TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
-           f"{part}, DESCRIPTOR({exp.column(names[0]).sql(dialect=dialect)}), {params}) "
-           f"AS {exp.to_identifier(alias).sql(dialect=dialect)}")
+    tvf = (f"SELECT * FROM {fn}(TABLE {table}{part}, DESCRIPTOR("
+           f"{exp.column(names[0]).sql(dialect=dialect)}), {params})"
+           + (f" AS {exp.to_identifier(alias).sql(dialect=dialect)}" if alias else ""))
     parsed = exp.maybe_parse(tvf, dialect=dialect)
     frm.set("this", (parsed.args.get("from_") or parsed.args.get("from")).this)
     group.set("expressions", [exp.column("window_start"), exp.column("window_end"), *keys])

@@ -90,7 +90,8 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         keys = tuple(c.name for c in part.expressions) if part is not None else ()
         gap = duration(text, args[2], fn)
         return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
-                                                   partition_by=keys).node)
+                                                   partition_by=keys,
+                                                   where=table.args.get("where")).node)
     sizes = [duration(text, a, fn) for a in args[2:]]
     slide, size = (sizes[0], sizes[1]) if fn in ("HOP", "CUMULATE") else (sizes[0], sizes[0])
     return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size,
@@ -129,8 +130,9 @@ def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
             raise text.fail("the fifth argument of ROWS_WINDOW is DESCRIPTOR(<partition "
                             "columns>)", fn, part)
         keys = tuple(c.name for c in part.expressions)
+    where = args[0].args.get("where")  # a view's selection (views.py)
     return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
-                                          partition_by=keys).node)
+                                          partition_by=keys, where=where).node)
 
 
 def duration(text: SqlText, a: exp.Expression, clause: str) -> float:

@@ -1,0 +1,204 @@
+"""Views: `CREATE VIEW` before a query, and window table functions over views and
+subqueries, as Flink users write them:
+
+    CREATE TEMPORARY VIEW hot AS SELECT plug_id, value * 2 AS v2, ts FROM smartplug
+        WHERE value > 50;
+    SELECT plug_id, SUM(v2) FROM TUMBLE(TABLE hot, DESCRIPTOR(ts), INTERVAL '10' SECOND)
+    GROUP BY window_start, window_end, plug_id
+
+A view is a CTE of the query (`WITH hot AS (...) SELECT ...`), in the order written, so a
+view may read the ones before it. A window table function's first argument may be a view,
+a CTE or a subquery (`TUMBLE(TABLE (SELECT ... FROM s WHERE ...), ...)`) that selects and
+projects one stream's rows, passing its time column (the DESCRIPTOR's) on unchanged: the
+window goes around the stream in the innermost FROM and the view's selections and
+projections above it, its rows gaining `window_start` and `window_end`. For TUMBLE, HOP and
+CUMULATE that is the same relation (a selection and a projection commute with a time
+window). A ROWS_WINDOW's last n rows and a SESSION's sessions are of the view's rows: the
+view selects with `SELECT *` (a SESSION's may list columns: what reads a session is its
+aggregate, which names the columns it reads), its conditions are the window's
+(`TupleWindow.where`, `SessionWindow.where`), its partition keys are stream columns.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from federation.sqlfront.group_windows import _rows_of, _through
+
+TVFS = ("HOP", "TUMBLE", "CUMULATE", "SESSION", "ROWS_WINDOW")
+#: windows whose rows depend on which readings there are: the view's selection is theirs
+_OF_ROWS = ("SESSION", "ROWS_WINDOW")
+
+
+def fold(trees: list[exp.Expression], text) -> list[exp.Expression]:
+    """`CREATE [TEMPORARY] VIEW v AS q` statements before the query made CTEs of it."""
+    views, rest = [], []
+    for t in trees:
+        if isinstance(t, exp.Create) and t.args.get("kind") == "VIEW":
+            if rest:
+                raise text.fail("a view is created before the query that reads it",
+                                "CREATE VIEW", t)
+            views.append(_cte(t, text))
+        else:
+            rest.append(t)
+    if not views or not rest:
+        if views:
+            raise text.fail("views without a query: end with the SELECT that reads them",
+                            "CREATE VIEW", trees[-1])
+        return rest
+    q = rest[0]
+    if not isinstance(q, (exp.Select, exp.SetOperation)):
+        return rest  # refused as a statement where it stands
+    w = q.args.get("with_") or q.args.get("with")
+    ctes = [*views, *(w.expressions if w else [])]
+    names = [c.alias for c in ctes]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise text.fail(f"view or CTE {twice!r} defined twice", "CREATE VIEW", rest[0])
+    q.set("with_" if "with_" in q.arg_types else "with", exp.With(expressions=ctes))
+    return rest
+
+
+def _cte(t: exp.Create, text) -> exp.CTE:
+    """A CREATE VIEW's CTE; a column list `v (a, b)` renames the query's items."""
+    target, body = t.this, t.expression
+    if not isinstance(body, (exp.Select, exp.SetOperation)):
+        raise text.fail("CREATE VIEW name AS SELECT ...", "CREATE VIEW", t)
+    if isinstance(target, exp.Schema):
+        cols = [c.name for c in target.expressions]
+        items = body.expressions if isinstance(body, exp.Select) else []
+        if len(items) != len(cols) or any(isinstance(e, exp.Star) or isinstance(
+                e, exp.Column) and isinstance(e.this, exp.Star) for e in items):
+            raise text.fail(f"the view's column list names {len(cols)} columns; its SELECT "
+                            "lists as many items (no *)", "CREATE VIEW", target)
+        body.set("expressions", [exp.alias_(e.unalias(), c) for e, c in zip(items, cols)])
+        target = target.this
+    return exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(target.name)))
+
+
+def rewrite(tree: exp.Expression, text, dialect) -> exp.Expression:
+    """`tree` with each window table function over a view, a CTE or a subquery made the
+    window of the stream under it (module doc)."""
+    ctes = {c.alias: c.this for c in tree.find_all(exp.CTE)}
+    for call in list(tree.find_all(exp.Anonymous)):
+        fn = call.name.upper()
+        if fn not in TVFS or not call.expressions:
+            continue
+        src = call.expressions[0]
+        body = _body(src, ctes)
+        if body is None:
+            continue
+        item = call.parent if not _is_table_fn(call.parent) else call.parent.parent
+        if not isinstance(item, exp.Table):
+            continue  # refused where it stands (windows.py)
+        name = src.name if isinstance(src, exp.Table) else ""
+        alias = item.alias or name
+        keys = [c.name for c in src.args["partition"].expressions] \
+            if src.args.get("partition") else []
+        windowed = _lower(body, call, fn, keys, ctes, text, dialect)
+        item.replace(exp.Subquery(this=windowed, alias=exp.TableAlias(
+            this=exp.to_identifier(alias)) if alias else None))
+    return tree
+
+
+def _is_table_fn(e) -> bool:
+    return isinstance(e, exp.Anonymous) and e.name.upper() == "TABLE"
+
+
+def _body(src: exp.Expression, ctes: dict) -> exp.Expression | None:
+    """The query a window's first argument reads, if it is a subquery or a CTE's name."""
+    if _is_table_fn(src) and len(src.expressions) == 1:
+        q = src.expressions[0]
+        return (q.this if isinstance(q, exp.Subquery) else q).copy()
+    if isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier) \
+            and src.name in ctes:
+        return ctes[src.name].copy()
+    return None
+
+
+def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], ctes: dict,
+           text, dialect) -> exp.Select:
+    """`q` (a view's query) with `call`'s window around the stream in its innermost FROM;
+    `keys`: a SESSION's partition keys as `q` names them."""
+    args = call.expressions
+    desc = args[1] if len(args) > 1 else None
+    if not (isinstance(desc, exp.Anonymous) and desc.name.upper() == "DESCRIPTOR"
+            and len(desc.expressions) == 1 and isinstance(desc.expressions[0], exp.Column)):
+        raise text.fail(f"the second argument of {fn} is DESCRIPTOR(<event-time column>)",
+                        fn, call)
+    if fn == "ROWS_WINDOW" and len(args) == 5 and isinstance(args[4], exp.Anonymous):
+        keys = [c.name for c in args[4].expressions]
+
+    def fail(why: str, at):
+        return text.fail(f"{fn} over a view or subquery: {why}", fn, at)
+
+    names = [desc.expressions[0].name, *keys]
+    where: list[exp.Expression] = []
+    while True:
+        if not _rows_of(q) or q.args.get("joins"):
+            raise fail("it is not a selection and projection of one stream's rows", call)
+        if fn == "SESSION" and all(isinstance(e, exp.Column) and not isinstance(
+                e.this, exp.Star) for e in q.expressions):  # columns dropped: its aggregate
+            q.set("expressions", [exp.Star()])  # reads the ones it names alone
+        star = all(isinstance(e, exp.Star) for e in q.expressions)
+        if fn in _OF_ROWS and not star:
+            raise fail(f"the view computes or drops columns; {fn}'s rows are the stream's "
+                       "(SELECT * in the view, project above the window)", call)
+        names = [_through(q, n) for n in names]
+        if None in names:
+            raise fail(f"it does not pass the time column {names[0] or ''} and the "
+                       "partition keys on unchanged".replace("  ", " "), call)
+        if not star:
+            outs = {e.alias_or_name for e in q.expressions}
+            clash = next((c for c in ("window_start", "window_end") if c in outs), None)
+            if clash:
+                raise fail(f"its column {clash} is the window's", call)
+            q.set("expressions", [*q.expressions, exp.column("window_start"),
+                                  exp.column("window_end")])
+        if fn in _OF_ROWS and q.args.get("where") is not None:
+            cond = q.args["where"].this
+            if cond.find(exp.Subquery, exp.Exists) is not None:
+                raise fail(f"a subquery in the view's WHERE (the readings {fn} counts are "
+                           "selected by a condition of the row)", cond)
+            where.append(cond.transform(lambda c: exp.column(c.name) if isinstance(
+                c, exp.Column) else c))
+            q.set("where", None)
+        frm = q.args.get("from_") or q.args.get("from")
+        src = frm.this if frm is not None else None
+        if isinstance(src, exp.Subquery):
+            q = src.this
+        elif isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier) \
+                and src.name in ctes and not src.args.get("db"):
+            q = ctes[src.name].copy()
+            src.replace(exp.Subquery(this=q, alias=exp.TableAlias(
+                this=exp.to_identifier(src.alias or src.name))))
+        else:
+            break
+    if not isinstance(src, exp.Table) or not isinstance(src.this, exp.Identifier) \
+            or src.args.get("db"):
+        raise fail("it reads no stream by name", call)
+    table = f"TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
+    if fn == "SESSION" and names[1:]:
+        table += " PARTITION BY (" + ", ".join(
+            exp.column(k).sql(dialect=dialect) for k in names[1:]) + ")"
+    rest = [a.copy() for a in args[2:]]
+    if fn == "ROWS_WINDOW" and len(rest) == 3:
+        rest[2] = exp.Anonymous(this="DESCRIPTOR", expressions=[
+            exp.column(k) for k in names[1:]])
+    params = "".join(", " + a.sql(dialect=dialect) for a in rest)
+    alias = exp.to_identifier(src.alias or src.name).sql(dialect=dialect)
+    tvf = (f"SELECT * FROM {fn}({table}, DESCRIPTOR("
+           f"{exp.column(names[0]).sql(dialect=dialect)}){params}) AS {alias}")
+    parsed = exp.maybe_parse(tvf, dialect=dialect)
+    item = (parsed.args.get("from_") or parsed.args.get("from")).this
+    if where:  # the window's own selection (windows.window_tvf)
+        item.this.expressions[0].set("where", exp.and_(*where))
+    src.replace(item)
+    return _root(q)
+
+
+def _root(q: exp.Expression) -> exp.Expression:
+    """The outermost query above `q` (the view's, after its FROMs were replaced)."""
+    while q.parent is not None:
+        q = q.parent
+    return q

@@ -1,0 +1,145 @@
+"""Views and window table functions over views and subqueries (federation/sqlfront/views.py),
+and tuple and session windows over selected readings (`window(..., where=...)`).
+
+A window over a view of a time window is the query written with the window around the
+stream: both run through the reference and pure DuckDB and must agree. A ROWS_WINDOW or
+SESSION over a selecting view counts the selected readings only: the same query over the
+stream with the other readings taken out of the input is its oracle. No JVM.
+"""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from db.reference import reference_result
+from federation import sql
+from federation.errors import QueryValidationError
+from federation.expressions import count, sum_
+from federation.logical import window
+from federation.results import diff_results
+from federation.sqlfront import SqlError
+from tests.test_sql import STREAMS, S
+from tests.test_stranger_queries import pure_db, rows_of
+
+T2 = "INTERVAL '2' SECOND"
+#: the hand-written form: the window around the stream, the selection above it
+WRITTEN = f"""SELECT plug_id, SUM(v2) AS s, COUNT(*) AS n FROM (SELECT plug_id, value * 2 AS v2,
+window_start, window_end FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), {T2}) WHERE value > 50)
+GROUP BY window_start, window_end, plug_id"""
+SAME_AS_WRITTEN = {
+    "view": f"""CREATE TEMPORARY VIEW hot AS SELECT plug_id, value * 2 AS v2, ts FROM smartplug
+WHERE value > 50;
+SELECT plug_id, SUM(v2) AS s, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE hot, DESCRIPTOR(ts), {T2}))
+GROUP BY window_start, window_end, plug_id""",
+    "cte": f"""WITH hot AS (SELECT plug_id, value * 2 AS v2, ts FROM smartplug WHERE value > 50)
+SELECT plug_id, SUM(v2) AS s, COUNT(*) AS n FROM TUMBLE(TABLE hot, DESCRIPTOR(ts), {T2})
+GROUP BY window_start, window_end, plug_id""",
+    "subquery": f"""SELECT h.plug_id, SUM(h.v2) AS s, COUNT(*) AS n FROM TUMBLE(TABLE (
+SELECT plug_id, value * 2 AS v2, ts FROM smartplug WHERE value > 50), DESCRIPTOR(ts), {T2}) AS h
+GROUP BY window_start, window_end, h.plug_id""",
+    # views over views, a column list renaming, the time column renamed on the way
+    "chained": f"""CREATE VIEW a (p, t, v) AS SELECT plug_id, ts, value FROM smartplug AS r
+WHERE r.value > 20;
+CREATE VIEW b AS SELECT p AS plug_id, t AS t2, v * 2 AS v2 FROM a WHERE v > 50;
+SELECT plug_id, SUM(v2) AS s, COUNT(*) AS n FROM TUMBLE(TABLE b, DESCRIPTOR(t2), {T2})
+GROUP BY window_start, window_end, plug_id""",
+    # Flink's legacy group window over a view
+    "legacy": f"""CREATE VIEW hot AS SELECT plug_id, value * 2 AS v2, ts FROM smartplug
+WHERE value > 50;
+SELECT plug_id, SUM(v2) AS s, COUNT(*) AS n FROM hot GROUP BY plug_id, TUMBLE(ts, {T2})""",
+}
+
+
+@pytest.fixture(scope="module")
+def readings():
+    return rows_of(12, 50, 10, 3)
+
+
+@pytest.mark.parametrize("name", list(SAME_AS_WRITTEN))
+def test_a_time_window_over_a_view_is_the_window_around_the_stream(name, readings):
+    want = reference_result(sql(WRITTEN, STREAMS), readings)
+    q = sql(SAME_AS_WRITTEN[name], STREAMS)
+    assert want.num_rows > 0
+    assert diff_results(reference_result(q, readings), want) is None
+    assert diff_results(pure_db(q, readings, 3), want) is None
+
+
+#: (over a selecting view, the query over the stream; the selection)
+OF_SELECTED = {
+    "rows": ("""SELECT plug_id, COUNT(*) AS n, SUM(value) AS s FROM ROWS_WINDOW(TABLE (
+SELECT * FROM smartplug AS r WHERE r.value > 60), DESCRIPTOR(ts), INTERVAL '1' SECOND, 7,
+DESCRIPTOR(plug_id)) GROUP BY window_end, plug_id""",
+             """SELECT plug_id, COUNT(*) AS n, SUM(value) AS s FROM ROWS_WINDOW(TABLE smartplug,
+DESCRIPTOR(ts), INTERVAL '1' SECOND, 7, DESCRIPTOR(plug_id)) GROUP BY window_end, plug_id"""),
+    "session": ("""CREATE VIEW hot AS SELECT * FROM smartplug WHERE value > 60;
+CREATE VIEW hotter AS SELECT * FROM hot WHERE plug_id <> 3;
+SELECT plug_id, COUNT(*) AS n, MAX(value) AS m, window_start, window_end FROM SESSION(
+TABLE hotter PARTITION BY plug_id, DESCRIPTOR(ts), INTERVAL '0.3' SECOND)
+GROUP BY window_start, window_end, plug_id""",
+                """SELECT plug_id, COUNT(*) AS n, MAX(value) AS m, window_start, window_end FROM
+SESSION(TABLE smartplug PARTITION BY plug_id, DESCRIPTOR(ts), INTERVAL '0.3' SECOND)
+GROUP BY window_start, window_end, plug_id"""),
+    # Flink's legacy SESSION over a subquery listing columns (its aggregate reads them)
+    "legacy_session": ("""SELECT plug_id, COUNT(*) AS n, SESSION_END(ts, INTERVAL '0.3' SECOND)
+AS e FROM (SELECT plug_id, ts FROM smartplug WHERE value > 60 AND plug_id <> 3) AS h
+GROUP BY plug_id, SESSION(ts, INTERVAL '0.3' SECOND)""",
+                       """SELECT plug_id, COUNT(*) AS n, SESSION_END(ts, INTERVAL '0.3' SECOND)
+AS e FROM smartplug GROUP BY plug_id, SESSION(ts, INTERVAL '0.3' SECOND)"""),
+}
+
+
+@pytest.mark.parametrize("name", list(OF_SELECTED))
+def test_rows_and_sessions_over_a_view_count_its_readings_only(name, readings):
+    over_view, over_stream = OF_SELECTED[name]
+    v = readings.column("value")
+    kept = pc.greater(v, 60)
+    if name != "rows":
+        kept = pc.and_(kept, pc.not_equal(readings.column("plug_id"), 3))
+    want = reference_result(sql(over_stream, STREAMS), readings.filter(kept))
+    q = sql(over_view, STREAMS)
+    assert want.num_rows > 0
+    # and they are others than the selected readings' windows
+    assert diff_results(reference_result(sql(over_stream, STREAMS), readings), want)
+    assert diff_results(reference_result(q, readings), want) is None
+    for per_batch_s in (1, 4):  # the DB deletes what the window no longer counts
+        assert diff_results(pure_db(q, readings, per_batch_s), want) is None
+
+
+def test_the_dsl_writes_the_window_selection():
+    q = (window(S, rows=7, slide=1, partition_by=["plug_id"], where="value > 60")
+         .aggregate(by=["plug_id"], n=count(), s=sum_("value")).rstream("q"))
+    assert "where value > 60" in q.child.child.label()
+    with pytest.raises(QueryValidationError, match=r"filter\(\.\.\.\)"):
+        window(S, range=4, slide=1, where="value > 60")
+    with pytest.raises(QueryValidationError, match="not a condition"):
+        window(S, gap=4, slide=1, where="value + 1")
+
+
+@pytest.mark.parametrize("text,why", [
+    (("CREATE VIEW v AS SELECT plug_id, value AS x, ts FROM smartplug; SELECT plug_id, "
+     "COUNT(*) AS n FROM SESSION(TABLE v PARTITION BY plug_id, DESCRIPTOR(ts), 2) GROUP BY "
+     "window_start, window_end, plug_id"), "SELECT * in the view"),
+    (("WITH v AS (SELECT a.plug_id, a.ts FROM smartplug AS a JOIN smartplug AS b ON "
+     "a.plug_id = b.plug_id) SELECT COUNT(*) AS n FROM TUMBLE(TABLE v, DESCRIPTOR(ts), 2) "
+     "GROUP BY window_start, window_end"), "not a selection and projection of one stream"),
+    (("WITH v AS (SELECT plug_id, ts + INTERVAL '1' SECOND AS ts FROM smartplug) SELECT "
+     "COUNT(*) AS n FROM TUMBLE(TABLE v, DESCRIPTOR(ts), 2) GROUP BY window_start, "
+     "window_end"), "does not pass the time column"),
+    (("WITH v AS (SELECT plug_id, ts, value AS window_end FROM smartplug) SELECT COUNT(*) AS n "
+     "FROM TUMBLE(TABLE v, DESCRIPTOR(ts), 2) GROUP BY window_start, window_end"),
+     "its column window_end is the window's"),
+    (("WITH v AS (SELECT * FROM smartplug WHERE plug_id IN (SELECT plug_id FROM smartplug)) "
+     "SELECT COUNT(*) AS n FROM ROWS_WINDOW(TABLE v, DESCRIPTOR(ts), 1, 3) GROUP BY "
+     "window_end"), "a subquery in the view's WHERE"),
+    ("SELECT COUNT(*) AS n FROM smartplug; CREATE VIEW v AS SELECT * FROM smartplug",
+     "a view is created before the query"),
+    ("CREATE VIEW v AS SELECT * FROM smartplug", "views without a query"),
+    (("CREATE VIEW v AS SELECT * FROM smartplug; CREATE VIEW v AS SELECT * FROM smartplug; "
+     "SELECT COUNT(*) AS n FROM v"), "'v' defined twice"),
+    ("CREATE VIEW v (a, b) AS SELECT * FROM smartplug; SELECT COUNT(*) AS n FROM v",
+     "names 2 columns"),
+])
+def test_views_a_user_gets_wrong_are_refused_where_written(text, why):
+    with pytest.raises(SqlError, match=why.replace("(", r"\(").replace("*", r"\*")):
+        sql(text, STREAMS)
