@@ -279,8 +279,10 @@ class _Builder(Expressions):
         stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
         if range_s is None and self.chance(16):
             rows = d(st.sampled_from([5, 20]))
-            w = window(stream, rows=rows, slide=self.slide)
-            src = f"window({name}, rows={rows}, slide={self.slide:g})"
+            where = self.readings()  # the last n of the selected readings
+            w = window(stream, rows=rows, slide=self.slide, where=where)
+            tail = f", where={where!r}" if where else ""
+            src = f"window({name}, rows={rows}, slide={self.slide:g}{tail})"
         elif range_s is None and self.chance(15):  # Flink's CUMULATE: size k steps
             size = self.slide * d(st.integers(2, 5))
             w = window(stream, range=size, slide=self.slide, cumulate=True)
@@ -317,15 +319,26 @@ class _Builder(Expressions):
         per_key = RATE / (PLUGS // HOUSES if keys == ["plug_id"] else PLUGS if "plug_id" in keys
                           else HOUSES if keys == ["house_id"] else 1)
         gap = round(d(st.sampled_from([0.5, 1.0, 2.0])) / per_key, 3)
-        w = window(stream, gap=gap, slide=self.slide, partition_by=keys)
+        where = self.readings()  # the sessions of the selected readings
+        w = window(stream, gap=gap, slide=self.slide, partition_by=keys, where=where)
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts",
                  "window_start": "ts", "window_end": "ts"}
-        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={keys!r})",
-                hints)
+        tail = f", where={where!r}" if where else ""
+        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={keys!r}"
+                   f"{tail})", hints)
         if keys and self.chance(30):  # a selection of a key below the sessions' aggregate
             r = self.filter(r, f"{keys[0]} <> 1") or r
         return self.aggregate(r, keys=["window_start", "window_end", *keys]) or self.window()
+
+    def readings(self) -> str | None:
+        """A tuple or session window's own selection (a view's, `SELECT * FROM s WHERE
+        ...`), now and then: which readings it counts."""
+        if not self.chance(35):
+            return None
+        return self.draw(st.sampled_from(["value > 40", "property = 1",
+                                          "plug_id <> 2 AND value < 90",
+                                          "value IS NOT NULL AND house_id % 2 = 0"]))
 
     def leaf(self) -> Rel:
         if self.chance(7):

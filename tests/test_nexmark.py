@@ -168,7 +168,7 @@ REFUSED = {
     "q7": "join over stream 'bid' without a window",  # a join of the stream, BETWEEN times
     "q9": "join over stream 'auction' without a window",  # and ROW_NUMBER over it
     "q10": "name the expression \"DATE_FORMAT(dateTime, 'yyyy-MM-dd')\"",  # by position
-    "q12": "found 2: CREATE VIEW, INSERT",  # PROCTIME() in a view
+    "q12": "p_time is PROCTIME(), the time a row is processed",  # a processing-time window
     "q13": "found 2: CREATE TABLE, INSERT",  # a lookup join FOR SYSTEM_TIME AS OF
     "q14": "cannot import 'com.github.nexmark.flink.udf.CountChar'",  # Java
     "q15": "aggregate over stream 'bid' without a window",  # unbounded, COUNT(DISTINCT)

@@ -308,6 +308,28 @@ SELECT b.value + 1 FROM {W} AS b WHERE b.plug_id = a.plug_id ORDER BY b.id DESC 
 SELECT_IN_TOP = f"""SELECT a.plug_id, a.value, a.id IN (SELECT b.id FROM {W} AS b
 WHERE b.house_id = a.house_id ORDER BY ABS(b.value - a.value), b.id LIMIT 2) AS near
 FROM {W} AS a WHERE a.value > 105"""
+#: correlated tests over INTERSECT and EXCEPT [ALL]: the set operation per outer row
+#: (OuterRows.reading_set); NULLs of a set operation are equal, IN's are not
+IN_INTERSECT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id IN (
+SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id AND b.value > 100 INTERSECT
+SELECT c.plug_id FROM {W} AS c WHERE c.value > a.value + 2)"""
+NOT_IN_EXCEPT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id
+NOT IN (SELECT CASE WHEN b.value < 108 THEN b.plug_id END FROM {W} AS b WHERE
+b.house_id = a.house_id AND b.value > 105 EXCEPT SELECT c.plug_id FROM {W} AS c
+WHERE c.value > 109)"""
+ALL_EXCEPT_ALL = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.value >= ALL (
+SELECT b.value FROM {W} AS b WHERE b.plug_id = a.plug_id EXCEPT ALL SELECT c.value FROM {W} AS c
+WHERE c.house_id = a.house_id AND c.value > 100)"""
+SELECT_IN_EXCEPT = f"""SELECT a.plug_id, a.value, a.house_id IN (SELECT b.house_id FROM {W} AS b
+WHERE b.value > a.value + 3 EXCEPT SELECT c.house_id FROM {W} AS c WHERE c.plug_id = a.plug_id)
+AS m FROM {W} AS a WHERE a.value > 103"""
+#: a UNION of an EXCEPT: the tests over its branches, one of them over the EXCEPT
+IN_UNION_EXCEPT = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id IN (
+(SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id EXCEPT SELECT c.plug_id FROM {W}
+AS c WHERE c.value > a.value) UNION SELECT d.plug_id + 1 FROM {W} AS d WHERE d.value > 109.5)"""
+ANY_INTERSECT_GROUP = f"""SELECT a.plug_id, a.value FROM {W} AS a WHERE a.value > 100 AND a.plug_id
+= ANY (SELECT b.plug_id FROM {W} AS b WHERE b.house_id = a.house_id GROUP BY b.plug_id
+HAVING MAX(b.value) > a.value INTERSECT SELECT c.plug_id FROM {W} AS c WHERE c.value > 50)"""
 #: a UNION's ORDER BY an expression over its result (ranking.order_limit)
 ORDER_UNION = f"""SELECT plug_id, value FROM {W} WHERE value > 100 UNION ALL SELECT house_id,
 value FROM {W} WHERE value < 1 ORDER BY value * plug_id DESC, plug_id, value LIMIT 4"""
@@ -390,13 +412,17 @@ _MORE = {"or_in": OR_IN, "select_in": SELECT_IN, "not_or_in": NOT_OR_IN,
          "over_expressions": OVER_EXPRESSIONS, "order_union": ORDER_UNION,
          "in_union": IN_UNION, "not_in_union": NOT_IN_UNION, "exists_union": EXISTS_UNION,
          "all_union": ALL_UNION, "select_in_union": SELECT_IN_UNION, "in_top": IN_TOP,
-         "not_in_top": NOT_IN_TOP, "any_top": ANY_TOP, "select_in_top": SELECT_IN_TOP}
+         "not_in_top": NOT_IN_TOP, "any_top": ANY_TOP, "select_in_top": SELECT_IN_TOP,
+         "in_intersect": IN_INTERSECT, "not_in_except": NOT_IN_EXCEPT,
+         "all_except_all": ALL_EXCEPT_ALL, "select_in_except": SELECT_IN_EXCEPT,
+         "in_union_except": IN_UNION_EXCEPT, "any_intersect_group": ANY_INTERSECT_GROUP}
 
 
 @pytest.mark.parametrize("which", sampled(list(_MORE), keep=[  # a sample of each module
     "select_in", "not_or_in", "correlated_not_in", "above", "exists_join", "full_both_in",
     "select_all", "agg_correlated", "exists_group", "first_correlated", "filter_value",
-    "group_in", "order_aggregate", "order_value", "not_in_union", "not_in_top"]))
+    "group_in", "order_aggregate", "order_value", "not_in_union", "not_in_top",
+    "not_in_except", "any_intersect_group"]))
 def test_marked_tests_and_wider_correlations_equal_duckdb_s_own_sql(which):
     test_in_subqueries_equal_the_reference_and_duckdb_s_own_sql(_MORE[which])
 
@@ -604,8 +630,8 @@ def test_in_over_a_table_with_repeated_values_keeps_each_row_once(tmp_path):
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > a.value LIMIT 3)", "a correlated IN, ANY or ALL over LIMIT takes"),
     (f"SELECT a.plug_id FROM {W} AS a WHERE a.plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
-     f"WHERE b.value > a.value INTERSECT SELECT plug_id FROM {W})",
-     "a correlated IN over an INTERSECT, an EXCEPT or an ordered UNION is not supported"),
+     f"WHERE b.value > a.value INTERSECT SELECT plug_id FROM {W} ORDER BY 1 LIMIT 2)",
+     "a correlated test over a set operation reads SELECTs of named columns without ORDER"),
     (f"SELECT plug_id FROM {W} AS a WHERE plug_id IN (SELECT plug_id FROM {W} AS b "  # noqa: ISC004
      "WHERE b.value > c.value)", "unknown table or alias 'c'"),
     (f"SELECT plug_id FROM {W} WHERE value > (SELECT value FROM {W})",

@@ -85,7 +85,11 @@ def lookup(c: exp.Expression, outer: dict[str, str]
 
 
 def outer_columns(sub: exp.Expression, scope: Scope) -> list[exp.Column]:
-    """The columns in `sub` named by an alias of the outer `scope` it does not shadow."""
+    """The columns in `sub` named by an alias of the outer `scope` it does not shadow (in
+    each SELECT of a set operation)."""
+    if isinstance(sub, exp.SetOperation):
+        return [*outer_columns(select_of(sub.this), scope),
+                *outer_columns(select_of(sub.expression), scope)]
     if not isinstance(sub, exp.Select):
         return []
     outer = outer_aliases(sub, scope)
@@ -98,7 +102,7 @@ def needs_rows(sub: exp.Expression, scope: Scope) -> bool:
     cols = outer_columns(sub, scope)
     if not cols:
         return False
-    if sub.args.get("joins"):
+    if sub.args.get("joins") or not isinstance(sub, exp.Select):
         return True
     outer, where = outer_aliases(sub, scope), sub.args.get("where")
     conjuncts = split_conjuncts(where.this) if where is not None else []
@@ -179,6 +183,43 @@ class OuterRows:
                 exp.GT(this=rank, expression=exp.Literal.number(m)),
                 exp.LTE(this=rank.copy(), expression=exp.Literal.number(m + n)))), top
 
+    def reading_set(self, sub: exp.SetOperation, fail) -> tuple[exp.Select, str]:
+        """`reading` of each SELECT of `sub` (INTERSECT, EXCEPT, UNION [ALL] of them), its
+        items beside the outer rows' columns and id: the set operation made per outer row
+        (the id tells the rows of two outer rows apart), as a query over a FROM item of its
+        own (returned), as `reading_top`'s."""
+        def over(e: exp.Expression) -> exp.Expression:
+            e = select_of(e)
+            if isinstance(e, exp.SetOperation) and not any(
+                    e.args.get(k) for k in ("order", "limit", "offset")):
+                out = e.copy()
+                out.set("this", over(e.this))
+                out.set("expression", over(e.expression))
+                return out
+            if not isinstance(e, exp.Select) or not grouped_or_plain(e) or any(
+                    isinstance(x, exp.Star) for x in e.expressions):
+                raise fail("a correlated test over a set operation reads SELECTs of named "
+                           "columns without ORDER BY or LIMIT (an ordered UNION, INTERSECT or "
+                           "EXCEPT: number its rows in a subquery of FROM)")
+            q, alias = self.reading(e)
+            outer = [exp.column(c, table=alias) for c in [*self.cols, self.rid]]
+            q.set("expressions", [*(exp.alias_(x.unalias(), f"_corr_y{i}")
+                                    for i, x in enumerate(q.expressions)),
+                                  *(exp.alias_(c, c.name) for c in outer)])
+            if q.args.get("group"):  # its groups per outer row
+                q.args["group"].set("expressions", [*q.args["group"].expressions,
+                                                    *(c.copy() for c in outer)])
+            return q
+
+        tree = over(sub)
+        first = tree
+        while isinstance(first, exp.SetOperation):
+            first = first.this
+        ys = [e.alias for e in first.expressions[:-len(self.cols) - 1]]
+        top = name_maker(set(self.cols) | {self.rid})("_corr_set")
+        return exp.select(*(exp.column(y, table=top) for y in ys)).from_(exp.Subquery(
+            this=tree, alias=exp.TableAlias(this=exp.to_identifier(top)))), top
+
     def outer_value(self, e: exp.Expression, alias: str) -> exp.Expression:
         """`e`, an expression of the outer query, over the rows read as `alias`."""
         return self.scope.resolve(e, self.clause).transform(
@@ -217,13 +258,13 @@ class OuterRows:
 def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
     """Keep the rows `lhs [NOT] IN (correlated subquery)` keeps (module doc)."""
     sub = select_of(test.args["query"])
-    if not isinstance(sub, exp.Select) or not grouped_or_plain(sub) and not _top(sub):
+    if isinstance(sub, exp.Select) and not grouped_or_plain(sub) and not _top(sub):
         raise fail("a correlated IN over aggregates without GROUP BY (but of one value: "
                    "`x = (SELECT MAX(y) ...)`), or over LIMIT beside aggregates, is not "
                    "supported (compute the set in a subquery of FROM)")
     lhs = test.this
     lhs = list(lhs.expressions) if isinstance(lhs, exp.Tuple) else [lhs]
-    q, alias = rows.reading_top(sub, fail) if _top(sub) else rows.reading(sub)
+    q, alias = _read(sub, rows, fail)
     items = [e.unalias() for e in q.expressions]
     if len(items) != len(lhs):
         raise fail(f"IN compares {len(lhs)} value(s) with a subquery of {len(items)} "
@@ -235,6 +276,13 @@ def in_as_exists(test: exp.In, negated: bool, rows: OuterRows, fail) -> None:
             exp.null()))) if negated else eq)
     _add(q, exp.and_(*conds), alias)
     rows.keep(q, alias, negated)
+
+
+def _read(sub: exp.Expression, rows: OuterRows, fail) -> tuple[exp.Select, str]:
+    """The rows of subquery `sub` per outer row, and the alias of the outer rows in them."""
+    if isinstance(sub, exp.SetOperation):
+        return rows.reading_set(sub, fail)
+    return rows.reading_top(sub, fail) if _top(sub) else rows.reading(sub)
 
 
 def _top(sub: exp.Select) -> bool:
@@ -286,11 +334,11 @@ def compare(test: exp.Binary, negated: bool, rows: OuterRows, fail) -> None:
     Each is an EXISTS (NOT EXISTS) over the subquery reading the outer row (module doc)."""
     every = isinstance(test.expression, exp.All)
     sub = select_of(test.expression.this)
-    if not isinstance(sub, exp.Select) or not (grouped_or_plain(sub) or _top(sub)) or len(
-            sub.expressions) != 1:
+    if isinstance(sub, exp.Select) and not (grouped_or_plain(sub) or _top(sub)) or len(
+            sub.selects) != 1:
         raise fail("ANY and ALL compare with a subquery of one column (LIMIT without "
                    "aggregates)")
-    q, alias = rows.reading_top(sub, fail) if _top(sub) else rows.reading(sub)
+    q, alias = _read(sub, rows, fail)
     x, y = rows.outer_value(test.this, alias), q.expressions[0].unalias()
     holds = type(test)(this=x.copy(), expression=y.copy())
     if every != negated:  # ALL, NOT ANY: no row where it fails (or is NULL; holds)

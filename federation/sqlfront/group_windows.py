@@ -121,10 +121,9 @@ def _rows_of(q: exp.Expression) -> bool:
 def _through(q: exp.Select, name: str) -> str | None:
     """The column of `q`'s FROM that its output `name` passes on unchanged, if one does."""
     for e in q.expressions:
-        if isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
-                e.this, exp.Star):
-            return name
-        if e.alias_or_name == name:
+        if e.alias_or_name == name and not isinstance(e, exp.Star):
             inner = e.unalias()
             return inner.name if isinstance(inner, exp.Column) else None
-    return None
+    star = any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+        e.this, exp.Star) for e in q.expressions)
+    return name if star else None

@@ -86,11 +86,6 @@ def _per_row(text: SqlText, c: exp.Expression, scope: Scope, translate: Translat
     if got is not None:
         test, kind = got
         query = select_of(test.args["query"])
-        if not isinstance(query, exp.Select) and any(
-                x.table in scope.aliases for x in query.find_all(exp.Column)):
-            raise text.fail("a correlated IN over an INTERSECT, an EXCEPT or an ordered "
-                            "UNION is not supported (a UNION is: x IN (A UNION B) is x IN "
-                            "(A) OR x IN (B))", clause, test, "IN")
         if not outer_columns(query, scope):
             return False
         rows = OuterRows(text, scope, translate, clause, test)

@@ -46,7 +46,7 @@ def fold(trees: list[exp.Expression], text) -> list[exp.Expression]:
             raise text.fail("views without a query: end with the SELECT that reads them",
                             "CREATE VIEW", trees[-1])
         return rest
-    q = rest[0]
+    q = rest[0].expression if isinstance(rest[0], exp.Insert) else rest[0]
     if not isinstance(q, (exp.Select, exp.SetOperation)):
         return rest  # refused as a statement where it stands
     w = q.args.get("with_") or q.args.get("with")
@@ -144,6 +144,14 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
         if fn in _OF_ROWS and not star:
             raise fail(f"the view computes or drops columns; {fn}'s rows are the stream's "
                        "(SELECT * in the view, project above the window)", call)
+        proc = next((e for e in q.expressions if e.alias_or_name == names[0]
+                     and e.unalias().find(exp.Anonymous) is not None
+                     and e.unalias().find(exp.Anonymous).name.upper() == "PROCTIME"), None)
+        if proc is not None:
+            raise text.fail(f"{names[0]} is PROCTIME(), the time a row is processed: a "
+                            "window of it has no result a rerun or another placement "
+                            "could give again (fedq's windows are over the stream's event "
+                            "time: DESCRIPTOR(<its time column>))", fn, proc)
         names = [_through(q, n) for n in names]
         if None in names:
             raise fail(f"it does not pass the time column {names[0] or ''} and the "
