@@ -422,6 +422,15 @@ class _Builder(Expressions):
                     arg = bare(d(st.sampled_from(list(r.node.schema))))
                 aggs.append((self.fresh("n", "count"), "count", arg, "count", where))
                 continue
+            texts = [c for c in r.node.schema if r.hints.get(c) in ("key", "code", "vnum")]
+            if f in ("min", "max") and texts and self.chance(15):  # LISTAGG of their text
+                c = d(st.sampled_from(texts))
+                arg = bare(c) if _type(r.node.schema[c]) == "VARCHAR" else \
+                    f"CAST({ref(c)} AS VARCHAR)"
+                f = "listagg_distinct" if self.chance(30) else "listagg"
+                aggs.append((self.fresh("l", "list"), f, (arg, d(st.sampled_from(
+                    [",", "|", "; "]))), "vtime", where))
+                continue
             ordered = [c for c, t in r.node.schema.items() if _type(t) in ("VARCHAR",
                                                                             "TIMESTAMP")]
             if f in ("min", "max") and ordered and self.chance(20):  # of strings or times

@@ -16,6 +16,7 @@ from federation.expressions import (
     avg_distinct,
     count,
     count_distinct,
+    listagg,
     max_,
     median,
     min_,
@@ -63,13 +64,18 @@ DECOMPOSED = {"stddev_samp": stddev, "stddev_pop": stddev_pop, "var_samp": varia
 #: a drawn MEDIAN is, by the count of aggregates before it, one of these (no draw of its
 #: own: the seeds' queries stay those drawn before)
 MEDIANS = ("median", "percentile_cont", "percentile_disc")
+def listagg_distinct(arg, separator=",", *, where=None):
+    return listagg(arg, separator, distinct=True, where=where)
+
+
 AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_,
+        "listagg": listagg, "listagg_distinct": listagg_distinct,
         "count_distinct": count_distinct, "sum_distinct": sum_distinct,
         "avg_distinct": avg_distinct, **DECOMPOSED, "percentile_cont": percentile_28,
         "percentile_disc": percentile_disc_30_desc}
 #: the functions the generator draws first (SUM and AVG are made DISTINCT now and then)
 DRAWN_AGGS = sorted(f for f in AGGS if f not in ("sum_distinct", "avg_distinct", *DECOMPOSED,
-                                                 *MEDIANS))
+                                                 *MEDIANS, "listagg", "listagg_distinct"))
 #: output names equal to SQL keywords or function names (never `by` or `self`: arguments
 #: of the DSL methods; never true/false/null: literals)
 KEYWORDS = ("load", "work", "order", "select", "group", "count", "sum", "avg", "min", "max",

@@ -30,7 +30,7 @@ SHAPES = (
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
-    "packed_count",
+    "packed_count", "listagg", "window_where",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -168,6 +168,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
     out: set[str] = set()
     for n in q.walk():
         k = n.kind
+        if k == "window" and getattr(n, "where", None) is not None:
+            out.add("window_where")  # the last rows, or the sessions, of selected readings
         if k == "window" and n.is_session:
             out.add("session_window")
         elif k == "window" and n.is_time_based and n.cumulate:
@@ -216,6 +218,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                         out.add("count_distinct_tuple")  # COUNT(DISTINCT a, b)
                 if call.func in ("sum_distinct", "avg_distinct"):
                     out.add("distinct_sum_avg")
+                if call.func in ("listagg", "listagg_distinct"):
+                    out.add("listagg")
                 if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):
                     out.add("min_max_ordered")  # of strings or times
                 if (id(n), f"{name}{WHERE}") in raw:

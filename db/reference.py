@@ -143,6 +143,11 @@ class ReferenceEvaluator:
         aggs = []
         for name, call in node.aggs:
             x = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
+            if call.func.startswith("listagg"):  # in ascending order (of the bytes)
+                d = "DISTINCT " * (call.func != "listagg")
+                sep = call.separator.replace("'", "''")
+                aggs.append(f"string_agg({d}{x}, '{sep}' ORDER BY {x}) AS {_q(name)}")
+                continue
             func = call.func.removesuffix("_distinct")
             # COUNT/SUM/AVG(DISTINCT x): of the distinct non-NULL values
             arg = x if func == call.func else f"DISTINCT {x}"

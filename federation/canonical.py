@@ -8,6 +8,7 @@ import re
 
 from sqlglot import exp
 
+from federation.comparisons import comparable
 from federation.conventions import NUMERIC_TYPES, TYPES
 from federation.expressions import (
     _INTEGRAL,
@@ -15,7 +16,6 @@ from federation.expressions import (
     MATH,
     TEXT,
     TIME_PARTS,
-    comparable,
     infer_type,
     type_name,
     unsupported,

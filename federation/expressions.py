@@ -25,7 +25,9 @@ MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
 #: the aggregates of distinct values, each over the set of its argument's non-NULL values:
 #: the plain aggregate each applies to that set
 DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
-AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS)
+#: LISTAGG: the non-NULL strings in ascending order (their UTF-8 bytes'), joined by a separator
+LIST_FUNCS = ("listagg", "listagg_distinct")
+AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS, *LIST_FUNCS)
 #: the variances and standard deviations, planned in two passes of the aggregates above
 #: (federation/logical/spread.py): (sample: over n - 1, root: the standard deviation)
 SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
@@ -84,7 +86,6 @@ TIME_PARTS = (exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.DayOfMo
 MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 TEXT = (exp.Length, exp.StrPosition, exp.Substring, exp.Trim, exp.Replace, exp.Concat,
         exp.Sign, exp.Initcap)
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 #: every construct a user's expression may hold (Python functions are `exp.Anonymous`,
 #: checked by name): the SQL front end and the DSL (`canonical`, which adds the constructs
 #: of its own forms) refuse any other function where it is written
@@ -100,24 +101,6 @@ def unsupported(node: exp.Expression, also: tuple = ()) -> str | None:
     if isinstance(node, (*SCALARS, *also)):
         return None
     return f"function {node.sql_name()}()" if isinstance(node, exp.Func) else node.key.upper()
-
-
-def comparable(node: exp.Expression, t) -> None:
-    """A comparison (COMPARISONS), BETWEEN or IN list of one type, numbers, or a TIMESTAMP
-    and a string literal; else a ValueError (Spark refuses DOUBLE > BOOLEAN, DuckDB casts)."""
-    a, others = node.this, []
-    if isinstance(node, COMPARISONS):
-        others = [node.right]
-    elif isinstance(node, exp.Between):
-        others = [node.args["low"], node.args["high"]]
-    elif isinstance(node, exp.In) and node.args.get("query") is None:
-        others = node.expressions
-    for b in (x for x in others if not isinstance(a, exp.Null) and not isinstance(x, exp.Null)):
-        ta, tb = t(a), t(b)
-        if not (ta == tb or ta in NUMERIC_TYPES and tb in NUMERIC_TYPES or {ta, tb} == {
-                "TIMESTAMP", "VARCHAR"} and (a if ta == "VARCHAR" else b).is_string):
-            raise ValueError(f"{node.sql('duckdb')!r} compares {ta} {a.sql('duckdb')} "
-                             f"with {tb} {b.sql('duckdb')}: CAST one side")
 
 
 def type_name(dt: exp.DataType) -> str:
@@ -208,6 +191,7 @@ class AggCall:
     arg: exp.Expression | None = None
     fraction: tuple[int, int] | None = None
     descending: bool = False
+    separator: str = ","  # LISTAGG's
 
     def __post_init__(self) -> None:
         if self.func == "median" and self.fraction is None:  # PERCENTILE_CONT(0.5)
@@ -219,6 +203,9 @@ class AggCall:
             a, b = self.fraction
             return (f"{self.func.upper()}({a / b!r}) WITHIN GROUP (ORDER BY {inner}"
                     f"{' DESC' if self.descending else ''})")
+        if self.func in LIST_FUNCS:
+            sep = exp.Literal.string(self.separator).sql(dialect=dialect)
+            return f"LISTAGG({'DISTINCT ' * (self.func != 'listagg')}{inner}, {sep})"
         if self.func in DISTINCT_FUNCS:
             return f"{DISTINCT_FUNCS[self.func].upper()}(DISTINCT {inner})"
         return f"{self.func.upper()}({inner})"
@@ -285,6 +272,14 @@ def max_(arg: str | exp.Expression, *, where=None) -> AggCall:
     return agg_call("max", arg, where)
 
 
+def listagg(arg: str | exp.Expression, separator: str = ",", *, distinct: bool = False,
+            where=None) -> AggCall:
+    """LISTAGG(arg, separator): the group's non-NULL strings in ascending order (of their
+    UTF-8 bytes) joined by `separator`, NULL where there is none; `distinct`: each once."""
+    call = agg_call("listagg_distinct" if distinct else "listagg", arg, where)
+    return AggCall(call.func, call.arg, separator=separator)
+
+
 def median(arg: str | exp.Expression, *, where=None) -> AggCall:
     """MEDIAN(arg): the middle value, or the mean of the two middle ones (`where`: FILTER;
     federation/logical/median.py): PERCENTILE_CONT(0.5)."""
@@ -328,6 +323,8 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
         return "BIGINT"
     if call.func in ("avg", "avg_distinct"):
         return "DOUBLE"
+    if call.func in LIST_FUNCS:
+        return "VARCHAR"
     if call.func in ("sum", "sum_distinct"):
         return "DOUBLE" if arg_type == "DOUBLE" else "BIGINT"
     return arg_type or "DOUBLE"

@@ -32,7 +32,11 @@ def spark_expr(e) -> Column:
     return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
 
 
-def agg_column(func: str, arg, name: str, result_type: str) -> Column:
+def agg_column(func: str, arg, name: str, result_type: str, separator: str = ",") -> Column:
+    if func in ("listagg", "listagg_distinct"):  # the strings in ascending order, joined
+        values = (F.collect_list if func == "listagg" else F.collect_set)(spark_expr(arg))
+        return F.when(F.size(values) > 0, F.array_join(F.array_sort(values), separator)
+                      ).alias(name)
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
     elif func in DISTINCT_FUNCS:  # Spark's streaming aggregates refuse DISTINCT: a set

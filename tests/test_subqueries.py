@@ -683,7 +683,8 @@ MEAN_CUT = "op1=spe,op2=db,op3=spe,op4=db,op5=spe,op6=db,op7=spe,op8=db,op9=spe,
      ("correlated_in", "spe"), ("correlated_in", "cut"), ("exists_join", "cut"),
      ("select_in", "spe"), ("first_correlated", "cut"), ("filter_having", "cut"),
      ("group_in", "spe"), ("order_value", "cut"), ("over_expressions", "spe"),
-     ("exists_union", "cut"), ("in_top", "cut")],
+     ("exists_union", "cut"), ("in_top", "cut"), ("in_intersect", "cut"),
+     ("not_in_except", "spe")],
     keep=[("not_in", NOT_IN_CUT), ("counted", COUNTED_CUT), ("filter_having", "cut")]))
 def test_subqueries_in_spark_and_across_the_engines(spark, tmp_path, which, placement):
     from federation.smartplug import smartplug_stream

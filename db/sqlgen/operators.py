@@ -201,7 +201,8 @@ def _row_number(node, srcs: list[str]) -> exp.Select:
 def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
     for name, call in node.aggs:
-        cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name]), name))
+        cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name],
+                                               call.separator), name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
     # (SQL): COUNT 0, the others NULL
@@ -227,10 +228,16 @@ def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
     return exp.Div(this=total, expression=n)
 
 
-def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
-                         ) -> exp.Expression:
+def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str,
+                         separator: str = ",") -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
-    BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type."""
+    BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type.
+    LISTAGG: STRING_AGG of the values in ascending order (by their bytes, Spark's order)."""
+    if func in ("listagg", "listagg_distinct"):
+        a = quote(arg)  # type: ignore[arg-type]
+        value = exp.Distinct(expressions=[a]) if func != "listagg" else a
+        return exp.GroupConcat(this=exp.Order(this=value, expressions=[exp.Ordered(
+            this=a.copy(), nulls_first=False)]), separator=exp.Literal.string(separator))
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
     if func == "count_distinct":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -9,6 +10,7 @@ from federation.conventions import NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import (
     AGG_FUNCS,
+    LIST_FUNCS,
     MERGEABLE_FUNCS,
     AggCall,
     agg_result_type,
@@ -60,9 +62,14 @@ class Aggregate(Unary):
                 raise QueryValidationError("aggregate", name, "output column named twice")
             names.add(name)
             if call.arg is not None:
-                call = AggCall(call.func, _canonical("aggregate", name, call.arg, s))
+                call = dataclasses.replace(call, arg=_canonical("aggregate", name, call.arg, s))
                 t = infer_type(call.arg, s)
-                ordered = call.func in ("min", "max") and t in ("VARCHAR", "TIMESTAMP")
+                if call.func in LIST_FUNCS and t != "VARCHAR":
+                    raise QueryValidationError(
+                        "aggregate", name, f"LISTAGG joins strings, not {t} "
+                        f"{call.arg.sql(dialect='duckdb')!r}: CAST(... AS VARCHAR)")
+                ordered = call.func in ("min", "max", *LIST_FUNCS) and t in (
+                    "VARCHAR", "TIMESTAMP")
                 if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES \
                         and not ordered:  # MIN/MAX of strings (bytes' order) and of times
                     raise QueryValidationError(

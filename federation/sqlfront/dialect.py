@@ -121,7 +121,8 @@ AGGREGATES: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg
                                exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
                                exp.VariancePop: "var_pop", exp.Median: "median",
                                exp.PercentileCont: "percentile_cont",
-                               exp.PercentileDisc: "percentile_disc"}
+                               exp.PercentileDisc: "percentile_disc",
+                               exp.GroupConcat: "listagg"}  # LISTAGG, STRING_AGG
 
 def by_position(text: SqlText, g: exp.Expression, items: list[exp.Expression]
                 ) -> exp.Expression:

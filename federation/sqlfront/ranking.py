@@ -28,14 +28,14 @@ def numbered(item: exp.Expression) -> bool:
 
 
 def windowed_aggregate(w: exp.Expression) -> bool:
-    """`w` is COUNT, SUM, AVG, MIN, MAX, MEDIAN, a percentile, STDDEV or VARIANCE OVER
+    """`w` is COUNT, SUM, AVG, MIN, MAX, MEDIAN, a percentile, STDDEV, VARIANCE or LISTAGG OVER
     (...) (over.py)."""
     f = w.this if isinstance(w, exp.Window) else None
     if isinstance(f, exp.Filter):
         f = f.this
     return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev,
                           exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
-                          exp.Median, exp.PercentileCont, exp.PercentileDisc))
+                          exp.Median, exp.PercentileCont, exp.PercentileDisc, exp.GroupConcat))
 
 
 def navigation(w: exp.Expression) -> bool:

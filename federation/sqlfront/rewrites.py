@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import COMPARISONS  # those `x op ANY|ALL (SELECT ...)` quantify
+from federation.comparisons import COMPARISONS  # those `x op ANY|ALL (SELECT ...)` quantify
 from federation.sqlfront.correlated import limit_of, own_aliases, select_of
 
 

@@ -21,6 +21,7 @@ from federation.expressions import (
     AggCall,
     agg_call,
     distinct_tuple,
+    listagg,
     percentile,
 )
 from federation.logical import Node, Relation
@@ -264,7 +265,15 @@ class Aggregates:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
                        "(COUNT, SUM, AVG, MIN, MAX, MEDIAN, PERCENTILE_CONT, PERCENTILE_DISC, "
                        "STDDEV_SAMP, STDDEV_POP, VAR_SAMP, VAR_POP)", "SELECT", call)
-        extra = [v for k, v in call.args.items() if k != "this" and isinstance(v, exp.Expression)]
+        sep = call.args.get("separator") if func == "listagg" else None
+        if sep is not None and not (isinstance(sep, exp.Literal) and sep.is_string):
+            raise fail(f"LISTAGG's separator is a string literal, not {sep.sql()!r}",
+                       "SELECT", sep)
+        if func == "listagg" and isinstance(call.this, exp.Order):
+            raise fail("LISTAGG joins the values in ascending order (of their bytes): "
+                       "ORDER BY in it is not supported", "SELECT", call)
+        extra = [v for k, v in call.args.items() if k not in ("this", "separator")
+                 and isinstance(v, exp.Expression)]
         if extra:  # DuckDB's MAX(x, n) is a list of the n largest: no aggregate here
             raise fail(f"{func.upper()} takes one argument, not {extra[0].sql()!r} too",
                        "SELECT", call)
@@ -307,7 +316,9 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = agg_call(func, arg, where) if fraction is None else percentile(
+        self.calls[name] = listagg(arg, sep.name if sep is not None else ",", distinct=func !=
+                                   "listagg", where=where) if func.startswith("listagg") \
+            else agg_call(func, arg, where) if fraction is None else percentile(
             arg, fraction[0], discrete=func == "percentile_disc", descending=fraction[1],
             where=where)
         self.seen[spelled] = name
