@@ -24,7 +24,7 @@ PACKAGES = ("federation", "costmodel", "db", "spe", "benchmarks")
 FEDERATION_GROUPS = {
     "conventions": ["federation.conventions", "federation.packing"],
     "model": ["federation.errors", "federation.streams", "federation.expressions",
-              "federation.canonical", "federation.initcap",
+              "federation.comparisons", "federation.canonical", "federation.initcap",
               "federation.logical", "federation.instants", "federation.results",
               "federation.parts", "federation.smartplug", "federation.nexmark",
               "federation.importer", "federation.brokers", "federation.python_functions"],
