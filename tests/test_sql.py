@@ -349,3 +349,19 @@ def test_fedq_explain_a_dsl_query_from_a_file(tmp_path, capsys):
     bad.write_text("SELECT plug_id FROM smartplug ORDER BY plug_id")
     with pytest.raises(SystemExit, match=r"bad.sql: SQL line 1, col 31 \(ORDER BY\)"):
         main(["explain", "--sql", str(bad)])
+
+
+def test_star_beside_other_items_is_every_column_and_them():
+    """`*, value * 2 AS v2` (Flink's `SELECT *, PROCTIME() AS p` form) and `a.*` of one side
+    of a join: the columns as the list written out gives them."""
+    cols = "id, ts, value, property, plug_id, household_id, house_id"
+    assert sql(f"SELECT *, value * 2 AS v2 FROM {H10} WHERE value > 100", STREAMS) == sql(
+        f"SELECT {cols}, value * 2 AS v2 FROM {H10} WHERE value > 100", STREAMS)
+    a_cols = ", ".join(f"a.{c}" for c in cols.split(", "))
+    joined = f"FROM {H10} AS a JOIN {H10} AS b ON a.id = b.id WHERE a.value > 105"
+    q = sql(f"SELECT a.*, b.value AS bv {joined}", STREAMS)
+    assert q == sql(f"SELECT {a_cols}, b.value AS bv {joined}", STREAMS)
+    assert list(sql(f"SELECT b.*, a.id AS aid {joined}", STREAMS).schema) == [
+        *cols.split(", "), "aid"]  # named as b names them
+    with pytest.raises(SqlError, match="unknown table or alias 'c'"):
+        sql(f"SELECT c.*, value FROM {H10} AS a", STREAMS)

@@ -124,6 +124,25 @@ AGGREGATES: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg
                                exp.PercentileDisc: "percentile_disc",
                                exp.GroupConcat: "listagg"}  # LISTAGG, STRING_AGG
 
+def listagg_separator(text: SqlText, call: exp.Expression) -> str:
+    """LISTAGG's separator: a string literal, `,` by default (Flink's); ORDER BY in it is
+    refused (the values are joined in ascending order)."""
+    sep = call.args.get("separator")
+    if sep is not None and not (isinstance(sep, exp.Literal) and sep.is_string):
+        raise text.fail(f"LISTAGG's separator is a string literal, not {sep.sql()!r}",
+                        "SELECT", sep)
+    if isinstance(call.this, exp.Order):
+        raise text.fail("LISTAGG joins the values in ascending order (of their bytes): "
+                        "ORDER BY in it is not supported", "SELECT", call)
+    return "," if sep is None else sep.name
+
+
+def unnamed(text: SqlText, inner: exp.Expression, e: exp.Expression) -> SqlError:
+    """The refusal of a SELECT item that computes without a name."""
+    shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
+    return text.fail(f"name the expression {shown!r}: {shown} AS name", "SELECT", e)
+
+
 def by_position(text: SqlText, g: exp.Expression, items: list[exp.Expression]
                 ) -> exp.Expression:
     """`GROUP BY 2`: the second SELECT item's expression (DuckDB's and Spark's reading; a

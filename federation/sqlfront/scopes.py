@@ -114,6 +114,14 @@ class Scope:
             raise fail(f"ambiguous column {name!r}: qualify it with its table", clause, node)
         return hits.pop()
 
+    def star(self, table: str | None, at: exp.Expression) -> dict[str, str]:
+        """What `*` (`table.*`) selects: {the name it shows -> the column of self.node}."""
+        if table is None:
+            return {c: c for c in self.node.schema}
+        if table not in self.aliases:
+            self.column_of(table, "*", "SELECT", at)  # the unknown alias's error
+        return dict(self.aliases[table])
+
     def resolve(self, e: exp.Expression, clause: str) -> exp.Expression:
         """A copy of `e` over the columns of self.node (qualifiers resolved, comments gone)."""
         def fix(n: exp.Expression) -> exp.Expression:

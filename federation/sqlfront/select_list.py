@@ -1,8 +1,8 @@
 """The SELECT list, with GROUP BY and HAVING: a projection, or an aggregation.
 
-Without GROUP BY, HAVING or an aggregate, the list is a projection: bare columns and
-`expr AS name` in any order (`*`, or a list equal to the input's columns, adds no
-operator). Otherwise it is an aggregation: GROUP BY columns (the window's instant is
+Without GROUP BY, HAVING or an aggregate, the list is a projection: bare columns,
+`expr AS name` and `*` (`a.*`) in any order (`*`, or a list equal to the input's
+columns, adds no operator). Otherwise it is an aggregation: GROUP BY columns (the window's instant is
 dropped there), aggregates COUNT(*), COUNT, SUM, AVG, MIN, MAX, and expressions over
 keys and aggregates (`MAX(v) - MIN(v) AS spread`), which add a projection above it; an
 aggregate without a name is called `count`, `<func>_<column>` or `_agg<i>`; HAVING is a
@@ -32,8 +32,10 @@ from federation.sqlfront.dialect import (
     by_position,
     check_scalar,
     has_subquery,
+    listagg_separator,
     percentile_fraction,
     selectivity,
+    unnamed,
 )
 from federation.sqlfront.having import (
     having_subqueries,
@@ -81,8 +83,14 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
         inner = e.this if isinstance(e, exp.Alias) else e
         if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
                                            and isinstance(inner.this, exp.Star)):
-            raise text.fail("* together with other SELECT items is not supported",
-                            "SELECT", e, "*")
+            for shown, c in scope.star(inner.table if isinstance(inner, exp.Column) else None,
+                                       e).items():  # `*, x * 2 AS y`, `a.*, b.x AS bx`
+                if shown == c:
+                    columns.append(c)
+                else:
+                    outputs[shown] = exp.column(c)
+                order.append(shown)
+            continue
         if scope.is_instant(inner):
             continue  # the instant: every result row carries it as tau
         if numbered(e):  # a column of the RowNumber below
@@ -97,9 +105,7 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
             order.append(out.name)
             continue
         if alias is None:
-            shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
-            raise text.fail(f"name the expression {shown!r}: {shown} AS name",
-                            "SELECT", e)
+            raise unnamed(text, inner, e)
         outputs[alias] = out
         order.append(alias)
     if not outputs and columns == list(scope.node.schema):
@@ -183,9 +189,7 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
             order.append(alias or k)
             continue
         if alias is None:
-            shown = inner.sql(dialect="spark")  # Flink's spelling (DATE_FORMAT, not STRFTIME)
-            raise text.fail(f"name the expression {shown!r}: {shown} AS name",
-                            "SELECT", e)
+            raise unnamed(text, inner, e)
         order.append(alias)
         if has_subquery(inner):  # joined to the groups after the aggregation (having.py)
             subs[alias] = outside_subqueries(inner, aggs.over)
@@ -264,14 +268,8 @@ class Aggregates:
         if func is None:
             raise fail(f"aggregate {call.sql_name()}() is not supported "
                        "(COUNT, SUM, AVG, MIN, MAX, MEDIAN, PERCENTILE_CONT, PERCENTILE_DISC, "
-                       "STDDEV_SAMP, STDDEV_POP, VAR_SAMP, VAR_POP)", "SELECT", call)
-        sep = call.args.get("separator") if func == "listagg" else None
-        if sep is not None and not (isinstance(sep, exp.Literal) and sep.is_string):
-            raise fail(f"LISTAGG's separator is a string literal, not {sep.sql()!r}",
-                       "SELECT", sep)
-        if func == "listagg" and isinstance(call.this, exp.Order):
-            raise fail("LISTAGG joins the values in ascending order (of their bytes): "
-                       "ORDER BY in it is not supported", "SELECT", call)
+                       "STDDEV_SAMP, STDDEV_POP, VAR_SAMP, VAR_POP, LISTAGG)", "SELECT", call)
+        sep = listagg_separator(self.text, call) if func == "listagg" else ","
         extra = [v for k, v in call.args.items() if k not in ("this", "separator")
                  and isinstance(v, exp.Expression)]
         if extra:  # DuckDB's MAX(x, n) is a list of the n largest: no aggregate here
@@ -316,8 +314,8 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = listagg(arg, sep.name if sep is not None else ",", distinct=func !=
-                                   "listagg", where=where) if func.startswith("listagg") \
+        self.calls[name] = listagg(arg, sep, distinct=func != "listagg", where=where) \
+            if func.startswith("listagg") \
             else agg_call(func, arg, where) if fraction is None else percentile(
             arg, fraction[0], discrete=func == "percentile_disc", descending=fraction[1],
             where=where)
