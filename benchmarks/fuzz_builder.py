@@ -445,9 +445,9 @@ class _Builder(Expressions):
                     arg, h = got
             if f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
-            elif f == "avg" and not session and self.chance(12):  # STDDEV, VARIANCE, MEDIAN
-                f = d(st.sampled_from(sorted(DECOMPOSED)))
-                f = MEDIANS[len(aggs) % 3] if f == "median" else f  # or a percentile
+            elif f == "avg" and self.chance(12):  # STDDEV, VARIANCE, MEDIAN (of a session's
+                f = d(st.sampled_from(sorted(DECOMPOSED)))  # rows: the engines' own)
+                f = MEDIANS[len(aggs) % (2 if session else 3)] if f == "median" else f
             if f in ("avg", "avg_distinct", *DECOMPOSED, *MEDIANS):
                 hint = "value"
             elif h == "count":

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from benchmarks.fuzz_domain import KEYWORDS, WHERE, _logical, _type
 from benchmarks.fuzz_sizes import _below
-from federation.expressions import MATH, TEXT, TIME_PARTS, infer_type, to_expression
+from federation.expressions import MATH, NATIVE_FUNCS, TEXT, TIME_PARTS, infer_type, to_expression
 from federation.logical import Node, Rstream, is_row_level
 from federation.python_functions import lookup
 
@@ -30,7 +30,7 @@ SHAPES = (
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
-    "packed_count", "listagg", "window_where",
+    "packed_count", "listagg", "window_where", "session_native",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -220,6 +220,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("distinct_sum_avg")
                 if call.func in ("listagg", "listagg_distinct"):
                     out.add("listagg")
+                if call.func in NATIVE_FUNCS:  # STDDEV, MEDIAN, ... of a session's rows
+                    out.add("session_native")
                 if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):
                     out.add("min_max_ordered")  # of strings or times
                 if (id(n), f"{name}{WHERE}") in raw:

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
-from federation.conventions import DUCKDB_TYPES, Lowering, us
+from federation.conventions import DUCKDB_TYPES, NATIVE_AGGREGATES, Lowering, us
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
@@ -147,6 +147,11 @@ class ReferenceEvaluator:
                 d = "DISTINCT " * (call.func != "listagg")
                 sep = call.separator.replace("'", "''")
                 aggs.append(f"string_agg({d}{x}, '{sep}' ORDER BY {x}) AS {_q(name)}")
+                continue
+            if call.func in NATIVE_AGGREGATES:  # of a session's rows
+                e = (f"quantile_cont({x}, {call.quantile()})" if call.func in (
+                    "median", "percentile_cont") else f"{call.func}({x})")
+                aggs.append(f"{e} AS {_q(name)}")
                 continue
             func = call.func.removesuffix("_distinct")
             # COUNT/SUM/AVG(DISTINCT x): of the distinct non-NULL values

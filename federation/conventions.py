@@ -36,6 +36,11 @@ WINDOW = "_window"
 #: the columns a session window adds to its stream's: its session's first reading and its
 #: end (the last reading plus the gap)
 SESSION_COLUMNS = ("window_start", "window_end")
+#: the aggregates each engine computes with its own function over a session's rows, which
+#: one aggregate reads once (elsewhere they are planned in operators: federation/logical/
+#: spread.py, median.py); the interpolated ones at AggCall.quantile()
+NATIVE_AGGREGATES = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "median",
+                     "percentile_cont")
 
 
 def stored_columns(node) -> dict[str, str]:

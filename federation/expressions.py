@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 import sqlglot
 from sqlglot import exp
 
-from federation.conventions import NUMERIC_TYPES
+from federation.conventions import NATIVE_AGGREGATES, NUMERIC_TYPES
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -34,6 +35,8 @@ SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
                 "stddev_samp": (True, True), "stddev_pop": (False, True)}
 #: aggregates of a group's values in their order (federation/logical/median.py)
 ORDERED_FUNCS = ("median", "percentile_cont", "percentile_disc")
+#: ... each engine's own aggregate over a session's rows, which one aggregate reads once
+NATIVE_FUNCS = NATIVE_AGGREGATES
 #: the return type of each registered Python function by lower-case name (federation.udf)
 FUNCTION_TYPES: dict[str, str] = {}
 
@@ -197,6 +200,11 @@ class AggCall:
         if self.func == "median" and self.fraction is None:  # PERCENTILE_CONT(0.5)
             object.__setattr__(self, "fraction", (1, 2))
 
+    def quantile(self) -> str:
+        """A percentile's position in ascending order, a decimal as written (MEDIAN: 0.5)."""
+        a, b = self.fraction or (1, 2)
+        return str(Decimal(b - a if self.descending else a) / Decimal(b))
+
     def sql(self, dialect: str = "duckdb") -> str:
         inner = "*" if self.arg is None else self.arg.sql(dialect=dialect)
         if self.fraction is not None and self.func != "median":
@@ -325,6 +333,8 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
         return "DOUBLE"
     if call.func in LIST_FUNCS:
         return "VARCHAR"
+    if call.func in NATIVE_FUNCS:
+        return "DOUBLE"
     if call.func in ("sum", "sum_distinct"):
         return "DOUBLE" if arg_type == "DOUBLE" else "BIGINT"
     return arg_type or "DOUBLE"

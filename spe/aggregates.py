@@ -32,11 +32,14 @@ def spark_expr(e) -> Column:
     return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
 
 
-def agg_column(func: str, arg, name: str, result_type: str, separator: str = ",") -> Column:
+def agg_column(func: str, arg, name: str, result_type: str, separator: str = ",",
+               fraction: str = "0.5") -> Column:
     if func in ("listagg", "listagg_distinct"):  # the strings in ascending order, joined
         values = (F.collect_list if func == "listagg" else F.collect_set)(spark_expr(arg))
         return F.when(F.size(values) > 0, F.array_join(F.array_sort(values), separator)
                       ).alias(name)
+    if func in NATIVE:  # of a session's rows: Spark's own (federation.expressions)
+        return NATIVE[func](spark_expr(arg), fraction).alias(name)
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
     elif func in DISTINCT_FUNCS:  # Spark's streaming aggregates refuse DISTINCT: a set
@@ -49,6 +52,14 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
         e = spark_expr(arg)
         c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
     return c.alias(name)
+
+
+#: STDDEV, VARIANCE and the interpolated percentile (`p` a decimal literal, as DuckDB's)
+NATIVE = {"var_samp": lambda e, p: F.var_samp(e), "var_pop": lambda e, p: F.var_pop(e),
+          "stddev_samp": lambda e, p: F.stddev_samp(e),
+          "stddev_pop": lambda e, p: F.stddev_pop(e),
+          "median": lambda e, p: F.percentile(e.cast("double"), F.lit(float(p))),
+          "percentile_cont": lambda e, p: F.percentile(e.cast("double"), F.lit(float(p)))}
 
 
 def _merge_count(e, p, t):

@@ -35,7 +35,8 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
     # then (a literal would be folded away before that check)
     by = part or [_c(TS).isNull().alias("_s_all")]
     names = [n for n, _ in node.aggs]
-    aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator) for n, c in node.aggs]
+    aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator,
+                           c.quantile()) for n, c in node.aggs]
     sessions = (rows.groupBy(F.session_window(_c(TS), gaps).alias(SESSION), *by)
                 .agg(*aggs, F.max(_c(TS)).alias("_s_last"))
                 .select(F.window_time(SESSION).alias("_s_time"),

@@ -22,7 +22,7 @@ from db.reference import reference_result
 from db.tables import delete_closed_sessions
 from federation import sql
 from federation.errors import QueryValidationError
-from federation.expressions import count, sum_
+from federation.expressions import count, median, percentile, stddev, sum_, variance
 from federation.logical import window
 from federation.results import diff_results
 from federation.sqlfront import SqlError
@@ -71,11 +71,52 @@ def sessions(keep=lambda user: True, of=SESSIONS) -> pa.Table:
                      "total": pa.array([r[5] for r in at])})
 
 
-def query(where: str | None = None, readings: str | None = None):
+def query(where: str | None = None, readings: str | None = None, spread: bool = False):
     w = window(CLICKS, gap=2, slide=1, partition_by=["user"], where=readings)
     rel = w.filter(where) if where else w
+    more = {"sd": stddev("amount"), "vp": variance("amount", population=True),
+            "med": median("amount"), "p25": percentile("amount", 0.25),
+            "p75d": percentile("amount", 0.25, descending=True)} if spread else {}
     return rel.aggregate(by=["window_start", "window_end", "user"], n=count(),
-                         total=sum_("amount")).rstream("sessions")
+                         total=sum_("amount"), **more).rstream("sessions")
+
+
+def spread_of(sessions_rows=SESSIONS) -> pa.Table:
+    """The sessions with STDDEV_SAMP, VAR_POP, MEDIAN and the interpolated 25th and 75th
+    percentiles of their amounts, worked out by Python's statistics from ROWS."""
+    import statistics
+
+    def q(xs, p):  # PERCENTILE_CONT: position p (n - 1) from 0, interpolated
+        xs = sorted(xs)
+        k = p * (len(xs) - 1)
+        lo = int(k)
+        return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
+
+    t = sessions(of=sessions_rows)
+    cols: dict[str, list] = {"sd": [], "vp": [], "med": [], "p25": [], "p75d": []}
+    for r in t.to_pylist():
+        lo, hi = ((r[c] - T0).total_seconds() for c in ("window_start", "window_end"))
+        xs = [a for x, u, a in ROWS if u == r["user"] and lo <= x <= hi - 2]
+        assert len(xs) == r["n"]
+        cols["sd"].append(statistics.stdev(xs) if len(xs) > 1 else None)
+        cols["vp"].append(statistics.pvariance(xs))
+        cols["med"].append(float(statistics.median(xs)))
+        cols["p25"].append(q(xs, 0.25))
+        cols["p75d"].append(q(xs, 0.75))
+    for name, values in cols.items():
+        t = t.append_column(name, pa.array(values, pa.float64()))
+    return t
+
+
+def test_stddev_variance_median_of_sessions_are_each_engine_s_own():
+    # one aggregate reads a session's rows once: Spark's and DuckDB's own functions
+    want = spread_of()
+    assert diff_results(reference_result(query(spread=True), rows()), want) is None
+    assert diff_results(pure_db(query(spread=True), rows(), 2), want) is None
+    with pytest.raises(QueryValidationError, match="PERCENTILE_DISC of a session"):
+        window(CLICKS, gap=2, slide=1, partition_by=["user"]).aggregate(
+            by=["window_start", "window_end", "user"], p=percentile("amount", 0.5,
+                                                                   discrete=True))
 
 
 def test_the_reference_gives_the_sessions_worked_out_by_hand():
@@ -165,11 +206,19 @@ def write_clicks(d) -> None:
     # sessions of selected readings, in Spark, and in DuckDB from Spark's selected rows
     (None, "amount <> 3", "spe"),
     ('"user" <> 2', "amount <> 3", "op1=spe,op2=db"),
+    # STDDEV, VARIANCE, MEDIAN, percentiles: Spark's own
+    (None, "spread", "spe"),
 ])
 def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, readings, placement):
     from federation.api import run
 
     write_clicks(tmp_path / "clicks")
+    if readings == "spread":
+        r = run(query(spread=True), placement, tmp_path / "clicks", work_dir=tmp_path / "w",
+                seconds_per_batch=3, spark=spark)
+        want = spread_of([x for x in SESSIONS if x[3] is not None])
+        assert diff_results(r.rows, want) is None
+        return
     q = query(where, readings)
     r = run(q, placement, tmp_path / "clicks", work_dir=tmp_path / "w", seconds_per_batch=3,
             spark=spark)

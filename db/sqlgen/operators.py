@@ -28,7 +28,7 @@ from db.sqlgen.terms import (
     session_begins,
     tau_param,
 )
-from federation.conventions import SESSION_COLUMNS, TS, Lowering, us
+from federation.conventions import NATIVE_AGGREGATES, SESSION_COLUMNS, TS, Lowering, us
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import NumberedPlan, Window
@@ -202,7 +202,7 @@ def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
     for name, call in node.aggs:
         cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name],
-                                               call.separator), name))
+                                               call.separator, call.quantile()), name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
     # (SQL): COUNT 0, the others NULL
@@ -229,7 +229,7 @@ def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
 
 
 def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str,
-                         separator: str = ",") -> exp.Expression:
+                         separator: str = ",", quantile: str = "0.5") -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
     BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type.
     LISTAGG: STRING_AGG of the values in ascending order (by their bytes, Spark's order)."""
@@ -238,6 +238,10 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
         value = exp.Distinct(expressions=[a]) if func != "listagg" else a
         return exp.GroupConcat(this=exp.Order(this=value, expressions=[exp.Ordered(
             this=a.copy(), nulls_first=False)]), separator=exp.Literal.string(separator))
+    if func in NATIVE_AGGREGATES:  # of a session's rows: DuckDB's own (federation.expressions)
+        name = "quantile_cont" if func in ("median", "percentile_cont") else func
+        return exp.Anonymous(this=name, expressions=[quote(arg)] + (  # type: ignore[arg-type]
+            [exp.Literal.number(quantile)] if name == "quantile_cont" else []))
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
     if func == "count_distinct":

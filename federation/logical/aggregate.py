@@ -12,6 +12,7 @@ from federation.expressions import (
     AGG_FUNCS,
     LIST_FUNCS,
     MERGEABLE_FUNCS,
+    NATIVE_FUNCS,
     AggCall,
     agg_result_type,
     infer_type,
@@ -56,7 +57,9 @@ class Aggregate(Unary):
                 raise QueryValidationError(
                     "aggregate", name, f"expected count/sum/avg/min/max(...), got {call!r}"
                 )
-            if call.func not in AGG_FUNCS:
+            w = self.child.row_window()  # a session's rows: its own STDDEV, MEDIAN, ...
+            if call.func not in AGG_FUNCS and not (
+                    call.func in NATIVE_FUNCS and w is not None and w.is_session):
                 raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
             if name in names:
                 raise QueryValidationError("aggregate", name, "output column named twice")
