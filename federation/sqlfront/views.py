@@ -13,10 +13,11 @@ projects one stream's rows, passing its time column (the DESCRIPTOR's) on unchan
 window goes around the stream in the innermost FROM and the view's selections and
 projections above it, its rows gaining `window_start` and `window_end`. For TUMBLE, HOP and
 CUMULATE that is the same relation (a selection and a projection commute with a time
-window). A ROWS_WINDOW's last n rows and a SESSION's sessions are of the view's rows: the
-view selects with `SELECT *` (a SESSION's may list columns: what reads a session is its
-aggregate, which names the columns it reads), its conditions are the window's
-(`TupleWindow.where`, `SessionWindow.where`), its partition keys are stream columns.
+window). A ROWS_WINDOW's last n rows and a SESSION's sessions are of the view's rows: its
+conditions are the window's (`TupleWindow.where`, `SessionWindow.where`), over the stream's
+columns, its partition keys stream columns. A ROWS_WINDOW's view may project above its
+selection (a projection commutes with the last n rows); a SESSION's selects with `SELECT *`
+or a list of columns (what reads a session is its aggregate, which names those it reads).
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
 
     names = [desc.expressions[0].name, *keys]
     where: list[exp.Expression] = []
+    stars: list[bool] = []  # per level, outermost first: it passes the stream's columns on
+    below: list[int] = []  # per condition: the first level below it
     while True:
         if not _rows_of(q) or q.args.get("joins"):
             raise fail("it is not a selection and projection of one stream's rows", call)
@@ -141,7 +144,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
                 e.this, exp.Star) for e in q.expressions):  # columns dropped: its aggregate
             q.set("expressions", [exp.Star()])  # reads the ones it names alone
         star = all(isinstance(e, exp.Star) for e in q.expressions)
-        if fn in _OF_ROWS and not star:
+        if fn == "SESSION" and not star:
             raise fail(f"the view computes or drops columns; {fn}'s rows are the stream's "
                        "(SELECT * in the view, project above the window)", call)
         proc = next((e for e in q.expressions if e.alias_or_name == names[0]
@@ -163,6 +166,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
                 raise fail(f"its column {clash} is the window's", call)
             q.set("expressions", [*q.expressions, exp.column("window_start"),
                                   exp.column("window_end")])
+        stars.append(star)
         if fn in _OF_ROWS and q.args.get("where") is not None:
             cond = q.args["where"].this
             if cond.find(exp.Subquery, exp.Exists) is not None:
@@ -170,6 +174,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
                            "selected by a condition of the row)", cond)
             where.append(cond.transform(lambda c: exp.column(c.name) if isinstance(
                 c, exp.Column) else c))
+            below.append(len(stars))  # it reads the columns of the levels below it
             q.set("where", None)
         frm = q.args.get("from_") or q.args.get("from")
         src = frm.this if frm is not None else None
@@ -185,6 +190,9 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
     if not isinstance(src, exp.Table) or not isinstance(src.this, exp.Identifier) \
             or src.args.get("db"):
         raise fail("it reads no stream by name", call)
+    if not all(all(stars[i:]) for i in below):  # a condition over computed columns
+        raise fail("a WHERE over a view that projects (the rows it counts are selected "
+                   "by the stream's columns: select in the innermost view)", call)
     table = f"TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
     if fn == "SESSION" and names[1:]:
         table += " PARTITION BY (" + ", ".join(
