@@ -10,7 +10,8 @@ from sqlglot import exp
 
 from benchmarks.fuzz_domain import KEYWORDS, WHERE, _logical, _type
 from benchmarks.fuzz_sizes import _below
-from federation.expressions import MATH, NATIVE_FUNCS, TEXT, TIME_PARTS, infer_type, to_expression
+from federation.conventions import NATIVE_AGGREGATES
+from federation.expressions import MATH, TEXT, TIME_PARTS, infer_type, to_expression
 from federation.logical import Node, Rstream, is_row_level
 from federation.python_functions import lookup
 
@@ -220,7 +221,7 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("distinct_sum_avg")
                 if call.func in ("listagg", "listagg_distinct"):
                     out.add("listagg")
-                if call.func in NATIVE_FUNCS:  # STDDEV, MEDIAN, ... of a session's rows
+                if call.func in NATIVE_AGGREGATES:  # STDDEV, MEDIAN, ... of a session's rows
                     out.add("session_native")
                 if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):
                     out.add("min_max_ordered")  # of strings or times

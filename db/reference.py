@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
-from federation.conventions import DUCKDB_TYPES, NATIVE_AGGREGATES, Lowering, us
+from federation.conventions import DUCKDB_TYPES, NATIVE_AGGREGATES, Lowering, quantile, us
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
@@ -149,8 +149,9 @@ class ReferenceEvaluator:
                 aggs.append(f"string_agg({d}{x}, '{sep}' ORDER BY {x}) AS {_q(name)}")
                 continue
             if call.func in NATIVE_AGGREGATES:  # of a session's rows
-                e = (f"quantile_cont({x}, {call.quantile()})" if call.func in (
-                    "median", "percentile_cont") else f"{call.func}({x})")
+                p = quantile(call.fraction, call.descending)
+                e = (f"quantile_cont({x}, {p})" if call.func in ("median", "percentile_cont")
+                     else f"{call.func}({x})")
                 aggs.append(f"{e} AS {_q(name)}")
                 continue
             func = call.func.removesuffix("_distinct")

@@ -43,6 +43,15 @@ NATIVE_AGGREGATES = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "median
                      "percentile_cont")
 
 
+def quantile(fraction: tuple[int, int] | None, descending: bool = False) -> str:
+    """A percentile's position in ascending order as a decimal, exact as written (its
+    `fraction` a/b; MEDIAN's None: 0.5; DESC: 1 - a/b)."""
+    from decimal import Decimal
+
+    a, b = fraction or (1, 2)
+    return str(Decimal(b - a if descending else a) / Decimal(b))
+
+
 def stored_columns(node) -> dict[str, str]:
     """The columns of `node`'s window rows as Spark hands them on and a DB-op stores them:
     its schema but a session window's SESSION_COLUMNS, which the DB-op's SQL computes."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 
 import sqlglot
 from sqlglot import exp
@@ -35,8 +34,6 @@ SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
                 "stddev_samp": (True, True), "stddev_pop": (False, True)}
 #: aggregates of a group's values in their order (federation/logical/median.py)
 ORDERED_FUNCS = ("median", "percentile_cont", "percentile_disc")
-#: ... each engine's own aggregate over a session's rows, which one aggregate reads once
-NATIVE_FUNCS = NATIVE_AGGREGATES
 #: the return type of each registered Python function by lower-case name (federation.udf)
 FUNCTION_TYPES: dict[str, str] = {}
 
@@ -200,11 +197,6 @@ class AggCall:
         if self.func == "median" and self.fraction is None:  # PERCENTILE_CONT(0.5)
             object.__setattr__(self, "fraction", (1, 2))
 
-    def quantile(self) -> str:
-        """A percentile's position in ascending order, a decimal as written (MEDIAN: 0.5)."""
-        a, b = self.fraction or (1, 2)
-        return str(Decimal(b - a if self.descending else a) / Decimal(b))
-
     def sql(self, dialect: str = "duckdb") -> str:
         inner = "*" if self.arg is None else self.arg.sql(dialect=dialect)
         if self.fraction is not None and self.func != "median":
@@ -329,12 +321,10 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
     """Type of an aggregate's result (COUNT BIGINT, AVG DOUBLE, others keep the argument's)."""
     if call.func in ("count", "count_distinct"):
         return "BIGINT"
-    if call.func in ("avg", "avg_distinct"):
+    if call.func in ("avg", "avg_distinct", *NATIVE_AGGREGATES):  # (STDDEV, ... of sessions)
         return "DOUBLE"
     if call.func in LIST_FUNCS:
         return "VARCHAR"
-    if call.func in NATIVE_FUNCS:
-        return "DOUBLE"
     if call.func in ("sum", "sum_distinct"):
         return "DOUBLE" if arg_type == "DOUBLE" else "BIGINT"
     return arg_type or "DOUBLE"

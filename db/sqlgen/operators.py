@@ -28,7 +28,14 @@ from db.sqlgen.terms import (
     session_begins,
     tau_param,
 )
-from federation.conventions import NATIVE_AGGREGATES, SESSION_COLUMNS, TS, Lowering, us
+from federation.conventions import (
+    NATIVE_AGGREGATES,
+    SESSION_COLUMNS,
+    TS,
+    Lowering,
+    quantile,
+    us,
+)
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import NumberedPlan, Window
@@ -202,7 +209,9 @@ def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
     for name, call in node.aggs:
         cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name],
-                                               call.separator, call.quantile()), name))
+                                               call.separator,
+                                               quantile(call.fraction, call.descending)),
+                          name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
     # (SQL): COUNT 0, the others NULL

@@ -6,13 +6,12 @@ import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
-from federation.conventions import NUMERIC_TYPES
+from federation.conventions import NATIVE_AGGREGATES, NUMERIC_TYPES
 from federation.errors import QueryValidationError
 from federation.expressions import (
     AGG_FUNCS,
     LIST_FUNCS,
     MERGEABLE_FUNCS,
-    NATIVE_FUNCS,
     AggCall,
     agg_result_type,
     infer_type,
@@ -59,7 +58,7 @@ class Aggregate(Unary):
                 )
             w = self.child.row_window()  # a session's rows: its own STDDEV, MEDIAN, ...
             if call.func not in AGG_FUNCS and not (
-                    call.func in NATIVE_FUNCS and w is not None and w.is_session):
+                    call.func in NATIVE_AGGREGATES and w is not None and w.is_session):
                 raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
             if name in names:
                 raise QueryValidationError("aggregate", name, "output column named twice")
