@@ -365,3 +365,13 @@ def test_star_beside_other_items_is_every_column_and_them():
         *cols.split(", "), "aid"]  # named as b names them
     with pytest.raises(SqlError, match="unknown table or alias 'c'"):
         sql(f"SELECT c.*, value FROM {H10} AS a", STREAMS)
+
+
+def test_a_qualified_column_is_named_as_written():
+    """`b.value` of a join whose sides are renamed apart in the plan is `value`, as SQL names
+    it, unless another item is named so too; likewise a grouped `b.house_id`."""
+    on = f"FROM {H10} AS a JOIN {H10} AS b ON a.id = b.id"
+    assert list(sql(f"SELECT a.plug_id, b.value {on}", STREAMS).schema) == ["plug_id", "value"]
+    assert list(sql(f"SELECT b.value, a.value {on}", STREAMS).schema) == ["value_b", "value"]
+    assert list(sql(f"SELECT b.house_id, COUNT(*) AS n {on} GROUP BY window_end, b.house_id",
+                    STREAMS).schema) == ["house_id", "n"]

@@ -132,6 +132,17 @@ class Scope:
         return rewrite(e, fix)
 
 
+def shown_as(written: exp.Expression, out: exp.Expression, items) -> str | None:
+    """The name SQL gives a SELECT item `b.value` that reaches another column of the plan
+    (`value_b`, the sides of a join renamed apart): `value`, unless another item of the
+    list `items` shows that name too (then the plan's)."""
+    if not (isinstance(written, exp.Column) and isinstance(out, exp.Column)) \
+            or written.name == out.name:
+        return None
+    shown = [e.alias_or_name for e in items]
+    return written.name if shown.count(written.name) == 1 else None
+
+
 def rewrite(e: exp.Expression, fix: Callable[[exp.Expression], exp.Expression]
             ) -> exp.Expression:
     """A copy of `e` with `fix` applied to each node, its comments gone (the selectivity

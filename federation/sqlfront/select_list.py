@@ -43,7 +43,7 @@ from federation.sqlfront.having import (
     selected_subqueries,
 )
 from federation.sqlfront.ranking import number_rows, numbered
-from federation.sqlfront.scopes import Scope, rewrite
+from federation.sqlfront.scopes import Scope, rewrite, shown_as
 
 
 def select_list(text: SqlText, q: exp.Select, scope: Scope,
@@ -99,7 +99,7 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
             continue
         check_scalar(text, inner, "SELECT")
         out = scope.resolve(inner, "SELECT")
-        alias = e.alias if isinstance(e, exp.Alias) else None
+        alias = e.alias if isinstance(e, exp.Alias) else shown_as(inner, out, items)
         if isinstance(out, exp.Column) and alias in (None, out.name):
             columns.append(out.name)
             order.append(out.name)
@@ -185,8 +185,9 @@ def aggregate(text: SqlText, q: exp.Select, scope: Scope, items: list[exp.Expres
             if k not in keys:
                 raise text.fail(f"column {inner.sql()} is neither grouped nor aggregated",
                                 "SELECT", inner)
-            plain.append((alias or k, k))
-            order.append(alias or k)
+            alias = alias or shown_as(inner, exp.column(k), items) or k
+            plain.append((alias, k))
+            order.append(alias)
             continue
         if alias is None:
             raise unnamed(text, inner, e)
