@@ -154,3 +154,13 @@ def test_the_dsl_writes_the_window_selection():
 def test_views_a_user_gets_wrong_are_refused_where_written(text, why):
     with pytest.raises(SqlError, match=why.replace("(", r"\(").replace("*", r"\*")):
         sql(text, STREAMS)
+
+
+def test_a_cte_named_as_its_stream_reads_the_stream():
+    # `WITH s AS (SELECT * FROM s ...)`: the CTE's body does not see the CTE (it looped)
+    shadowed = ("WITH smartplug AS (SELECT * FROM smartplug WHERE value > 50) SELECT plug_id, "
+                "COUNT(*) AS n FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), 2) GROUP BY "
+                "window_start, window_end, plug_id")
+    assert sql(shadowed, STREAMS) == sql(
+        "SELECT plug_id, COUNT(*) AS n FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), 2) WHERE "
+        "value > 50 GROUP BY window_start, window_end, plug_id", STREAMS)

@@ -96,7 +96,9 @@ def rewrite(tree: exp.Expression, text, dialect) -> exp.Expression:
         alias = item.alias or name
         keys = [c.name for c in src.args["partition"].expressions] \
             if src.args.get("partition") else []
-        windowed = _lower(body, call, fn, keys, ctes, text, dialect)
+        # a CTE's body does not see the CTE: `WITH s AS (SELECT * FROM s ...)` reads stream s
+        windowed = _lower(body, call, fn, keys, {k: v for k, v in ctes.items() if k != name},
+                          text, dialect)
         item.replace(exp.Subquery(this=windowed, alias=exp.TableAlias(
             this=exp.to_identifier(alias)) if alias else None))
     return tree
@@ -182,7 +184,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
             q = src.this
         elif isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier) \
                 and src.name in ctes and not src.args.get("db"):
-            q = ctes[src.name].copy()
+            q = ctes.pop(src.name).copy()  # (its body does not see it)
             src.replace(exp.Subquery(this=q, alias=exp.TableAlias(
                 this=exp.to_identifier(src.alias or src.name))))
         else:
