@@ -445,8 +445,8 @@ class _Builder(Expressions):
                     arg, h = got
             if f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
-            elif f == "avg" and self.chance(40 if session else 12):  # STDDEV, VARIANCE,
-                f = d(st.sampled_from(sorted(DECOMPOSED)))  # MEDIAN (a session's: its own)
+            elif f == "avg" and self.chance(12):  # STDDEV, VARIANCE, MEDIAN (of a session's
+                f = d(st.sampled_from(sorted(DECOMPOSED)))  # rows: the engines' own)
                 f = MEDIANS[len(aggs) % (2 if session else 3)] if f == "median" else f
             if f in ("avg", "avg_distinct", *DECOMPOSED, *MEDIANS):
                 hint = "value"
