@@ -169,7 +169,7 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
     out: set[str] = set()
     for n in q.walk():
         k = n.kind
-        if k == "window" and getattr(n, "where", None) is not None:
+        if k == "window" and n.where is not None:
             out.add("window_where")  # the last rows, or the sessions, of selected readings
         if k == "window" and n.is_session:
             out.add("session_window")

@@ -70,7 +70,7 @@ class ReferenceEvaluator:
         cols = ", ".join(_q(c) if c in have else f"CAST(NULL AS {DUCKDB_TYPES[t]}) AS {_q(c)}"
                          for c, t in w.stream.columns.items())
         src = self.tables[w.stream.name]
-        where = getattr(w, "where", None)  # the readings a tuple or session window counts
+        where = w.where  # the readings a tuple or session window counts
         if where is not None:
             src = f"(SELECT * FROM {src} WHERE {where.sql(dialect='duckdb', identify=True)})"
         return cols, _q(w.stream.ts_column), src

@@ -106,7 +106,7 @@ class SpeTranslator:
         """A window's rows: its stream's, each with its event time (Spark has no tuple
         windows: an operator over one is placed in the DB, physical.spe_limits)."""
         (rows,) = inputs
-        where = getattr(node, "where", None)  # the readings a session is made of
+        where = node.where  # the readings a session is made of
         if where is not None:
             rows = rows.filter(spark_expr(where))
         return SpeStream(rows, True, node)

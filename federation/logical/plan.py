@@ -55,7 +55,7 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
         n = n.child
     w = n
     assert isinstance(w, Window)
-    where = getattr(w, "where", None)
+    where = w.where
     cond = None if where is None else where.sql()  # the readings the window counts
     kind = ("time",) if w.is_time_based else ("session", w.gap_s, w.partition_by, cond) \
         if w.is_session else ("rows", w.rows, w.partition_by, cond)

@@ -20,7 +20,7 @@ from federation.streams import StreamDecl
 @dataclass(frozen=True, eq=True)
 class Window(Node):
     """S2R window over a named stream, one of two classes: `TimeWindow` (range, slide) or
-    `TupleWindow` (rows, slide). Both answer `range_s`, `rows`, `partition_by` and
+    `TupleWindow` (rows, slide). Both answer `range_s`, `rows`, `partition_by`, `where` and
     `is_time_based` (None or () where a field is the other class's)."""
 
     stream: StreamDecl
@@ -30,6 +30,7 @@ class Window(Node):
     range_s: float | None = dataclasses.field(default=None, init=False)
     rows: int | None = dataclasses.field(default=None, init=False)
     partition_by: tuple[str, ...] = dataclasses.field(default=(), init=False)
+    where: exp.Expression | None = dataclasses.field(default=None, init=False)
     is_time_based: ClassVar[bool]
     is_session: ClassVar[bool] = False
 

@@ -43,7 +43,7 @@ def _window(node, want: set[str], n: _Narrowing) -> None:
     s = node.stream
     if not node.is_time_based:
         n.whole.add(s.name)
-    where = getattr(node, "where", None)  # a tuple or session window's own selection
+    where = node.where  # a tuple or session window's own selection
     n.needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column},
                                               node.partition_by,
                                               referenced_columns(where) if where else ())

@@ -108,7 +108,7 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             continue
         # readers of one table may read it with different ranges: keep the longest
         w = max(raw, key=lambda x: x.range_s or 0.0)
-        where = getattr(w, "where", None)
+        where = w.where
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
                                w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None,
                                where=None if where is None else quote(where).sql("duckdb")))
