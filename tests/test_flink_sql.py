@@ -634,11 +634,17 @@ def test_flink_s_legacy_group_windows_are_their_window_table_functions():
         with pytest.raises(SqlError, match=words) as e:
             sql(text, STREAMS)
         assert e.value.clause == "GROUP BY" and "DESCRIPTOR(ts)" in str(e.value)
-    # a SESSION over a subquery is the sessions of its readings (test_views.py), of the
-    # stream's columns
-    with pytest.raises(SqlError, match="SESSION over a view or subquery: the view computes"):
-        sql("SELECT k, COUNT(*) AS n FROM (SELECT plug_id AS k, ts FROM smartplug) AS x "
-            "GROUP BY k, SESSION(ts, INTERVAL '2' SECOND)", STREAMS)
+    # a SESSION over a subquery is the sessions of its readings (test_views.py), its key
+    # renamed there the stream's column
+    readings = rows_of(seconds=12, rate=40, plugs=6, houses=2)
+    got = reference_result(sql(
+        "SELECT k, COUNT(*) AS n, SUM(v2) AS s FROM (SELECT plug_id AS k, value * 2 AS v2, ts "
+        "FROM smartplug) AS x GROUP BY k, SESSION(ts, INTERVAL '0.1' SECOND)", STREAMS), readings)
+    want = reference_result(sql(
+        "SELECT plug_id AS k, COUNT(*) AS n, SUM(value * 2) AS s FROM SESSION(TABLE smartplug "
+        "PARTITION BY plug_id, DESCRIPTOR(ts), INTERVAL '0.1' SECOND) GROUP BY window_start, "
+        "window_end, plug_id", STREAMS), readings)
+    assert want.num_rows > 0 and diff_results(got, want) is None
     # over subqueries selecting and projecting the stream: the window around the stream
     sub = ("SELECT k, MAX(v2) AS m, TUMBLE_END(t, INTERVAL '4' SECOND) AS e FROM (SELECT * "
            "FROM (SELECT plug_id AS k, value * 2 AS v2, ts AS t FROM smartplug) AS y WHERE "
@@ -647,7 +653,7 @@ def test_flink_s_legacy_group_windows_are_their_window_table_functions():
         "SELECT k, MAX(v2) AS m, window_end AS e FROM (SELECT * FROM (SELECT plug_id AS k, "
         "value * 2 AS v2, ts AS t FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '4' "
         "SECOND)) AS y WHERE v2 > 50) AS x GROUP BY window_start, window_end, k", STREAMS)
-    check_db(sql(sub, STREAMS), rows_of(seconds=12, rate=40, plugs=6, houses=2))
+    check_db(sql(sub, STREAMS), readings)
     got = check_db(sql(LEGACY, STREAMS), rows_of(seconds=24, rate=40, plugs=6, houses=2))
     # window_start and window_end are the instant's (the result's tau): each 10-s window once
     assert got.column_names == ["tau", "plug_id", "n"]

@@ -71,12 +71,21 @@ def sessions(keep=lambda user: True, of=SESSIONS) -> pa.Table:
                      "total": pa.array([r[5] for r in at])})
 
 
-def query(where: str | None = None, readings: str | None = None, spread: bool = False):
+def query(where: str | None = None, readings: str | None = None, spread: bool = False,
+          computed: bool = False):
+    """`computed`: the aggregate reads a projection that renames the key and computes
+    `amount * 2 - amount` (a view's columns: federation/logical/session_fold.py)."""
     w = window(CLICKS, gap=2, slide=1, partition_by=["user"], where=readings)
     rel = w.filter(where) if where else w
     more = {"sd": stddev("amount"), "vp": variance("amount", population=True),
             "med": median("amount"), "p25": percentile("amount", 0.25),
             "p75d": percentile("amount", 0.25, descending=True)} if spread else {}
+    if computed:
+        rel = rel.project("window_start", "window_end", u='"user"', a="amount * 2",
+                          amount="amount").aggregate(
+            by=["window_start", "window_end", "u"], n=count(), total=sum_("a - amount"))
+        return rel.project("window_start", "window_end", user="u", n="n",
+                           total="total").rstream("sessions")
     return rel.aggregate(by=["window_start", "window_end", "user"], n=count(),
                          total=sum_("amount"), **more).rstream("sessions")
 
@@ -123,12 +132,16 @@ def test_the_reference_gives_the_sessions_worked_out_by_hand():
     assert diff_results(reference_result(query(), rows()), sessions()) is None
     got = reference_result(query(readings="amount <> 3"), rows())
     assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
+    got = reference_result(query(readings="amount <> 3", computed=True), rows())
+    assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
 
 
 @pytest.mark.parametrize("per_batch_s", [1, 3, 7])
 def test_pure_duckdb_gives_them_at_any_batch_size(per_batch_s):
     assert diff_results(pure_db(query(), rows(), per_batch_s), sessions()) is None
     got = pure_db(query(readings="amount <> 3"), rows(), per_batch_s)
+    assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
+    got = pure_db(query(readings="amount <> 3", computed=True), rows(), per_batch_s)
     assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
 
 
@@ -162,8 +175,10 @@ def test_the_duckdb_table_keeps_only_the_open_sessions_rows():
 @pytest.mark.parametrize("bad,why", [
     (lambda w: w.aggregate(by=["window_start", "user"], n=count()),
      "grouped by exactly window_start, window_end, user"),
-    (lambda w: w.project("user", "amount").aggregate(by=["user"], n=count()),
-     "is read by a project"),
+    (lambda w: w.project("user", "amount"), "is read by a project"),
+    (lambda w: w.project("window_start", "window_end", "amount", u='"user" % 2').aggregate(
+        by=["window_start", "window_end", "u"], n=count()),
+     "'u' is \"user\" % 2 over the rows of session clicks"),
     (lambda w: w.filter("amount > 1").aggregate(by=["window_start", "window_end", "user"],
                                                 n=count()),
      "only its partition keys (user) may be selected on"),
@@ -203,8 +218,9 @@ def write_clicks(d) -> None:
     (None, None, "spe"),
     # the selection of the key in Spark, the sessions in DuckDB from the rows it passes on
     ('"user" <> 2', None, "op1=spe,op2=db"),
-    # sessions of selected readings, in Spark, and in DuckDB from Spark's selected rows
-    (None, "amount <> 3", "spe"),
+    # sessions of selected readings, in Spark (read through a projection that computes
+    # and renames), and in DuckDB from Spark's selected rows
+    (None, "amount <> 3", "computed"),
     ('"user" <> 2', "amount <> 3", "op1=spe,op2=db"),
     # STDDEV, VARIANCE, MEDIAN, percentiles: Spark's own
     (None, "spread", "spe"),
@@ -219,8 +235,8 @@ def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, readings
         want = spread_of([x for x in SESSIONS if x[3] is not None])
         assert diff_results(r.rows, want) is None
         return
-    q = query(where, readings)
-    r = run(q, placement, tmp_path / "clicks", work_dir=tmp_path / "w", seconds_per_batch=3,
+    q = query(where, readings, computed=placement == "computed")
+    r = run(q, "spe" if placement == "computed" else placement, tmp_path / "clicks", work_dir=tmp_path / "w", seconds_per_batch=3,
             spark=spark)
     # the readings without a user are dead letters of the run's ingest (a NULL key of a
     # session is DuckDB's case above)

@@ -34,6 +34,7 @@ from federation.logical.join import Join
 from federation.logical.names import name_maker, null_safe_pairs
 from federation.logical.nodes import Node, Project, Rstream, Select, _expr
 from federation.logical.rank import RowNumber
+from federation.logical.session_fold import fold_session_projections
 from federation.logical.table import Table
 from federation.logical.union import Union, check_same_columns
 
@@ -109,6 +110,9 @@ class Relation:
     def aggregate(self, by: Sequence[str] = (), **aggs: AggCall) -> Relation:
         """Group-by aggregation with COUNT, SUM, AVG, MIN, MAX (and STDDEV, VARIANCE:
         spread.py; MEDIAN and percentiles: median.py), per slide instant."""
+        folded = fold_session_projections(self, _names(by), aggs)
+        if folded is not None:  # a view's projection of a session's rows
+            return folded
         planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
                    or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None

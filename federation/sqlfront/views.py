@@ -14,10 +14,11 @@ window goes around the stream in the innermost FROM and the view's selections an
 projections above it, its rows gaining `window_start` and `window_end`. For TUMBLE, HOP and
 CUMULATE that is the same relation (a selection and a projection commute with a time
 window). A ROWS_WINDOW's last n rows and a SESSION's sessions are of the view's rows: its
-conditions are the window's (`TupleWindow.where`, `SessionWindow.where`), over the stream's
-columns, its partition keys stream columns. A ROWS_WINDOW's view may project above its
-selection (a projection commutes with the last n rows); a SESSION's selects with `SELECT *`
-or a list of columns (what reads a session is its aggregate, which names those it reads).
+conditions are the window's (`TupleWindow.where`, `SessionWindow.where`), each column a view
+below computes replaced by its expression (`_down`), its partition keys stream columns
+passed on. A ROWS_WINDOW's view may project above its selection (a projection commutes with
+the last n rows); a SESSION's may compute columns too: what reads a session is its
+aggregate, and the projection between folds into its arguments (logical/session_fold.py).
 """
 
 from __future__ import annotations
@@ -136,19 +137,13 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
         return text.fail(f"{fn} over a view or subquery: {why}", fn, at)
 
     names = [desc.expressions[0].name, *keys]
-    where: list[exp.Expression] = []
-    stars: list[bool] = []  # per level, outermost first: it passes the stream's columns on
-    below: list[int] = []  # per condition: the first level below it
+    where: list[tuple[exp.Expression, int]] = []  # a condition, the first level below it
+    levels: list[tuple[dict, bool]] = []  # per level, outermost first: (its computed
+    # items by name, whether it passes its FROM's other columns on)
     while True:
         if not _rows_of(q) or q.args.get("joins"):
             raise fail("it is not a selection and projection of one stream's rows", call)
-        if fn == "SESSION" and all(isinstance(e, exp.Column) and not isinstance(
-                e.this, exp.Star) for e in q.expressions):  # columns dropped: its aggregate
-            q.set("expressions", [exp.Star()])  # reads the ones it names alone
-        star = all(isinstance(e, exp.Star) for e in q.expressions)
-        if fn == "SESSION" and not star:
-            raise fail(f"the view computes or drops columns; {fn}'s rows are the stream's "
-                       "(SELECT * in the view, project above the window)", call)
+        passes = any(_is_star(e) for e in q.expressions)
         proc = next((e for e in q.expressions if e.alias_or_name == names[0]
                      and e.unalias().find(exp.Anonymous) is not None
                      and e.unalias().find(exp.Anonymous).name.upper() == "PROCTIME"), None)
@@ -161,22 +156,21 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
         if None in names:
             raise fail(f"it does not pass the time column {names[0] or ''} and the "
                        "partition keys on unchanged".replace("  ", " "), call)
-        if not star:
+        levels.append(({e.alias_or_name: e.unalias() for e in q.expressions
+                        if not _is_star(e)}, passes))
+        if not passes:
             outs = {e.alias_or_name for e in q.expressions}
             clash = next((c for c in ("window_start", "window_end") if c in outs), None)
             if clash:
                 raise fail(f"its column {clash} is the window's", call)
             q.set("expressions", [*q.expressions, exp.column("window_start"),
                                   exp.column("window_end")])
-        stars.append(star)
         if fn in _OF_ROWS and q.args.get("where") is not None:
             cond = q.args["where"].this
             if cond.find(exp.Subquery, exp.Exists) is not None:
                 raise fail(f"a subquery in the view's WHERE (the readings {fn} counts are "
                            "selected by a condition of the row)", cond)
-            where.append(cond.transform(lambda c: exp.column(c.name) if isinstance(
-                c, exp.Column) else c))
-            below.append(len(stars))  # it reads the columns of the levels below it
+            where.append((cond, len(levels)))  # over the columns of the levels below it
             q.set("where", None)
         frm = q.args.get("from_") or q.args.get("from")
         src = frm.this if frm is not None else None
@@ -192,9 +186,6 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
     if not isinstance(src, exp.Table) or not isinstance(src.this, exp.Identifier) \
             or src.args.get("db"):
         raise fail("it reads no stream by name", call)
-    if not all(all(stars[i:]) for i in below):  # a condition over computed columns
-        raise fail("a WHERE over a view that projects (the rows it counts are selected "
-                   "by the stream's columns: select in the innermost view)", call)
     table = f"TABLE {exp.to_identifier(src.name).sql(dialect=dialect)}"
     if fn == "SESSION" and names[1:]:
         table += " PARTITION BY (" + ", ".join(
@@ -209,10 +200,35 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
            f"{exp.column(names[0]).sql(dialect=dialect)}){params}) AS {alias}")
     parsed = exp.maybe_parse(tvf, dialect=dialect)
     item = (parsed.args.get("from_") or parsed.args.get("from")).this
-    if where:  # the window's own selection (windows.window_tvf)
-        item.this.expressions[0].set("where", exp.and_(*where))
+    if where:  # the window's own selection (windows.window_tvf), over the stream's columns
+        item.this.expressions[0].set("where", exp.and_(*(
+            _down(c, levels[i:], fail) for c, i in where)))
     src.replace(item)
     return _root(q)
+
+
+def _is_star(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+        e.this, exp.Star)
+
+
+def _down(cond: exp.Expression, levels: list[tuple[dict, bool]], fail) -> exp.Expression:
+    """`cond`, over the columns of the first of `levels`, over the stream's under the last:
+    each column a level computes replaced by its expression (a view's WHERE over columns
+    it computes selects the readings those expressions hold for)."""
+    out = cond.copy()
+    for items, passes in levels:
+        def one(c, items=items, passes=passes):
+            if not isinstance(c, exp.Column):
+                return c
+            if c.name in items:
+                return items[c.name].copy()
+            if not passes:
+                raise fail(f"its WHERE names {c.sql()}, which the view below does not "
+                           "pass on", cond)
+            return exp.column(c.name)
+        out = out.transform(one)
+    return out.transform(lambda c: exp.column(c.name) if isinstance(c, exp.Column) else c)
 
 
 def _root(q: exp.Expression) -> exp.Expression:
