@@ -329,7 +329,31 @@ class _Builder(Expressions):
                    f"{tail})", hints)
         if keys and self.chance(30):  # a selection of a key below the sessions' aggregate
             r = self.filter(r, f"{keys[0]} <> 1") or r
-        return self.aggregate(r, keys=["window_start", "window_end", *keys]) or self.window()
+        by = ["window_start", "window_end", *keys]
+        if self.chance(30):  # a view's columns: the aggregate reads the readings' expressions
+            r, by = self.session_view(r, by)
+        return self.aggregate(r, keys=by) or self.window()
+
+    def session_view(self, r: Rel, by: list[str]) -> tuple[Rel, list[str]]:
+        """`r`, a session window's rows, under a projection that passes the keys `by` on
+        (one maybe renamed), keeps some columns and computes some (session_fold.py)."""
+        d = self.draw
+        rest = [c for c in r.node.schema if c not in by]
+        keep = [c for c in rest if c in d(st.lists(st.sampled_from(rest), max_size=3,
+                                                   unique=True))]
+        outputs: list[tuple[str, str, str]] = []
+        if len(by) > 2 and self.chance(40):
+            c = by[-1]
+            outputs.append((self.fresh("k", c.split("_")[0]), c, r.hints[c]))
+        for _ in range(d(st.integers(1, 2))):
+            got = self.computed(r)
+            if got is not None:
+                outputs.append((self.fresh("x"), *got))
+        out = self.project(r, [c for c in by if c not in {e for _, e, _ in outputs}] + keep,
+                           outputs)
+        if out is None:
+            return r, by
+        return out, [c if c in out.node.schema else outputs[0][0] for c in by]
 
     def readings(self) -> str | None:
         """A tuple or session window's own selection (a view's, `SELECT * FROM s WHERE
@@ -443,7 +467,10 @@ class _Builder(Expressions):
                 got = self.computed(r, numeric=True)
                 if got is not None:
                     arg, h = got
-            if f in ("sum", "avg") and self.chance(12):  # of the distinct values
+            if session and f == "avg" and self.chance(40):  # a session's own STDDEV,
+                f = d(st.sampled_from(sorted(DECOMPOSED)))  # ... (sessions are drawn rarely)
+                f = MEDIANS[len(aggs) % 2] if f == "median" else f
+            elif f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
             elif f == "avg" and self.chance(12):  # STDDEV, VARIANCE, MEDIAN (of a session's
                 f = d(st.sampled_from(sorted(DECOMPOSED)))  # rows: the engines' own)

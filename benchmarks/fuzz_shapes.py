@@ -31,7 +31,7 @@ SHAPES = (
     "intersect_except", "session_window", "distinct_sum_avg", "count_distinct_tuple",
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
-    "packed_count", "listagg", "window_where", "session_native",
+    "packed_count", "listagg", "window_where", "session_native", "session_view",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -209,6 +209,10 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("group_by_table_column")
             if any(comp or ren for comp, ren, _ in lineage) and _over_window_rows(c):
                 out.add("sliced_computed_key")  # a DB-op folds it into a slice table
+            w = c.row_window()
+            if w is not None and w.is_session and any(
+                    re.fullmatch(r"_s\d+", name) for name, _ in n.aggs):
+                out.add("session_view")  # read through a view's columns (session_fold.py)
             if [name for name, _ in n.aggs] == ["_distinct_rows"]:
                 out.add("select_distinct")
             for name, call in n.aggs:
