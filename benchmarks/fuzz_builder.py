@@ -320,12 +320,22 @@ class _Builder(Expressions):
                           else HOUSES if keys == ["house_id"] else 1)
         gap = round(d(st.sampled_from([0.5, 1.0, 2.0])) / per_key, 3)
         where = self.readings()  # the sessions of the selected readings
-        w = window(stream, gap=gap, slide=self.slide, partition_by=keys, where=where)
+        part: list[str] | dict[str, str] = keys
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts",
                  "window_start": "ts", "window_end": "ts"}
+        if keys and self.chance(25):  # a key computed of each reading (its last key's)
+            c, k = keys[-1], self.fresh("k", keys[-1].split("_")[0])
+            part = {**{x: x for x in keys[:-1]}, k: d(st.sampled_from([
+                f"{c} % 2", f"{c} < 3", f"CASE WHEN {c} = 1 THEN 10 ELSE {c} END",
+                f"CAST({c} AS VARCHAR)"]))}
+            keys, hints[k] = list(part), "key"
+        try:
+            w = window(stream, gap=gap, slide=self.slide, partition_by=part, where=where)
+        except ValueError:  # a computed key named as a column of the stream
+            return self.window()
         tail = f", where={where!r}" if where else ""
-        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={keys!r}"
+        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={part!r}"
                    f"{tail})", hints)
         if keys and self.chance(30):  # a selection of a key below the sessions' aggregate
             r = self.filter(r, f"{keys[0]} <> 1") or r

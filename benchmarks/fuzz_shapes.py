@@ -32,6 +32,7 @@ SHAPES = (
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
     "packed_count", "listagg", "window_where", "session_native", "session_view",
+    "computed_partition",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -171,6 +172,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
         k = n.kind
         if k == "window" and n.where is not None:
             out.add("window_where")  # the last rows, or the sessions, of selected readings
+        if k == "window" and n.computed_keys:
+            out.add("computed_partition")  # a session per value of a computed key
         if k == "window" and n.is_session:
             out.add("session_window")
         elif k == "window" and n.is_time_based and n.cumulate:

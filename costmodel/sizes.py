@@ -81,6 +81,17 @@ def key_groups(node: Node, keys: tuple[str, ...] | list[str], size: float) -> fl
     return max(1.0, min(best, max(size, 1.0)))
 
 
+def stream_keys(w) -> list[str]:
+    """A tuple or session window's partition keys as stream columns: a computed key has at
+    most as many values as the columns it is computed of."""
+    made = dict(w.computed_keys)
+    out: list[str] = []
+    for k in w.partition_by:
+        cols = sorted(made[k].find_all(exp.Column), key=lambda c: c.name) if k in made else [k]
+        out += [c if isinstance(c, str) else c.name for c in cols]
+    return list(dict.fromkeys(out))
+
+
 def estimate_selectivity(select: Select) -> float:
     """Selectivity f of a selection (eq. 1): given, from stream stats, or System R defaults.
 
@@ -158,7 +169,7 @@ def _time_window(node, kids: list[NodeSize]) -> NodeSize:
 @SIZE.register("TupleWindow")
 def _tuple_window(node, kids: list[NodeSize]) -> NodeSize:
     lam = node.stream.stats.rate_tps
-    parts = key_groups(node, node.partition_by, float("inf")) if node.partition_by else 1.0
+    parts = key_groups(node, stream_keys(node), float("inf")) if node.partition_by else 1.0
     size = float(node.rows) * parts
     # a row stays in a tuple window for size/lam seconds, i.e. that many slides
     return NodeSize(rate=lam, size=size, l=1.0 / node.slide_s,

@@ -73,6 +73,11 @@ class ReferenceEvaluator:
         where = w.where  # the readings a tuple or session window counts
         if where is not None:
             src = f"(SELECT * FROM {src} WHERE {where.sql(dialect='duckdb', identify=True)})"
+        if w.computed_keys:  # partition keys computed of each reading
+            src = "(SELECT *, " + ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+                                            f"{_q(k)}" for k, e in w.computed_keys) + \
+                f" FROM {src})"
+            cols += "".join(f", {_q(k)}" for k, _ in w.computed_keys)
         return cols, _q(w.stream.ts_column), src
 
     @REFERENCE.register("TimeWindow")
@@ -114,7 +119,7 @@ class ReferenceEvaluator:
         sess = f"PARTITION BY {part + ', ' if part else ''}_ref_sid"
         tagged = (f"SELECT *, min({ts}) OVER ({sess}) AS window_start, max({ts}) OVER ({sess})"
                   f" + to_microseconds({gap}) AS window_end FROM ({numbered})")
-        return (f"SELECT {', '.join(map(_q, w.stream.columns))}, window_start, window_end FROM "
+        return (f"SELECT {', '.join(map(_q, w.schema))} FROM "
                 f"({tagged}) WHERE window_end <= {at} AND window_end > {at} - "
                 f"to_microseconds({slide})")
 

@@ -47,6 +47,8 @@ class InputSpec:
     session: tuple[float, float] | None = None  # a session window's (gap, slide) in seconds
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
     where: str | None = None  # a tuple or session window's own selection (DuckDB SQL)
+    #: keys computed of each reading (name, DuckDB SQL): a stream's rows gain them here
+    computed: tuple[tuple[str, str], ...] = ()
     #: a database table (the same rows at every instant): loaded once from this Parquet
     #: copy (federation/runtime/tables.py), or (db, table) read in place; never expired
     table_source: str | tuple[str, str] | None = None
@@ -206,14 +208,17 @@ class MigDatabase:
         return self.con.execute(sql, params or []).fetchall()
 
     def insert(self, table: str, rows: pa.Table) -> None:
-        """Append rows (Arrow) to an input table and fold them into its slice tables;
-        columns are matched by name."""
+        """Append rows (Arrow) to an input table (columns matched by name), fold slices."""
         if rows.num_rows == 0:
             return
         t0 = time.perf_counter()
         spec = self.inputs[table]
         tcol = TS if spec.row_level else TAU
         rows = naive_timestamps(rows)
+        made = [f"{e} AS {quoted_column(k).sql('duckdb')}" for k, e in spec.computed
+                if k not in rows.column_names]  # the stream's rows: their computed keys
+        if made:
+            rows = self.con.from_arrow(rows).project(", ".join(["*", *made])).to_arrow_table()
         if spec.keep_rows:  # the relation API appends Arrow without a statement to plan
             self.con.from_arrow(rows.select([tcol, *spec.columns])).insert_into(table)
         t1 = time.perf_counter()

@@ -109,6 +109,8 @@ class SpeTranslator:
         where = node.where  # the readings a session is made of
         if where is not None:
             rows = rows.filter(spark_expr(where))
+        for k, e in node.computed_keys:  # partition keys computed of each reading
+            rows = rows.withColumn(k, spark_expr(e))
         return SpeStream(rows, True, node)
 
     @SPARK.register("Select")

@@ -156,7 +156,7 @@ def test_generator_covers_every_shape():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import json; from tests.test_fuzz import collect_shapes; "
-            "print(json.dumps(collect_shapes(28)))")  # five runs of 30 (CHUNKS)
+            "print(json.dumps(collect_shapes(31)))")  # five runs of 30 (CHUNKS)
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
@@ -173,13 +173,15 @@ def test_generator_covers_every_shape():
     # count against its keys' aggregate, 354 the one of 350-361; drawn in five runs of 30
     # with packed counts at the top and INITCAP, 4 the one of 1-5; with LISTAGG and windows
     # of selected readings, 12 the first of 4-13; with a session's aggregate through a
-    # view's columns and its own STDDEV or MEDIAN in every run, 28 and 46 of 12-62)
+    # view's columns, its own STDDEV or MEDIAN and a computed key in every run, 31 and 85
+    # of 12-110)
     rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.02 * n}
     assert not rare, f"shapes in fewer than 2% of {n} queries: {rare}"
     assert counts["group_by_table_column"] > 0  # rarer: 1-11% of 200 (three seeds tried)
     assert counts["distribution"] > 0  # NTILE, PERCENT_RANK: a fifth of the frames' draws
     assert counts["session_view"] > 0  # a session's aggregate through a view's columns
     assert counts["session_native"] > 0  # a session's own STDDEV, MEDIAN, ...
+    assert counts["computed_partition"] > 0  # sessions per a key computed of each reading
     pairs = {s.split(":")[1] for s in counts if s.startswith("cast:")}
     assert len(pairs) >= 8, sorted(pairs)  # of the 19 (DOUBLE > VARCHAR is refused): 6-14
     for t in ("INT", "BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"):

@@ -53,6 +53,27 @@ SESSIONS_WHERE = [r for r in SESSIONS if r[:2] != (7, 2.0)] + [
     (4, 2.0, 4.0, 1, 1, 2.0), (7, 4.5, 6.5, 1, 1, 4.0)]
 
 
+#: the sessions per `"user" < 3` (a key computed of each reading): users 1 and 2 make one
+#: session of 8 readings at most 2 s apart from 0.0 to 4.5, NULL users their own
+SESSIONS_KEYED = [(3, 1.0, 3.0, None, 1, 0.5), (5, 3.0, 5.0, None, 1, 0.25),
+                  (7, 0.0, 6.5, True, 8, 110.0), (12, 10.0, 12.0, True, 1, 5.0),
+                  (22, 20.0, 22.0, False, 1, 7.0)]
+
+
+def keyed(where: str | None = None):
+    """The sessions per a key computed of each reading (`partition_by={name: expr}`)."""
+    w = window(CLICKS, gap=2, slide=1, partition_by={"few": '"user" < 3'})
+    return (w.filter(where) if where else w).aggregate(
+        by=["window_start", "window_end", "few"], n=count(), total=sum_("amount")
+    ).rstream("sessions")
+
+
+def sessions_keyed(keep=lambda k: True) -> pa.Table:
+    at = [r for r in SESSIONS_KEYED if keep(r[3])]
+    t = sessions(of=[(*r[:3], 0, *r[4:]) for r in at])
+    return t.set_column(3, "few", pa.array([r[3] for r in at], pa.bool_()))
+
+
 def rows() -> pa.Table:
     ts, user, amount = zip(*sorted(ROWS, key=lambda r: r[0]))
     return pa.table({"ts": pa.array([T0 + dt.timedelta(seconds=s) for s in ts],
@@ -134,6 +155,12 @@ def test_the_reference_gives_the_sessions_worked_out_by_hand():
     assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
     got = reference_result(query(readings="amount <> 3", computed=True), rows())
     assert diff_results(got, sessions(of=SESSIONS_WHERE)) is None
+
+
+def test_a_computed_key_s_sessions_are_those_worked_out_by_hand():
+    assert diff_results(reference_result(keyed(), rows()), sessions_keyed()) is None
+    for per_batch_s in (1, 3, 7):
+        assert diff_results(pure_db(keyed(), rows(), per_batch_s), sessions_keyed()) is None
 
 
 @pytest.mark.parametrize("per_batch_s", [1, 3, 7])
@@ -224,11 +251,18 @@ def write_clicks(d) -> None:
     ('"user" <> 2', "amount <> 3", "op1=spe,op2=db"),
     # STDDEV, VARIANCE, MEDIAN, percentiles: Spark's own
     (None, "spread", "spe"),
+    # a key computed of each reading, in Spark, and in DuckDB from Spark's rows
+    (None, "keyed", "spe"), ("few OR NOT few", "keyed", "op1=spe,op2=db"),
 ])
 def test_spark_and_a_cut_plan_give_the_sessions(tmp_path, spark, where, readings, placement):
     from federation.api import run
 
     write_clicks(tmp_path / "clicks")
+    if readings == "keyed":  # a key computed of each reading: by Spark, then by DuckDB
+        r = run(keyed(where), placement, tmp_path / "clicks", work_dir=tmp_path / "w",
+                seconds_per_batch=3, spark=spark)  # of the rows Spark computes it for
+        assert diff_results(r.rows, sessions_keyed(lambda k: k is not None)) is None
+        return
     if readings == "spread":
         r = run(query(spread=True), placement, tmp_path / "clicks", work_dir=tmp_path / "w",
                 seconds_per_batch=3, spark=spark)

@@ -145,9 +145,14 @@ def test_the_dsl_writes_the_window_selection():
 
 
 @pytest.mark.parametrize("text,why", [
-    (("CREATE VIEW v AS SELECT plug_id % 2 AS k, value AS x, ts FROM smartplug; SELECT k, "
-     "COUNT(*) AS n FROM SESSION(TABLE v PARTITION BY k, DESCRIPTOR(ts), 2) GROUP BY "
-     "window_start, window_end, k"), "does not pass the time column ts and the partition"),
+    (("CREATE VIEW v AS SELECT plug_id % 2 AS house_id, value AS x, ts FROM smartplug; "
+     "SELECT house_id, COUNT(*) AS n FROM SESSION(TABLE v PARTITION BY house_id, "
+     "DESCRIPTOR(ts), 2) GROUP BY window_start, window_end, house_id"),
+     "computed key 'house_id' is a column of stream 'smartplug': name it apart"),
+    (("CREATE VIEW v AS SELECT plug_id % 2 AS k, ts FROM smartplug; CREATE VIEW w AS SELECT "
+      "k % 2 AS k, ts FROM v; SELECT k, COUNT(*) AS n FROM SESSION(TABLE w PARTITION BY k, "
+      "DESCRIPTOR(ts), 2) GROUP BY window_start, window_end, k"),
+     "its column k is the partition key a view above computes"),
     (("WITH v AS (SELECT a.plug_id, a.ts FROM smartplug AS a JOIN smartplug AS b ON "
      "a.plug_id = b.plug_id) SELECT COUNT(*) AS n FROM TUMBLE(TABLE v, DESCRIPTOR(ts), 2) "
      "GROUP BY window_start, window_end"), "not a selection and projection of one stream"),
@@ -184,3 +189,50 @@ def test_a_cte_named_as_its_stream_reads_the_stream():
     assert sql(shadowed, STREAMS) == sql(
         "SELECT plug_id, COUNT(*) AS n FROM TUMBLE(TABLE smartplug, DESCRIPTOR(ts), 2) WHERE "
         "value > 50 GROUP BY window_start, window_end, plug_id", STREAMS)
+
+
+#: (a query with a partition key computed of each reading, the query over a stream whose
+#: readings carry that key as a column `k`): a session or the last n rows per value of it
+KEYED = {
+    # a view computes the key
+    "session_view": ("""CREATE VIEW v AS SELECT plug_id % 3 AS k, value AS x, ts FROM smartplug;
+SELECT k, COUNT(*) AS n, SUM(x) AS s, window_start FROM SESSION(TABLE v PARTITION BY k,
+DESCRIPTOR(ts), INTERVAL '0.05' SECOND) GROUP BY window_start, window_end, k""",
+                     """SELECT k, COUNT(*) AS n, SUM(value) AS s, window_start FROM SESSION(
+TABLE smartplug PARTITION BY k, DESCRIPTOR(ts), INTERVAL '0.05' SECOND)
+GROUP BY window_start, window_end, k"""),
+    # beside the stream's columns, selected on by a view above
+    "rows_view": ("""WITH v AS (SELECT *, plug_id % 3 AS k FROM smartplug), w AS (SELECT * FROM v
+WHERE k <> 1) SELECT k, COUNT(*) AS n, SUM(value) AS s FROM ROWS_WINDOW(TABLE w,
+DESCRIPTOR(ts), INTERVAL '1' SECOND, 5, DESCRIPTOR(k)) GROUP BY window_end, k""",
+                  """SELECT k, COUNT(*) AS n, SUM(value) AS s FROM ROWS_WINDOW(TABLE (SELECT *
+FROM smartplug WHERE k <> 1), DESCRIPTOR(ts), INTERVAL '1' SECOND, 5, DESCRIPTOR(k))
+GROUP BY window_end, k"""),
+    # Flink's legacy SESSION grouped by an expression, of the readings its WHERE selects
+    "legacy": ("""SELECT r.plug_id % 3 AS k, COUNT(*) AS n, SESSION_END(ts, INTERVAL '0.05'
+SECOND) AS e FROM smartplug AS r WHERE r.value > 10 GROUP BY r.plug_id % 3, SESSION(r.ts,
+INTERVAL '0.05' SECOND) HAVING r.plug_id % 3 > 0""",
+               """SELECT k, COUNT(*) AS n, window_end AS e FROM SESSION(TABLE (SELECT * FROM
+smartplug WHERE value > 10) PARTITION BY k, DESCRIPTOR(ts), INTERVAL '0.05' SECOND)
+GROUP BY window_start, window_end, k HAVING k > 0"""),
+}
+
+
+@pytest.mark.parametrize("name", list(KEYED))
+def test_a_key_computed_of_each_reading_is_a_column_the_readings_carry(name, readings):
+    import numpy as np
+    import pyarrow as pa
+
+    from federation.streams import StreamDecl
+
+    keyed_stream = StreamDecl(name="smartplug", schema={**S.columns, "k": "INT"},
+                              stats=S.stats)
+    keyed = readings.append_column("k", pa.array(
+        np.asarray(readings.column("plug_id")) % 3, pa.int32()))
+    computed, over_keys = KEYED[name]
+    want = reference_result(sql(over_keys, {"smartplug": keyed_stream}), keyed)
+    q = sql(computed, STREAMS)
+    assert want.num_rows > 0
+    assert diff_results(reference_result(q, readings), want) is None
+    for per_batch_s in (1, 4):
+        assert diff_results(pure_db(q, readings, per_batch_s), want) is None

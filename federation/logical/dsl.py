@@ -46,7 +46,7 @@ def window(
     range: float | str | None = None,
     slide: float | str = 1,
     rows: int | None = None,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | Mapping[str, str | exp.Expression] = (),
     gap: float | str | None = None,
     cumulate: bool = False,
     where: str | exp.Expression | None = None,
@@ -57,6 +57,8 @@ def window(
     `cumulate=True` with `range`: Flink's CUMULATE window of size `range` and step `slide`.
     `where` (a tuple or session window): the readings it counts, the last n of them or the
     sessions they make (a time window's is a `.filter()` after it, the same rows).
+    `partition_by` may map a key's name to an expression of the stream's columns
+    (`{"k": "plug_id % 2"}`): a key computed of each reading, a column of the window.
     The query's first relation (federation/logical/builder.py).
 
     Example:
@@ -74,6 +76,12 @@ def window(
         stream = known[stream]
     if isinstance(partition_by, str):
         partition_by = (partition_by,)
+    computed: tuple[tuple[str, exp.Expression], ...] = ()
+    if isinstance(partition_by, Mapping):
+        exprs = {k: _expr("window", k, e) for k, e in partition_by.items()}
+        computed = tuple((k, e) for k, e in exprs.items()
+                         if not (isinstance(e, exp.Column) and e.name == k))
+        partition_by = tuple(exprs)
     slide_s = parse_duration(slide, "window", "slide")
     if (range is not None) + (rows is not None) + (gap is not None) != 1:
         raise QueryValidationError("window", "range", "give exactly one of range, rows or gap")
@@ -81,10 +89,14 @@ def window(
     if gap is not None:
         return Relation(SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
                                       gap_s=parse_duration(gap, "window", "gap"),
-                                      partition_by=tuple(partition_by), where=cond))
+                                      partition_by=tuple(partition_by), where=cond,
+                                      computed_keys=computed))
     if cond is not None and range is not None:
         raise QueryValidationError("window", "where", "a time window's rows are selected "
                                    "after it: window(s, range=...).filter(...)")
+    if computed and range is not None:
+        raise QueryValidationError("window", "partition_by", "a time window has no partition "
+                                   "keys: window(s, range=...).project(k=...)")
     if range is not None:
         return Relation(TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
                                    range_s=parse_duration(range, "window", "range"),
@@ -94,7 +106,8 @@ def window(
                                    "size) and a slide (its step): window(s, range=60, slide=10, "
                                    "cumulate=True)")
     return Relation(TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore
-                                partition_by=tuple(partition_by), where=cond))
+                                partition_by=tuple(partition_by), where=cond,
+                                computed_keys=computed))
 
 
 def table(name: str, *, db: str | Path) -> Relation:

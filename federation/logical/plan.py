@@ -57,8 +57,9 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
     assert isinstance(w, Window)
     where = w.where
     cond = None if where is None else where.sql()  # the readings the window counts
-    kind = ("time",) if w.is_time_based else ("session", w.gap_s, w.partition_by, cond) \
-        if w.is_session else ("rows", w.rows, w.partition_by, cond)
+    keys = (w.partition_by, tuple((k, e.sql()) for k, e in w.computed_keys))
+    kind = ("time",) if w.is_time_based else ("session", w.gap_s, keys, cond) \
+        if w.is_session else ("rows", w.rows, keys, cond)
     return ("rows", w.stream.name, w.slide_s, kind, tuple(chain))
 
 

@@ -31,6 +31,8 @@ class Window(Node):
     rows: int | None = dataclasses.field(default=None, init=False)
     partition_by: tuple[str, ...] = dataclasses.field(default=(), init=False)
     where: exp.Expression | None = dataclasses.field(default=None, init=False)
+    computed_keys: tuple[tuple[str, exp.Expression], ...] = dataclasses.field(
+        default=(), init=False)
     is_time_based: ClassVar[bool]
     is_session: ClassVar[bool] = False
 
@@ -45,7 +47,7 @@ class Window(Node):
 
     @cached_property
     def schema(self) -> dict[str, str]:
-        return self.stream.columns
+        return _readings(self)
 
     @property
     def extent_s(self) -> float:
@@ -96,6 +98,9 @@ class TupleWindow(Window):
     #: the readings the window counts (a view's selection, federation/sqlfront/views.py):
     #: the last n of those, not those of the last n
     where: exp.Expression | None = None
+    #: partition keys computed of each reading, (name, expression over the stream's columns)
+    #: (`window(s, gap=2, partition_by={"k": "plug_id % 2"})`; a view's computed key)
+    computed_keys: tuple[tuple[str, exp.Expression], ...] = ()
     is_time_based = False
     role = "leaf"
 
@@ -126,6 +131,9 @@ class SessionWindow(Window):
     partition_by: tuple[str, ...] = ()
     #: the readings sessions are made of (a view's selection, federation/sqlfront/views.py)
     where: exp.Expression | None = None
+    #: partition keys computed of each reading, (name, expression over the stream's columns)
+    #: (`window(s, gap=2, partition_by={"k": "plug_id % 2"})`; a view's computed key)
+    computed_keys: tuple[tuple[str, exp.Expression], ...] = ()
     is_time_based = False
     is_session = True
     role = "leaf"
@@ -144,7 +152,7 @@ class SessionWindow(Window):
 
     @cached_property
     def schema(self) -> dict[str, str]:
-        return {**self.stream.columns, **{c: "TIMESTAMP" for c in SESSION_COLUMNS}}
+        return {**_readings(self), **{c: "TIMESTAMP" for c in SESSION_COLUMNS}}
 
     @property
     def extent_s(self) -> float:
@@ -155,10 +163,26 @@ class SessionWindow(Window):
                 f"{self.slide_s:g} s{_where(self)}]")
 
 
+def _readings(w: Window) -> dict[str, str]:
+    """The columns of a window's readings: its stream's and its computed keys."""
+    return {**w.stream.columns, **{k: infer_type(e, w.stream.columns)
+                                   for k, e in w.computed_keys}}
+
+
 def _check_partition(w: Window) -> None:
-    """A tuple or session window's partition keys are columns of its stream."""
+    """A tuple or session window's partition keys are columns of its stream or computed of
+    them (`computed_keys`, each one a key, named apart from the stream's columns)."""
+    computed = []
+    for k, e in w.computed_keys:
+        if k not in w.partition_by or k in w.stream.columns or k in SESSION_COLUMNS:
+            raise QueryValidationError(
+                "window", "partition_by", f"computed key {k!r} is " + (
+                    "no partition key" if k not in w.partition_by else
+                    f"a column of stream {w.stream.name!r}: name it apart"))
+        computed.append((k, _canonical("window", k, e, w.stream.columns)))
+    object.__setattr__(w, "computed_keys", tuple(computed))
     for k in w.partition_by:
-        if k not in w.stream.columns:
+        if k not in w.stream.columns and k not in dict(computed):
             raise QueryValidationError(
                 "window", "partition_by", f"unknown column {k!r} of stream {w.stream.name!r}")
 
@@ -178,7 +202,9 @@ def _where(w: Window) -> str:
 
 
 def _part(w: Window) -> str:
-    return f" partition by {', '.join(w.partition_by)}" if w.partition_by else ""
+    made = {k: e.sql(dialect="duckdb") for k, e in w.computed_keys}
+    keys = [f"{k} = {made[k]}" if k in made else k for k in w.partition_by]
+    return f" partition by {', '.join(keys)}" if keys else ""
 
 
 def _check_one_slide(operator: str, *sides: Node) -> None:

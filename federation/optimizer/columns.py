@@ -44,9 +44,11 @@ def _window(node, want: set[str], n: _Narrowing) -> None:
     if not node.is_time_based:
         n.whole.add(s.name)
     where = node.where  # a tuple or session window's own selection
-    n.needed.setdefault(s.name, set()).update(want & set(s.columns), {s.ts_column},
-                                              node.partition_by,
-                                              referenced_columns(where) if where else ())
+    made = dict(node.computed_keys)  # keys computed of the stream's columns
+    n.needed.setdefault(s.name, set()).update(
+        want & set(s.columns), {s.ts_column}, set(node.partition_by) - set(made),
+        *(referenced_columns(e) for e in made.values()),
+        referenced_columns(where) if where else ())
 
 
 @READS.register("Table")

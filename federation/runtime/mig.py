@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,11 +72,12 @@ def mig_resources(plan) -> tuple[dict[str, int], str]:
     return {d.id: 1 if d.id in serial else cores for d in plan.db_ops}, f"{per // 2**20}MB"
 
 
-def db_op_functions(db_op: DbOp, moved=None) -> list:
-    """The Python functions (federation.udf) a DB-op's SQL, its slice folds and a move's
-    SELECTs call: what its DuckDB must have registered."""
+def db_op_functions(db_op: DbOp, moved=None, specs: Sequence[InputSpec] = ()) -> list:
+    """The Python functions (federation.udf) a DB-op's SQL, its slice folds, a move's
+    SELECTs and its inputs' computed keys call: what its DuckDB must have registered."""
     return sql_functions(db_op.sql, *(e for t in db_op.slices for e in (t.fold, t.seal)),
-                         *(sql for part in moved or () for _, sql in part.rows))
+                         *(sql for part in moved or () for _, sql in part.rows),
+                         *(e for s in specs for _, e in s.computed))
 
 
 def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
@@ -111,7 +112,9 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
         where = w.where
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
                                w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None,
-                               where=None if where is None else quote(where).sql("duckdb")))
+                               where=None if where is None else quote(where).sql("duckdb"),
+                               computed=tuple((k, quote(e).sql("duckdb"))
+                                              for k, e in w.computed_keys)))
     return specs, horizon_s
 
 
@@ -148,7 +151,7 @@ class MigRuntime:
                               for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
                               memory_limit=memory_limit, slices=db_op.slices, path=state_path,
-                              functions=db_op_functions(db_op, moved))
+                              functions=db_op_functions(db_op, moved, specs))
         self.next_tau: dt.datetime | None = life[0] if life else None
         self.max_data_ts: dt.datetime | None = None
         self.max_rel_tau: dt.datetime | None = None

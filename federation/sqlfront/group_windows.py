@@ -18,9 +18,10 @@ subqueries that select and project its rows, passing its time column (and a SESS
 keys) on unchanged: the window goes around the stream in the innermost FROM (a selection
 and a projection commute with TUMBLE and HOP). A SESSION over a subquery is the window
 table function over it, the sessions of its readings (views.py). A join is refused (a join of streams without
-windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset,
-two group windows in one GROUP BY, and a SESSION grouped by an expression, each with the
-window table function to write.
+windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset
+and two group windows in one GROUP BY, each with the window table function to write. A
+SESSION grouped by an expression is a session per value of it: the expression becomes a
+column of a subquery in FROM, computed of each reading (`_computed_keys`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,39 @@ from __future__ import annotations
 from sqlglot import exp
 
 FUNCS = {"TUMBLE": ("size",), "HOP": ("slide", "size"), "SESSION": ("gap",)}  # after ts
+
+
+def _session_rows(sel: exp.Select, keys: list, dialect) -> list[exp.Expression]:
+    """The readings a legacy SESSION groups: those its WHERE keeps (Flink selects before
+    it groups: the sessions of the readings selected), with its GROUP BY expressions as
+    columns (`_g1`, ...) that the SELECT list, HAVING and ORDER BY read where they wrote
+    the expression (a session per value of a key computed of each reading); a subquery in
+    FROM, the window's own selection and keys (views.py)."""
+    frm = sel.args.get("from_") or sel.args.get("from")
+    src = frm.this if frm is not None else None
+    where = sel.args.get("where")
+    if src is None or sel.args.get("joins") or all(isinstance(k, exp.Column) for k in keys) \
+            and where is None:
+        return keys  # refused below, or the stream's own columns
+    made, out = {}, []
+    for k in keys:
+        if isinstance(k, exp.Column):
+            out.append(k)
+            continue
+        name = made.setdefault(k.sql(), f"_g{len(made) + 1}")
+        out.append(exp.column(name))
+    inner = exp.select(exp.Star(), *(exp.alias_(exp.maybe_parse(e, dialect=dialect), n)
+                                     for e, n in made.items())).from_(src.copy())
+    if where is not None:
+        inner.set("where", where.copy())
+        sel.set("where", None)
+    frm.set("this", exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(
+        src.alias_or_name))))
+    for node in (*sel.expressions, sel.args.get("having"), sel.args.get("order")):
+        for e in [] if node is None else list(node.walk()):
+            if e.sql() in made and e is not node or e is node and e.sql() in made:
+                e.replace(exp.column(made[e.sql()]))
+    return out
 
 
 def _is(e: exp.Expression, names) -> bool:
@@ -63,9 +97,8 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
             else ""
         raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}) expected{extra}", w)
     keys = [g for g in group.expressions if g is not w]
-    if fn == "SESSION" and not all(isinstance(k, exp.Column) for k in keys):
-        raise fail("a SESSION group window partitioned by an expression",
-                   next(k for k in keys if not isinstance(k, exp.Column)))
+    if fn == "SESSION":
+        keys = _session_rows(sel, keys, dialect)
     # the stream: named in FROM, or under subqueries that select and project its rows
     names = [args[0].name, *(k.name for k in keys if fn == "SESSION")]  # in the stream
     frm, at = sel.args.get("from_") or sel.args.get("from"), sel

@@ -138,6 +138,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
 
     names = [desc.expressions[0].name, *keys]
     where: list[tuple[exp.Expression, int]] = []  # a condition, the first level below it
+    made: dict[str, tuple[exp.Expression, int]] = {}  # a key a view computes: likewise
     levels: list[tuple[dict, bool]] = []  # per level, outermost first: (its computed
     # items by name, whether it passes its FROM's other columns on)
     while True:
@@ -152,12 +153,28 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
                             "window of it has no result a rerun or another placement "
                             "could give again (fedq's windows are over the stream's event "
                             "time: DESCRIPTOR(<its time column>))", fn, proc)
-        names = [_through(q, n) for n in names]
-        if None in names:
-            raise fail(f"it does not pass the time column {names[0] or ''} and the "
-                       "partition keys on unchanged".replace("  ", " "), call)
+        through = [n if n in made else _through(q, n) for n in names]
+        if through[0] is None:
+            raise fail(f"it does not pass the time column {names[0]} on unchanged", call)
         levels.append(({e.alias_or_name: e.unalias() for e in q.expressions
                         if not _is_star(e)}, passes))
+        for n in names[1:]:
+            if n in made:  # a key computed above: the window's column, passed on
+                if n in levels[-1][0]:
+                    raise fail(f"its column {n} is the partition key a view above "
+                               "computes: name one apart", call)
+                if not passes:
+                    q.set("expressions", [*q.expressions, exp.column(n)])
+            elif through[names.index(n)] is None:  # a key this view computes: the
+                item = next((e for e in q.expressions if not _is_star(e)  # window's own
+                             and e.alias_or_name == n), None)
+                if item is None:
+                    raise fail(f"it does not pass the partition key {n} on", call)
+                made[n] = (item.unalias().copy(), len(levels))  # over the levels below
+                q.set("expressions", [exp.column(n) if e is item else e for e in q.expressions
+                                      if e is item and not passes or e is not item])
+                through[names.index(n)] = n
+        names = through
         if not passes:
             outs = {e.alias_or_name for e in q.expressions}
             clash = next((c for c in ("window_start", "window_end") if c in outs), None)
@@ -203,6 +220,9 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
     if where:  # the window's own selection (windows.window_tvf), over the stream's columns
         item.this.expressions[0].set("where", exp.and_(*(
             _down(c, levels[i:], fail) for c, i in where)))
+    if made:  # its keys computed of each reading, likewise
+        item.this.expressions[0].set("computed", {
+            n: _down(e, levels[i:], fail) for n, (e, i) in made.items()})
     src.replace(item)
     return _root(q)
 

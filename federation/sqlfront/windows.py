@@ -87,7 +87,8 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         return rows_window(text, stream, call, args)
     if fn == "SESSION":
         part = table.args.get("partition")
-        keys = tuple(c.name for c in part.expressions) if part is not None else ()
+        keys = _keys(table, tuple(c.name for c in part.expressions) if part is not None
+                     else ())
         gap = duration(text, args[2], fn)
         return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
                                                    partition_by=keys,
@@ -132,7 +133,15 @@ def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
         keys = tuple(c.name for c in part.expressions)
     where = args[0].args.get("where")  # a view's selection (views.py)
     return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
-                                          partition_by=keys, where=where).node)
+                                          partition_by=_keys(args[0], keys),
+                                          where=where).node)
+
+
+def _keys(table: exp.Expression, keys: tuple[str, ...]) -> tuple | dict:
+    """A window's partition keys, those a view computes (views.py) with their expressions
+    (the DSL's `partition_by={"k": "plug_id % 2"}`)."""
+    made = table.args.get("computed") or {}
+    return {k: made.get(k, exp.column(k)) for k in keys} if made else keys
 
 
 def duration(text: SqlText, a: exp.Expression, clause: str) -> float:
