@@ -621,8 +621,6 @@ def test_flink_s_legacy_group_windows_are_their_window_table_functions():
               "INTERVAL '1' SECOND)"), "offset is not supported"),
             (("SELECT TUMBLE_ROWTIME(ts, INTERVAL '10' SECOND) AS r, COUNT(*) AS n FROM "
               "smartplug GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)"), "TUMBLE_ROWTIME"),
-            (("SELECT COUNT(*) AS n FROM smartplug GROUP BY plug_id % 2, SESSION(ts, INTERVAL "
-              "'10' SECOND)"), "partitioned by an expression"),
             (("SELECT COUNT(*) AS n FROM smartplug a JOIN smartplug b USING (id) GROUP BY "
               "TUMBLE(a.ts, INTERVAL '10' SECOND)"), "over a join: .*unbounded"),
             (("SELECT k, COUNT(*) AS n FROM (SELECT plug_id AS k, MAX(ts) AS t FROM smartplug "

@@ -249,7 +249,10 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
             this=a.copy(), nulls_first=False)]), separator=exp.Literal.string(separator))
     if func in NATIVE_AGGREGATES:  # of a session's rows: DuckDB's own (federation.expressions)
         name = "quantile_cont" if func in ("median", "percentile_cont") else func
-        return exp.Anonymous(this=name, expressions=[quote(arg)] + (  # type: ignore[arg-type]
+        a = quote(arg)  # type: ignore[arg-type]
+        if name != "quantile_cont":  # in ascending order: two DB-ops fed in other orders
+            a = exp.Order(this=a, expressions=[exp.Ordered(this=a.copy())])  # agree bit for
+        return exp.Anonymous(this=name, expressions=[a] + (  # bit (float_sums.py)
             [exp.Literal.number(quantile)] if name == "quantile_cont" else []))
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from federation.conventions import NATIVE_AGGREGATES
 from federation.expressions import infer_type, referenced_columns
 
-#: the aggregates whose DOUBLE result depends on the order of their terms
+#: the aggregates whose DOUBLE result depends on the order of their terms; and a session's
+#: STDDEV, VARIANCE, MEDIAN, PERCENTILE_CONT (NATIVE_AGGREGATES: each engine's own function,
+#: whose last bits differ between the engines for any argument's type)
 ORDERED_SUMS = ("sum", "avg")
 
 Lineage = dict[str, frozenset[str]]  # column -> aggregate ids whose double sums it carries
@@ -43,8 +46,8 @@ def lineage(plan) -> dict[str, Lineage]:
             for name, call in node.aggs:
                 fed = frozenset() if call.arg is None else \
                     _of(kids[0], referenced_columns(call.arg))
-                if call.func in ORDERED_SUMS and call.arg is not None \
-                        and infer_type(call.arg, s) == "DOUBLE":
+                if call.arg is not None and (call.func in NATIVE_AGGREGATES or (
+                        call.func in ORDERED_SUMS and infer_type(call.arg, s) == "DOUBLE")):
                     fed |= {oid}
                 cols[name] = fed
         elif kind == "project":

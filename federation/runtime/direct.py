@@ -121,7 +121,8 @@ def build_direct(staged: StagedPlan, st: Stage, spools: dict,
                                            (formats or {}).get(name, "parquet")))
                 idx = len(streams) - 1
             st.outputs.append(("mig", (c.id, ci.table)))
-            layout.append((idx, (TS, *stored_columns(ci.node))))
+            made = {k for k, _ in lg.nodes[ci.op_ids[0]].computed_keys}  # the DB computes
+            layout.append((idx, (TS, *(c for c in stored_columns(ci.node) if c not in made))))
     st.clock_sources = list(range(len(streams)))
     return layout, streams
 
