@@ -234,23 +234,27 @@ def some_placements(g: Generated, k: int) -> Generated:
 
 def fuzz(n: int, seed_value: int, work: Path, spark, progress=None, shrink: bool = True,
          placements: int | None = None, seconds: int = SECONDS, follow: bool | int = True,
-         sets: bool | int = False, adaptive: int = 0):
+         sets: bool | int = False, adaptive: int = 0, shapes: frozenset[str] = frozenset()):
     """Run `n` distinct generated queries (Hypothesis repeats a query now and then with
     other placements; a repeat is skipped); returns (records, failure text or None).
     `placements`: run only that many of each query's placements (`some_placements`);
     `follow`: a live run of every query whose result has rows (True), of none (False)
     or of the first n such queries. `sets`: each query runs together with a global COUNT
     over its result (fuzz_queries.as_query_set), each result against its reference; an
-    int k: every k-th query so."""
+    int k: every k-th query so. `shapes`: only queries with one of these shapes (fuzz_shapes),
+    drawn among up to 200 n."""
     runner = Runner(work, spark, seconds, follow, adaptive)
     phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
     seen: set[str] = set()
 
     @seed(seed_value)
-    @settings(max_examples=10 * n, deadline=None, database=None, phases=phases,
+    @settings(max_examples=(200 if shapes else 10) * n, deadline=None, database=None,
+              phases=phases,
               suppress_health_check=list(HealthCheck), derandomize=False, print_blob=True)
     @given(queries())
     def prop(g: Generated) -> None:
+        if shapes and not g.shapes & shapes:
+            return
         if g.source in seen and len(seen) < n:
             return
         if len(seen) >= n:
@@ -302,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adaptive", type=int, default=0, metavar="K",
                     help="every K-th query also runs adaptively, re-placed at two instants "
                          "(benchmarks/fuzz_adaptive.py; default 0: none)")
+    ap.add_argument("--shapes", default="", metavar="A,B",
+                    help="run only generated queries with one of these shapes (the report's "
+                         "shape names, e.g. session_window,computed_partition)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT.json",
                     help="merge the reports of runs with other seeds (run side by side) into "
                          "one report at --out, instead of running")
@@ -314,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not report["failure"] else 1
     if a.queries < 1:
         ap.error("--queries: must be >= 1")
+    from benchmarks.fuzz_shapes import SHAPES
+
+    shapes = frozenset(x for x in a.shapes.split(",") if x)
+    if shapes - set(SHAPES):
+        ap.error(f"--shapes: unknown {', '.join(sorted(shapes - set(SHAPES)))} (known: "
+                 f"{', '.join(SHAPES)})")
     from spe.session import get_spark
 
     work = Path(a.work or tempfile.mkdtemp(prefix="fedq-fuzz-"))
@@ -341,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--event-seconds: must be >= 1")
     records, failure = fuzz(a.queries, a.seed, work, spark, progress, not a.no_shrink,
                             a.placements, a.event_seconds, not a.no_follow,
-                            True if a.sets else max(a.sets_every, 0), max(a.adaptive, 0))
+                            True if a.sets else max(a.sets_every, 0), max(a.adaptive, 0),
+                            shapes)
     report = write(records, failure, True)
     print(markdown(report).split("\n## Queries")[0])
     return 0 if failure is None else 1
