@@ -157,6 +157,10 @@ def _through(q: exp.Select, name: str) -> str | None:
         if e.alias_or_name == name and not isinstance(e, exp.Star):
             inner = e.unalias()
             return inner.name if isinstance(inner, exp.Column) else None
-    star = any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
-        e.this, exp.Star) for e in q.expressions)
-    return name if star else None
+    return name if any(is_star(e) for e in q.expressions) else None
+
+
+def is_star(e: exp.Expression) -> bool:
+    """A SELECT item that passes every column of its FROM (`*`) or of one table (`t.*`)."""
+    return isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
+        e.this, exp.Star)

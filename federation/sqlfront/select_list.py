@@ -37,6 +37,7 @@ from federation.sqlfront.dialect import (
     selectivity,
     unnamed,
 )
+from federation.sqlfront.group_windows import is_star
 from federation.sqlfront.having import (
     having_subqueries,
     outside_subqueries,
@@ -81,8 +82,7 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
     order: list[str] = []  # the SELECT's order
     for e in items:
         inner = e.this if isinstance(e, exp.Alias) else e
-        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
-                                           and isinstance(inner.this, exp.Star)):
+        if is_star(inner):
             for shown, c in scope.star(inner.table if isinstance(inner, exp.Column) else None,
                                        e).items():  # `*, x * 2 AS y`, `a.*, b.x AS bx`
                 if shown == c:

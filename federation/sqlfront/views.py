@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.sqlfront.group_windows import _rows_of, _through
+from federation.sqlfront.group_windows import _rows_of, _through, is_star
 
 TVFS = ("HOP", "TUMBLE", "CUMULATE", "SESSION", "ROWS_WINDOW")
 #: windows whose rows depend on which readings there are: the view's selection is theirs
@@ -69,8 +69,7 @@ def _cte(t: exp.Create, text) -> exp.CTE:
     if isinstance(target, exp.Schema):
         cols = [c.name for c in target.expressions]
         items = body.expressions if isinstance(body, exp.Select) else []
-        if len(items) != len(cols) or any(isinstance(e, exp.Star) or isinstance(
-                e, exp.Column) and isinstance(e.this, exp.Star) for e in items):
+        if len(items) != len(cols) or any(is_star(e) for e in items):
             raise text.fail(f"the view's column list names {len(cols)} columns; its SELECT "
                             "lists as many items (no *)", "CREATE VIEW", target)
         body.set("expressions", [exp.alias_(e.unalias(), c) for e, c in zip(items, cols)])
@@ -144,7 +143,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
     while True:
         if not _rows_of(q) or q.args.get("joins"):
             raise fail("it is not a selection and projection of one stream's rows", call)
-        passes = any(_is_star(e) for e in q.expressions)
+        passes = any(is_star(e) for e in q.expressions)
         proc = next((e for e in q.expressions if e.alias_or_name == names[0]
                      and e.unalias().find(exp.Anonymous) is not None
                      and e.unalias().find(exp.Anonymous).name.upper() == "PROCTIME"), None)
@@ -157,7 +156,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
         if through[0] is None:
             raise fail(f"it does not pass the time column {names[0]} on unchanged", call)
         levels.append(({e.alias_or_name: e.unalias() for e in q.expressions
-                        if not _is_star(e)}, passes))
+                        if not is_star(e)}, passes))
         for n in names[1:]:
             if n in made:  # a key computed above: the window's column, passed on
                 if n in levels[-1][0]:
@@ -166,7 +165,7 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
                 if not passes:
                     q.set("expressions", [*q.expressions, exp.column(n)])
             elif through[names.index(n)] is None:  # a key this view computes: the
-                item = next((e for e in q.expressions if not _is_star(e)  # window's own
+                item = next((e for e in q.expressions if not is_star(e)  # window's own
                              and e.alias_or_name == n), None)
                 if item is None:
                     raise fail(f"it does not pass the partition key {n} on", call)
@@ -225,11 +224,6 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
             n: _down(e, levels[i:], fail) for n, (e, i) in made.items()})
     src.replace(item)
     return _root(q)
-
-
-def _is_star(e: exp.Expression) -> bool:
-    return isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(
-        e.this, exp.Star)
 
 
 def _down(cond: exp.Expression, levels: list[tuple[dict, bool]], fail) -> exp.Expression:
