@@ -21,7 +21,8 @@ table function over it, the sessions of its readings (views.py). A join is refus
 windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset
 and two group windows in one GROUP BY, each with the window table function to write. A
 SESSION grouped by an expression is a session per value of it: the expression becomes a
-column of a subquery in FROM, computed of each reading (`_computed_keys`).
+column of a subquery in FROM, computed of each reading, and its WHERE selects the readings
+sessions are made of (`_session_rows`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _session_rows(sel: exp.Select, keys: list, dialect) -> list[exp.Expression]:
         src.alias_or_name))))
     for node in (*sel.expressions, sel.args.get("having"), sel.args.get("order")):
         for e in [] if node is None else list(node.walk()):
-            if e.sql() in made and e is not node or e is node and e.sql() in made:
+            if e.sql() in made:  # where the GROUP BY expression is written again
                 e.replace(exp.column(made[e.sql()]))
     return out
 
