@@ -13,6 +13,7 @@ from benchmarks.fuzz_sizes import _below
 from federation.conventions import NATIVE_AGGREGATES
 from federation.expressions import MATH, TEXT, TIME_PARTS, infer_type, to_expression
 from federation.logical import Node, Rstream, is_row_level
+from federation.logical.session_fold import FOLDED
 from federation.python_functions import lookup
 
 #: the shapes each query is tagged with (fuzz.py counts queries per shape); `cast:A>B`
@@ -214,7 +215,7 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                 out.add("sliced_computed_key")  # a DB-op folds it into a slice table
             w = c.row_window()
             if w is not None and w.is_session and any(
-                    re.fullmatch(r"_s\d+", name) for name, _ in n.aggs):
+                    re.fullmatch(rf"{FOLDED}\d+", name) for name, _ in n.aggs):
                 out.add("session_view")  # read through a view's columns (session_fold.py)
             if [name for name, _ in n.aggs] == ["_distinct_rows"]:
                 out.add("select_distinct")

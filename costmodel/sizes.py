@@ -87,8 +87,7 @@ def stream_keys(w) -> list[str]:
     made = dict(w.computed_keys)
     out: list[str] = []
     for k in w.partition_by:
-        cols = sorted(made[k].find_all(exp.Column), key=lambda c: c.name) if k in made else [k]
-        out += [c if isinstance(c, str) else c.name for c in cols]
+        out += sorted(c.name for c in made[k].find_all(exp.Column)) if k in made else [k]
     return list(dict.fromkeys(out))
 
 

@@ -16,6 +16,9 @@ from sqlglot import exp
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall
 
+#: the prefix of a folded aggregate's name under its renaming projection (`_s0`, `_s1`, ...)
+FOLDED = "_s"
+
 
 def fold_session_projections(rel, by: list[str], aggs: dict[str, AggCall]):
     """The Relation of `rel.aggregate(by, **aggs)` with the projections between it and a
@@ -43,7 +46,7 @@ def fold_session_projections(rel, by: list[str], aggs: dict[str, AggCall]):
                 "partition keys (partition the SESSION by a column of the stream)")
         if e.name not in keys:
             keys.append(e.name)
-    hidden = {a: f"_s{i}" for i, a in enumerate(aggs)}  # apart from the keys' names
+    hidden = {a: f"{FOLDED}{i}" for i, a in enumerate(aggs)}  # apart from the keys' names
     calls = {hidden[a]: call if call.arg is None else dataclasses.replace(
         call, arg=substitute(call.arg, env)) for a, call in aggs.items()}
     out = type(rel)(n)

@@ -32,7 +32,7 @@ from sqlglot import exp
 FUNCS = {"TUMBLE": ("size",), "HOP": ("slide", "size"), "SESSION": ("gap",)}  # after ts
 
 
-def _session_rows(sel: exp.Select, keys: list, dialect) -> list[exp.Expression]:
+def _session_rows(sel: exp.Select, keys: list) -> list[exp.Expression]:
     """The readings a legacy SESSION groups: those its WHERE keeps (Flink selects before
     it groups: the sessions of the readings selected), with its GROUP BY expressions as
     columns (`_g1`, ...) that the SELECT list, HAVING and ORDER BY read where they wrote
@@ -44,15 +44,17 @@ def _session_rows(sel: exp.Select, keys: list, dialect) -> list[exp.Expression]:
     if src is None or sel.args.get("joins") or all(isinstance(k, exp.Column) for k in keys) \
             and where is None:
         return keys  # refused below, or the stream's own columns
-    made, out = {}, []
+    made: dict[str, str] = {}  # an expression's SQL -> its column
+    items, out = [], []
     for k in keys:
         if isinstance(k, exp.Column):
             out.append(k)
             continue
-        name = made.setdefault(k.sql(), f"_g{len(made) + 1}")
-        out.append(exp.column(name))
-    inner = exp.select(exp.Star(), *(exp.alias_(exp.maybe_parse(e, dialect=dialect), n)
-                                     for e, n in made.items())).from_(src.copy())
+        if k.sql() not in made:
+            made[k.sql()] = f"_g{len(made) + 1}"
+            items.append(exp.alias_(k.copy(), made[k.sql()]))
+        out.append(exp.column(made[k.sql()]))
+    inner = exp.select(exp.Star(), *items).from_(src.copy())
     if where is not None:
         inner.set("where", where.copy())
         sel.set("where", None)
@@ -99,7 +101,7 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
         raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}) expected{extra}", w)
     keys = [g for g in group.expressions if g is not w]
     if fn == "SESSION":
-        keys = _session_rows(sel, keys, dialect)
+        keys = _session_rows(sel, keys)
     # the stream: named in FROM, or under subqueries that select and project its rows
     names = [args[0].name, *(k.name for k in keys if fn == "SESSION")]  # in the stream
     frm, at = sel.args.get("from_") or sel.args.get("from"), sel

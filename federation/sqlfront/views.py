@@ -157,22 +157,23 @@ def _lower(q: exp.Expression, call: exp.Anonymous, fn: str, keys: list[str], cte
             raise fail(f"it does not pass the time column {names[0]} on unchanged", call)
         levels.append(({e.alias_or_name: e.unalias() for e in q.expressions
                         if not is_star(e)}, passes))
-        for n in names[1:]:
+        for i, n in enumerate(names[1:], 1):
             if n in made:  # a key computed above: the window's column, passed on
                 if n in levels[-1][0]:
                     raise fail(f"its column {n} is the partition key a view above "
                                "computes: name one apart", call)
                 if not passes:
                     q.set("expressions", [*q.expressions, exp.column(n)])
-            elif through[names.index(n)] is None:  # a key this view computes: the
-                item = next((e for e in q.expressions if not is_star(e)  # window's own
+            elif through[i] is None:  # a key this view computes: the window's own
+                item = next((e for e in q.expressions if not is_star(e)
                              and e.alias_or_name == n), None)
                 if item is None:
                     raise fail(f"it does not pass the partition key {n} on", call)
                 made[n] = (item.unalias().copy(), len(levels))  # over the levels below
+                # the item reads the window's column (a star level passes it already)
                 q.set("expressions", [exp.column(n) if e is item else e for e in q.expressions
-                                      if e is item and not passes or e is not item])
-                through[names.index(n)] = n
+                                      if not (e is item and passes)])
+                through[i] = n
         names = through
         if not passes:
             outs = {e.alias_or_name for e in q.expressions}
