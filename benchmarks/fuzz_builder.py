@@ -479,12 +479,12 @@ class _Builder(Expressions):
                     arg, h = got
             if session and f == "avg" and self.chance(40):  # a session's own STDDEV,
                 f = d(st.sampled_from(sorted(DECOMPOSED)))  # ... (sessions are drawn rarely)
-                f = MEDIANS[len(aggs) % 2] if f == "median" else f
+                f = MEDIANS[len(aggs) % 3] if f == "median" else f
             elif f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
             elif f == "avg" and self.chance(12):  # STDDEV, VARIANCE, MEDIAN (of a session's
                 f = d(st.sampled_from(sorted(DECOMPOSED)))  # rows: the engines' own)
-                f = MEDIANS[len(aggs) % (2 if session else 3)] if f == "median" else f
+                f = MEDIANS[len(aggs) % 3] if f == "median" else f
             if f in ("avg", "avg_distinct", *DECOMPOSED, *MEDIANS):
                 hint = "value"
             elif h == "count":

@@ -14,7 +14,14 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
-from federation.conventions import DUCKDB_TYPES, NATIVE_AGGREGATES, Lowering, quantile, us
+from federation.conventions import (
+    DUCKDB_TYPES,
+    NATIVE_AGGREGATES,
+    Lowering,
+    disc_position,
+    quantile,
+    us,
+)
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: db/ imports no plan code
     from federation.logical import Node, Rstream, Window
@@ -152,6 +159,12 @@ class ReferenceEvaluator:
                 d = "DISTINCT " * (call.func != "listagg")
                 sep = call.separator.replace("'", "''")
                 aggs.append(f"string_agg({d}{x}, '{sep}' ORDER BY {x}) AS {_q(name)}")
+                continue
+            if call.func == "percentile_disc":  # of a session's rows: sorted, indexed
+                d = ", 'DESC'" * call.descending
+                at = disc_position(f"count({x})", call.fraction, "//")
+                aggs.append(f"list_sort(list_filter(list({x}), lambda v: v IS NOT NULL){d})[{at}] "
+                            f"AS {_q(name)}")
                 continue
             if call.func in NATIVE_AGGREGATES:  # of a session's rows
                 p = quantile(call.fraction, call.descending)

@@ -38,9 +38,10 @@ WINDOW = "_window"
 SESSION_COLUMNS = ("window_start", "window_end")
 #: the aggregates each engine computes with its own function over a session's rows, which
 #: one aggregate reads once (elsewhere they are planned in operators: federation/logical/
-#: spread.py, median.py); the interpolated ones at AggCall.quantile()
+#: spread.py, median.py); the interpolated ones at `quantile`, PERCENTILE_DISC at
+#: `disc_position`
 NATIVE_AGGREGATES = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "median",
-                     "percentile_cont")
+                     "percentile_cont", "percentile_disc")
 
 
 def quantile(fraction: tuple[int, int] | None, descending: bool = False) -> str:
@@ -50,6 +51,15 @@ def quantile(fraction: tuple[int, int] | None, descending: bool = False) -> str:
 
     a, b = fraction or (1, 2)
     return str(Decimal(b - a if descending else a) / Decimal(b))
+
+
+def disc_position(n: str, fraction: tuple[int, int], division: str) -> str:
+    """PERCENTILE_DISC(a/b)'s position (from 1) among `n` values in their order, as SQL:
+    ceil(a n / b), at least 1, in integers (`division`: the dialect's integer division,
+    `//` or `div`), so no engine's floating point moves it (0.28 * 25 is
+    7.000000000000001)."""
+    a, b = fraction
+    return f"greatest(1, ({a} * {n} + {b - 1}) {division} {b})"
 
 
 def stored_columns(node) -> dict[str, str]:

@@ -321,6 +321,8 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
     """Type of an aggregate's result (COUNT BIGINT, AVG DOUBLE, others keep the argument's)."""
     if call.func in ("count", "count_distinct"):
         return "BIGINT"
+    if call.func == "percentile_disc":  # one of the values
+        return arg_type or "DOUBLE"
     if call.func in ("avg", "avg_distinct", *NATIVE_AGGREGATES):  # (STDDEV, ... of sessions)
         return "DOUBLE"
     if call.func in LIST_FUNCS:

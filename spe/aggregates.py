@@ -7,6 +7,8 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from federation.conventions import disc_position, quantile
+
 #: the aggregates of distinct values (federation.expressions): the plain aggregate each
 #: applies to the set of its argument's non-NULL values
 DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
@@ -21,6 +23,11 @@ def spark_expr(e) -> Column:
     """A plan expression (canonical: federation.canonical.canonical) as a Spark column.
     Names are quoted (a column may be called `order`); TRY_CAST(TRUNC(x) AS INT) is
     Spark's own TRY_CAST(x AS INT), which truncates (Spark has no TRUNC of a number)."""
+    return F.expr(spark_sql(e))
+
+
+def spark_sql(e) -> str:
+    """A plan expression as Spark SQL (spark_expr)."""
     from sqlglot import exp
 
     def plain(node):
@@ -29,17 +36,22 @@ def spark_expr(e) -> Column:
             node.set("this", node.this.this)
         return node
 
-    return F.expr(e.transform(plain).sql(dialect="spark", identify=True))
+    return e.transform(plain).sql(dialect="spark", identify=True)
 
 
 def agg_column(func: str, arg, name: str, result_type: str, separator: str = ",",
-               fraction: str = "0.5") -> Column:
+               fraction: tuple[int, int] | None = None, descending: bool = False) -> Column:
     if func in ("listagg", "listagg_distinct"):  # the strings in ascending order, joined
         values = (F.collect_list if func == "listagg" else F.collect_set)(spark_expr(arg))
         return F.when(F.size(values) > 0, F.array_join(F.array_sort(values), separator)
                       ).alias(name)
+    if func == "percentile_disc":  # of a session's rows: the value at its position
+        x = spark_sql(arg)  # in integers (conventions.disc_position)
+        at = disc_position(f"count({x})", fraction or (1, 2), "div")
+        return F.expr(f"try_element_at(sort_array(collect_list({x}), "
+                      f"{'false' if descending else 'true'}), CAST({at} AS INT))").alias(name)
     if func in NATIVE:  # of a session's rows: Spark's own (federation.expressions)
-        return NATIVE[func](spark_expr(arg), fraction).alias(name)
+        return NATIVE[func](spark_expr(arg), quantile(fraction, descending)).alias(name)
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
     elif func in DISTINCT_FUNCS:  # Spark's streaming aggregates refuse DISTINCT: a set

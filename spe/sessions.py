@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from federation.conventions import TS, US_PER_S, WINDOW, WT, quantile, us
+from federation.conventions import TS, US_PER_S, WINDOW, WT, us
 from spe.aggregates import agg_column
 from spe.aggregates import quoted_col as _c
 
@@ -35,8 +35,8 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
     # then (a literal would be folded away before that check)
     by = part or [_c(TS).isNull().alias("_s_all")]
     names = [n for n, _ in node.aggs]
-    aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator,
-                           quantile(c.fraction, c.descending)) for n, c in node.aggs]
+    aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator, c.fraction,
+                           c.descending) for n, c in node.aggs]
     sessions = (rows.groupBy(F.session_window(_c(TS), gaps).alias(SESSION), *by)
                 .agg(*aggs, F.max(_c(TS)).alias("_s_last"))
                 .select(F.window_time(SESSION).alias("_s_time"),

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, quantile, us
+from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join, same_period
@@ -129,8 +129,8 @@ class SpeTranslator:
     @SPARK.register("Aggregate")
     def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
-        aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator,
-                           quantile(c.fraction, c.descending)) for n, c in node.aggs]
+        aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator, c.fraction,
+                           c.descending) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level and s.window is not None and s.window.is_session:
             out = session_aggregate(s.df, s.window, node)

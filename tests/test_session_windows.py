@@ -100,7 +100,9 @@ def query(where: str | None = None, readings: str | None = None, spread: bool = 
     rel = w.filter(where) if where else w
     more = {"sd": stddev("amount"), "vp": variance("amount", population=True),
             "med": median("amount"), "p25": percentile("amount", 0.25),
-            "p75d": percentile("amount", 0.25, descending=True)} if spread else {}
+            "p75d": percentile("amount", 0.25, descending=True),
+            "d28": percentile("amount", 0.28, discrete=True),
+            "d70d": percentile("amount", 0.7, discrete=True, descending=True)} if spread else {}
     if computed:
         rel = rel.project("window_start", "window_end", u='"user"', a="amount * 2",
                           amount="amount").aggregate(
@@ -112,9 +114,15 @@ def query(where: str | None = None, readings: str | None = None, spread: bool = 
 
 
 def spread_of(sessions_rows=SESSIONS) -> pa.Table:
-    """The sessions with STDDEV_SAMP, VAR_POP, MEDIAN and the interpolated 25th and 75th
-    percentiles of their amounts, worked out by Python's statistics from ROWS."""
+    """The sessions with STDDEV_SAMP, VAR_POP, MEDIAN, the interpolated 25th and 75th
+    percentiles and the discrete 28th and 70th from the top of their amounts, worked out
+    by Python's statistics from ROWS."""
+    import math
     import statistics
+    from fractions import Fraction
+
+    def disc(xs, p, descending=False):  # PERCENTILE_DISC: position ceil(p n) from 1
+        return sorted(xs, reverse=descending)[max(1, math.ceil(Fraction(p) * len(xs))) - 1]
 
     def q(xs, p):  # PERCENTILE_CONT: position p (n - 1) from 0, interpolated
         xs = sorted(xs)
@@ -123,7 +131,8 @@ def spread_of(sessions_rows=SESSIONS) -> pa.Table:
         return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
 
     t = sessions(of=sessions_rows)
-    cols: dict[str, list] = {"sd": [], "vp": [], "med": [], "p25": [], "p75d": []}
+    cols: dict[str, list] = {"sd": [], "vp": [], "med": [], "p25": [], "p75d": [], "d28": [],
+                             "d70d": []}
     for r in t.to_pylist():
         lo, hi = ((r[c] - T0).total_seconds() for c in ("window_start", "window_end"))
         xs = [a for x, u, a in ROWS if u == r["user"] and lo <= x <= hi - 2]
@@ -133,6 +142,8 @@ def spread_of(sessions_rows=SESSIONS) -> pa.Table:
         cols["med"].append(float(statistics.median(xs)))
         cols["p25"].append(q(xs, 0.25))
         cols["p75d"].append(q(xs, 0.75))
+        cols["d28"].append(disc(xs, "0.28"))
+        cols["d70d"].append(disc(xs, "0.7", descending=True))
     for name, values in cols.items():
         t = t.append_column(name, pa.array(values, pa.float64()))
     return t
@@ -143,10 +154,49 @@ def test_stddev_variance_median_of_sessions_are_each_engine_s_own():
     want = spread_of()
     assert diff_results(reference_result(query(spread=True), rows()), want) is None
     assert diff_results(pure_db(query(spread=True), rows(), 2), want) is None
-    with pytest.raises(QueryValidationError, match="PERCENTILE_DISC of a session"):
-        window(CLICKS, gap=2, slide=1, partition_by=["user"]).aggregate(
-            by=["window_start", "window_end", "user"], p=percentile("amount", 0.5,
-                                                                   discrete=True))
+
+
+#: one session of 25 readings, amounts 1 to 25 in another order, and one of NULL amounts:
+#: PERCENTILE_DISC(0.28) is the 7th of 25 (0.28 * 25 is 7.000000000000001 in floating
+#: point, which places it 8th), the 7th from the top DESC
+MANY = [(i * 0.1, 1, float((i * 7) % 25 + 1)) for i in range(25)] + [
+    (0.5, 2, None), (0.6, 2, None)]
+
+
+def test_a_session_s_percentile_disc_is_placed_in_integers():
+    rows_ = pa.table({"ts": pa.array([T0 + dt.timedelta(seconds=s) for s, _, _ in MANY],
+                                     pa.timestamp("us")),
+                      "user": pa.array([u for _, u, _ in MANY], pa.int32()),
+                      "amount": pa.array([a for _, _, a in MANY], pa.float64())})
+    q = window(CLICKS, gap=2, slide=1, partition_by=["user"]).aggregate(
+        by=["window_start", "window_end", "user"], d=percentile("amount", 0.28, discrete=True),
+        dd=percentile("amount", 0.28, discrete=True, descending=True)).rstream("p")
+    t = (lambda *s: pa.array([T0 + dt.timedelta(seconds=x) for x in s], pa.timestamp("us")))
+    want = pa.table({"tau": t(5, 3), "window_start": t(0, 0.5), "window_end": t(4.4, 2.6),
+                     "user": pa.array([1, 2], pa.int32()),
+                     "d": pa.array([7.0, None]), "dd": pa.array([19.0, None])})
+    assert diff_results(reference_result(q, rows_), want) is None
+    for per_batch_s in (1, 4):
+        assert diff_results(pure_db(q, rows_, per_batch_s), want) is None
+    text = ("SELECT window_start, window_end, \"user\", PERCENTILE_DISC(0.28) WITHIN GROUP (ORDER BY amount) AS d, "
+            "PERCENTILE_DISC(0.28) WITHIN GROUP (ORDER BY amount DESC) AS dd FROM "
+            "SESSION(TABLE clicks PARTITION BY \"user\", DESCRIPTOR(ts), INTERVAL '2' SECOND)"
+            " GROUP BY window_start, window_end, \"user\"")
+    assert diff_results(pure_db(sql(text, {"clicks": CLICKS}), rows_, 2), want) is None
+
+
+@pytest.mark.spark
+def test_spark_s_percentile_disc_is_placed_in_integers(spark):
+    """Spark's lowering on a batch of the 25 amounts (a streaming run of sessions is
+    test_spark_and_a_cut_plan_give_the_sessions's "spread")."""
+    from federation.expressions import to_expression
+    from spe.aggregates import agg_column
+
+    df = spark.createDataFrame([(u, a) for _, u, a in MANY], "user int, amount double")
+    got = df.groupBy("user").agg(*(agg_column(
+        "percentile_disc", to_expression("amount"), n, "DOUBLE", fraction=(7, 25),
+        descending=n == "dd") for n in ("d", "dd"))).orderBy("user").collect()
+    assert [tuple(r) for r in got] == [(1, 7.0, 19.0), (2, None, None)]
 
 
 def test_the_reference_gives_the_sessions_worked_out_by_hand():

@@ -33,6 +33,7 @@ from federation.conventions import (
     SESSION_COLUMNS,
     TS,
     Lowering,
+    disc_position,
     quantile,
     us,
 )
@@ -209,8 +210,8 @@ def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
     for name, call in node.aggs:
         cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name],
-                                               call.separator,
-                                               quantile(call.fraction, call.descending)),
+                                               call.separator, call.fraction,
+                                               call.descending),
                           name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
@@ -238,7 +239,8 @@ def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
 
 
 def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str,
-                         separator: str = ",", quantile: str = "0.5") -> exp.Expression:
+                         separator: str = ",", fraction: tuple[int, int] | None = None,
+                         descending: bool = False) -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
     BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type.
     LISTAGG: STRING_AGG of the values in ascending order (by their bytes, Spark's order)."""
@@ -247,13 +249,20 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
         value = exp.Distinct(expressions=[a]) if func != "listagg" else a
         return exp.GroupConcat(this=exp.Order(this=value, expressions=[exp.Ordered(
             this=a.copy(), nulls_first=False)]), separator=exp.Literal.string(separator))
+    if func == "percentile_disc":  # of a session's rows: the value at its position
+        x = quote(arg).sql("duckdb")  # type: ignore[union-attr]  # in integers
+        order = " DESC" if descending else ""
+        return sqlglot.parse_one(  # (conventions.disc_position)
+            f"(list({x} ORDER BY {x}{order}) FILTER (WHERE {x} IS NOT NULL))"
+            f"[{disc_position(f'count({x})', fraction or (1, 2), '//')}]", read="duckdb")
     if func in NATIVE_AGGREGATES:  # of a session's rows: DuckDB's own (federation.expressions)
         name = "quantile_cont" if func in ("median", "percentile_cont") else func
         a = quote(arg)  # type: ignore[arg-type]
         if name != "quantile_cont":  # in ascending order: two DB-ops fed in other orders
             a = exp.Order(this=a, expressions=[exp.Ordered(this=a.copy())])  # agree bit for
         return exp.Anonymous(this=name, expressions=[a] + (  # bit (float_sums.py)
-            [exp.Literal.number(quantile)] if name == "quantile_cont" else []))
+            [exp.Literal.number(quantile(fraction, descending))]
+            if name == "quantile_cont" else []))
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
     if func == "count_distinct":

@@ -117,12 +117,6 @@ class Relation:
                    or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None
         if w is not None and w.is_session:  # read once: each engine's own aggregate
-            if "percentile_disc" in planned:
-                raise QueryValidationError(
-                    "aggregate", "percentile_disc", f"PERCENTILE_DISC of a session window's "
-                    f"rows ({w.label()}) is not built: they are read by one aggregate, and "
-                    "the engines' own place the position in floating point (0.28 * 25 is "
-                    "7.000000000000001: the 8th value of 25)")
             return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
         if any(c.func in SPREAD_FUNCS for c in aggs.values()):
             from federation.logical.spread import spread_aggregate
