@@ -14,12 +14,11 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
+from db.sqlgen.session_values import SORTED, finished, values_list
 from federation.conventions import (
     DUCKDB_TYPES,
-    NATIVE_AGGREGATES,
     Lowering,
     disc_position,
-    quantile,
     us,
 )
 
@@ -166,11 +165,8 @@ class ReferenceEvaluator:
                 aggs.append(f"list_sort(list_filter(list({x}), lambda v: v IS NOT NULL){d})[{at}] "
                             f"AS {_q(name)}")
                 continue
-            if call.func in NATIVE_AGGREGATES:  # of a session's rows
-                p = quantile(call.fraction, call.descending)
-                e = (f"quantile_cont({x}, {p})" if call.func in ("median", "percentile_cont")
-                     else f"{call.func}({x})")
-                aggs.append(f"{e} AS {_q(name)}")
+            if call.func in SORTED:  # of a session's rows: its sorted values (finished)
+                aggs.append(f"{values_list(x, call.descending)} AS {_q(name)}")
                 continue
             func = call.func.removesuffix("_distinct")
             # COUNT/SUM/AVG(DISTINCT x): of the distinct non-NULL values
@@ -191,8 +187,10 @@ class ReferenceEvaluator:
             aggs.append(f"{e} AS {_q(name)}")
         keys = ", ".join(_q(k) for k in node.keys)
         group = f" GROUP BY {keys}" if keys else ""
-        return (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
-                f"FROM ({self.eval(node.child, tau)}) AS t{group}")
+        q = (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
+             f"FROM ({self.eval(node.child, tau)}) AS t{group}")
+        natives = {n: c for n, c in node.aggs if c.func in SORTED}
+        return finished(q, list(node.schema), natives) if natives else q
 
     @REFERENCE.register("Union")
     def _union(self, node, tau: dt.datetime) -> str:

@@ -36,21 +36,12 @@ WINDOW = "_window"
 #: the columns a session window adds to its stream's: its session's first reading and its
 #: end (the last reading plus the gap)
 SESSION_COLUMNS = ("window_start", "window_end")
-#: the aggregates each engine computes with its own function over a session's rows, which
+#: the aggregates each engine computes in its own aggregate over a session's rows, which
 #: one aggregate reads once (elsewhere they are planned in operators: federation/logical/
-#: spread.py, median.py); the interpolated ones at `quantile`, PERCENTILE_DISC at
-#: `disc_position`
+#: spread.py, median.py): from the session's values in order, alike in every engine
+#: (db/sqlgen/session_values.py), PERCENTILE_DISC at `disc_position`
 NATIVE_AGGREGATES = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "median",
                      "percentile_cont", "percentile_disc")
-
-
-def quantile(fraction: tuple[int, int] | None, descending: bool = False) -> str:
-    """A percentile's position in ascending order as a decimal, exact as written (its
-    `fraction` a/b; MEDIAN's None: 0.5; DESC: 1 - a/b)."""
-    from decimal import Decimal
-
-    a, b = fraction or (1, 2)
-    return str(Decimal(b - a if descending else a) / Decimal(b))
 
 
 def disc_position(n: str, fraction: tuple[int, int], division: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from federation.conventions import disc_position, quantile
+from federation.conventions import disc_position
 
 #: the aggregates of distinct values (federation.expressions): the plain aggregate each
 #: applies to the set of its argument's non-NULL values
@@ -50,8 +50,8 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
         at = disc_position(f"count({x})", fraction or (1, 2), "div")
         return F.expr(f"try_element_at(sort_array(collect_list({x}), "
                       f"{'false' if descending else 'true'}), CAST({at} AS INT))").alias(name)
-    if func in NATIVE:  # of a session's rows: Spark's own (federation.expressions)
-        return NATIVE[func](spark_expr(arg), quantile(fraction, descending)).alias(name)
+    if func in SORTED:  # of a session's rows: its values in order (session_values)
+        return values_list(arg, descending).alias(name)
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
     elif func in DISTINCT_FUNCS:  # Spark's streaming aggregates refuse DISTINCT: a set
@@ -66,12 +66,47 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
     return c.alias(name)
 
 
-#: STDDEV, VARIANCE and the interpolated percentile (`p` a decimal literal, as DuckDB's)
-NATIVE = {"var_samp": lambda e, p: F.var_samp(e), "var_pop": lambda e, p: F.var_pop(e),
-          "stddev_samp": lambda e, p: F.stddev_samp(e),
-          "stddev_pop": lambda e, p: F.stddev_pop(e),
-          "median": lambda e, p: F.percentile(e.cast("double"), F.lit(float(p))),
-          "percentile_cont": lambda e, p: F.percentile(e.cast("double"), F.lit(float(p)))}
+#: a session's STDDEV, VARIANCE and interpolated percentiles: computed from its values in
+#: order (`values_list`, `session_values`), the same bits as DuckDB's
+SPREAD = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+SORTED = (*SPREAD, "median", "percentile_cont")
+
+
+def values_list(arg, descending: bool = False) -> Column:
+    """A session's non-NULL values of `arg` as DOUBLE in order (db/sqlgen/session_values.py
+    gives the arithmetic each engine does alike on it)."""
+    return F.sort_array(F.collect_list(spark_expr(arg).cast("double")), asc=not descending)
+
+
+def session_values(df, natives: dict):
+    """`df` with each of `natives` ({name: AggCall}; its column a values_list) in place of
+    its list: the mean first, a column of its own (module db/sqlgen/session_values.py)."""
+    taken = set(df.columns)
+    means = {}
+    for n, call in natives.items():
+        if call.func in SPREAD:
+            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
+            taken.add(means[n])
+    out = df.withColumns({m: F.expr(f"CASE WHEN size(`{n}`) > 0 THEN aggregate(`{n}`, 0D, "
+                                    f"(a, v) -> a + v) / size(`{n}`) END")
+                          for n, m in means.items()})
+    return out.withColumns({n: F.expr(_value(c, f"`{n}`", f"`{means.get(n, '')}`"))
+                            for n, c in natives.items()}).drop(*means.values())
+
+
+def _value(call, values: str, m: str) -> str:
+    n = f"size({values})"
+    if call.func in SPREAD:
+        squares = f"aggregate({values}, 0D, (a, v) -> a + (v - {m}) * (v - {m}))"
+        d = f"{n} - 1" if call.func.endswith("samp") else n
+        v = f"CASE WHEN {d} > 0 THEN {squares} / ({d}) END"
+        return f"sqrt({v})" if call.func.startswith("stddev") else v
+    a, b = call.fraction or (1, 2)
+    f = f"(({a} * ({n} - 1)) div {b})"
+    v1 = f"try_element_at({values}, CAST({f} + 1 AS INT))"
+    v2 = f"try_element_at({values}, CAST({f} + 2 AS INT))"
+    return (f"{v1} + (coalesce({v2}, {v1}) - {v1}) * "
+            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")
 
 
 def _merge_count(e, p, t):

@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from federation.conventions import TS, US_PER_S, WINDOW, WT, us
-from spe.aggregates import agg_column
+from spe.aggregates import SORTED, agg_column, session_values
 from spe.aggregates import quoted_col as _c
 
 SESSION = "_session"  # the session_window struct column
@@ -44,6 +44,9 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
                         (F.col("_s_last") + F.expr(f"make_dt_interval(0, 0, 0, "
                                                    f"{gap / US_PER_S:.6f})")).alias("window_end"),
                         *part, *[_c(n) for n in names]))
+    natives = {n: c for n, c in node.aggs if c.func in SORTED}
+    if natives:  # STDDEV, MEDIAN, ...: from each session's values in order
+        sessions = session_values(sessions, natives)
     keys = [_c(k) for k in ("window_start", "window_end", *w.partition_by)]
     return (sessions.groupBy(F.window("_s_time", f"{sl} microseconds").alias(WINDOW), *keys)
             .agg(*[F.first(_c(n)).alias(n) for n in names])

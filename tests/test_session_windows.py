@@ -186,17 +186,26 @@ def test_a_session_s_percentile_disc_is_placed_in_integers():
 
 
 @pytest.mark.spark
-def test_spark_s_percentile_disc_is_placed_in_integers(spark):
-    """Spark's lowering on a batch of the 25 amounts (a streaming run of sessions is
-    test_spark_and_a_cut_plan_give_the_sessions's "spread")."""
+def test_spark_s_session_aggregates_are_duckdb_s_bits(spark):
+    """Spark's lowerings on a batch: PERCENTILE_DISC of the 25 amounts placed in integers,
+    and STDDEV, VARIANCE, MEDIAN, percentiles of values in another order the same bits as
+    DuckDB's (a streaming run of sessions is test_spark_and_a_cut_plan_give_the_sessions's
+    "spread")."""
     from federation.expressions import to_expression
-    from spe.aggregates import agg_column
+    from spe.aggregates import agg_column, session_values
 
     df = spark.createDataFrame([(u, a) for _, u, a in MANY], "user int, amount double")
     got = df.groupBy("user").agg(*(agg_column(
         "percentile_disc", to_expression("amount"), n, "DOUBLE", fraction=(7, 25),
         descending=n == "dd") for n in ("d", "dd"))).orderBy("user").collect()
     assert [tuple(r) for r in got] == [(1, 7.0, 19.0), (2, None, None)]
+    xs = spread_values()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT unnest($1) AS x", [sorted(xs)])
+    df = spark.createDataFrame([(x,) for x in reversed(xs)], "x double").repartition(2)
+    lists = df.agg(*(agg_column(c.func, c.arg, n, "DOUBLE", fraction=c.fraction,
+                                descending=c.descending) for n, c in NATIVES.items()))
+    assert tuple(session_values(lists, NATIVES).collect()[0]) == duckdb_natives(con)
 
 
 def test_the_reference_gives_the_sessions_worked_out_by_hand():
@@ -213,27 +222,46 @@ def test_a_computed_key_s_sessions_are_those_worked_out_by_hand():
         assert diff_results(pure_db(keyed(), rows(), per_batch_s), sessions_keyed()) is None
 
 
-def test_a_session_s_own_spread_in_duckdb_is_the_same_bits_in_any_row_order():
-    """Two DB-ops fed in other orders (one by Spark, one by the direct feed) must agree bit
-    for bit where an EXCEPT compares their STDDEV_POP: a targeted fuzz run found one kept
-    row. DuckDB's own STDDEV and VARIANCE add in row order; the SQL sorts their input."""
+#: a session's STDDEV, VARIANCE, MEDIAN, percentiles, each computed from its values in order
+NATIVES = {"sd": stddev("x", population=True), "vs": variance("x"), "med": median("x"),
+           "p28": percentile("x", 0.28), "p30d": percentile("x", 0.3, descending=True)}
+
+
+def spread_values(seed: int = 5) -> list[float]:
     import random
 
-    from db.sqlgen.operators import aggregate_expression
-    from federation.expressions import to_expression
+    rng = random.Random(seed)
+    return [rng.uniform(-1e3, 1e3) * 10 ** rng.randint(-3, 6) for _ in range(30)]
 
+
+def duckdb_natives(con, table: str = "t") -> tuple:
+    from db.sqlgen.session_values import finished, values_list
+
+    lists = ", ".join(f"{values_list('x', c.descending)} AS {n}" for n, c in NATIVES.items())
+    return con.execute(finished(f"SELECT {lists} FROM {table}", list(NATIVES), NATIVES)
+                       ).fetchall()[0]
+
+
+def test_a_session_s_own_spread_in_duckdb_is_the_same_bits_in_any_row_order():
+    """Two DB-ops fed in other orders (one by Spark, one by the direct feed) must agree bit
+    for bit where an EXCEPT compares their STDDEV_POP (a targeted fuzz run found one kept
+    row), and with the reference where a ranking orders by them (seed 243). DuckDB's own
+    STDDEV and VARIANCE add in row order; the SQL computes from the values sorted."""
+    import random
+
+    xs = spread_values()
     rng = random.Random(5)
-    xs = [rng.uniform(-1e3, 1e3) * 10 ** rng.randint(-3, 6) for _ in range(30)]
     con = duckdb.connect()
     got, plain = set(), set()
     for _ in range(20):
         rng.shuffle(xs)
         con.execute("CREATE OR REPLACE TABLE t AS SELECT unnest($1) AS x", [xs])
-        sql = ", ".join(aggregate_expression(f, to_expression("x"), "DOUBLE").sql("duckdb")
-                        for f in ("stddev_pop", "var_samp"))
-        got.add(con.execute(f"SELECT {sql} FROM t").fetchall()[0])
+        got.add(duckdb_natives(con))
         plain.add(con.execute("SELECT stddev_pop(x), var_samp(x) FROM t").fetchall()[0])
     assert len(plain) > 1 and len(got) == 1  # DuckDB's own differ by order; the SQL's not
+    own = con.execute("SELECT stddev_pop(x), var_samp(x), median(x), quantile_cont(x, 0.28), "
+                      "quantile_cont(x, 0.7) FROM t").fetchall()[0]
+    assert got.pop() == pytest.approx(own, rel=1e-12)
 
 
 def test_a_run_in_duckdb_computes_the_key_of_the_readings_it_reads(tmp_path):

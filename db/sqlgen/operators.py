@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 
+from db.sqlgen.session_values import SORTED, finished, values_list
 from db.sqlgen.terms import (
     SqlGenerationError,
     alias,
@@ -29,12 +30,10 @@ from db.sqlgen.terms import (
     tau_param,
 )
 from federation.conventions import (
-    NATIVE_AGGREGATES,
     SESSION_COLUMNS,
     TS,
     Lowering,
     disc_position,
-    quantile,
     us,
 )
 
@@ -208,15 +207,23 @@ def _row_number(node, srcs: list[str]) -> exp.Select:
 @DUCKDB.register("Aggregate")
 def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
+    natives = {n: c for n, c in node.aggs if c.func in SORTED}  # of a session's rows
     for name, call in node.aggs:
-        cols.append(alias(aggregate_expression(call.func, call.arg, node.schema[name],
-                                               call.separator, call.fraction,
-                                               call.descending),
-                          name))
+        if name in natives:
+            e = sqlglot.parse_one(values_list(quote(call.arg).sql("duckdb"), call.descending),
+                                  read="duckdb")
+        else:
+            e = aggregate_expression(call.func, call.arg, node.schema[name], call.separator,
+                                     call.fraction, call.descending)
+        cols.append(alias(e, name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
     # (SQL): COUNT 0, the others NULL
-    return q.group_by(*[col(k) for k in node.keys]) if node.keys else q
+    q = q.group_by(*[col(k) for k in node.keys]) if node.keys else q
+    if not natives:
+        return q
+    return sqlglot.parse_one(finished(q.sql("duckdb"), list(node.schema), natives),
+                             read="duckdb")
 
 
 def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
@@ -255,14 +262,6 @@ def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str
         return sqlglot.parse_one(  # (conventions.disc_position)
             f"(list({x} ORDER BY {x}{order}) FILTER (WHERE {x} IS NOT NULL))"
             f"[{disc_position(f'count({x})', fraction or (1, 2), '//')}]", read="duckdb")
-    if func in NATIVE_AGGREGATES:  # of a session's rows: DuckDB's own (federation.expressions)
-        name = "quantile_cont" if func in ("median", "percentile_cont") else func
-        a = quote(arg)  # type: ignore[arg-type]
-        if name != "quantile_cont":  # in ascending order: two DB-ops fed in other orders
-            a = exp.Order(this=a, expressions=[exp.Ordered(this=a.copy())])  # agree bit for
-        return exp.Anonymous(this=name, expressions=[a] + (  # bit (float_sums.py)
-            [exp.Literal.number(quantile(fraction, descending))]
-            if name == "quantile_cont" else []))
     if func == "count":
         return exp.Count(this=exp.Star() if arg is None else quote(arg))
     if func == "count_distinct":

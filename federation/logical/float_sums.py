@@ -18,15 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from federation.conventions import NATIVE_AGGREGATES
 from federation.expressions import infer_type, referenced_columns
 
-#: the aggregates whose DOUBLE result depends on the order of their terms; and a session's
-#: STDDEV, VARIANCE, MEDIAN, PERCENTILE_CONT (each engine's own function, whose last bits
-#: differ between the engines for any argument's type): NATIVE_AGGREGATES but
-#: PERCENTILE_DISC, which picks one of the values
+#: the aggregates whose DOUBLE result depends on the order of their terms (a session's
+#: STDDEV, MEDIAN, ... do not: each engine computes them from its values sorted, alike,
+#: db/sqlgen/session_values.py)
 ORDERED_SUMS = ("sum", "avg")
-ORDERED_NATIVE = tuple(f for f in NATIVE_AGGREGATES if f != "percentile_disc")
 
 Lineage = dict[str, frozenset[str]]  # column -> aggregate ids whose double sums it carries
 
@@ -48,8 +45,8 @@ def lineage(plan) -> dict[str, Lineage]:
             for name, call in node.aggs:
                 fed = frozenset() if call.arg is None else \
                     _of(kids[0], referenced_columns(call.arg))
-                if call.arg is not None and (call.func in ORDERED_NATIVE or (
-                        call.func in ORDERED_SUMS and infer_type(call.arg, s) == "DOUBLE")):
+                if call.arg is not None and call.func in ORDERED_SUMS and \
+                        infer_type(call.arg, s) == "DOUBLE":
                     fed |= {oid}
                 cols[name] = fed
         elif kind == "project":
