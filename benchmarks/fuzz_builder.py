@@ -478,8 +478,9 @@ class _Builder(Expressions):
                 if got is not None:
                     arg, h = got
             if session and f == "avg" and self.chance(40):  # a session's own STDDEV,
-                f = d(st.sampled_from(sorted(DECOMPOSED)))  # ... (sessions are drawn rarely)
-                f = MEDIANS[len(aggs) % 3] if f == "median" else f
+                f = d(st.sampled_from(sorted(DECOMPOSED)))  # ... (sessions are drawn rarely;
+                # the argument's text picks the percentile: most are a session's first)
+                f = MEDIANS[(len(aggs) + len(str(arg))) % 3] if f == "median" else f
             elif f in ("sum", "avg") and self.chance(12):  # of the distinct values
                 f = f"{f}_distinct"
             elif f == "avg" and self.chance(12):  # STDDEV, VARIANCE, MEDIAN (of a session's
