@@ -67,7 +67,7 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
 
 
 #: a session's STDDEV, VARIANCE and interpolated percentiles: computed from its values in
-#: order (`values_list`, `session_values`), the same bits as DuckDB's
+#: order (`values_list`, spe/sessions.session_values), the same bits as DuckDB's
 SPREAD = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 SORTED = (*SPREAD, "median", "percentile_cont")
 
@@ -76,37 +76,6 @@ def values_list(arg, descending: bool = False) -> Column:
     """A session's non-NULL values of `arg` as DOUBLE in order (db/sqlgen/session_values.py
     gives the arithmetic each engine does alike on it)."""
     return F.sort_array(F.collect_list(spark_expr(arg).cast("double")), asc=not descending)
-
-
-def session_values(df, natives: dict):
-    """`df` with each of `natives` ({name: AggCall}; its column a values_list) in place of
-    its list: the mean first, a column of its own (module db/sqlgen/session_values.py)."""
-    taken = set(df.columns)
-    means = {}
-    for n, call in natives.items():
-        if call.func in SPREAD:
-            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
-            taken.add(means[n])
-    out = df.withColumns({m: F.expr(f"CASE WHEN size(`{n}`) > 0 THEN aggregate(`{n}`, 0D, "
-                                    f"(a, v) -> a + v) / size(`{n}`) END")
-                          for n, m in means.items()})
-    return out.withColumns({n: F.expr(_value(c, f"`{n}`", f"`{means.get(n, '')}`"))
-                            for n, c in natives.items()}).drop(*means.values())
-
-
-def _value(call, values: str, m: str) -> str:
-    n = f"size({values})"
-    if call.func in SPREAD:
-        squares = f"aggregate({values}, 0D, (a, v) -> a + (v - {m}) * (v - {m}))"
-        d = f"{n} - 1" if call.func.endswith("samp") else n
-        v = f"CASE WHEN {d} > 0 THEN {squares} / ({d}) END"
-        return f"sqrt({v})" if call.func.startswith("stddev") else v
-    a, b = call.fraction or (1, 2)
-    f = f"(({a} * ({n} - 1)) div {b})"
-    v1 = f"try_element_at({values}, CAST({f} + 1 AS INT))"
-    v2 = f"try_element_at({values}, CAST({f} + 2 AS INT))"
-    return (f"{v1} + (coalesce({v2}, {v1}) - {v1}) * "
-            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")
 
 
 def _merge_count(e, p, t):

@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from federation.conventions import TS, US_PER_S, WINDOW, WT, us
-from spe.aggregates import SORTED, agg_column, session_values
+from spe.aggregates import SORTED, SPREAD, agg_column
 from spe.aggregates import quoted_col as _c
 
 SESSION = "_session"  # the session_window struct column
@@ -44,10 +44,43 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
                         (F.col("_s_last") + F.expr(f"make_dt_interval(0, 0, 0, "
                                                    f"{gap / US_PER_S:.6f})")).alias("window_end"),
                         *part, *[_c(n) for n in names]))
-    natives = {n: c for n, c in node.aggs if c.func in SORTED}
-    if natives:  # STDDEV, MEDIAN, ...: from each session's values in order
-        sessions = session_values(sessions, natives)
     keys = [_c(k) for k in ("window_start", "window_end", *w.partition_by)]
     return (sessions.groupBy(F.window("_s_time", f"{sl} microseconds").alias(WINDOW), *keys)
             .agg(*[F.first(_c(n)).alias(n) for n in names])
             .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n in names]))
+
+
+def session_values(df: DataFrame, aggs) -> DataFrame:
+    """`df` with the value of each of `aggs` ((name, AggCall) pairs) that is a session's
+    STDDEV, MEDIAN, ... (SORTED: its column a values_list) in place of its list: the mean
+    first, a column of its own (db/sqlgen/session_values.py). Also of a session's rows
+    that DuckDB hands over, which Spark aggregates as rows of an instant."""
+    natives = {n: c for n, c in aggs if c.func in SORTED}
+    if not natives:
+        return df
+    taken = set(df.columns)
+    means = {}
+    for n, call in natives.items():
+        if call.func in SPREAD:
+            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
+            taken.add(means[n])
+    out = df.withColumns({m: F.expr(f"CASE WHEN size(`{n}`) > 0 THEN aggregate(`{n}`, 0D, "
+                                    f"(a, v) -> a + v) / size(`{n}`) END")
+                          for n, m in means.items()})
+    return out.withColumns({n: F.expr(_value(c, f"`{n}`", f"`{means.get(n, '')}`"))
+                            for n, c in natives.items()}).drop(*means.values())
+
+
+def _value(call, values: str, m: str) -> str:
+    n = f"size({values})"
+    if call.func in SPREAD:
+        squares = f"aggregate({values}, 0D, (a, v) -> a + (v - {m}) * (v - {m}))"
+        d = f"{n} - 1" if call.func.endswith("samp") else n
+        v = f"CASE WHEN {d} > 0 THEN {squares} / ({d}) END"
+        return f"sqrt({v})" if call.func.startswith("stddev") else v
+    a, b = call.fraction or (1, 2)
+    f = f"(({a} * ({n} - 1)) div {b})"
+    v1 = f"try_element_at({values}, CAST({f} + 1 AS INT))"
+    v2 = f"try_element_at({values}, CAST({f} + 2 AS INT))"
+    return (f"{v1} + (coalesce({v2}, {v1}) - {v1}) * "
+            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")

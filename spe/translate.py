@@ -31,7 +31,7 @@ from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join, same_period
-from spe.sessions import session_aggregate
+from spe.sessions import session_aggregate, session_values
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
@@ -141,6 +141,7 @@ class SpeTranslator:
                    .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
         else:
             out = s.df.groupBy(_c(WT), *keys).agg(*aggs)
+        out = session_values(out, node.aggs)  # a session's STDDEV, ...: from its values
         if not node.keys:
             out = self._pad_empty_instants(node, out)
         # SUM of integers is BIGINT in both engines; keep the declared result types
