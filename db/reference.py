@@ -14,9 +14,10 @@ import duckdb
 import pyarrow as pa
 
 from db.functions import register_functions
-from db.sqlgen.session_values import SORTED, finished, values_list
+from db.sqlgen.session_values import finished, values_list
 from federation.conventions import (
     DUCKDB_TYPES,
+    SORTED_NATIVE,
     Lowering,
     disc_position,
     us,
@@ -165,7 +166,7 @@ class ReferenceEvaluator:
                 aggs.append(f"list_sort(list_filter(list({x}), lambda v: v IS NOT NULL){d})[{at}] "
                             f"AS {_q(name)}")
                 continue
-            if call.func in SORTED:  # of a session's rows: its sorted values (finished)
+            if call.func in SORTED_NATIVE:  # of a session's rows: its sorted values (finished)
                 aggs.append(f"{values_list(x, call.descending)} AS {_q(name)}")
                 continue
             func = call.func.removesuffix("_distinct")
@@ -189,7 +190,7 @@ class ReferenceEvaluator:
         group = f" GROUP BY {keys}" if keys else ""
         q = (f"SELECT {', '.join(filter(None, [keys, *aggs]))} "
              f"FROM ({self.eval(node.child, tau)}) AS t{group}")
-        natives = {n: c for n, c in node.aggs if c.func in SORTED}
+        natives = {n: c for n, c in node.aggs if c.func in SORTED_NATIVE}
         return finished(q, list(node.schema), natives) if natives else q
 
     @REFERENCE.register("Union")

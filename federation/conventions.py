@@ -13,7 +13,7 @@ checks that none of these values is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 # -- reserved columns (a user's column may not start with an underscore) ---------------
@@ -42,6 +42,60 @@ SESSION_COLUMNS = ("window_start", "window_end")
 #: (db/sqlgen/session_values.py), PERCENTILE_DISC at `disc_position`
 NATIVE_AGGREGATES = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "median",
                      "percentile_cont", "percentile_disc")
+
+
+#: a session's aggregates computed from its values in order (all NATIVE_AGGREGATES but
+#: PERCENTILE_DISC), the spread ones from their mean first (`list_value`)
+SPREAD_NATIVE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+SORTED_NATIVE = (*SPREAD_NATIVE, "median", "percentile_cont")
+
+
+class ListSql(NamedTuple):
+    """How one engine's SQL reads a list `{l}` of DOUBLEs: its length, the sum of its
+    values from the first, the sum of their squared deviations from `{m}` from the first,
+    its `{i}`th value (from 1; NULL past the end) and integer division."""
+
+    size: str
+    total: str
+    squares: str
+    at: str
+    div: str
+
+
+def mean_names(columns, natives: dict) -> dict[str, str]:
+    """A column name apart from `columns` for the mean of each of `natives` ({name:
+    AggCall}) that is a spread (SPREAD_NATIVE)."""
+    taken, means = set(columns), {}
+    for n, call in natives.items():
+        if call.func in SPREAD_NATIVE:
+            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
+            taken.add(means[n])
+    return means
+
+
+def list_mean(values: str, sql: ListSql) -> str:
+    """The mean of the sorted list `values`, NULL for an empty one (`list_value`)."""
+    n = sql.size.format(l=values)
+    return f"CASE WHEN {n} > 0 THEN {sql.total.format(l=values)} / {n} END"
+
+
+def list_value(call, values: str, m: str, sql: ListSql) -> str:
+    """A session's SORTED_NATIVE aggregate `call` of its values in order (`values`, their
+    mean `m`) in the SQL `sql` of one engine, the same operations in the same order in
+    every engine (db/sqlgen/session_values.py): VAR_POP, VAR_SAMP the squared deviations
+    added from the first, over n (n - 1; NULL for n = 0, n < 2), STDDEV their square root;
+    PERCENTILE_CONT(a/b) (MEDIAN 1/2) the values v1, v2 at f + 1, f + 2 (f = a (n - 1) div
+    b; v2 = v1 past the end), v1 + (v2 - v1) * ((a (n - 1) - f b) / b)."""
+    n = sql.size.format(l=values)
+    if call.func in SPREAD_NATIVE:
+        d = f"{n} - 1" if call.func.endswith("samp") else n
+        v = f"CASE WHEN {d} > 0 THEN {sql.squares.format(l=values, m=m)} / ({d}) END"
+        return f"sqrt({v})" if call.func.startswith("stddev") else v
+    a, b = call.fraction or (1, 2)
+    f = f"(({a} * ({n} - 1)) {sql.div} {b})"
+    v1, v2 = (sql.at.format(l=values, i=f"{f} + {k}") for k in (1, 2))
+    return (f"{v1} + (coalesce({v2}, {v1}) - {v1}) * "
+            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")
 
 
 def disc_position(n: str, fraction: tuple[int, int], division: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from federation.conventions import disc_position
+from federation.conventions import SORTED_NATIVE, disc_position
 
 #: the aggregates of distinct values (federation.expressions): the plain aggregate each
 #: applies to the set of its argument's non-NULL values
@@ -50,7 +50,7 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
         at = disc_position(f"count({x})", fraction or (1, 2), "div")
         return F.expr(f"try_element_at(sort_array(collect_list({x}), "
                       f"{'false' if descending else 'true'}), CAST({at} AS INT))").alias(name)
-    if func in SORTED:  # of a session's rows: its values in order (session_values)
+    if func in SORTED_NATIVE:  # a session's: its values in order (sessions.session_values)
         return values_list(arg, descending).alias(name)
     if func == "count":
         c = F.count(F.lit(1)) if arg is None else F.count(spark_expr(arg))
@@ -64,12 +64,6 @@ def agg_column(func: str, arg, name: str, result_type: str, separator: str = ","
         e = spark_expr(arg)
         c = {"sum": F.sum, "min": F.min, "max": F.max}[func](e)
     return c.alias(name)
-
-
-#: a session's STDDEV, VARIANCE and interpolated percentiles: computed from its values in
-#: order (`values_list`, spe/sessions.session_values), the same bits as DuckDB's
-SPREAD = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
-SORTED = (*SPREAD, "median", "percentile_cont")
 
 
 def values_list(arg, descending: bool = False) -> Column:

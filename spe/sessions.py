@@ -6,8 +6,19 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from federation.conventions import TS, US_PER_S, WINDOW, WT, us
-from spe.aggregates import SORTED, SPREAD, agg_column
+from federation.conventions import (
+    SORTED_NATIVE,
+    TS,
+    US_PER_S,
+    WINDOW,
+    WT,
+    ListSql,
+    list_mean,
+    list_value,
+    mean_names,
+    us,
+)
+from spe.aggregates import agg_column
 from spe.aggregates import quoted_col as _c
 
 SESSION = "_session"  # the session_window struct column
@@ -50,37 +61,23 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
             .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n in names]))
 
 
+#: Spark's SQL of a list of DOUBLEs (conventions.list_value)
+SPARK_LISTS = ListSql(size="size({l})", total="aggregate({l}, 0D, (a, v) -> a + v)",
+                      squares="aggregate({l}, 0D, (a, v) -> a + (v - {m}) * (v - {m}))",
+                      at="try_element_at({l}, CAST({i} AS INT))", div="div")
+
+
 def session_values(df: DataFrame, aggs) -> DataFrame:
     """`df` with the value of each of `aggs` ((name, AggCall) pairs) that is a session's
-    STDDEV, MEDIAN, ... (SORTED: its column a values_list) in place of its list: the mean
-    first, a column of its own (db/sqlgen/session_values.py). Also of a session's rows
+    STDDEV, MEDIAN, ... (SORTED_NATIVE: its column a values_list) in place of its list: the
+    mean first, a column of its own (db/sqlgen/session_values.py). Also of a session's rows
     that DuckDB hands over, which Spark aggregates as rows of an instant."""
-    natives = {n: c for n, c in aggs if c.func in SORTED}
+    natives = {n: c for n, c in aggs if c.func in SORTED_NATIVE}
     if not natives:
         return df
-    taken = set(df.columns)
-    means = {}
-    for n, call in natives.items():
-        if call.func in SPREAD:
-            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
-            taken.add(means[n])
-    out = df.withColumns({m: F.expr(f"CASE WHEN size(`{n}`) > 0 THEN aggregate(`{n}`, 0D, "
-                                    f"(a, v) -> a + v) / size(`{n}`) END")
+    means = mean_names(df.columns, natives)
+    out = df.withColumns({m: F.expr(list_mean(f"`{n}`", SPARK_LISTS))
                           for n, m in means.items()})
-    return out.withColumns({n: F.expr(_value(c, f"`{n}`", f"`{means.get(n, '')}`"))
+    return out.withColumns({n: F.expr(list_value(c, f"`{n}`", f"`{means.get(n, '')}`",
+                                                 SPARK_LISTS))
                             for n, c in natives.items()}).drop(*means.values())
-
-
-def _value(call, values: str, m: str) -> str:
-    n = f"size({values})"
-    if call.func in SPREAD:
-        squares = f"aggregate({values}, 0D, (a, v) -> a + (v - {m}) * (v - {m}))"
-        d = f"{n} - 1" if call.func.endswith("samp") else n
-        v = f"CASE WHEN {d} > 0 THEN {squares} / ({d}) END"
-        return f"sqrt({v})" if call.func.startswith("stddev") else v
-    a, b = call.fraction or (1, 2)
-    f = f"(({a} * ({n} - 1)) div {b})"
-    v1 = f"try_element_at({values}, CAST({f} + 1 AS INT))"
-    v2 = f"try_element_at({values}, CAST({f} + 2 AS INT))"
-    return (f"{v1} + (coalesce({v2}, {v1}) - {v1}) * "
-            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 
-from db.sqlgen.session_values import SORTED, finished, values_list
+from db.sqlgen.session_values import finished, values_list
 from db.sqlgen.terms import (
     SqlGenerationError,
     alias,
@@ -31,6 +31,7 @@ from db.sqlgen.terms import (
 )
 from federation.conventions import (
     SESSION_COLUMNS,
+    SORTED_NATIVE,
     TS,
     Lowering,
     disc_position,
@@ -207,7 +208,7 @@ def _row_number(node, srcs: list[str]) -> exp.Select:
 @DUCKDB.register("Aggregate")
 def _aggregate(node, srcs: list[str]) -> exp.Select:
     cols: list[exp.Expression] = [col(k) for k in node.keys]
-    natives = {n: c for n, c in node.aggs if c.func in SORTED}  # of a session's rows
+    natives = {n: c for n, c in node.aggs if c.func in SORTED_NATIVE}  # of a session's rows
     for name, call in node.aggs:
         if name in natives:
             e = sqlglot.parse_one(values_list(quote(call.arg).sql("duckdb"), call.descending),

@@ -1,12 +1,12 @@
 """A session's STDDEV, VARIANCE, MEDIAN and PERCENTILE_CONT in DuckDB, the same bits as
-Spark's (spe/aggregates.py `session_values`) and the reference's.
+Spark's (spe/sessions.py `session_values`) and the reference's.
 
 Each engine's own functions differ in the last bits: they add in the order they read the
 rows (and Spark merges its partitions' partials), and a ranking by an exact tie (two
 sessions' STDDEV_POP of 0.5) then orders them by that last bit (the fuzzer's seed 243). So
 each engine collects a session's non-NULL values as DOUBLE in ascending order (descending
 for a percentile ordered DESC), and computes from that list alone, one operation after the
-other as written here and in Spark:
+other, as `conventions.list_value` writes them in each engine's SQL:
 
 - the mean m: the values added from the first, divided by their number n;
 - VAR_POP, VAR_SAMP: the squares (v - m) * (v - m) added from the first, divided by n (or
@@ -22,9 +22,12 @@ squares' lambda each engine would compute it again for every value.
 
 from __future__ import annotations
 
-#: the aggregates computed from a session's sorted list
-SPREAD = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
-SORTED = (*SPREAD, "median", "percentile_cont")
+from federation.conventions import ListSql, list_mean, list_value, mean_names
+
+#: DuckDB's SQL of a list of DOUBLEs (conventions.list_value)
+DUCKDB_LISTS = ListSql(size="len({l})", total="list_sum({l})",
+                       squares="list_sum(list_transform({l}, lambda v: (v - {m}) * (v - {m})))",
+                       at="{l}[{i}]", div="//")
 
 
 def _q(name: str) -> str:
@@ -40,30 +43,10 @@ def values_list(x: str, descending: bool = False) -> str:
 def finished(inner: str, columns: list[str], natives: dict) -> str:
     """The SELECT of `columns` over `inner` (a query whose column of each of `natives`,
     {name: AggCall}, is its values_list), each native's value in place of its list."""
-    taken = set(columns)
-    means = {}
-    for n, call in natives.items():
-        if call.func in SPREAD:
-            means[n] = next(m for i in range(len(taken) + 1) if (m := f"_mean{i}") not in taken)
-            taken.add(means[n])
-    mid = ", ".join(f"CASE WHEN len({_q(n)}) > 0 THEN list_sum({_q(n)}) / len({_q(n)}) END"
-                    f" AS {_q(m)}" for n, m in means.items())
+    means = mean_names(columns, natives)
+    mid = ", ".join(f"{list_mean(_q(n), DUCKDB_LISTS)} AS {_q(m)}" for n, m in means.items())
     if mid:
         inner = f"SELECT *, {mid} FROM ({inner}) AS t"
-    outs = [f"{_value(natives[c], _q(c), _q(means.get(c, '')))} AS {_q(c)}" if c in natives
-            else _q(c) for c in columns]
+    outs = [f"{list_value(natives[c], _q(c), _q(means.get(c, '')), DUCKDB_LISTS)} AS {_q(c)}"
+            if c in natives else _q(c) for c in columns]
     return f"SELECT {', '.join(outs)} FROM ({inner}) AS t"
-
-
-def _value(call, values: str, m: str) -> str:
-    n = f"len({values})"
-    if call.func in SPREAD:
-        squares = f"list_sum(list_transform({values}, lambda v: (v - {m}) * (v - {m})))"
-        d = f"{n} - 1" if call.func.endswith("samp") else n
-        v = f"CASE WHEN {d} > 0 THEN {squares} / ({d}) END"
-        return f"sqrt({v})" if call.func.startswith("stddev") else v
-    a, b = call.fraction or (1, 2)
-    f = f"({a} * ({n} - 1)) // {b}"
-    v1 = f"{values}[{f} + 1]"
-    return (f"{v1} + (coalesce({values}[{f} + 2], {v1}) - {v1}) * "
-            f"(CAST({a} * ({n} - 1) - {f} * {b} AS DOUBLE) / {b})")
