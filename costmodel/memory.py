@@ -109,7 +109,11 @@ def spe_state_rows(node, size: NodeSize, kids: list[NodeSize]) -> float:
 
 @SPE_STATE.register("Select", "Project", "Union")
 def _stateless(node, size: NodeSize, kids: list[NodeSize]) -> float:
-    return 0.0
+    """None, but where a selection or projection reads a session window's readings as the
+    sessions closing at each instant: Spark's session state then holds the open sessions'
+    readings (spe/sessions.py, `session_rows`), what the DB holds of them."""
+    k = kids[0]
+    return k.size if k.row_level and not size.row_level and node.kind != "union" else 0.0
 
 
 @SPE_STATE.register("Aggregate")

@@ -201,13 +201,23 @@ def _table(node, kids: list[NodeSize]) -> NodeSize:
 def _select(node, kids: list[NodeSize]) -> NodeSize:
     (k,) = kids
     f = estimate_selectivity(node)
-    return NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level, selectivity=f)
+    return _closed(node, k, NodeSize(k.rate * f, k.size * f, k.l, k.copies, k.row_level,
+                                     selectivity=f))
 
 
 @SIZE.register("Project", "Rstream")
 def _same(node, kids: list[NodeSize]) -> NodeSize:
     (k,) = kids
-    return NodeSize(k.rate, k.size, k.l, k.copies, k.row_level)
+    return _closed(node, k, NodeSize(k.rate, k.size, k.l, k.copies, k.row_level))
+
+
+def _closed(node, k: NodeSize, out: NodeSize) -> NodeSize:
+    """`out`, or, where `node` reads a session window's readings as the relation of the
+    sessions closing at each instant (`Node.row_window`), that relation: each reading in
+    one instant, a slide of them (rate / l) in each."""
+    if not k.row_level or node.kind == "rstream" or node.row_window() is not None:
+        return out
+    return NodeSize(out.rate, out.rate / k.l, k.l, 1.0, False, selectivity=out.selectivity)
 
 
 @SIZE.register("Aggregate")

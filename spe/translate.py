@@ -31,7 +31,7 @@ from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join, same_period
-from spe.sessions import session_aggregate, session_values
+from spe.sessions import reads_closed, session_aggregate, session_rows, session_values
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
     from federation.logical import Aggregate, Join, Node, Project, Select, Table, Union, Window
@@ -99,6 +99,8 @@ class SpeTranslator:
             raise ValueError(f"FEDQ_SPE_WINDOW_AGG={self.window_agg!r}: use panes or expand")
 
     def visit(self, node: Node, inputs: list) -> SpeStream:
+        if node.kind != "window":  # a session window's rows as the sessions closing now
+            inputs = [self.as_relation(s) if reads_closed(node, s) else s for s in inputs]
         return SPARK.find(node)(self, node, inputs)
 
     @SPARK.register("TimeWindow", "TupleWindow", "SessionWindow")
@@ -199,10 +201,11 @@ class SpeTranslator:
         """Window rows as the per-instant relation: every row once per window holding it."""
         if not s.row_level:
             return s
+        if s.window is not None and s.window.is_session:  # the sessions closing at tau
+            return SpeStream(session_rows(s.df, s.window), False)
         cols = [c for c in s.df.columns if c != TS]
-        df = self._windowed(s).select(_c(WINDOW), *[_c(c) for c in cols])
-        return SpeStream(df.select(F.window_time(WINDOW).alias(WT), *[_c(c) for c in cols]),
-                         False)
+        df = self._windowed(s).select(F.window_time(WINDOW).alias(WT), *[_c(c) for c in cols])
+        return SpeStream(df, False)
 
     @SPARK.register("Table")
     def static_table(self, node: Table, inputs: list[DataFrame]) -> SpeStream:

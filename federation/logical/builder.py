@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import sqlglot
 from sqlglot import exp
 
+from federation.conventions import SESSION_COLUMNS
 from federation.errors import QueryValidationError
 from federation.expressions import ORDERED_FUNCS, SPREAD_FUNCS, AggCall, sum_
 from federation.logical.aggregate import Aggregate
@@ -116,7 +117,8 @@ class Relation:
         planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
                    or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None
-        if w is not None and w.is_session:  # read once: each engine's own aggregate
+        if w is not None and w.is_session and set(SESSION_COLUMNS) & set(_names(by)):
+            # a session's aggregate reads its rows once: each engine's own aggregate
             return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
         if any(c.func in SPREAD_FUNCS for c in aggs.values()):
             from federation.logical.spread import spread_aggregate
@@ -307,7 +309,11 @@ class Relation:
 
     def rstream(self, name: str = "result") -> Rstream:
         """End the query: emit the whole result relation at every slide instant (RSTREAM);
-        the query's plan."""
+        the query's plan. A window's own rows (`SELECT * FROM TUMBLE(...)`) pass through a
+        projection of its columns: RSTREAM reads a relation an operator computes."""
+        if self.node.kind == "window":
+            return Rstream(Project(self.node, tuple((c, exp.column(c)) for c in self.node.schema)),
+                           name)
         return Rstream(self.node, name)
 
 

@@ -24,7 +24,7 @@ from federation.expressions import (
     split_conjuncts,
     to_expression,
 )
-from federation.logical.sessions import check_sessions
+from federation.logical.sessions import check_sessions, readings_kept, session_aggregate_of
 
 
 class Node:
@@ -99,12 +99,25 @@ class Node:
 
     def row_window(self) -> Node | None:
         """The window whose rows this node yields (under selections and projections only),
-        or None for a relation. The engines and the cost model call it by duck typing."""
+        or None for a relation. A session window's rows stay its readings only under
+        selections of its partition keys (`sessions.readings_kept`): above anything else
+        they are the relation of the sessions that close at each instant. The engines and
+        the cost model call it by duck typing."""
         if self.kind == "window":
             return self
         if self.kind in ("select", "project"):
-            return self.child.row_window()  # type: ignore[attr-defined]
+            w = self.child.row_window()  # type: ignore[attr-defined]
+            return w if w is None or not w.is_session or readings_kept(self, w) else None
         return None
+
+    def reads_closed_sessions(self) -> bool:
+        """Over a session window's readings: True when this node reads them as the relation
+        of the sessions that close at each instant (Spark then collects each session's
+        readings, spe/sessions.py), False for a selection of its keys or its sessions'
+        aggregate (`sessions.session_aggregate_of`), which read the readings."""
+        if self.kind == "select":
+            return self.row_window() is None
+        return session_aggregate_of(self) is None
 
 
 def _expr(operator: str, field_name: str, value: object) -> exp.Expression:

@@ -22,10 +22,9 @@ R2R_KINDS = (Select, Project, Join, Aggregate, Union, RowNumber)
 
 
 def is_row_level(node: Node) -> bool:
-    """True for a window leaf and stateless operators over it: rows still carry their ts."""
-    while isinstance(node, (Select, Project)):
-        node = node.child
-    return isinstance(node, Window)
+    """True for a window leaf and stateless operators over it: rows still carry their ts
+    (a session window's: under selections of its keys alone, `Node.row_window`)."""
+    return node.row_window() is not None
 
 
 def input_key(node: Node, window_rows: bool | None = None) -> object:

@@ -1,5 +1,6 @@
 """An aggregate over projections of a session window's rows, folded into the aggregate of
-the rows themselves (what reads a session is its aggregate: federation/logical/sessions.py).
+the rows themselves (an aggregate grouped by window_start and window_end is its sessions':
+federation/logical/sessions.py).
 
 A view over a SESSION may compute columns (`SELECT plug_id, value * 2 AS v2, ts FROM s`):
 the aggregate above it (`SUM(v2)`) is then the aggregate of the session's readings with the
@@ -13,6 +14,7 @@ import dataclasses
 
 from sqlglot import exp
 
+from federation.conventions import SESSION_COLUMNS
 from federation.errors import QueryValidationError
 from federation.expressions import AggCall
 
@@ -36,6 +38,9 @@ def fold_session_projections(rel, by: list[str], aggs: dict[str, AggCall]):
             conds.append((substitute(c.predicate, env), c.selectivity))
         else:
             env = {name: substitute(e, env) for name, e in c.outputs}
+    if not {e.name for k in by if isinstance(e := env.get(k), exp.Column)} & set(
+            SESSION_COLUMNS):
+        return None  # the rows of the sessions that close at each instant, grouped
     keys: list[str] = []
     for k in by:
         e = env.get(k)

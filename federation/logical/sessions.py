@@ -10,34 +10,55 @@ from federation.errors import QueryValidationError
 from federation.expressions import referenced_columns
 
 
+def readings_kept(node, w) -> bool:
+    """True when selection or projection `node` over session window `w`'s readings passes
+    them on as readings: a selection of its partition keys alone (a key's readings are its
+    sessions'). Any other selection or projection reads the relation of the sessions that
+    close at each instant, each reading with its session's bounds."""
+    return node.kind == "select" and referenced_columns(node.predicate) <= set(w.partition_by)
+
+
+def session_aggregate_of(node):
+    """The session window that aggregate `node` groups per session (Flink's window
+    aggregation: grouped by window_start and window_end over the window's readings), or
+    None: an aggregate of the relation of the sessions that close at each instant."""
+    if node.kind != "aggregate" or not set(node.keys) & set(SESSION_COLUMNS):
+        return None
+    n = node.child
+    while n.kind == "select":
+        n = n.child
+    return n if n.kind == "window" and n.is_session else None
+
+
 def check_sessions(root) -> None:
-    """A session window's rows exist only at the instant its session closes: only an
-    aggregate grouped by `window_start`, `window_end` and exactly the window's partition
-    keys reads them, with selections of those keys between (a selection of other columns
-    would decide which readings make a session: Flink forms sessions of the rows its
-    window reads, so filter those in the stream instead)."""
+    """An aggregate grouped by a session window's `window_start` or `window_end` over its
+    rows is Flink's window aggregation of its sessions: grouped by exactly `window_start`,
+    `window_end` and the window's partition keys, with selections of those keys between
+    (a selection of other columns there would decide which readings make a session, as
+    Flink's does: Flink forms sessions of the rows its window reads; filter those in a view
+    over the stream instead). Anything else reads the relation of the sessions that close
+    at each instant (docs/sql.md, "Session windows")."""
     for node in root.walk():
-        for c in node.children:
-            w = c.row_window()
-            if w is None or not w.is_session:
-                continue
-            keys = set(w.partition_by)
-            if node.kind == "select":
-                if not referenced_columns(node.predicate) <= keys:
-                    raise QueryValidationError(
-                        "select", "predicate", f"{node.predicate.sql()!r} reads a session "
-                        f"window's rows ({w.label()}): only its partition keys "
-                        f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
-                        "its aggregate, which decides what a session is")
-                continue
-            want = keys | set(SESSION_COLUMNS)
-            if node.kind != "aggregate" or set(node.keys) != want:  # type: ignore[attr-defined]
-                got = (f"an aggregate grouped by {', '.join(node.keys) or 'nothing'}"  # type: ignore[attr-defined]
-                       if node.kind == "aggregate" else f"a {node.kind}")
+        w = session_aggregate_of(node)
+        if w is None:
+            continue
+        keys = set(w.partition_by)
+        n = node.child
+        while n.kind == "select":
+            if not referenced_columns(n.predicate) <= keys:
                 raise QueryValidationError(
-                    node.kind, "input", f"{w.label()} is read by {got}: a session's rows are "
-                    "read by an aggregate grouped by exactly window_start, window_end"
-                    + "".join(f", {k}" for k in w.partition_by) + " (its partition keys)")
+                    "select", "predicate", f"{n.predicate.sql()!r} reads a session "
+                    f"window's rows ({w.label()}): only its partition keys "
+                    f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
+                    "its aggregate, which decides what a session is")
+            n = n.child
+        if set(node.keys) != keys | set(SESSION_COLUMNS):
+            raise QueryValidationError(
+                "aggregate", "by", f"{w.label()} is read by an aggregate grouped by "
+                f"{', '.join(node.keys)}: a session's aggregate is grouped by exactly "
+                "window_start, window_end" + "".join(f", {k}" for k in w.partition_by)
+                + " (its partition keys); without window_start and window_end it groups the "
+                "rows of the sessions that close at each instant")
 
 
 def reads_session_bounds(node) -> bool:
@@ -45,10 +66,7 @@ def reads_session_bounds(node) -> bool:
     `window_end` (its groups' own bounds; `MIN(window_start)`, `COUNT(DISTINCT
     window_end)`): Spark knows a session's bounds only once it has grouped the readings,
     so such an aggregate runs in DuckDB (physical.spe_limits)."""
-    if node.kind != "aggregate":
-        return False
-    w = node.child.row_window()  # type: ignore[attr-defined]
-    if w is None or not w.is_session:
+    if session_aggregate_of(node) is None:
         return False
     return any(call.arg is not None and referenced_columns(call.arg) & set(SESSION_COLUMNS)
                for _, call in node.aggs)  # type: ignore[attr-defined]

@@ -204,7 +204,8 @@ class StageBuilder:
         below = max((self._holdback(c) for c in kids), default=0.0)
         if node.kind == "join" and node.how == "inner":  # an outer one: no interval join
             sides = [self._node(c) for c in kids]
-            if sides[0].row_level != sides[1].row_level and not any(x.static for x in sides):
+            if sides[0].row_level != sides[1].row_level and not any(
+                    x.static or (x.window is not None and x.window.is_session) for x in sides):
                 rows = sides[0] if sides[0].row_level else sides[1]
                 below += rows.window.range_s or 0.0
         return below
