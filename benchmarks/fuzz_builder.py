@@ -42,8 +42,9 @@ from federation.smartplug import PLUG_KEYS, smartplug_stream
 class _Builder(Expressions):
     """Draws one query: nodes with their DSL source and a hint per column."""
 
-    def __init__(self, draw) -> None:
+    def __init__(self, draw, sessions: bool = False) -> None:
         self.draw = draw
+        self.sessions = sessions  # every leaf a session window (tests/test_fuzz.py)
         self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
         self.other = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name=OTHER)
         self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
@@ -309,7 +310,8 @@ class _Builder(Expressions):
         return t
 
     def session(self) -> Rel:
-        """Sessions of a stream per a key (or none) and their aggregate: gaps from half to
+        """Sessions of a stream per a key (or none) and their aggregate, or their rows for
+        the operators above (the sessions closing at each instant): gaps from half to
         twice the mean time between two readings of one key, so that sessions both close
         and go on (fuzz data: RATE readings a second over PLUGS plugs in HOUSES houses)."""
         d = self.draw
@@ -337,6 +339,8 @@ class _Builder(Expressions):
         tail = f", where={where!r}" if where else ""
         r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={part!r}"
                    f"{tail})", hints)
+        if self.chance(30):  # read by other operators: the rows of the sessions closing at
+            return self.select(r) if self.chance(50) else r  # each instant, bounds with them
         if keys and self.chance(30):  # a selection of a key below the sessions' aggregate
             r = self.filter(r, f"{keys[0]} <> 1") or r
         by = ["window_start", "window_end", *keys]
@@ -375,7 +379,7 @@ class _Builder(Expressions):
                                           "value IS NOT NULL AND house_id % 2 = 0"]))
 
     def leaf(self) -> Rel:
-        if self.chance(7):
+        if self.sessions or self.chance(9):
             return self.session()
         r = self.window()
         if self.chance(50):
@@ -438,7 +442,8 @@ class _Builder(Expressions):
                 and _type(t) in ("INT", "BIGINT", "DOUBLE")]
         aggs = []
         w = r.node.row_window()
-        session = w is not None and w.is_session  # its rows read once (builder.aggregate)
+        session = w is not None and w.is_session and set(keys) == {  # the sessions' own
+            "window_start", "window_end", *w.partition_by}  # aggregate (builder.aggregate)
         for _ in range(d(st.integers(1, 3))):
             f = d(st.sampled_from(DRAWN_AGGS)) if nums else "count"
             # FILTER (WHERE ...): the aggregate of the rows where a predicate holds
@@ -477,7 +482,7 @@ class _Builder(Expressions):
                 got = self.computed(r, numeric=True)
                 if got is not None:
                     arg, h = got
-            if session and f == "avg" and self.chance(40):  # a session's own STDDEV,
+            if session and f == "avg" and self.chance(70):  # a session's own STDDEV,
                 f = d(st.sampled_from(sorted(DECOMPOSED)))  # ... (sessions are drawn rarely;
                 # the argument's text picks the percentile: most are a session's first)
                 f = MEDIANS[(len(aggs) + len(str(arg))) % 3] if f == "median" else f

@@ -52,9 +52,10 @@ WINDOWED_OPS = 20
 
 
 @st.composite
-def queries(draw, max_depth: int = 3) -> Generated:
-    """A random valid query over the smart-plug stream, with placements and a batch size."""
-    b = _Builder(draw)
+def queries(draw, max_depth: int = 3, sessions: bool = False) -> Generated:
+    """A random valid query over the smart-plug stream, with placements and a batch size;
+    `sessions`: every leaf a session window (its families drawn often enough to test)."""
+    b = _Builder(draw, sessions)
     r = b.relation(draw(st.integers(1, max_depth)))
     if _below(r.node, "join") and b.chance(25):  # an aggregate over the join on top
         r = b.aggregate(r, global_pct=50) or r

@@ -312,14 +312,15 @@ def test_the_duckdb_table_keeps_only_the_open_sessions_rows():
 
 
 @pytest.mark.parametrize("bad,why", [
-    (lambda w: w.aggregate(by=["window_start", "user"], n=count()),
-     "grouped by exactly window_start, window_end, user"),
+    (lambda w: w.aggregate(by=["window_start", "window_end"], n=count()),
+     "a session's aggregate is grouped by window_start, window_end, user"),
     (lambda w: w.project("window_start", "window_end", "amount", u='"user" % 2').aggregate(
         by=["window_start", "window_end", "u"], n=count()),
      "'u' is \"user\" % 2 over the rows of session clicks"),
     (lambda w: w.filter("amount > 1").aggregate(by=["window_start", "window_end", "user"],
                                                 n=count()),
      "only its partition keys (user) may be selected on"),
+    (lambda w: w.filter("amount > 1").distinct(), "may be selected on below an aggregate"),
 ])
 def test_what_reads_a_session_window_but_its_aggregate_is_refused(bad, why):
     with pytest.raises(QueryValidationError, match=why.replace("(", r"\(").replace(")", r"\)")):
@@ -443,12 +444,18 @@ CLOSED_SQL = {
              f'window_end, "user" ORDER BY amount DESC) AS rn FROM {SESSION_SQL}) WHERE rn <= 2'),
     "by_user": f'SELECT "user", COUNT(*) AS n, SUM(amount) AS total FROM {SESSION_SQL} '
                'GROUP BY "user"',
+    # grouped by one bound: the rows of the sessions closing at tau, grouped (a session is
+    # its start and key, so this is the sessions' count, without window_end)
+    "by_start": f'SELECT "user", window_start, COUNT(*) AS n FROM {SESSION_SQL} '
+                'GROUP BY window_start, "user"',
 }
 
 
 def closed_rows(which: str, keep=lambda user: True) -> pa.Table:
     """The hand-worked rows of CLOSED_SQL[which], of the users `keep` holds."""
     t = (lambda s: T0 + dt.timedelta(seconds=s))
+    if which == "by_start":
+        return sessions(keep).select(["tau", "user", "window_start", "n"])
     at = [r for r in {"closed": CLOSED, "top2": TOP2, "by_user": BY_USER}[which]
           if keep(r[1])]
     cols = {"tau": pa.array([t(r[0]) for r in at], pa.timestamp("us")),
@@ -464,7 +471,7 @@ def closed_rows(which: str, keep=lambda user: True) -> pa.Table:
     return pa.table(cols)
 
 
-@pytest.mark.parametrize("which", ["closed", "top2", "by_user"])
+@pytest.mark.parametrize("which", ["closed", "top2", "by_user", "by_start"])
 def test_the_rows_of_the_sessions_that_close_at_each_instant(which):
     """A SESSION read by anything but its sessions' aggregate: each instant's relation is
     the readings of the sessions that close there, with their bounds (a selection of other
@@ -484,6 +491,17 @@ def test_the_dsl_reads_the_rows_of_closed_sessions_as_sql_does():
     # a window's own rows (SQL's SELECT * FROM SESSION(...)): every reading once
     every = pure_db(window(CLICKS, gap=2, slide=1, partition_by=["user"]).rstream(), rows(), 2)
     assert every.num_rows == len(ROWS)
+
+
+def test_one_session_window_read_by_its_aggregate_and_as_rows_in_a_query_set():
+    """Two queries over one SESSION (a query set shares it): its sessions' aggregate and
+    the rows of the sessions closing at each instant, each as alone."""
+    from federation.logical.queryset import query_set
+
+    qs = query_set([query(), sql(CLOSED_SQL["closed"], {"clicks": CLICKS})])
+    got = pure_db(qs, rows(), 3)
+    assert diff_results(got["sessions"], sessions()) is None
+    assert diff_results(got[qs.queries[1].name], closed_rows("closed")) is None
 
 
 def short_gap_top1():

@@ -23,6 +23,7 @@ from federation.logical.nodes import (
     _check_child,
     _check_names,
 )
+from federation.logical.sessions import check_session_aggregate, per_session
 
 
 @dataclass(frozen=True, eq=True)
@@ -47,6 +48,7 @@ class Aggregate(Unary):
                 raise QueryValidationError(
                     "aggregate", "by", f"unknown column {k!r} (available: {', '.join(s)})"
                 )
+        check_session_aggregate(self)
         if not self.aggs:
             raise QueryValidationError("aggregate", "aggs", "needs at least one aggregate")
         names = set(self.keys)
@@ -56,9 +58,8 @@ class Aggregate(Unary):
                 raise QueryValidationError(
                     "aggregate", name, f"expected count/sum/avg/min/max(...), got {call!r}"
                 )
-            w = self.child.row_window()  # a session's rows: its own STDDEV, MEDIAN, ...
-            if call.func not in AGG_FUNCS and not (
-                    call.func in NATIVE_AGGREGATES and w is not None and w.is_session):
+            if call.func not in AGG_FUNCS and not (  # a session's own STDDEV, MEDIAN, ...
+                    call.func in NATIVE_AGGREGATES and per_session(self)):
                 raise QueryValidationError("aggregate", name, f"unknown function {call.func!r}")
             if name in names:
                 raise QueryValidationError("aggregate", name, "output column named twice")

@@ -117,7 +117,8 @@ class Relation:
         planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
                    or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None
-        if w is not None and w.is_session and set(SESSION_COLUMNS) & set(_names(by)):
+        if w is not None and w.is_session and set(_names(by)) == {*SESSION_COLUMNS,
+                                                                   *w.partition_by}:
             # a session's aggregate reads its rows once: each engine's own aggregate
             return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
         if any(c.func in SPREAD_FUNCS for c in aggs.values()):

@@ -24,7 +24,7 @@ from federation.expressions import (
     split_conjuncts,
     to_expression,
 )
-from federation.logical.sessions import check_sessions, readings_kept, session_aggregate_of
+from federation.logical.sessions import per_session, readings_kept
 
 
 class Node:
@@ -114,10 +114,10 @@ class Node:
         """Over a session window's readings: True when this node reads them as the relation
         of the sessions that close at each instant (Spark then collects each session's
         readings, spe/sessions.py), False for a selection of its keys or its sessions'
-        aggregate (`sessions.session_aggregate_of`), which read the readings."""
+        aggregate (`sessions.per_session`), which read the readings."""
         if self.kind == "select":
             return self.row_window() is None
-        return session_aggregate_of(self) is None
+        return not per_session(self)
 
 
 def _expr(operator: str, field_name: str, value: object) -> exp.Expression:
@@ -259,7 +259,6 @@ class Rstream(Unary):
             raise QueryValidationError(
                 "rstream", "input", "the query reads no stream: a continuous query reads at "
                 "least one window (a database table is joined with one)")
-        check_sessions(self.child)
 
     def label(self) -> str:
         return f"rstream {self.name}"

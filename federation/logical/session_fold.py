@@ -38,7 +38,7 @@ def fold_session_projections(rel, by: list[str], aggs: dict[str, AggCall]):
             conds.append((substitute(c.predicate, env), c.selectivity))
         else:
             env = {name: substitute(e, env) for name, e in c.outputs}
-    if not {e.name for k in by if isinstance(e := env.get(k), exp.Column)} & set(
+    if not {e.name for k in by if isinstance(e := env.get(k), exp.Column)} >= set(
             SESSION_COLUMNS):
         return None  # the rows of the sessions that close at each instant, grouped
     keys: list[str] = []

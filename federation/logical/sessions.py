@@ -19,10 +19,10 @@ def readings_kept(node, w) -> bool:
 
 
 def session_aggregate_of(node):
-    """The session window that aggregate `node` groups per session (Flink's window
-    aggregation: grouped by window_start and window_end over the window's readings), or
-    None: an aggregate of the relation of the sessions that close at each instant."""
-    if node.kind != "aggregate" or not set(node.keys) & set(SESSION_COLUMNS):
+    """The session window whose sessions aggregate `node` groups (Flink's window
+    aggregation: grouped by window_start and window_end, through selections, over the
+    window's readings), or None: an aggregate of a relation."""
+    if node.kind != "aggregate" or not set(SESSION_COLUMNS) <= set(node.keys):
         return None
     n = node.child
     while n.kind == "select":
@@ -30,35 +30,45 @@ def session_aggregate_of(node):
     return n if n.kind == "window" and n.is_session else None
 
 
-def check_sessions(root) -> None:
-    """An aggregate grouped by a session window's `window_start` or `window_end` over its
-    rows is Flink's window aggregation of its sessions: grouped by exactly `window_start`,
-    `window_end` and the window's partition keys, with selections of those keys between
-    (a selection of other columns there would decide which readings make a session, as
-    Flink's does: Flink forms sessions of the rows its window reads; filter those in a view
-    over the stream instead). Anything else reads the relation of the sessions that close
-    at each instant (docs/sql.md, "Session windows")."""
-    for node in root.walk():
-        w = session_aggregate_of(node)
-        if w is None:
-            continue
-        keys = set(w.partition_by)
-        n = node.child
-        while n.kind == "select":
-            if not referenced_columns(n.predicate) <= keys:
-                raise QueryValidationError(
-                    "select", "predicate", f"{n.predicate.sql()!r} reads a session "
-                    f"window's rows ({w.label()}): only its partition keys "
-                    f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
-                    "its aggregate, which decides what a session is")
-            n = n.child
-        if set(node.keys) != keys | set(SESSION_COLUMNS):
+def per_session(node) -> bool:
+    """True for the sessions' own aggregate: grouped by exactly window_start, window_end
+    and the window's partition keys (each engine's aggregate per session: Spark's over its
+    `session_window`). With more keys it groups each session's readings by them: the
+    relation of the sessions closing at each instant, grouped (a session is its bounds and
+    keys)."""
+    w = session_aggregate_of(node)
+    return w is not None and set(node.keys) == set(w.partition_by) | set(SESSION_COLUMNS)
+
+
+def check_session_aggregate(node) -> None:
+    """An aggregate grouped by a session window's `window_start` and `window_end` over its
+    rows is Flink's window aggregation of its sessions: grouped by the window's partition
+    keys too, with selections of those keys alone between (a selection of other columns
+    there would decide which readings make a session, as Flink's does: Flink forms sessions
+    of the rows its window aggregation reads; filter those in a view over the stream
+    instead). Any other reader reads the relation of the sessions that close at each
+    instant (docs/sql.md, "Session windows")."""
+    w = session_aggregate_of(node)
+    if w is None:
+        return
+    keys = set(w.partition_by)
+    n = node.child
+    while n.kind == "select":
+        if not referenced_columns(n.predicate) <= keys:
             raise QueryValidationError(
-                "aggregate", "by", f"{w.label()} is read by an aggregate grouped by "
-                f"{', '.join(node.keys)}: a session's aggregate is grouped by exactly "
-                "window_start, window_end" + "".join(f", {k}" for k in w.partition_by)
-                + " (its partition keys); without window_start and window_end it groups the "
-                "rows of the sessions that close at each instant")
+                "select", "predicate", f"{n.predicate.sql()!r} reads a session "
+                f"window's rows ({w.label()}): only its partition keys "
+                f"({', '.join(w.partition_by) or 'none'}) may be selected on below "
+                "an aggregate grouped by its window_start and window_end, which decides what "
+                "a session is (filter the readings in a view over the stream, or after "
+                "the aggregate)")
+        n = n.child
+    if not keys <= set(node.keys):
+        raise QueryValidationError(
+            "aggregate", "by", f"{w.label()} is read by an aggregate grouped by "
+            f"{', '.join(node.keys)}: a session's aggregate is grouped by window_start, "
+            "window_end" + "".join(f", {k}" for k in w.partition_by) + " (its partition "
+            "keys)")
 
 
 def reads_session_bounds(node) -> bool:
@@ -66,7 +76,7 @@ def reads_session_bounds(node) -> bool:
     `window_end` (its groups' own bounds; `MIN(window_start)`, `COUNT(DISTINCT
     window_end)`): Spark knows a session's bounds only once it has grouped the readings,
     so such an aggregate runs in DuckDB (physical.spe_limits)."""
-    if session_aggregate_of(node) is None:
+    if not per_session(node):
         return False
     return any(call.arg is not None and referenced_columns(call.arg) & set(SESSION_COLUMNS)
                for _, call in node.aggs)  # type: ignore[attr-defined]

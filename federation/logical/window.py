@@ -123,9 +123,9 @@ class SessionWindow(Window):
     its first reading to its last plus the gap (`window_start`, `window_end`). A session is
     in the relation of the first instant tau >= its end, with its readings before tau (a
     reading at exactly tau comes after the session closed: it begins the next one); at
-    other instants it is not. So a session's rows stand in exactly one instant, and only
-    an aggregate grouped by `window_start`, `window_end` and the partition keys reads them
-    (`check_sessions`)."""
+    other instants it is not. So a session's rows stand in exactly one instant; an
+    aggregate grouped by `window_start` and `window_end` is its sessions' own
+    (`sessions.check_session_aggregate`), any other reader reads those rows."""
 
     gap_s: float = 0.0
     partition_by: tuple[str, ...] = ()
