@@ -146,23 +146,38 @@ FROM SESSION(TABLE smartplug PARTITION BY (house_id, household_id, plug_id), DES
 GROUP BY window_start, window_end, house_id, household_id, plug_id"""
 
 
-def test_killed_session_run_resumes_with_each_session_once(tmp_path):
+#: the readings above 50 of the sessions closing at each instant (docs/sql.md, "Session
+#: windows"): in Spark, each session's readings collected in its session state
+SESSION_ROWS_SQL = """SELECT plug_id, household_id, value, window_start, window_end
+FROM SESSION(TABLE smartplug PARTITION BY (house_id, household_id, plug_id), DESCRIPTOR(ts),
+             INTERVAL '600' MILLISECOND)
+WHERE value > 50"""
+
+
+@pytest.mark.parametrize("text,placement,kill", [
+    (SESSIONS_SQL, "db", "mig_rows_in:3"),
+    # Spark's sessions' rows (op1, the selection) handed to DuckDB (op2, the projection),
+    # killed after the MIG committed, before Spark did
+    (SESSION_ROWS_SQL, "op1=spe,op2=db", "after_commit:3"),
+])
+def test_killed_session_run_resumes_with_each_session_once(tmp_path, text, placement, kill):
     """Sessions in DuckDB (their open sessions' readings held in its tables, closed ones
-    deleted), killed with a MIG's rows inserted but not committed, resumed."""
+    deleted), killed with a MIG's rows inserted but not committed, resumed; the rows of
+    Spark's sessions, killed between the MIG's commit and Spark's."""
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
 
     data = tmp_path / "data"
     generate(data, rate=RATE, seconds=SECONDS, plugs=PLUGS, seed=7)
-    (tmp_path / "sessions.sql").write_text(SESSIONS_SQL)
+    (tmp_path / "sessions.sql").write_text(text)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
-    cmd = fedq_run("--sql", "db", data, work, out, 8)
+    cmd = fedq_run("--sql", placement, data, work, out, 8)
     i = cmd.index("--scale")
     cmd[i:i + 2] = []  # the SQL's own sizes
     cmd.insert(cmd.index("--sql") + 1, str(tmp_path / "sessions.sql"))
-    hit, _, _ = run_killed_then_resumed(cmd, "mig_rows_in:3", work)
+    hit, _, _ = run_killed_then_resumed(cmd, kill, work)
     assert hit
-    q = sql(SESSIONS_SQL, {"smartplug": smartplug_stream(rate=RATE, plugs=PLUGS)})
+    q = sql(text, {"smartplug": smartplug_stream(rate=RATE, plugs=PLUGS)})
     want = reference_result(q, read_clean_rows(work / "input" / "smartplug" / "spool"))
     assert want.num_rows > 100
     assert diff_results(pq.read_table(out), want) is None
