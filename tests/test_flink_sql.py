@@ -386,6 +386,24 @@ def test_window_top_n_and_order_by_limit_are_the_dsl_s_and_equal_the_reference()
     assert set(ranks) == {1, 2}
 
 
+def test_flink_s_window_deduplication_reads_every_column_and_its_number():
+    """Flink's window deduplication as its docs write it: `SELECT *, ROW_NUMBER() OVER
+    (...) AS rownum` (the star's columns, then the number where it is written; the star
+    once listed the number too, "rownum: output column named twice"), the latest reading
+    per house at each instant."""
+    text = f"""
+    SELECT * FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, house_id
+                                   ORDER BY ts DESC) AS rownum
+      FROM {H10})
+    WHERE rownum <= 1"""
+    q = sql(text, STREAMS)
+    assert list(q.schema) == [*S_SQL.columns, "rownum"]
+    got = check_db(q, rows_of(seconds=20, rate=60, plugs=28, houses=4))
+    keys = list(zip(got.column("tau").to_pylist(), got.column("house_id").to_pylist()))
+    assert len(keys) == len(set(keys)) and set(got.column("rownum").to_pylist()) == {1}
+
+
 #: RANK and DENSE_RANK of each plug's count per house, ties and NULLs (a count of at most
 #: 3 is NULL: last) among them; Top-N with ties: every plug ranked 1 or 2
 RANKED = f"""

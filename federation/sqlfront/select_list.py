@@ -85,6 +85,8 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
         if is_star(inner):
             for shown, c in scope.star(inner.table if isinstance(inner, exp.Column) else None,
                                        e).items():  # `*, x * 2 AS y`, `a.*, b.x AS bx`
+                if c == rn:
+                    continue  # `*, ROW_NUMBER() OVER (...) AS rn`: rn where it is written
                 if shown == c:
                     columns.append(c)
                 else:
@@ -110,8 +112,7 @@ def _select_list(text: SqlText, q: exp.Select, scope: Scope, translate) -> Node:
         order.append(alias)
     if not outputs and columns == list(scope.node.schema):
         return scope.node  # the identity
-    projected = tuple((n, outputs[n] if n in outputs else exp.column(n)) for n in order)
-    node = scope.node
+    projected, node = tuple((n, outputs.get(n, exp.column(n))) for n in order), scope.node
     return text.build("SELECT", q, lambda: Project(node, projected))
 
 
