@@ -337,6 +337,10 @@ def test_what_reads_a_session_window_but_its_aggregate_is_refused(bad, why):
      "only SESSION partitions its stream"),
     (("SELECT COUNT(*) AS n FROM SESSION(TABLE clicks, DESCRIPTOR(ts), INTERVAL '0' SECOND) "
      "GROUP BY window_start, window_end"), "gap"),
+    # Flink's window_time of a session is its end - 1 ms, not the instant (which fedq's
+    # window_time of a TUMBLE or HOP is, dropped for the tau column)
+    (("SELECT \"user\", window_time FROM SESSION(TABLE clicks PARTITION BY \"user\", "
+      "DESCRIPTOR(ts), INTERVAL '2' SECOND)"), "window_time of a SESSION is a time of the"),
 ])
 def test_session_sql_a_user_gets_wrong_is_refused_where_written(text, why):
     with pytest.raises(SqlError, match=why.replace("(", r"\(")):

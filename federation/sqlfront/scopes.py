@@ -69,6 +69,13 @@ class Scope:
         names the instant and no column."""
         if not isinstance(e, exp.Column) or self.has_column(e):
             return None
+        if e.name == "window_time" and {"window_start", "window_end"} <= set(
+                self.node.schema) and any(n.kind == "window" and n.is_session
+                                          for n in self.node.walk()):
+            raise self.text.fail(
+                "window_time of a SESSION is a time of the session (Flink's: its "
+                "window_end - 1 ms), not the instant its row comes at: write window_end, or "
+                "window_end - INTERVAL '0.001' SECOND", "window_time", e)
         if e.name in WINDOW_COLUMNS:
             return e.name
         for a, names in self.instants.items():
