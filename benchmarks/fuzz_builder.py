@@ -36,6 +36,7 @@ from benchmarks.fuzz_expressions import Expressions
 from benchmarks.fuzz_shapes import _lineage
 from benchmarks.fuzz_sizes import _below, _join_rows, _ops, estimated_rows
 from federation.logical import Node, Relation, is_row_level, plan_of, table, where_in, window
+from federation.logical.sessions import grouped_per_session
 from federation.smartplug import PLUG_KEYS, smartplug_stream
 
 
@@ -442,8 +443,8 @@ class _Builder(Expressions):
                 and _type(t) in ("INT", "BIGINT", "DOUBLE")]
         aggs = []
         w = r.node.row_window()
-        session = w is not None and w.is_session and set(keys) == {  # the sessions' own
-            "window_start", "window_end", *w.partition_by}  # aggregate (builder.aggregate)
+        # the sessions' own aggregate: each engine's own STDDEV, ... (builder.aggregate)
+        session = w is not None and w.is_session and grouped_per_session(w, keys)
         for _ in range(d(st.integers(1, 3))):
             f = d(st.sampled_from(DRAWN_AGGS)) if nums else "count"
             # FILTER (WHERE ...): the aggregate of the rows where a predicate holds

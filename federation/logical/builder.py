@@ -27,7 +27,6 @@ from collections.abc import Sequence
 import sqlglot
 from sqlglot import exp
 
-from federation.conventions import SESSION_COLUMNS
 from federation.errors import QueryValidationError
 from federation.expressions import ORDERED_FUNCS, SPREAD_FUNCS, AggCall, sum_
 from federation.logical.aggregate import Aggregate
@@ -36,6 +35,7 @@ from federation.logical.names import name_maker, null_safe_pairs
 from federation.logical.nodes import Node, Project, Rstream, Select, _expr
 from federation.logical.rank import RowNumber
 from federation.logical.session_fold import fold_session_projections
+from federation.logical.sessions import grouped_per_session
 from federation.logical.table import Table
 from federation.logical.union import Union, check_same_columns
 
@@ -117,8 +117,7 @@ class Relation:
         planned = [c.func for c in aggs.values() if c.func in SPREAD_FUNCS
                    or c.func in ORDERED_FUNCS]
         w = self.node.row_window() if planned else None
-        if w is not None and w.is_session and set(_names(by)) == {*SESSION_COLUMNS,
-                                                                   *w.partition_by}:
+        if w is not None and w.is_session and grouped_per_session(w, _names(by)):
             # a session's aggregate reads its rows once: each engine's own aggregate
             return Relation(Aggregate(self.node, tuple(_names(by)), tuple(aggs.items())))
         if any(c.func in SPREAD_FUNCS for c in aggs.values()):

@@ -37,7 +37,12 @@ def per_session(node) -> bool:
     relation of the sessions closing at each instant, grouped (a session is its bounds and
     keys)."""
     w = session_aggregate_of(node)
-    return w is not None and set(node.keys) == set(w.partition_by) | set(SESSION_COLUMNS)
+    return w is not None and grouped_per_session(w, node.keys)
+
+
+def grouped_per_session(w, keys) -> bool:
+    """Keys `keys` over session window `w` are exactly its bounds and partition keys."""
+    return set(keys) == set(w.partition_by) | set(SESSION_COLUMNS)
 
 
 def check_session_aggregate(node) -> None:
