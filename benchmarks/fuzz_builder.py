@@ -22,6 +22,7 @@ from benchmarks.fuzz_domain import (
     NUMERIC,
     OTHER,
     PLUGS,
+    PYTHON_SUMS,
     RATE,
     TABLE,
     WHERE,
@@ -35,6 +36,7 @@ from benchmarks.fuzz_domain import (
 from benchmarks.fuzz_expressions import Expressions
 from benchmarks.fuzz_shapes import _lineage
 from benchmarks.fuzz_sizes import _below, _join_rows, _ops, estimated_rows
+from federation.expressions import infer_type, to_expression
 from federation.logical import Node, Relation, is_row_level, plan_of, table, where_in, window
 from federation.logical.sessions import grouped_per_session
 from federation.smartplug import PLUG_KEYS, smartplug_stream
@@ -468,8 +470,14 @@ class _Builder(Expressions):
                 arg = bare(c) if _type(r.node.schema[c]) == "VARCHAR" else \
                     f"CAST({ref(c)} AS VARCHAR)"
                 f = "listagg_distinct" if self.chance(30) else "listagg"
-                aggs.append((self.fresh("l", "list"), f, (arg, d(st.sampled_from(
-                    [",", "|", "; "]))), "vtime", where))
+                name = self.fresh("l", "list")
+                sep = d(st.sampled_from([",", "|", "; "]))
+                if f == "listagg" and (len(aggs) + len(c)) % 2:  # a Python aggregate of
+                    other = [t for t in texts if t != c]  # the values, or of two columns'
+                    arg = (bare(c), bare(other[0])) if other and sep != "," else (bare(c),)
+                    f, sep = "fz_dotted", None  # (no draw of its own: the seeds' queries stay)
+                aggs.append((name, f, arg if sep is None else (arg, sep),
+                             "vtime", where))
                 continue
             ordered = [c for c, t in r.node.schema.items() if _type(t) in ("VARCHAR",
                                                                             "TIMESTAMP")]
@@ -498,7 +506,12 @@ class _Builder(Expressions):
                 hint = "count"
             else:
                 hint = "code" if f in ("min", "max") and h in ("key", "code") else "value"
-            aggs.append((self.fresh(f[0], f), f, arg, hint, where))
+            name = self.fresh(f[0], f)
+            if f in ("sum", "sum_distinct") and (len(aggs) + len(str(arg))) % 5 == 2:
+                # a Python aggregate of SUM's type (no draw of its own: the seeds' queries
+                # stay those drawn before)
+                f = PYTHON_SUMS.get((f, _type(infer_type(to_expression(arg), r.node.schema))), f)
+            aggs.append((name, f, arg, hint, where))
         return self.aggregate_call(r, keys, aggs)
 
     def derived_key(self, r: Rel) -> tuple[Rel, str] | None:

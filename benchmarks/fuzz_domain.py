@@ -11,6 +11,13 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from benchmarks.fuzz_functions import (
+    fz_dotted,
+    fz_ranked,
+    fz_ranked_distinct,
+    fz_ranked_int,
+    fz_ranked_int_distinct,
+)
 from federation.expressions import (
     avg,
     avg_distinct,
@@ -72,10 +79,19 @@ AGGS = {"count": count, "sum": sum_, "avg": avg, "min": min_, "max": max_,
         "listagg": listagg, "listagg_distinct": listagg_distinct,
         "count_distinct": count_distinct, "sum_distinct": sum_distinct,
         "avg_distinct": avg_distinct, **DECOMPOSED, "percentile_cont": percentile_28,
-        "percentile_disc": percentile_disc_30_desc}
+        "percentile_disc": percentile_disc_30_desc, "fz_dotted": fz_dotted,
+        "fz_ranked": fz_ranked, "fz_ranked_distinct": fz_ranked_distinct,
+        "fz_ranked_int": fz_ranked_int, "fz_ranked_int_distinct": fz_ranked_int_distinct}
+#: the Python aggregates (benchmarks/fuzz_functions.py) drawn in place of SUM and SUM(DISTINCT)
+#: now and then, of SUM's result type: by (SUM's function, the argument's type)
+PYTHON_SUMS = {("sum", "DOUBLE"): "fz_ranked", ("sum_distinct", "DOUBLE"): "fz_ranked_distinct",
+               **{(f"sum{d}", t): f"fz_ranked_int{d}" for d in ("", "_distinct")
+                  for t in ("INT", "BIGINT")}}
+PYTHON_AGGS = ("fz_dotted", *PYTHON_SUMS.values())
 #: the functions the generator draws first (SUM and AVG are made DISTINCT now and then)
 DRAWN_AGGS = sorted(f for f in AGGS if f not in ("sum_distinct", "avg_distinct", *DECOMPOSED,
-                                                 *MEDIANS, "listagg", "listagg_distinct"))
+                                                 *MEDIANS, "listagg", "listagg_distinct",
+                                                 *PYTHON_AGGS))
 #: output names equal to SQL keywords or function names (never `by` or `self`: arguments
 #: of the DSL methods; never true/false/null: literals)
 KEYWORDS = ("load", "work", "order", "select", "group", "count", "sum", "avg", "min", "max",

@@ -33,7 +33,7 @@ SHAPES = (
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
     "packed_count", "listagg", "window_where", "session_native", "session_view",
-    "computed_partition", "session_rows",
+    "computed_partition", "session_rows", "python_aggregate",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -232,6 +232,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
                     out.add("distinct_sum_avg")
                 if call.func in ("listagg", "listagg_distinct"):
                     out.add("listagg")
+                if call.func in ("python", "python_distinct"):
+                    out.add("python_aggregate")
                 if call.func in NATIVE_AGGREGATES:  # STDDEV, MEDIAN, ... of a session's rows
                     out.add("session_native")
                 if call.func in ("min", "max") and n.schema[name] in ("VARCHAR", "TIMESTAMP"):

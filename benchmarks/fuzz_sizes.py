@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from benchmarks.fuzz_domain import DOMAINS, RATE
-from federation.expressions import split_conjuncts
+from federation.conjuncts import split_conjuncts
 from federation.logical import Node
 
 

@@ -160,6 +160,11 @@ class ReferenceEvaluator:
                 sep = call.separator.replace("'", "''")
                 aggs.append(f"string_agg({d}{x}, '{sep}' ORDER BY {x}) AS {_q(name)}")
                 continue
+            if call.func in ("python", "python_distinct"):  # the sorted non-NULL values
+                d = "DISTINCT " * (call.func == "python_distinct")
+                aggs.append(f"{call.function}(list({d}{x} ORDER BY {x}) FILTER (WHERE {x} IS "
+                            f"NOT NULL)) AS {_q(name)}")
+                continue
             if call.func == "percentile_disc":  # of a session's rows: sorted, indexed
                 d = ", 'DESC'" * call.descending
                 at = disc_position(f"count({x})", call.fraction, "//")

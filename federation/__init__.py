@@ -29,6 +29,7 @@ from federation.expressions import (
     variance,
 )
 from federation.logical import NumberedPlan, Relation, Rstream, table, window
+from federation.python_aggregates import udaf
 from federation.python_functions import udf
 from federation.streams import StreamDecl, StreamStats
 
@@ -94,6 +95,7 @@ __all__ = [
     "sum_",
     "sum_distinct",
     "table",
+    "udaf",
     "udf",
     "variance",
     "window",

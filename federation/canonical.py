@@ -296,13 +296,17 @@ _OWN = (exp.TryCast, exp.Trunc, exp.Nullif, exp.RegexpLike, exp.Struct, exp.Inte
 def _python_function(node: exp.Anonymous, t) -> None:
     """A call of a registered Python function (federation.udf): known, deterministic on a
     sample of its argument types (`Udf.check`), at least one argument."""
-    from federation.python_functions import lookup
+    from federation.python_functions import Udf, lookup
 
     u = lookup(node.name)
     if u is None:
         raise ValueError(f"unknown function {node.name}() (a Python function is registered "
                          "with federation.udf, or in SQL with CREATE FUNCTION ... LANGUAGE "
                          "PYTHON)")
+    if not isinstance(u, Udf):
+        raise ValueError(  # noqa: TRY004 - a ValueError as every refusal here
+            f"{node.name}() is a Python aggregate (federation.udaf): it aggregates a "
+            "group's rows (in an aggregate, GROUP BY or OVER)")
     if not node.expressions:
         raise ValueError(f"{node.name}(): a Python function takes at least one argument "
                          "(a constant is a literal)")

@@ -27,7 +27,9 @@ MERGEABLE_FUNCS = ("count", "sum", "avg", "min", "max")
 DISTINCT_FUNCS = {"count_distinct": "count", "sum_distinct": "sum", "avg_distinct": "avg"}
 #: LISTAGG: the non-NULL strings in ascending order (their UTF-8 bytes'), joined by a separator
 LIST_FUNCS = ("listagg", "listagg_distinct")
-AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS, *LIST_FUNCS)
+#: a Python aggregate (federation.udaf) of the rows' values, of the distinct values
+PYTHON_AGG_FUNCS = ("python", "python_distinct")
+AGG_FUNCS = (*MERGEABLE_FUNCS, *DISTINCT_FUNCS, *LIST_FUNCS, *PYTHON_AGG_FUNCS)
 #: the variances and standard deviations, planned in two passes of the aggregates above
 #: (federation/logical/spread.py): (sample: over n - 1, root: the standard deviation)
 SPREAD_FUNCS = {"var_samp": (True, False), "var_pop": (False, False),
@@ -54,6 +56,10 @@ def to_expression(value: str | exp.Expression | float) -> exp.Expression:
         return value.copy()
     if isinstance(value, (int, float)):
         return exp.convert(value)
+    if isinstance(value, AggCall):
+        raise ValueError(  # noqa: TRY004 - the DSL's refusals are ValueErrors
+            f"{value.sql()} is an aggregate: it belongs in aggregate(...) or over(...), "
+            "not in a row's expression")
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected an expression string or sqlglot tree, got {value!r}")
     text = value.strip()
@@ -192,6 +198,7 @@ class AggCall:
     fraction: tuple[int, int] | None = None
     descending: bool = False
     separator: str = ","  # LISTAGG's
+    function: str = ""  # a Python aggregate's name (PYTHON_AGG_FUNCS)
 
     def __post_init__(self) -> None:
         if self.func == "median" and self.fraction is None:  # PERCENTILE_CONT(0.5)
@@ -208,6 +215,9 @@ class AggCall:
             return f"LISTAGG({'DISTINCT ' * (self.func != 'listagg')}{inner}, {sep})"
         if self.func in DISTINCT_FUNCS:
             return f"{DISTINCT_FUNCS[self.func].upper()}(DISTINCT {inner})"
+        if self.func in PYTHON_AGG_FUNCS:
+            d = "DISTINCT " * (self.func == "python_distinct")
+            return f"{self.function.upper()}({d}{inner})"
         return f"{self.func.upper()}({inner})"
 
 
@@ -327,23 +337,9 @@ def agg_result_type(call: AggCall, arg_type: str | None) -> str:
         return "DOUBLE"
     if call.func in LIST_FUNCS:
         return "VARCHAR"
+    if call.func in PYTHON_AGG_FUNCS:
+        return FUNCTION_TYPES[call.function]
     if call.func in ("sum", "sum_distinct"):
         return "DOUBLE" if arg_type == "DOUBLE" else "BIGINT"
     return arg_type or "DOUBLE"
 
-
-def split_conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    """Split `a AND b AND c` into its conjuncts."""
-    if isinstance(e, exp.Paren):
-        return split_conjuncts(e.this)
-    if isinstance(e, exp.And):
-        return split_conjuncts(e.left) + split_conjuncts(e.right)
-    return [e]
-
-
-def conjoin(parts: list[exp.Expression]) -> exp.Expression:
-    """Join predicates with AND."""
-    out = parts[0].copy()
-    for p in parts[1:]:
-        out = exp.and_(out, p.copy())
-    return out

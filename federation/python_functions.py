@@ -53,8 +53,13 @@ _SAMPLE_ROWS = 4096
 _MIN_S_PER_ROW = 1e-8
 
 
+class Registered:
+    """A registered Python function of the queries: a scalar one (Udf) or an aggregate
+    (python_aggregates.Udaf), one namespace."""
+
+
 @dataclass(eq=False)
-class Udf:
+class Udf(Registered):
     """A registered Python scalar function; calling it builds the call expression."""
 
     name: str
@@ -69,29 +74,14 @@ class Udf:
     def apply(self, *arrays: pa.Array | pa.ChunkedArray, zone: str | None = None) -> pa.Array:
         """The function over one batch: arguments as the plan's Arrow types, the result
         checked and converted to `returns` (with time zone `zone`: Spark's timestamps)."""
-        args = [_plain(a) for a in arrays]
+        args = [plain_array(a) for a in arrays]
         n = len(args[0]) if args else 0
         try:
             out = self.fn(*args)
         except Exception as e:
             raise ValueError(f"Python function {self.name}() raised {type(e).__name__}: "
                              f"{e} (on a batch of {n} rows)") from e
-        want = pa.type_for_alias(ARROW_TYPES[self.returns]) if self.returns != "TIMESTAMP" \
-            else pa.timestamp("us")
-        try:
-            out = _plain(out) if isinstance(out, (pa.Array, pa.ChunkedArray)) \
-                else pa.array(out, type=want)
-            if out.type != want:
-                out = out.cast(want)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-            raise ValueError(f"Python function {self.name}() returned values that are not "
-                             f"{self.returns}: {e}") from e
-        if len(out) != n:
-            raise ValueError(f"Python function {self.name}() returned {len(out)} values "
-                             f"for {n} rows (one value per row)")
-        if zone is not None and self.returns == "TIMESTAMP":
-            out = out.cast(pa.timestamp("us", tz=zone))
-        return out
+        return result_array(self, out, n, zone)
 
     def check(self, arg_types: tuple[str, ...]) -> float:
         """Seconds per row of the function over arguments of `arg_types`, measured on a
@@ -99,7 +89,7 @@ class Udf:
         differ. Once per argument types."""
         if arg_types in self._checked:
             return self._checked[arg_types]
-        sample = [_sample(t, i) for i, t in enumerate(arg_types)]
+        sample = [sample_of(t, i) for i, t in enumerate(arg_types)]
         try:
             first = self.apply(*sample)
             t0 = time.perf_counter()
@@ -109,19 +99,50 @@ class Udf:
             if "returned" in str(e):
                 raise
             took, first, second = None, None, None  # it refuses generated values: no sample
-        if first is not None and not first.equals(second):
-            raise ValueError(f"Python function {self.name}() is not deterministic: two calls "
-                             "on the same arguments returned different values (a continuous "
-                             "query recomputes and migrates; its functions must be "
-                             "deterministic)")
-        if self.cost_us is not None:
-            s = self.cost_us * 1e-6
-        elif took is None:
-            s = 1e-6  # no sample it accepts: one microsecond a row
-        else:
-            s = max(took / _SAMPLE_ROWS, _MIN_S_PER_ROW)
+        refuse_changing(self, first, second)
+        s = per_row(self.cost_us, took, _SAMPLE_ROWS)
         self._checked[arg_types] = s
         return s
+
+
+def result_array(u, out, n: int, zone: str | None) -> pa.Array:
+    """`out` (a function's result over `n` rows or groups) as an array of `u.returns`
+    (timestamps with time zone `zone`: Spark's), refused where it is not."""
+    want = pa.type_for_alias(ARROW_TYPES[u.returns]) if u.returns != "TIMESTAMP" \
+        else pa.timestamp("us")
+    try:
+        out = plain_array(out) if isinstance(out, (pa.Array, pa.ChunkedArray)) \
+            else pa.array(out, type=want)
+        if out.type != want:
+            out = out.cast(want)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+        raise ValueError(f"Python function {u.name}() returned values that are not "
+                         f"{u.returns}: {e}") from e
+    if len(out) != n:
+        raise ValueError(f"Python function {u.name}() returned {len(out)} values "
+                         f"for {n} rows (one value per row)")
+    if zone is not None and u.returns == "TIMESTAMP":
+        out = out.cast(pa.timestamp("us", tz=zone))
+    return out
+
+
+def refuse_changing(u, first: pa.Array | None, second: pa.Array | None) -> None:
+    """Refuse a function whose two calls on one sample returned different values."""
+    if first is not None and not first.equals(second):
+        raise ValueError(f"Python function {u.name}() is not deterministic: two calls "
+                         "on the same arguments returned different values (a continuous "
+                         "query recomputes and migrates; its functions must be "
+                         "deterministic)")
+
+
+def per_row(cost_us: float | None, took: float | None, rows: int) -> float:
+    """Seconds per row: declared (`cost_us`), measured (`took` over `rows`), or 1 us for a
+    function that refused its sample."""
+    if cost_us is not None:
+        return cost_us * 1e-6
+    if took is None:
+        return 1e-6  # no sample it accepts: one microsecond a row
+    return max(took / max(rows, 1), _MIN_S_PER_ROW)
 
 
 def udf(fn: Callable | None = None, *, returns: str, name: str | None = None,
@@ -129,27 +150,32 @@ def udf(fn: Callable | None = None, *, returns: str, name: str | None = None,
     """Register `fn` as a Python scalar function of the queries (see the module); as a
     decorator too: `@federation.udf(returns="BIGINT")`. `returns`: one of the plan's types;
     `cost_us`: its cost per row in microseconds (default: measured)."""
-    kind = returns.upper() if isinstance(returns, str) else returns
-    if kind not in TYPES:
-        raise ValueError(f"udf returns={returns!r}: one of {', '.join(TYPES)}")
-    if cost_us is not None and not cost_us >= 0:
-        raise ValueError(f"udf cost_us={cost_us!r}: a cost per row in microseconds, >= 0")
-
     def make(f: Callable) -> Udf:
-        if not callable(f):
-            raise TypeError(f"udf: expected a function, got {f!r}")
-        n = name or getattr(f, "__name__", "")
-        if not n.isidentifier() or n.startswith("_"):
-            raise ValueError(f"udf name {n!r}: a name SQL can call (letters, digits, _), "
-                             "given by name=... for a lambda")
-        if _is_builtin(n):
-            raise ValueError(f"udf name {n!r} is a built-in SQL function's: choose another")
-        u = Udf(n.lower(), f, kind, cost_us)
-        _REGISTRY[u.name] = u
-        FUNCTION_TYPES[u.name] = u.returns
-        return u
+        return register(f, returns, name, cost_us, Udf)
 
     return make if fn is None else make(fn)
+
+
+def register(f: Callable, returns: str, name: str | None, cost_us: float | None, cls):
+    """`f` registered as a `cls` (Udf, or python_aggregates.Udaf) by its name."""
+    what = "udf" if cls is Udf else "udaf"
+    kind = returns.upper() if isinstance(returns, str) else returns
+    if kind not in TYPES:
+        raise ValueError(f"{what} returns={returns!r}: one of {', '.join(TYPES)}")
+    if cost_us is not None and not cost_us >= 0:
+        raise ValueError(f"{what} cost_us={cost_us!r}: a cost per row in microseconds, >= 0")
+    if not callable(f):
+        raise TypeError(f"{what}: expected a function, got {f!r}")
+    n = name or getattr(f, "__name__", "")
+    if not n.isidentifier() or n.startswith("_"):
+        raise ValueError(f"{what} name {n!r}: a name SQL can call (letters, digits, _), "
+                         "given by name=... for a lambda")
+    if _is_builtin(n):
+        raise ValueError(f"{what} name {n!r} is a built-in SQL function's: choose another")
+    u = cls(n.lower(), f, kind, cost_us)
+    _REGISTRY[u.name] = u
+    FUNCTION_TYPES[u.name] = u.returns
+    return u
 
 
 def lookup(name: str) -> Udf | None:
@@ -171,11 +197,11 @@ def load(name: str, target: str) -> Udf:
         obj = getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"function {name}: cannot import '{target}': {e}") from None
-    if not isinstance(obj, Udf):
+    if not isinstance(obj, Registered):
         raise TypeError(f"function {name}: '{target}' is not declared with federation.udf("
-                         "fn, returns=...) (its return type is needed)")
+                         "fn, returns=...) or federation.udaf (its return type is needed)")
     if obj.name != name.lower():
-        obj = udf(obj.fn, returns=obj.returns, name=name, cost_us=obj.cost_us)
+        obj = register(obj.fn, obj.returns, name, obj.cost_us, type(obj))
     return obj
 
 
@@ -194,7 +220,7 @@ def _is_builtin(name: str) -> bool:
     return not isinstance(e, exp.Anonymous)
 
 
-def _plain(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+def plain_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array with the plan's types: strings as `string`, timestamps as
     `timestamp[us]` in UTC without a zone (Spark hands them zoned, DuckDB not)."""
     if isinstance(a, pa.ChunkedArray):
@@ -210,7 +236,7 @@ def _plain(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     return a
 
 
-def _sample(kind: str, seed: int) -> pa.Array:
+def sample_of(kind: str, seed: int) -> pa.Array:
     """Generated arguments of one plan type (some nulls), the same at every call."""
     rng = np.random.default_rng(1234 + seed)
     n = _SAMPLE_ROWS
@@ -283,3 +309,20 @@ def _expressions(value: object):
             yield from _expressions(v)
     elif hasattr(value, "arg") and isinstance(value.arg, exp.Expression):
         yield value.arg  # an aggregate's argument (AggCall)
+        if getattr(value, "function", ""):  # a Python aggregate's own call
+            yield aggregate_call(value)
+
+
+def aggregate_arguments(call) -> list[exp.Expression]:
+    """A Python aggregate's (AggCall's) arguments: the fields of its struct of several."""
+    s = call.arg.find(exp.Struct) if call.arg is not None else None
+    if s is None:
+        return [call.arg] if call.arg is not None else []
+    return [f.expression for f in s.expressions]
+
+
+def aggregate_call(call) -> exp.Anonymous:
+    """The call `name(args...)` a plan's Python aggregate (AggCall) stands for: how the
+    registry finds the functions a plan needs (plan_functions) and their cost."""
+    return exp.Anonymous(this=call.function, expressions=[a.copy() for a in
+                                                          aggregate_arguments(call)])

@@ -40,7 +40,12 @@ def spark_sql(e) -> str:
 
 
 def agg_column(func: str, arg, name: str, result_type: str, separator: str = ",",
-               fraction: tuple[int, int] | None = None, descending: bool = False) -> Column:
+               fraction: tuple[int, int] | None = None, descending: bool = False,
+               function: str = "") -> Column:
+    if func in ("python", "python_distinct"):  # a Python aggregate of the sorted values
+        x = spark_sql(arg)  # (federation/python_aggregates.py; an Arrow UDF by that name)
+        values = "collect_list" if func == "python" else "collect_set"
+        return F.expr(f"`{function}`(array_sort({values}({x})))").alias(name)
     if func in ("listagg", "listagg_distinct"):  # the strings in ascending order, joined
         values = (F.collect_list if func == "listagg" else F.collect_set)(spark_expr(arg))
         return F.when(F.size(values) > 0, F.array_join(F.array_sort(values), separator)

@@ -37,7 +37,7 @@ def session_aggregate(rows: DataFrame, w, node) -> DataFrame:
     over the readings `rows` of session window `w` (`closed_sessions`)."""
     names = [n for n, _ in node.aggs]
     aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator, c.fraction,
-                       c.descending) for n, c in node.aggs]
+                       c.descending, c.function) for n, c in node.aggs]
     return closed_sessions(rows, w, aggs, names)
 
 

@@ -132,7 +132,7 @@ class SpeTranslator:
     def visit_aggregate(self, node: Aggregate, inputs: list[SpeStream]) -> SpeStream:
         (s,) = inputs
         aggs = [agg_column(c.func, c.arg, n, node.schema[n], c.separator, c.fraction,
-                           c.descending) for n, c in node.aggs]
+                           c.descending, c.function) for n, c in node.aggs]
         keys = [_c(k) for k in node.keys]
         if s.row_level and s.window is not None and s.window.is_session:
             out = session_aggregate(s.df, s.window, node)

@@ -113,6 +113,8 @@ NEW_SHAPES = (
     "packed_count",
     # LISTAGG; a tuple or session window of selected readings (a view's, window(where=...))
     "listagg", "window_where",
+    # Python aggregates (federation.udaf) that depend on the order of their values
+    "python_aggregate",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")

@@ -215,7 +215,7 @@ def _aggregate(node, srcs: list[str]) -> exp.Select:
                                   read="duckdb")
         else:
             e = aggregate_expression(call.func, call.arg, node.schema[name], call.separator,
-                                     call.fraction, call.descending)
+                                     call.fraction, call.descending, call.function)
         cols.append(alias(e, name))
     q = exp.select(*cols).from_(srcs[0])
     # a global aggregate (no keys, no GROUP BY) has one row, also over an empty input
@@ -248,10 +248,16 @@ def sorted_distinct_sum(a: exp.Expression, avg: bool) -> exp.Expression:
 
 def aggregate_expression(func: str, arg: exp.Expression | None, result_type: str,
                          separator: str = ",", fraction: tuple[int, int] | None = None,
-                         descending: bool = False) -> exp.Expression:
+                         descending: bool = False, function: str = "") -> exp.Expression:
     """COUNT/SUM/AVG/MIN/MAX with the result types the engines agree on (SUM of integers is
     BIGINT as in Spark, not DuckDB's HUGEINT); `result_type` is the aggregate's column type.
-    LISTAGG: STRING_AGG of the values in ascending order (by their bytes, Spark's order)."""
+    LISTAGG: STRING_AGG of the values in ascending order (by their bytes, Spark's order);
+    a Python aggregate: its function over the sorted list of the non-NULL values."""
+    if func in ("python", "python_distinct"):  # (federation/python_aggregates.py)
+        x = quote(arg).sql("duckdb")  # type: ignore[union-attr]
+        d = "DISTINCT " * (func == "python_distinct")
+        return sqlglot.parse_one(f"{function}(list_sort(list({d}{x}) FILTER (WHERE {x} IS "
+                                 "NOT NULL)))", read="duckdb")
     if func in ("listagg", "listagg_distinct"):
         a = quote(arg)  # type: ignore[arg-type]
         value = exp.Distinct(expressions=[a]) if func != "listagg" else a

@@ -39,7 +39,7 @@ JOINED = "n_joined"
 
 
 def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
-    """`a AND (b AND c)` as [a, b, c], TRUE as none (federation.expressions.split_conjuncts
+    """`a AND (b AND c)` as [a, b, c], TRUE as none (federation.conjuncts.split_conjuncts
     does the former for the plan's expressions; db/ does not import federation code)."""
     if e is None:
         return []

@@ -17,8 +17,8 @@ from federation.adaptive.decide import (
     move_refusal,
     with_rates,
 )
+from federation.conjuncts import split_conjuncts
 from federation.conventions import DATA, KIND
-from federation.expressions import split_conjuncts
 from federation.instants import grid_floor
 from federation.logical import Node, Rstream, Select, Window
 from federation.runtime.progress import RunProgress

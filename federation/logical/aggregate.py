@@ -12,6 +12,7 @@ from federation.expressions import (
     AGG_FUNCS,
     LIST_FUNCS,
     MERGEABLE_FUNCS,
+    PYTHON_AGG_FUNCS,
     AggCall,
     agg_result_type,
     infer_type,
@@ -24,6 +25,7 @@ from federation.logical.nodes import (
     _check_names,
 )
 from federation.logical.sessions import check_session_aggregate, per_session
+from federation.python_aggregates import check_python_aggregate
 
 
 @dataclass(frozen=True, eq=True)
@@ -73,7 +75,9 @@ class Aggregate(Unary):
                         f"{call.arg.sql(dialect='duckdb')!r}: CAST(... AS VARCHAR)")
                 ordered = call.func in ("min", "max", *LIST_FUNCS) and t in (
                     "VARCHAR", "TIMESTAMP")
-                if call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES \
+                if call.func in PYTHON_AGG_FUNCS:  # of values of any type
+                    check_python_aggregate(name, call, s)
+                elif call.func not in ("count", "count_distinct") and t not in NUMERIC_TYPES \
                         and not ordered:  # MIN/MAX of strings (bytes' order) and of times
                     raise QueryValidationError(
                         "aggregate", name,

@@ -17,11 +17,11 @@ from typing import ClassVar
 from sqlglot import exp
 
 from federation.canonical import canonical
+from federation.conjuncts import split_conjuncts
 from federation.errors import QueryValidationError
 from federation.expressions import (
     infer_type,
     referenced_columns,
-    split_conjuncts,
     to_expression,
 )
 from federation.logical.sessions import per_session, readings_kept

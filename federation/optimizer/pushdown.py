@@ -7,7 +7,8 @@ columns through unchanged.
 
 from __future__ import annotations
 
-from federation.expressions import conjoin, referenced_columns, split_conjuncts
+from federation.conjuncts import conjoin, split_conjuncts
+from federation.expressions import referenced_columns
 from federation.logical import Join, Node, Project, Select
 
 

@@ -34,7 +34,7 @@ import itertools
 
 from sqlglot import exp
 
-from federation.expressions import split_conjuncts
+from federation.conjuncts import split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.membership import where_in
 from federation.logical.names import name_maker

@@ -113,6 +113,25 @@ class FedqSql(DuckDB):
             return table
 
 
+class PythonAgg(exp.Anonymous, exp.AggFunc):
+    """A call of a registered Python aggregate (federation.udaf): an aggregate wherever the
+    front end looks for one, written as the call it is."""
+
+    arg_types: ClassVar[dict] = {"expressions": False}
+
+    def sql_name(self) -> str:  # type: ignore[override]
+        return self.name.upper()
+
+
+def _python_aggregates(n: exp.Expression) -> exp.Expression:
+    """The calls of registered Python aggregates as PythonAgg."""
+    from federation.python_aggregates import Udaf
+
+    if type(n) is exp.Anonymous and isinstance(lookup(n.name), Udaf):
+        return PythonAgg(this=n.this, expressions=n.expressions)
+    return n
+
+
 #: SQL's aggregate functions as expressions.AggCall names them (select_list.py)
 AGGREGATES: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
                                exp.Min: "min", exp.Max: "max",
@@ -122,7 +141,8 @@ AGGREGATES: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg
                                exp.VariancePop: "var_pop", exp.Median: "median",
                                exp.PercentileCont: "percentile_cont",
                                exp.PercentileDisc: "percentile_disc",
-                               exp.GroupConcat: "listagg"}  # LISTAGG, STRING_AGG
+                               exp.GroupConcat: "listagg",  # LISTAGG, STRING_AGG
+                               PythonAgg: "python"}
 
 def listagg_separator(text: SqlText, call: exp.Expression) -> str:
     """LISTAGG's separator: a string literal, `,` by default (Flink's); ORDER BY in it is
@@ -209,7 +229,8 @@ class SqlText:
             err = (e.errors or [{}])[0]
             raise SqlError(f"cannot parse: {err.get('description') or e}", "syntax",
                            err.get("line"), err.get("col")) from None
-        trees = [views.rewrite(group_windows.rewrite(t.transform(_within_group), self,
+        trees = [views.rewrite(group_windows.rewrite(t.transform(_within_group).transform(
+            _python_aggregates), self,
                                                      FedqSql), self, FedqSql)
                  for t in views.fold([t for t in trees if not self._function(t)], self)]
         if not trees:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
+from federation.conjuncts import conjoin, split_conjuncts
 from federation.errors import QueryValidationError
-from federation.expressions import conjoin, split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.dsl import table
 from federation.logical.nodes import Project

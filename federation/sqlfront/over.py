@@ -30,11 +30,11 @@ from sqlglot import exp
 from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.logical.frames import Frame
+from federation.sqlfront.aggregates import Aggregates
 from federation.sqlfront.dialect import SqlText
 from federation.sqlfront.frames import frame_of, window_order
 from federation.sqlfront.ranking import windowed_aggregate
 from federation.sqlfront.scopes import Scope
-from federation.sqlfront.select_list import Aggregates
 
 
 def over_partitions(text: SqlText, q: exp.Select, scope: Scope) -> list[Callable]:

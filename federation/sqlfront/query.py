@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from federation.expressions import conjoin
+from federation.conjuncts import conjoin
 from federation.logical import Node, Relation, Rstream
 from federation.logical.frames import add_columns
 from federation.sqlfront.dialect import SqlText, selectivity

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from federation.logical import Node, Relation
 from federation.logical.names import name_maker
-from federation.sqlfront.dialect import SqlText, check_scalar
+from federation.sqlfront.dialect import PythonAgg, SqlText, check_scalar
 from federation.sqlfront.scopes import Scope
 
 #: the ranking functions of a SELECT item, as RowNumber's `function`
@@ -28,14 +28,15 @@ def numbered(item: exp.Expression) -> bool:
 
 
 def windowed_aggregate(w: exp.Expression) -> bool:
-    """`w` is COUNT, SUM, AVG, MIN, MAX, MEDIAN, a percentile, STDDEV, VARIANCE or LISTAGG OVER
-    (...) (over.py)."""
+    """`w` is COUNT, SUM, AVG, MIN, MAX, MEDIAN, a percentile, STDDEV, VARIANCE, LISTAGG or a
+    Python aggregate OVER (...) (over.py)."""
     f = w.this if isinstance(w, exp.Window) else None
     if isinstance(f, exp.Filter):
         f = f.this
     return isinstance(f, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev,
                           exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
-                          exp.Median, exp.PercentileCont, exp.PercentileDisc, exp.GroupConcat))
+                          exp.Median, exp.PercentileCont, exp.PercentileDisc, exp.GroupConcat,
+                          PythonAgg))
 
 
 def navigation(w: exp.Expression) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.expressions import conjoin
+from federation.conjuncts import conjoin
 from federation.logical import Relation
 from federation.logical.builder import name_maker
 from federation.sqlfront.correlated import (

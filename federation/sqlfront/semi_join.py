@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from federation.expressions import conjoin, split_conjuncts
+from federation.conjuncts import conjoin, split_conjuncts
 from federation.logical import Relation, where_in
 from federation.logical.builder import name_maker
 from federation.sqlfront.dialect import SqlText, check_scalar

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from federation.expressions import conjoin, split_conjuncts
+from federation.conjuncts import conjoin, split_conjuncts
 from federation.logical import Node, Relation
 from federation.logical.membership import where_in
 from federation.sqlfront.correlated import (
