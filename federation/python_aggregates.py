@@ -59,6 +59,7 @@ from federation.python_functions import (
     per_row,
     plain_array,
     refuse_changing,
+    refuse_other_arity,
     register,
     result_array,
     sample_of,
@@ -121,6 +122,7 @@ class Udaf(Registered):
         argument types."""
         if arg_types in self._checked:
             return self._checked[arg_types]
+        refuse_other_arity(self, len(arg_types))
         cols = [sample_of(t, i) for i, t in enumerate(arg_types)]
         keep = functools.reduce(pc.and_, [c.is_valid() for c in cols])
         cols = [c.filter(keep) for c in cols]

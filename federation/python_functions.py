@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 import time
@@ -89,6 +90,7 @@ class Udf(Registered):
         differ. Once per argument types."""
         if arg_types in self._checked:
             return self._checked[arg_types]
+        refuse_other_arity(self, len(arg_types))
         sample = [sample_of(t, i) for i, t in enumerate(arg_types)]
         try:
             first = self.apply(*sample)
@@ -124,6 +126,19 @@ def result_array(u, out, n: int, zone: str | None) -> pa.Array:
     if zone is not None and u.returns == "TIMESTAMP":
         out = out.cast(pa.timestamp("us", tz=zone))
     return out
+
+
+def refuse_other_arity(u, n: int) -> None:
+    """Refuse a call of `u` with `n` arguments that its signature cannot take."""
+    try:
+        sig = inspect.signature(u.fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin): the call tells
+        return
+    try:
+        sig.bind(*range(n))
+    except TypeError as e:
+        raise ValueError(f"Python function {u.name}() called with {n} argument"
+                         f"{'s' * (n != 1)}: {e}") from None
 
 
 def refuse_changing(u, first: pa.Array | None, second: pa.Array | None) -> None:

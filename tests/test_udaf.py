@@ -121,6 +121,40 @@ WHERE plug_id < 6 GROUP BY window_start, window_end, plug_id"""
     assert any("." in d for d in got.column("d").to_pylist())
 
 
+def test_python_aggregates_in_a_query_set_and_of_a_table_s_groups(readings, tmp_path):
+    """Two queries sharing a window and a selection, each with its Python aggregate, as one
+    set; and a Python aggregate per city of a DuckDB table joined with the window rows."""
+    from db.reference import reference_result
+    from federation.logical import QuerySet, table
+    from federation.results import diff_results
+    from tests.test_tables import make_db
+
+    base = window(S, range=4, slide=1).filter("value > 100")
+    qs = QuerySet((base.aggregate(by=["house_id"], d=dotted("plug_id")).rstream("a"),
+                   base.aggregate(by=[], r=ranked_sum("value"), n=count()).rstream("b")))
+    got = check_sets(qs, readings)
+    assert set(got) == {"a", "b"}
+    make_db(tmp_path / "t.duckdb")
+    cities = table("houses", db=tmp_path / "t.duckdb").project("house_id", "city")
+    q = (window(S, range=4, slide=1).join(cities, on=["house_id"])
+         .aggregate(by=["city"], p=pairs("house_id", "plug_id"))
+         .rstream("cities"))
+    want = reference_result(q, readings)
+    assert want.num_rows > 0 and diff_results(check_db(q, readings), want) is None
+
+
+def check_sets(qs, readings) -> dict:
+    from db.reference import reference_result
+    from federation.results import diff_results
+    from tests.test_stranger_queries import pure_db
+
+    got = pure_db(qs, readings, per_batch_s=2)
+    for q in qs.queries:
+        want = reference_result(q, readings)
+        assert want.num_rows > 0 and diff_results(got[q.name], want) is None, q.name
+    return got
+
+
 def test_create_function_loads_a_python_aggregate(readings):
     text = ("CREATE FUNCTION dots AS 'tests.test_udaf.dotted' LANGUAGE PYTHON;\n"
             f"SELECT house_id, dots(plug_id) AS d FROM {W} GROUP BY window_end, house_id")
@@ -161,6 +195,8 @@ def test_what_is_not_a_python_aggregate_is_refused_where_written():
     bad = udaf(lambda v: "x", returns="BIGINT", name="bad_agg")
     with pytest.raises(QueryValidationError, match="not BIGINT"):
         window(S, range=4, slide=1).aggregate(by=["house_id"], f=bad("value"))
+    with pytest.raises(QueryValidationError, match="called with 2 arguments"):
+        window(S, range=4, slide=1).aggregate(by=["house_id"], d=dotted("plug_id", "value"))
     with pytest.raises(QueryValidationError, match=r"DOTTED\(plug_id\) is an aggregate"):
         window(S, range=4, slide=1).project("house_id", d=dotted("plug_id"))
     with pytest.raises(QueryValidationError, match="is a Python aggregate"):

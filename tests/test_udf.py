@@ -127,6 +127,8 @@ def test_what_is_not_a_deterministic_function_of_its_rows_is_refused_where_writt
         udf(lambda v: v, returns="FLOAT", name="f")
     with pytest.raises(ValueError, match="built-in SQL function"):
         udf(lambda v: v, returns="DOUBLE", name="abs")
+    with pytest.raises(QueryValidationError, match=r"scaled\(\) called with 1 argument:"):
+        w.project(c=scaled("value"))
 
 
 def test_a_function_that_raises_in_a_run_fails_it_naming_the_function():
