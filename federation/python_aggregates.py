@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,12 +71,6 @@ _GROUP = 16  # values per group of the generated sample
 @dataclass(eq=False)
 class Udaf(Registered):
     """A registered Python aggregate; calling it builds the aggregate call (AggCall)."""
-
-    name: str
-    fn: Callable
-    returns: str
-    cost_us: float | None = None
-    _checked: dict = field(default_factory=dict, repr=False)
 
     @property
     def __name__(self) -> str:  # as a function's: the DSL source of a call names it

@@ -54,20 +54,22 @@ _SAMPLE_ROWS = 4096
 _MIN_S_PER_ROW = 1e-8
 
 
+@dataclass(eq=False)
 class Registered:
     """A registered Python function of the queries: a scalar one (Udf) or an aggregate
-    (python_aggregates.Udaf), one namespace."""
-
-
-@dataclass(eq=False)
-class Udf(Registered):
-    """A registered Python scalar function; calling it builds the call expression."""
+    (python_aggregates.Udaf), one namespace: its name, function, result type (a plan type),
+    declared cost per row (or measured) and the costs measured per argument types."""
 
     name: str
     fn: Callable
     returns: str
     cost_us: float | None = None
     _checked: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(eq=False)
+class Udf(Registered):
+    """A registered Python scalar function; calling it builds the call expression."""
 
     def __call__(self, *args: object) -> exp.Anonymous:
         return exp.Anonymous(this=self.name, expressions=[to_expression(a) for a in args])
