@@ -262,3 +262,9 @@ def _logical(q) -> NumberedPlan:
     from federation.optimizer.phase_one import phase_one
 
     return NumberedPlan.of(phase_one(q, load_profile()))
+
+
+def agg_args(a: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    """An aggregate's arguments as drawn: none (COUNT(*)), one, or several (COUNT(DISTINCT
+    a, b))."""
+    return () if a is None else a if isinstance(a, tuple) else (a,)

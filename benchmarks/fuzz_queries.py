@@ -14,9 +14,12 @@ parent-child edge of the plan both ways. `shapes_of` names the families a query 
 (`Generated.shapes`, counted by fuzz.py's report).
 
 The generator is split along its seams: fuzz_domain.py (the data, names, types, hints;
-`Generated`), fuzz_builder.py (the builder: relations, joins, aggregates, unions),
-fuzz_expressions.py (names, predicates, computed columns and casts), fuzz_functions.py
-(the Python functions the queries call), fuzz_sizes.py (rows per instant), fuzz_shapes.py
+`Generated`), fuzz_builder.py (the builder: relations, selections, projections, unions)
+with one mixin per family of constructs: fuzz_leaves.py (windows, tables, sessions),
+fuzz_aggregates.py, fuzz_joins.py (joins, membership), fuzz_partitions.py (OVER, frames,
+ranks) and fuzz_expressions.py (names, predicates, computed columns and casts);
+fuzz_functions.py (the Python functions and aggregates the queries call), fuzz_sizes.py
+(rows per instant), fuzz_shapes.py
 (the families of a query); this module has the strategy and the placements.
 """
 
