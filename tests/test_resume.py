@@ -154,16 +154,30 @@ FROM SESSION(TABLE smartplug PARTITION BY (house_id, household_id, plug_id), DES
 WHERE value > 50"""
 
 
-@pytest.mark.parametrize("text,placement,kill", [
+#: Python aggregates (tests/test_udaf.py) in Spark's state (each group's collected values),
+#: their result selected in DuckDB
+UDAF_SQL = """CREATE FUNCTION ranked_sum AS 'tests.test_udaf.ranked_sum' LANGUAGE PYTHON;
+CREATE FUNCTION dotted AS 'tests.test_udaf.dotted' LANGUAGE PYTHON;
+SELECT house_id, rs, d, n FROM (
+  SELECT house_id, ranked_sum(value) AS rs, dotted(DISTINCT plug_id) AS d, COUNT(*) AS n
+  FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)
+  GROUP BY window_start, window_end, house_id) WHERE n > 3"""
+_SESSION_KILLS = [
     (SESSIONS_SQL, "db", "mig_rows_in:3"),
     # Spark's sessions' rows (op1, the selection) handed to DuckDB (op2, the projection),
     # killed after the MIG committed, before Spark did
     (SESSION_ROWS_SQL, "op1=spe,op2=db", "after_commit:3"),
-])
+    (UDAF_SQL, "op1=spe,op2=db", "after_commit:3"),
+]
+
+
+@pytest.mark.parametrize("text,placement,kill", sampled(_SESSION_KILLS,
+                                                        keep=_SESSION_KILLS[:2]))
 def test_killed_session_run_resumes_with_each_session_once(tmp_path, text, placement, kill):
     """Sessions in DuckDB (their open sessions' readings held in its tables, closed ones
     deleted), killed with a MIG's rows inserted but not committed, resumed; the rows of
-    Spark's sessions, killed between the MIG's commit and Spark's."""
+    Spark's sessions, killed between the MIG's commit and Spark's; likewise Python
+    aggregates in Spark's state (make test-long)."""
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
 
