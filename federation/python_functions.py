@@ -66,6 +66,38 @@ class Registered:
     cost_us: float | None = None
     _checked: dict = field(default_factory=dict, repr=False)
 
+    def check(self, arg_types: tuple[str, ...]) -> float:
+        """Seconds per row (per value of an aggregate) over arguments of `arg_types`,
+        measured on a generated sample (`sample`; or `cost_us`); refuses a call with a
+        number of arguments the function cannot take, and a function whose two calls on
+        the sample differ. Once per argument types."""
+        if arg_types in self._checked:
+            return self._checked[arg_types]
+        _refuse_other_arity(self, len(arg_types))
+        args, rows = self.sample(arg_types)
+        try:
+            first = self.apply(*args)
+            t0 = time.perf_counter()
+            second = self.apply(*args)
+            took = time.perf_counter() - t0
+        except ValueError as e:
+            if "returned" in str(e):
+                raise
+            took, first, second = None, None, None  # it refuses generated values: no sample
+        if first is not None and not first.equals(second):
+            raise ValueError(f"Python function {self.name}() is not deterministic: two calls "
+                             "on the same arguments returned different values (a continuous "
+                             "query recomputes and migrates; its functions must be "
+                             "deterministic)")
+        if self.cost_us is not None:
+            s = self.cost_us * 1e-6
+        elif took is None:
+            s = 1e-6  # no sample it accepts: one microsecond a row
+        else:
+            s = max(took / max(rows, 1), _MIN_S_PER_ROW)
+        self._checked[arg_types] = s
+        return s
+
 
 @dataclass(eq=False)
 class Udf(Registered):
@@ -86,28 +118,9 @@ class Udf(Registered):
                              f"{e} (on a batch of {n} rows)") from e
         return result_array(self, out, n, zone)
 
-    def check(self, arg_types: tuple[str, ...]) -> float:
-        """Seconds per row of the function over arguments of `arg_types`, measured on a
-        generated sample (or `cost_us`); refuses a function whose two calls on the sample
-        differ. Once per argument types."""
-        if arg_types in self._checked:
-            return self._checked[arg_types]
-        refuse_other_arity(self, len(arg_types))
-        sample = [sample_of(t, i) for i, t in enumerate(arg_types)]
-        try:
-            first = self.apply(*sample)
-            t0 = time.perf_counter()
-            second = self.apply(*sample)
-            took = time.perf_counter() - t0
-        except ValueError as e:
-            if "returned" in str(e):
-                raise
-            took, first, second = None, None, None  # it refuses generated values: no sample
-        refuse_changing(self, first, second)
-        s = per_row(self.cost_us, took, _SAMPLE_ROWS)
-        self._checked[arg_types] = s
-        return s
-
+    def sample(self, arg_types: tuple[str, ...]) -> tuple[list[pa.Array], int]:
+        """Generated arguments of `arg_types` for `check`, and their rows."""
+        return [sample_of(t, i) for i, t in enumerate(arg_types)], _SAMPLE_ROWS
 
 def result_array(u, out, n: int, zone: str | None) -> pa.Array:
     """`out` (a function's result over `n` rows or groups) as an array of `u.returns`
@@ -130,7 +143,7 @@ def result_array(u, out, n: int, zone: str | None) -> pa.Array:
     return out
 
 
-def refuse_other_arity(u, n: int) -> None:
+def _refuse_other_arity(u, n: int) -> None:
     """Refuse a call of `u` with `n` arguments that its signature cannot take."""
     try:
         sig = inspect.signature(u.fn)
@@ -141,25 +154,6 @@ def refuse_other_arity(u, n: int) -> None:
     except TypeError as e:
         raise ValueError(f"Python function {u.name}() called with {n} argument"
                          f"{'s' * (n != 1)}: {e}") from None
-
-
-def refuse_changing(u, first: pa.Array | None, second: pa.Array | None) -> None:
-    """Refuse a function whose two calls on one sample returned different values."""
-    if first is not None and not first.equals(second):
-        raise ValueError(f"Python function {u.name}() is not deterministic: two calls "
-                         "on the same arguments returned different values (a continuous "
-                         "query recomputes and migrates; its functions must be "
-                         "deterministic)")
-
-
-def per_row(cost_us: float | None, took: float | None, rows: int) -> float:
-    """Seconds per row: declared (`cost_us`), measured (`took` over `rows`), or 1 us for a
-    function that refused its sample."""
-    if cost_us is not None:
-        return cost_us * 1e-6
-    if took is None:
-        return 1e-6  # no sample it accepts: one microsecond a row
-    return max(took / max(rows, 1), _MIN_S_PER_ROW)
 
 
 def udf(fn: Callable | None = None, *, returns: str, name: str | None = None,
@@ -195,8 +189,9 @@ def register(f: Callable, returns: str, name: str | None, cost_us: float | None,
     return u
 
 
-def lookup(name: str) -> Udf | None:
-    """The registered UDF called `name` (any case), or None."""
+def lookup(name: str) -> Registered | None:
+    """The registered Python function (Udf) or aggregate (Udaf) called `name` (any case),
+    or None."""
     return _REGISTRY.get(name.lower())
 
 

@@ -15,6 +15,7 @@ from federation.expressions import (
     listagg,
     percentile,
 )
+from federation.python_functions import lookup
 from federation.sqlfront.dialect import (
     AGGREGATES,
     PythonAgg,
@@ -109,8 +110,8 @@ class Aggregates:
                 name = f"_agg{len(self.calls) + 1}"
         if name in self.calls or name in self.keys:
             raise fail(f"output column {name!r} named twice", "SELECT", call)
-        self.calls[name] = AggCall(made.func, made.arg, function=call.name.lower()) \
-            if isinstance(call, PythonAgg) and (made := agg_call(func, arg, where)) \
+        self.calls[name] = lookup(call.name)(arg, distinct=func == "python_distinct",
+                                             where=where) if isinstance(call, PythonAgg) \
             else listagg(arg, sep, distinct=func != "listagg", where=where) \
             if func.startswith("listagg") \
             else agg_call(func, arg, where) if fraction is None else percentile(
