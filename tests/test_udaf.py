@@ -4,8 +4,6 @@ own SQL of the same meaning, in every engine, and refused where they are written
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
 from federation import sql, udaf, window
@@ -13,9 +11,10 @@ from federation.errors import QueryValidationError
 from federation.expressions import count
 from federation.sqlfront import SqlError
 from tests.sampling import sampled
+from tests.test_listagg import equals_own_sql
 from tests.test_sql import STREAMS, S
 from tests.test_stranger_queries import check_db, rows_of, run_checked
-from tests.test_subqueries import W, at, oracle
+from tests.test_subqueries import W
 
 
 @udaf(returns="VARCHAR")
@@ -78,17 +77,9 @@ def readings():
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_python_aggregate_equals_duckdb_s_own_sql(name, readings):
-    text, own = CASES[name]
-    q = sql(text, STREAMS)
-    got = check_db(q, readings, per_batch_s=3)
-    first = min(readings.column("ts").to_pylist()).replace(microsecond=0)
-    several = 0
-    for tau in [first + dt.timedelta(seconds=s) for s in range(1, 31, 3)]:
-        want = oracle(own, readings, tau)
-        assert at(got, tau, list(q.schema)) == want, tau
-        several += sum(1 for r in want for x in r if isinstance(x, str) and "." in x)
+    rows = equals_own_sql(*CASES[name], readings)
+    several = sum(1 for r in rows for x in r if isinstance(x, str) and "." in x)
     assert several > 5 or name == "pairs"
-
 
 def test_the_values_reach_the_function_in_one_order_whatever_the_batches(readings):
     """A sum that depends on the order of its terms is the same at 1 and 4 s per batch and
