@@ -92,8 +92,9 @@ class ReferenceEvaluator:
         cols, ts, src = self._rows(w)
         lo = tau - dt.timedelta(seconds=w.range_s)  # type: ignore[arg-type]
         if w.cumulate:  # since the start of the period that holds tau - 1 us
-            epoch, size, one = dt.datetime(1970, 1, 1), us(w.range_s), dt.timedelta(microseconds=1)
-            lo = epoch + (tau - epoch - one) // (size * one) * (size * one)
+            one = dt.timedelta(microseconds=1)
+            origin, size = dt.datetime(1970, 1, 1) + us(w.offset_s) * one, us(w.range_s)
+            lo = origin + (tau - origin - one) // (size * one) * (size * one)
         return (f"SELECT {cols} FROM {src} WHERE {ts} >= TIMESTAMP "
                 f"'{lo.isoformat(sep=' ')}' AND {ts} < TIMESTAMP '{tau.isoformat(sep=' ')}'")
 
@@ -115,12 +116,13 @@ class ReferenceEvaluator:
         end is an instant begins a new one (the session closed at that instant)."""
         cols, ts, src = self._rows(w)
         gap, slide = round(w.gap_s * 1_000_000), round(w.slide_s * 1_000_000)
+        origin = round(w.offset_s * 1_000_000)
         part = ", ".join(_q(k) for k in w.partition_by)
         by = f"PARTITION BY {part} " if part else ""
         at = f"TIMESTAMP '{tau.isoformat(sep=' ')}'"
         marked = (f"SELECT *, CASE WHEN _ref_prev IS NULL OR epoch_us({ts}) - _ref_prev > {gap} "
-                  f"OR (epoch_us({ts}) - _ref_prev = {gap} AND (_ref_prev + {gap}) % {slide} = 0) "
-                  f"THEN 1 ELSE 0 END AS _ref_new FROM (SELECT {cols}, lag(epoch_us({ts})) "
+                  f"OR (epoch_us({ts}) - _ref_prev = {gap} AND (_ref_prev + {gap - origin}) % "
+                  f"{slide} = 0) THEN 1 ELSE 0 END AS _ref_new FROM (SELECT {cols}, lag(epoch_us({ts})) "
                   f"OVER ({by}ORDER BY {ts}) AS _ref_prev FROM {src} WHERE {ts} < {at})")
         numbered = f"SELECT *, sum(_ref_new) OVER ({by}ORDER BY {ts}) AS _ref_sid FROM ({marked})"
         sess = f"PARTITION BY {part + ', ' if part else ''}_ref_sid"
@@ -243,12 +245,13 @@ class ReferenceEvaluator:
 
 
 def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) -> list:
-    """The query's instants over readings in [first_ts, last_ts]: every tau = k x slide
-    (whole microseconds from 1970) with first_ts < tau <= last_ts + extent, the extent being
+    """The query's instants over readings in [first_ts, last_ts]: every tau = offset + k x
+    slide (whole microseconds from 1970) with first_ts < tau <= last_ts + extent, the extent being
     the largest window range (a tuple window counts its slide). Written out here, apart
     from federation/instants.py which the engines' path uses: the reference is independent."""
     windows = [n for n in query.walk() if n.kind == "window"]
     slide = round(windows[0].slide_s * 1_000_000)
+    origin = round(windows[0].offset_s * 1_000_000) % slide
     extent = round(max(w.gap_s + w.slide_s if w.is_session else w.range_s
                        if w.range_s is not None else w.slide_s for w in windows) * 1_000_000)
     epoch = dt.datetime(1970, 1, 1)
@@ -256,8 +259,8 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     def us(t: dt.datetime) -> int:
         return (t - epoch) // dt.timedelta(microseconds=1)
 
-    lo = (us(first_ts) // slide + 1) * slide
-    hi = (us(last_ts) + extent) // slide * slide
+    lo = (us(first_ts) - origin) // slide * slide + origin + slide
+    hi = (us(last_ts) + extent - origin) // slide * slide + origin
     return [epoch + dt.timedelta(microseconds=u) for u in range(lo, hi + 1, slide)]
 
 

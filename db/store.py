@@ -44,7 +44,7 @@ class InputSpec:
     range_s: float | None = None  # time window: rows older than tau - range expire
     rows: int | None = None  # tuple window
     partition_by: tuple[str, ...] = ()
-    session: tuple[float, float] | None = None  # a session window's (gap, slide) in seconds
+    session: tuple[float, float, float] | None = None  # a session's gap, slide, offset (s)
     keep_rows: bool = True  # False: every reader folds it into slices, no row is kept
     where: str | None = None  # a tuple or session window's own selection (DuckDB SQL)
     #: keys computed of each reading (name, DuckDB SQL): a stream's rows gain them here
@@ -239,7 +239,7 @@ class MigDatabase:
         for tab in self.slices:
             if tab.coarse_us is None:
                 continue
-            hi = ts_us(upto) // tab.coarse_us * tab.coarse_us
+            hi = (ts_us(upto) - tab.origin_us) // tab.coarse_us * tab.coarse_us + tab.origin_us
             if hi > self.sealed[tab.name]:
                 self._exec(self.seals[tab.name], {"seal_lo": self.sealed[tab.name],
                                                  "seal_hi": hi})
@@ -284,9 +284,9 @@ class MigDatabase:
             elif not spec.keep_rows:
                 continue
             elif spec.session is not None:
-                gap_s, slide_s = spec.session
-                self._exec(delete_closed_sessions(spec.table, spec.partition_by, us(gap_s),
-                                                  us(slide_s), spec.where), [next_tau])
+                gap, slide, offset = (us(x) for x in spec.session)
+                self._exec(delete_closed_sessions(spec.table, spec.partition_by, gap, slide,
+                                                  spec.where, offset), [next_tau])
             elif spec.range_s is not None:
                 self._exec(delete_before(spec.table, TS, spec.range_s), [next_tau])
             else:  # tuple window: keep the newest `rows` before next_tau per partition

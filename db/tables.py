@@ -49,7 +49,7 @@ def delete_before(table: str, column: str, range_s: float | None = None) -> str:
 
 
 def delete_closed_sessions(table: str, partition_by: Sequence[str], gap_us: int,
-                           slide_us: int, where: str | None = None) -> str:
+                           slide_us: int, where: str | None = None, origin_us: int = 0) -> str:
     """DELETE the rows of the sessions (db.sqlgen's SessionWindow) that closed at or before
     the instant before the parameter (`$1` - slide): per partition only the last session
     can be open (its end after that instant), and only its rows and later ones stay.
@@ -63,7 +63,7 @@ def delete_closed_sessions(table: str, partition_by: Sequence[str], gap_us: int,
             f"WHERE {ts} < {done}" + (f" GROUP BY {', '.join(keys)}" if keys else ""))
     # a row's session is open when the gaps after it (to the partition's last row before
     # the instant) are all short: its start is the first row after the last long gap
-    prev, new = session_begins(ts, by, gap_us, slide_us)
+    prev, new = session_begins(ts, by, gap_us, slide_us, origin_us)
     marked = (f"SELECT {', '.join(keys + [''])}{ts}, {new} FROM (SELECT *, {prev} FROM {src} "
               f"WHERE {ts} < {done})")
     on = " AND ".join(f"m.{k} IS NOT DISTINCT FROM l.{k}" for k in keys) or "TRUE"

@@ -1,7 +1,7 @@
 """The slide instants of a query: when it produces a result (the semantics contract).
 
-Every window of a query slides on one grid: tau = k * slide from the epoch (1970-01-01), in
-whole microseconds. The window of instant tau covers [tau - range, tau) (time windows) or the
+Every window of a query slides on one grid: tau = offset + k * slide from the epoch
+(1970-01-01), in whole microseconds (`Grid`; the offset is 0 unless a window gives one). The window of instant tau covers [tau - range, tau) (time windows) or the
 last n rows before tau (tuple windows). Over a finite input whose event times run from
 `first_ts` to `last_ts`, the query's instants are
 
@@ -24,42 +24,104 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from federation.conventions import at_us, ts_us, us
+from federation.conventions import US_PER_S, at_us, ts_us, us
 
 
-def grid_floor(ts: dt.datetime, slide_s: float) -> dt.datetime:
+@dataclass(frozen=True)
+class Grid:
+    """A query's instants: origin + k * slide, in whole microseconds from the epoch. The
+    origin is a window's offset (Flink's fourth argument of TUMBLE, HOP and CUMULATE), kept
+    in [0, slide): the grid is the same for every offset congruent modulo the slide.
+
+    Example:
+        >>> g = Grid(10.0, 23.0)
+        >>> g.offset_s, g.floor(dt.datetime(2026, 1, 1, 0, 0, 9))
+        (3.0, datetime.datetime(2026, 1, 1, 0, 0, 3))
+    """
+
+    slide_s: float
+    offset_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offset_s", us(self.offset_s) % us(self.slide_s) / US_PER_S)
+
+    @property
+    def slide_us(self) -> int:
+        return us(self.slide_s)
+
+    @property
+    def origin_us(self) -> int:
+        return us(self.offset_s)
+
+    @property
+    def slide(self) -> dt.timedelta:
+        return dt.timedelta(microseconds=self.slide_us)
+
+    def every(self, every_s: float) -> Grid:
+        """The grid of every `every_s` seconds (a multiple of the slide) through this
+        grid's instants."""
+        return Grid(every_s, self.offset_s)
+
+    def floor_us(self, u: int) -> int:
+        s, o = self.slide_us, self.origin_us
+        return (u - o) // s * s + o
+
+    def floor(self, ts: dt.datetime) -> dt.datetime:
+        """The largest instant on the grid at or before `ts`."""
+        return at_us(self.floor_us(ts_us(ts)))
+
+    def first_after(self, ts: dt.datetime) -> dt.datetime:
+        """The smallest instant on the grid strictly after `ts`."""
+        return at_us(self.floor_us(ts_us(ts)) + self.slide_us)
+
+    def last(self, ts: dt.datetime, extent_s: float) -> dt.datetime:
+        """The largest instant on the grid at or before `ts + extent`."""
+        return at_us(self.floor_us(ts_us(ts) + us(extent_s)))
+
+    def points(self, lo: dt.datetime, hi: dt.datetime) -> list[dt.datetime]:
+        """Grid points g with lo <= g <= hi."""
+        a = self.floor_us(ts_us(lo) - 1) + self.slide_us
+        return [at_us(u) for u in range(a, ts_us(hi) + 1, self.slide_us)]
+
+
+def as_grid(grid: Grid | float) -> Grid:
+    """A grid, or a slide in seconds for the grid from the epoch."""
+    return grid if isinstance(grid, Grid) else Grid(grid)
+
+
+def query_grid(windows: Iterable) -> Grid:
+    """The grid of a query's windows (they share one: checked where the query is built)."""
+    w = next(iter(windows))
+    return Grid(w.slide_s, w.offset_s)
+
+
+def grid_floor(ts: dt.datetime, grid: Grid | float) -> dt.datetime:
     """The largest instant on the grid at or before `ts`."""
-    s = us(slide_s)
-    return at_us(ts_us(ts) // s * s)
+    return as_grid(grid).floor(ts)
 
 
-def first_instant(ts: dt.datetime, slide_s: float) -> dt.datetime:
+def first_instant(ts: dt.datetime, grid: Grid | float) -> dt.datetime:
     """The smallest instant on the grid strictly after `ts`."""
-    s = us(slide_s)
-    return at_us((ts_us(ts) // s + 1) * s)
+    return as_grid(grid).first_after(ts)
 
 
-def last_instant(ts: dt.datetime, extent_s: float, slide_s: float) -> dt.datetime:
+def last_instant(ts: dt.datetime, extent_s: float, grid: Grid | float) -> dt.datetime:
     """The largest instant on the grid at or before `ts + extent`."""
-    s = us(slide_s)
-    return at_us((ts_us(ts) + us(extent_s)) // s * s)
+    return as_grid(grid).last(ts, extent_s)
 
 
 def instants(first_ts: dt.datetime, last_ts: dt.datetime, extent_s: float,
-             slide_s: float) -> list[dt.datetime]:
+             grid: Grid | float) -> list[dt.datetime]:
     """T for event times in [first_ts, last_ts] (module doc)."""
-    s = us(slide_s)
-    lo = ts_us(first_instant(first_ts, slide_s))
-    hi = ts_us(last_instant(last_ts, extent_s, slide_s))
-    return [at_us(u) for u in range(lo, hi + 1, s)]
+    g = as_grid(grid)
+    return g.points(g.first_after(first_ts), g.last(last_ts, extent_s))
 
 
-def grid_points(lo: dt.datetime, hi: dt.datetime, slide_s: float) -> list[dt.datetime]:
+def grid_points(lo: dt.datetime, hi: dt.datetime, grid: Grid | float) -> list[dt.datetime]:
     """Grid points g with lo <= g <= hi."""
-    s = us(slide_s)
-    a = -(-ts_us(lo) // s) * s
-    return [at_us(u) for u in range(a, ts_us(hi) + 1, s)]
+    return as_grid(grid).points(lo, hi)
 
 
 def extent_of(windows: Iterable) -> float:

@@ -87,7 +87,7 @@ def rows_join(node, left, right, lkeys: list[str], rkeys: list[str], lcols: list
                           *[_c(k).alias(f"_rk{i}") for i, k in enumerate(rkeys)],
                           *[_c(c) for c in rcols])
     def on_instant(col: str) -> Column:  # the relation's rows at the window's instants
-        return ((F.unix_micros(_c(col)) + 1) % sl_us) == 0
+        return F.pmod(F.unix_micros(_c(col)) + 1 - us(w.offset_s), F.lit(sl_us)) == 0
 
     if left.row_level:
         rdf = rdf.filter(on_instant(f"_r{WT}"))
@@ -98,7 +98,7 @@ def rows_join(node, left, right, lkeys: list[str], rkeys: list[str], lcols: list
               else (F.col(f"r._r{TS}"), F.col(f"l.{WT}")))
     cond = (ts <= wt) & (ts > wt - F.expr(f"INTERVAL {r_us} MICROSECONDS"))
     if w.cumulate:  # a cumulating window's rows: of the period of its instant
-        cond = cond & same_period(F.unix_micros(ts), F.unix_micros(wt), w.range_s)
+        cond = cond & same_period(F.unix_micros(ts), F.unix_micros(wt), w.range_s, w.offset_s)
     for i, k in enumerate(lkeys):
         cond = cond & (F.col(f"l.`{k}`") == F.col(f"r._rk{i}"))
     j = ldf.join(rdf, cond, "inner")
@@ -107,9 +107,10 @@ def rows_join(node, left, right, lkeys: list[str], rkeys: list[str], lcols: list
     return j.select(*out)
 
 
-def same_period(ts_us: Column, last_us: Column, size_s: float) -> Column:
-    """A reading at `ts_us` (micros) is in the period of `size_s` seconds (from the epoch)
-    that holds `last_us`, a window's end - 1 us: a cumulating window ending there holds it
-    (federation/logical/window.py)."""
-    size = F.lit(us(size_s))
-    return ts_us - F.pmod(ts_us, size) == last_us - F.pmod(last_us, size)
+def same_period(ts_us: Column, last_us: Column, size_s: float, origin_s: float = 0.0
+                ) -> Column:
+    """A reading at `ts_us` (micros) is in the period of `size_s` seconds (from the
+    epoch plus `origin_s`) that holds `last_us`, a window's end - 1 us: a cumulating window
+    ending there holds it (federation/logical/window.py)."""
+    size, o = F.lit(us(size_s)), F.lit(us(origin_s))
+    return ts_us - F.pmod(ts_us - o, size) == last_us - F.pmod(last_us - o, size)

@@ -160,10 +160,11 @@ class WeakHandler:
             raise
 
 
-def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float) -> DataFrame:
+def instants_relation(ticks: DataFrame, extent_s: float, slide_s: float,
+                      offset_s: float = 0.0) -> DataFrame:
     """One row (`_wt`) per slide instant of the query's life, possibly repeated: every tick
     in each window of the query's largest range that holds it (federation.instants)."""
-    w = ticks.select(window_column(F.col(TS), extent_s, slide_s).alias(WINDOW))
+    w = ticks.select(window_column(F.col(TS), extent_s, slide_s, offset_s).alias(WINDOW))
     return w.select(F.window_time(WINDOW).alias(WT))
 
 

@@ -71,9 +71,9 @@ def closed_sessions(rows: DataFrame, w, aggs: list, names: list[str]) -> DataFra
     (ts + gap) is an instant gets a gap one microsecond shorter: the session closes at that
     instant, and a reading at exactly it begins the next one. The result is tagged with
     `_wt` (tau - 1 us) as every relation is, beside window_start, window_end and the keys."""
-    gap, sl = us(w.gap_s), us(w.slide_s)
-    gaps = F.when((F.unix_micros(_c(TS)) + F.lit(gap)) % F.lit(sl) == 0, _seconds(gap - 1)) \
-        .otherwise(_seconds(gap))
+    gap, sl, o = us(w.gap_s), us(w.slide_s), us(w.offset_s)
+    gaps = F.when(F.pmod(F.unix_micros(_c(TS)) + F.lit(gap - o), F.lit(sl)) == 0,
+                  _seconds(gap - 1)).otherwise(_seconds(gap))
     part = [_c(k) for k in w.partition_by]
     # Spark refuses a session window without other keys: a key equal on every reading
     # then (a literal would be folded away before that check)
@@ -86,7 +86,9 @@ def closed_sessions(rows: DataFrame, w, aggs: list, names: list[str]) -> DataFra
                                                    f"{gap / US_PER_S:.6f})")).alias("window_end"),
                         *part, *[_c(n) for n in names]))
     keys = [_c(k) for k in ("window_start", "window_end", *w.partition_by)]
-    return (sessions.groupBy(F.window("_s_time", f"{sl} microseconds").alias(WINDOW), *keys)
+    tumble = F.window("_s_time", f"{sl} microseconds", f"{sl} microseconds",
+                      f"{o} microseconds" if o else None)  # the grid's slides
+    return (sessions.groupBy(tumble.alias(WINDOW), *keys)
             .agg(*[F.first(_c(n)).alias(n) for n in names])
             .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n in names]))
 

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from federation.conventions import SPARK_TYPES, TS, WINDOW, WT, Lowering, us
+from federation.conventions import SPARK_TYPES, TS, US_PER_S, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
 from spe.joins import cogroup_join, rows_join, same_period
@@ -67,12 +67,12 @@ def _interval(micros: int) -> str:
     return f"{micros} microseconds"
 
 
-def window_column(ts: Column, range_s: float, slide_s: float) -> Column:
+def window_column(ts: Column, range_s: float, slide_s: float, offset_s: float = 0.0) -> Column:
     """Spark's sliding window aligned to the query's instants: the window of instant
-    tau = k * slide (from the epoch) covers [tau - range, tau), also when the slide does not
-    divide the range (Spark aligns window starts to the slide; the start offset moves them)."""
+    tau = offset + k * slide covers [tau - range, tau), also when the slide does not divide
+    the range (Spark aligns window starts to the slide; its start offset moves them)."""
     r, sl = us(range_s), us(slide_s)
-    start = (-r) % sl
+    start = (us(offset_s) - r) % sl
     return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
 
 
@@ -165,7 +165,7 @@ class SpeTranslator:
         range/slide windows; the second aggregate reads one row per pane and key. Both are
         Spark's own stateful aggregates, chained under the one watermark."""
         w = s.window
-        pane = math.gcd(us(w.range_s), us(w.slide_s))
+        pane = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S  # from the grid's origin
         keys = [_c(k) for k in node.keys]
         partial, merged = {}, []
         for i, (n, c) in enumerate(node.aggs):
@@ -173,10 +173,10 @@ class SpeTranslator:
                                          node.schema[n])
             partial.update(parts)
             merged.append(merge.alias(n))
-        panes = (s.df.groupBy(F.window(_c(TS), _interval(pane)).alias(WINDOW), *keys)
+        panes = (s.df.groupBy(window_column(_c(TS), pane, pane, w.offset_s).alias(WINDOW), *keys)
                  .agg(*[col.alias(name) for name, col in partial.items()])
                  .select(F.window_time(WINDOW).alias("_pane"), *keys, *partial))
-        win = window_column(F.col("_pane"), w.range_s, w.slide_s).alias(WINDOW)
+        win = window_column(F.col("_pane"), w.range_s, w.slide_s, w.offset_s).alias(WINDOW)
         return (panes.groupBy(win, *keys).agg(*merged)
                 .select(F.window_time(WINDOW).alias(WT), *keys, *[_c(n) for n, _ in node.aggs]))
 
@@ -327,7 +327,7 @@ class SpeTranslator:
         if w is None or not w.is_time_based:
             raise NotImplementedError(
                 "tuple-based windows run in the DB only for now; place their operators in db")
-        return window_column(_c(TS), w.range_s, w.slide_s).alias(WINDOW)
+        return window_column(_c(TS), w.range_s, w.slide_s, w.offset_s).alias(WINDOW)
 
     def _windowed(self, s: SpeStream) -> DataFrame:
         """The rows with their window (`WINDOW`), once per window holding them; a
@@ -337,7 +337,7 @@ class SpeTranslator:
         w = s.window
         if w.cumulate:  # type: ignore[union-attr]
             last = F.unix_micros(F.col(f"{WINDOW}.end")) - 1
-            df = df.filter(same_period(F.unix_micros(_c(TS)), last, w.range_s))  # type: ignore[union-attr]
+            df = df.filter(same_period(F.unix_micros(_c(TS)), last, w.range_s, w.offset_s))  # type: ignore[union-attr]
         return df
 
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):

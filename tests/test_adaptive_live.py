@@ -22,6 +22,7 @@ import pytest
 from db.reference import reference_result
 from federation.adaptive import Segment, run_adaptive
 from federation.cli.status import status_lines
+from federation.instants import Grid
 from federation.parts import list_parts, list_spool
 from federation.results import diff_results
 from federation.runtime.sinks import read_parquet_sink
@@ -299,7 +300,7 @@ def cq3_watch(backlog_s: int):
                           between=lambda lo, hi: {stream.name: []},
                           rates=lambda lo, hi: {stream.name: 2000.0})
     w = Watch(q, inp, db, None, None, every_s=10, window_s=10, margin=0.1,
-              min_interval_s=30, slide_s=1, planner=plan_for, alternatives=lambda _: [db, other],
+              min_interval_s=30, grid=Grid(1), planner=plan_for, alternatives=lambda _: [db, other],
               progress=RunProgress())
     for s in range(1, 20):  # a second of event time per batch, two wall seconds each
         w.batch(SimpleNamespace(stage=0, data=True, clock=T0 + dt.timedelta(seconds=s),

@@ -36,7 +36,7 @@ def pure_db_mig(scale: float, plugs: int):
     q = cq5_plan(rate=2000, scale=scale, plugs=plugs)
     pp = build_physical_plan(NumberedPlan.of(q), "db")
     (cand,) = pp.db_ops
-    return q, MigRuntime(cand, slide_s=1.0)
+    return q, MigRuntime(cand, 1.0)
 
 
 def feed(mig, t: pa.Table) -> None:

@@ -106,7 +106,7 @@ def test_slice_tables_keep_the_fine_slices_of_the_whole_range():
     pp = build_physical_plan(NumberedPlan.of(q), "db")
     (cand,) = pp.db_ops
     assert [bool(sl.coarse_us) for sl in cand.slices] == [True]
-    mig = MigRuntime(cand, slide_s=1.0)
+    mig = MigRuntime(cand, 1.0)
     rng = np.random.default_rng(4)
     t0 = dt.datetime(2013, 9, 1)
     for sec in range(330):

@@ -24,7 +24,7 @@ from federation.smartplug.queries import cq1_plan, cq3_plan
 def _mig(q, path):
     pp = build_physical_plan(NumberedPlan.of(q), "db")
     (cand,) = pp.db_ops
-    return MigRuntime(cand, slide_s=1.0, state_path=str(path))
+    return MigRuntime(cand, 1.0, state_path=str(path))
 
 
 def _batches(n: int, plugs: int, seed: int) -> list[pa.Table]:

@@ -257,10 +257,11 @@ REFUSED = {
     "column not grouped": (
         f"SELECT plug_id, value, MAX(value) AS m FROM {H10} GROUP BY plug_id",
         "SELECT", "neither grouped nor aggregated"),
-    "window offset": (
+    "window arguments": (
         ("SELECT * FROM HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '1' SECOND, "
-         "INTERVAL '1' MINUTE, INTERVAL '1' SECOND)"),
-        "HOP", "offset"),
+         "INTERVAL '1' MINUTE, INTERVAL '1' SECOND, 1)"),
+        "HOP", ("HOP takes 4 or 5 arguments, HOP(TABLE s, DESCRIPTOR(ts), slide, size "
+        "[, offset]); got 6")),
     "event time column": ("SELECT * FROM HOP(TABLE smartplug, DESCRIPTOR(id), 1, 60)", "HOP",
                           "event time 'ts'"),
     "two statements": (f"SELECT * FROM {H10}; SELECT * FROM {H30}", "statement",

@@ -26,7 +26,7 @@ from federation import count, max_, sum_, window
 from federation.canonical import canonical
 from federation.errors import QueryValidationError
 from federation.expressions import infer_type, to_expression
-from federation.instants import extent_of, first_instant, last_instant
+from federation.instants import extent_of, first_instant, last_instant, query_grid
 from federation.logical import NumberedPlan
 from federation.optimizer.phase_one import phase_one
 from federation.physical import build_physical_plan
@@ -80,7 +80,7 @@ def pure_db(q, rows: pa.Table | dict[str, pa.Table], per_batch_s: int = 3):
     plan = NumberedPlan.of(phase_one(q, load_profile()))
     ops = build_physical_plan(plan, "db").db_ops
     windows = [n for n in plan.nodes.values() if n.kind == "window"]
-    slide = windows[0].slide_s
+    slide = query_grid(windows)
     if isinstance(rows, pa.Table):
         rows = {windows[0].stream.name: rows}
     ts = {w.stream.name: w.stream.ts_column for w in windows}

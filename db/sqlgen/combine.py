@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from db.sqlgen.slices import SLICE, SliceTable
+from db.sqlgen.slices import SLICE, SliceTable, grid_floor_sql
 from db.sqlgen.terms import alias, col, num, tau_us_param
 
 
@@ -44,8 +44,7 @@ def slice_scan(tab: SliceTable, ranges: Sequence[int]
     g = tab.coarse_us
 
     def floor_g(e: exp.Expression) -> exp.Expression:
-        return exp.Paren(this=exp.Mul(this=exp.IntDiv(this=e, expression=num(g)),
-                                      expression=num(g)))
+        return exp.Paren(this=grid_floor_sql(e, g, tab.origin_us))
 
     def fn(name: str, *args: exp.Expression) -> exp.Expression:  # plain LEAST / GREATEST
         return exp.Anonymous(this=name, expressions=[a.copy() for a in args])

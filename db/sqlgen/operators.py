@@ -56,10 +56,10 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
 def _time_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
     """[$tau - range, $tau); a cumulating window's [its period's start, $tau)."""
     lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
-    if win.cumulate:  # the period that holds $tau - 1 us, from the epoch on
-        size = us(win.range_s)
-        lo = sqlglot.parse_one(f"make_timestamp(((epoch_us({tau_param().sql('duckdb')}) - 1) "
-                               f"// {size}) * {size})", dialect="duckdb")
+    if win.cumulate:  # the period that holds $tau - 1 us, from the offset on
+        size, o = us(win.range_s), us(win.offset_s)
+        lo = sqlglot.parse_one(f"make_timestamp(((epoch_us({tau_param().sql('duckdb')}) - "
+                               f"{1 + o}) // {size}) * {size} + {o})", dialect="duckdb")
     cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
                     exp.LT(this=col(TS), expression=tau_param()))
     return exp.select(*[col(c) for c in columns]).from_(exp.to_table(table)).where(cond)
@@ -110,7 +110,7 @@ def _session_window(win: Window, columns: Sequence[str], table: str) -> exp.Sele
         src = f"(SELECT * FROM {src} WHERE {quote(win.where).sql('duckdb')})"
     rows = (f"SELECT {', '.join('a.' + c for c in names)} FROM {src} AS a WHERE "
             f"a.{ts} < {tau} AND EXISTS (SELECT 1 FROM {src} AS b WHERE {band('b')} AND {same})")
-    prev, new = session_begins(ts, by, gap, slide)
+    prev, new = session_begins(ts, by, gap, slide, us(win.offset_s))
     marked = f"SELECT *, {new} FROM (SELECT {cols}, {prev} FROM ({rows}))"
     numbered = f"SELECT *, sum(_s_new) OVER ({by}ORDER BY {ts}) AS _s_id FROM ({marked})"
     sess = f"PARTITION BY {keys + ', ' if keys else ''}_s_id"

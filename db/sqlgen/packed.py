@@ -57,7 +57,7 @@ def packed_table(plan: NumberedPlan, pc: PackedCount, name: str, table: str) -> 
     meaning = ("packed", rows_key(rows_node), pc.keys, pc.column, width)
     return SliceTable(name, table, pc.keys, width, us(win.range_s), (N, LO, HI, VALUES),
                       fold, {c: t for c, t in types.items() if c.lower() in read},
-                      None, None, meaning, columns)
+                      None, None, meaning, columns, us(win.offset_s))
 
 
 def packed_sql(plan: NumberedPlan, pc: PackedCount, tab: SliceTable, other: str

@@ -63,6 +63,9 @@ class SliceTable:
     #: HUGEINT, ...): what the memory model sizes (costmodel/memory.py), never re-derived
     #: from the plan's input nodes, which need not hold a computed or renamed key
     columns: dict[str, str] = field(default_factory=dict)
+    #: the grid's origin (the window's offset): slices start at origin + k * width, the
+    #: coarse ones at origin + k * coarse_us, `_s` in microseconds since the epoch
+    origin_us: int = 0
 
     @property
     def coarse(self) -> str:
@@ -86,13 +89,13 @@ def sliced_chain(plan: NumberedPlan, members: set[str], oid: str,
 
 def rows_key(node) -> tuple:
     """Window rows after selections and projections, whatever engine runs them: the
-    stream, the slide and the operators' labels (not the range: rows of windows of
+    stream, the slide, the offset and the operators' labels (not the range: rows of windows of
     different ranges are the same rows)."""
     labels = []
     while node.kind in ("select", "project"):
         labels.append(node.label())
         node = node.child
-    return (node.stream.name, node.slide_s, tuple(labels))
+    return (node.stream.name, node.slide_s, node.offset_s, tuple(labels))
 
 
 _PARTIALS = {  # aggregate -> the partials it needs, as (function, argument is double)
@@ -167,8 +170,10 @@ class SliceBuilder:
             longest = max(g["ranges"])
             coarse = coarse_width(longest, width)
             seal = None
+            origin = _origin(self.plan, g["chain"])
             if coarse is not None:
-                seal = _seal(f"s{i}", keys, coarse, [(n, f) for n, f, *_ in partials])
+                seal = _seal(f"s{i}", keys, coarse, [(n, f) for n, f, *_ in partials],
+                             origin)
             rows = self.plan.nodes[g["chain"][-1]].schema  # what the aggregation reads
             columns = {SLICE: "BIGINT", **{k: rows[k] for k in keys},
                        **{p[0]: g["types"][p[0]] for p in partials}}
@@ -179,7 +184,7 @@ class SliceBuilder:
                                   tuple(p[0] for p in partials), fold,
                                   {c: t for c, t in types.items() if c.lower() in read},
                                   coarse, seal,
-                                  meaning, columns)
+                                  meaning, columns, origin)
         return out
 
     def _fold(self, g: dict, keys: tuple[str, ...], width: int) -> exp.Select:
@@ -198,13 +203,27 @@ def fold_by_slice(plan: NumberedPlan, chain, width: int, keys, items: list,
     cols = list(plan.nodes[chain[0]].schema)
     q = row_chain(exp.select(col(TS), *[col(c) for c in cols]).from_(BATCH),
                   [plan.nodes[oid] for oid in chain[1:]])
-    start = exp.Mul(this=exp.IntDiv(this=exp.Anonymous(this="epoch_us", expressions=[
-        col(TS)]), expression=num(width)), expression=num(width))
+    start = grid_floor_sql(exp.Anonymous(this="epoch_us", expressions=[col(TS)]), width,
+                           _origin(plan, chain))
     out = exp.select(alias(start, SLICE), *[col(k) for k in keys], *items).from_(
         q.subquery("b"))
     if where is not None:
         out = out.where(where)
     return out.group_by(*[exp.Literal.number(i + 1) for i in range(len(keys) + 1)])
+
+
+def _origin(plan: NumberedPlan, chain) -> int:
+    """The slices' origin: the offset of the window whose rows `chain` reads."""
+    return us(plan.nodes[chain[0]].row_window().offset_s)
+
+
+def grid_floor_sql(e: exp.Expression, width: int, origin: int) -> exp.Expression:
+    """The start of the slice of `width` us that holds `e` (us), slices from `origin` on:
+    (e - origin) // width * width + origin."""
+    if origin:
+        e = exp.Paren(this=exp.Sub(this=e, expression=num(origin)))
+    start = exp.Mul(this=exp.IntDiv(this=e, expression=num(width)), expression=num(width))
+    return exp.Paren(this=exp.Add(this=start, expression=num(origin))) if origin else start
 
 
 def coarse_width(range_us: int, width_us: int) -> int | None:
@@ -221,10 +240,9 @@ _MERGE = {"count": exp.Sum, "sum": exp.Sum, "min": exp.Min, "max": exp.Max}
 
 
 def _seal(name: str, keys: tuple[str, ...], coarse_us: int,
-          partials: list[tuple[str, str]]) -> exp.Select:
+          partials: list[tuple[str, str]], origin: int) -> exp.Select:
     """Coarse slices of [$seal_lo, $seal_hi) merged from the fine slices of `name`."""
-    start = exp.Mul(this=exp.IntDiv(this=col(SLICE), expression=num(coarse_us)),
-                    expression=num(coarse_us))
+    start = grid_floor_sql(col(SLICE), coarse_us, origin)
     cols = [alias(start, SLICE)] + [col(k) for k in keys]
     cols += [alias(_MERGE[f](this=col(n)), n) for n, f in partials]
     cond = exp.and_(exp.GTE(this=col(SLICE), expression=exp.Placeholder(this="seal_lo")),

@@ -52,15 +52,16 @@ def seconds(s: float) -> exp.Interval:
     return exp.Interval(this=exp.Literal.string(text), unit=exp.Var(this="SECOND"))
 
 
-def session_begins(ts: str, by: str, gap_us: int, slide_us: int) -> tuple[str, str]:
+def session_begins(ts: str, by: str, gap_us: int, slide_us: int, origin_us: int = 0
+                   ) -> tuple[str, str]:
     """The rule that splits sessions (federation/logical/window.py, `SessionWindow`), as
     the SQL of two select items over rows with event time `ts` (quoted), partitioned by
     `by` ("PARTITION BY ... " or ""): `_s_prev` (the reading before, as epoch_us) and
     `_s_new`, over those rows with `_s_prev`: 1 where a reading begins a session, being
     more than the gap after the one before, or exactly the gap when that end is an
-    instant."""
+    instant (`origin_us` + k * `slide_us`)."""
     prev = f"lag(epoch_us({ts})) OVER ({by}ORDER BY {ts}) AS _s_prev"
     new = (f"CASE WHEN _s_prev IS NULL OR epoch_us({ts}) - _s_prev > {gap_us} OR "
-           f"(epoch_us({ts}) - _s_prev = {gap_us} AND (_s_prev + {gap_us}) % {slide_us} = 0) "
+           f"(epoch_us({ts}) - _s_prev = {gap_us} AND (_s_prev + {gap_us - origin_us}) % {slide_us} = 0) "
            "THEN 1 ELSE 0 END AS _s_new")
     return prev, new

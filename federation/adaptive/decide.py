@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -15,8 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from costmodel.ordering import CostVector, sort_key
 from costmodel.profile import CostProfile
 from federation.adaptive.inputs import PartFile, measured_rates, part_files
+from federation.conventions import US_PER_S
 from federation.errors import FedqError, OptionError
-from federation.instants import grid_floor
+from federation.instants import query_grid
 from federation.logical import Node, Rstream, Window
 from federation.runtime.options import CheckedOptions
 
@@ -176,11 +178,17 @@ def _check_options(query: Rstream, every_s: float, margin: float,
     session = next((w for w in windows if w.is_session), None)
     if session is not None:
         raise AdaptiveError("query", f"{session.label()}: {SESSION_STATE}")
+    grid = query_grid(windows)
+    if grid.origin_us % math.gcd(grid.slide_us, US_PER_S):
+        raise AdaptiveError("query", f"its instants ({grid.offset_s:g} s plus multiples of "
+                            f"{grid.slide_s:g} s) never fall on a whole event second, where "
+                            "a run's input is cut into files and a migration takes place")
     for s in segments or ():
-        if s.start_at is not None and grid_floor(s.start_at, windows[0].slide_s) != s.start_at:
+        if s.start_at is not None and grid.floor(s.start_at) != s.start_at:
             raise AdaptiveError("segments", f"{s.start_at} is not an instant of the query "
-                                f"(a multiple of its slide, {windows[0].slide_s:g} s)")
-    slide = windows[0].slide_s
+                                f"({grid.offset_s:g} s plus a multiple of its slide, "
+                                f"{grid.slide_s:g} s)")
+    slide = grid.slide_s
     if every_s <= 0 or abs(every_s / slide - round(every_s / slide)) > 1e-9:
         raise AdaptiveError("every_s", f"{every_s:g} s is not a multiple of the slide "
                             f"({slide:g} s)")
@@ -278,7 +286,8 @@ def plan_segments(query: Rstream, data: str | Path, *, every_s: float = 10.0,
     planner = planner or (lambda q, p: plan_for(q, p, profile))
     window_s, files = _check(query, data, every_s, window_s, margin)
     first, last = files[0].start, files[-1].start + dt.timedelta(seconds=1)
-    t = grid_floor(first, every_s) + dt.timedelta(seconds=every_s)
+    grid = query_grid(n for n in query.walk() if isinstance(n, Window)).every(every_s)
+    t = grid.floor(first) + dt.timedelta(seconds=every_s)
     points = []
     while t < last:
         if (t - first).total_seconds() >= window_s:  # a whole window measured

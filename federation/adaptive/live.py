@@ -307,7 +307,7 @@ class SpoolLink:
             self.ended.set()
 
 
-def follow_input(query, data, work: Path, opt, rid: str, resuming: bool, slide_s: float,
+def follow_input(query, data, work: Path, opt, rid: str, resuming: bool, grid,
                  flush_s: float, keep_s: float, halt: threading.Event, prog):
     """The run's follower of every stream's source (runtime/live.start_following: a
     resumed run's goes on from its spools), started, once the run's first instant is
@@ -317,7 +317,7 @@ def follow_input(query, data, work: Path, opt, rid: str, resuming: bool, slide_s
 
     streams = query_streams(query.walk())
     follower = start_following(bind_sources(streams, data, opt), streams, work, rid, opt,
-                               slide_s, resuming, flush_s, "parquet")  # Spark reads it
+                               grid, resuming, flush_s, "parquet")  # Spark reads it
     try:
         if not wait_for_first(follower, halt, prog):
             raise RunHalted("halted before the first reading landed")

@@ -36,7 +36,7 @@ from federation.adaptive.output import AdaptiveResult
 from federation.adaptive.segment import Chain, Ran
 from federation.adaptive.streams import AdaptiveInput
 from federation.adaptive.watch import Watch, first_segment, next_segment
-from federation.instants import end_flush_s
+from federation.instants import end_flush_s, query_grid
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, work_directory
 from federation.runtime.handoff import Gate
@@ -108,11 +108,11 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
         flush_s = end_flush_s(lg.nodes.values())
         if opt.follow:  # one follower for the whole run (live.py)
             follower, inp = follow_input(query, data, work, opt, rid, resuming,
-                                         windows[0].slide_s, flush_s, window_s, halt, prog)
+                                         query_grid(windows), flush_s, window_s, halt, prog)
         else:
             follower = None
             prog.phase("reading input", unit="files")
-            inp = AdaptiveInput.read(query, data, work, opt, flush_s, windows[0].slide_s,
+            inp = AdaptiveInput.read(query, data, work, opt, flush_s, query_grid(windows),
                                      prog.advance, resuming)
         # every segment reads the tables as they were when the run started (one copy)
         tables = snapshot_tables(query.walk(), work / "input" / "tables", resuming)
@@ -209,7 +209,7 @@ class _Jobs:
             watch = None if fixed else Watch(
                 chain.query, chain.inp, seg.placement, seg.start_at, seg.start_at,
                 every_s=d.every_s, window_s=self.window_s, margin=d.margin,
-                min_interval_s=d.min_interval_s, slide_s=chain.slide_s,
+                min_interval_s=d.min_interval_s, grid=chain.grid,
                 planner=self.planner, alternatives=self.alternatives, progress=self.prog,
                 seconds_per_batch=chain.opt.seconds_per_batch)
         job = _Job(k)

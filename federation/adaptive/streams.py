@@ -72,7 +72,7 @@ class AdaptiveInput(FileSpans):
                                 f"input ({self.whole.inputs[empty[0]].files} files)")
 
     @classmethod
-    def read(cls, query, data, work: Path, opt, flush_s: float, tick_s: float,
+    def read(cls, query, data, work: Path, opt, flush_s: float, tick_s,
              progress, resuming: bool = False) -> AdaptiveInput:
         """Validate every stream's directory (`data`: one, or {stream: directory}) into
         `work/input/<stream>` with one flush after the last reading of any (`resuming`:

@@ -19,7 +19,7 @@ from federation.adaptive.decide import (
 )
 from federation.conjuncts import split_conjuncts
 from federation.conventions import DATA, KIND
-from federation.instants import grid_floor
+from federation.instants import Grid
 from federation.logical import Node, Rstream, Select, Window
 from federation.runtime.progress import RunProgress
 
@@ -87,16 +87,16 @@ class Watch:
     def __init__(self, query: Rstream, inp, running: str,
                  start_at: dt.datetime | None, last_migration: dt.datetime | None, *,
                  every_s: float, window_s: float, margin: float, min_interval_s: float,
-                 slide_s: float, planner: Callable, alternatives: Callable | None,
+                 grid: Grid, planner: Callable, alternatives: Callable | None,
                  progress: RunProgress, seconds_per_batch: int = 1) -> None:
         self.query, self.inp, self.running = query, inp, running  # streams.AdaptiveInput
         self.start_at, self.last_migration = start_at, last_migration
         self.every_s, self.window_s, self.margin = every_s, window_s, margin
-        self.min_interval_s, self.slide_s = min_interval_s, slide_s
+        self.min_interval_s, self.grid = min_interval_s, grid  # the query's instants
         self.seconds_per_batch = seconds_per_batch
         self.planner, self.alternatives, self.prog = planner, alternatives, progress
         self.first = inp.first
-        self.next_at = grid_floor(start_at or self.first, every_s) + dt.timedelta(
+        self.next_at = grid.every(every_s).floor(start_at or self.first) + dt.timedelta(
             seconds=every_s)
         self.batches: list[tuple[dt.datetime, float]] = []
         self.live = getattr(inp, "follower", None) is not None  # live.LiveInput
@@ -133,10 +133,11 @@ class Watch:
     def __call__(self, clock: dt.datetime) -> dt.datetime | None:
         # the decision instant, the next file's second: the migration instant if it migrates
         at = clock.replace(microsecond=0) + dt.timedelta(seconds=1)
-        if at < self.next_at or grid_floor(at, self.slide_s) != at or \
+        if at < self.next_at or self.grid.floor(at) != at or \
                 not self.inp.before_end(at):  # the end-of-input flush: nothing left to move
             return None
-        self.next_at = grid_floor(at, self.every_s) + dt.timedelta(seconds=self.every_s)
+        self.next_at = self.grid.every(self.every_s).floor(at) + dt.timedelta(
+            seconds=self.every_s)
         if (at - self.first).total_seconds() < self.window_s:
             return None  # not a whole window measured yet
         if self.last_migration is not None and \
@@ -200,13 +201,13 @@ class Watch:
         it computes with them and its input ends there (the next file is cut: live._Lane)
         instead of the new placement reading them again, unless that is more than one
         micro-batch of a following run past `at`. None: `at`."""
-        slide = dt.timedelta(seconds=self.slide_s)
-        since = grid_floor(at + dt.timedelta(seconds=self.lead_s) - dt.timedelta(
-            microseconds=1), self.slide_s) + slide  # the first instant from at + lead on
+        slide = self.grid.slide
+        since = self.grid.floor(at + dt.timedelta(seconds=self.lead_s) - dt.timedelta(
+            microseconds=1)) + slide  # the first instant from at + lead on
         given = None if self.given is None else self.given()
         if given is not None and given >= since and \
                 (given - at).total_seconds() <= self.given_cap_s:
-            since = grid_floor(given, self.slide_s) + slide
+            since = self.grid.floor(given) + slide
         return since if since > at and self.inp.before_end(since) else None
 
 

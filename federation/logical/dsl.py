@@ -50,11 +50,14 @@ def window(
     gap: float | str | None = None,
     cumulate: bool = False,
     where: str | exp.Expression | None = None,
+    offset: float | str = 0,
     catalog: Mapping[str, StreamDecl] | None = None,
 ) -> Relation:
     """An S2R window at a leaf: `range` and `slide` (seconds or '5 min'), `rows` and `slide`,
     or a session window: `gap` and `slide` (the instants), per `partition_by` key;
     `cumulate=True` with `range`: Flink's CUMULATE window of size `range` and step `slide`.
+    `offset`: the instants are offset + k * slide from the epoch (Flink's window offset; a
+    cumulating window's periods start at offset + k * range), negative or positive.
     `where` (a tuple or session window): the readings it counts, the last n of them or the
     sessions they make (a time window's is a `.filter()` after it, the same rows).
     `partition_by` may map a key's name to an expression of the stream's columns
@@ -83,11 +86,12 @@ def window(
                          if not (isinstance(e, exp.Column) and e.name == k))
         partition_by = tuple(exprs)
     slide_s = parse_duration(slide, "window", "slide")
+    offset_s = _offset(offset)
     if (range is not None) + (rows is not None) + (gap is not None) != 1:
         raise QueryValidationError("window", "range", "give exactly one of range, rows or gap")
     cond = None if where is None else _expr("window", "where", where)
     if gap is not None:
-        return Relation(SessionWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+        return Relation(SessionWindow(stream=stream, slide_s=slide_s, offset_s=offset_s,  # type: ignore[arg-type]
                                       gap_s=parse_duration(gap, "window", "gap"),
                                       partition_by=tuple(partition_by), where=cond,
                                       computed_keys=computed))
@@ -98,16 +102,23 @@ def window(
         raise QueryValidationError("window", "partition_by", "a time window has no partition "
                                    "keys: window(s, range=...).project(k=...)")
     if range is not None:
-        return Relation(TimeWindow(stream=stream, slide_s=slide_s,  # type: ignore[arg-type]
+        return Relation(TimeWindow(stream=stream, slide_s=slide_s, offset_s=offset_s,  # type: ignore[arg-type]
                                    range_s=parse_duration(range, "window", "range"),
                                    cumulate=cumulate))
     if cumulate:
         raise QueryValidationError("window", "cumulate", "a cumulating window has a range (its "
                                    "size) and a slide (its step): window(s, range=60, slide=10, "
                                    "cumulate=True)")
-    return Relation(TupleWindow(stream=stream, slide_s=slide_s, rows=rows,  # type: ignore
+    return Relation(TupleWindow(stream=stream, slide_s=slide_s, offset_s=offset_s, rows=rows,  # type: ignore
                                 partition_by=tuple(partition_by), where=cond,
                                 computed_keys=computed))
+
+
+def _offset(offset: float | str) -> float:
+    """A window offset in seconds: a duration, negative with a leading minus."""
+    if isinstance(offset, str) and offset.strip().startswith("-"):
+        return -parse_duration(offset.strip()[1:], "window", "offset")
+    return parse_duration(offset, "window", "offset")
 
 
 def table(name: str, *, db: str | Path) -> Relation:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from federation.errors import QueryValidationError
+from federation.instants import Grid
 from federation.logical.nodes import Node, Rstream
 
 
@@ -46,16 +47,18 @@ class QuerySet(Node):
                     "queries", "name", f"two queries are named {q.name!r} (queries "
                     f"{names[q.name] + 1} and {i + 1}): each query's result needs its own name")
             names[q.name] = i
-        slides = {}
+        grids = {}
         for q in self.queries:
             for n in q.walk():
                 if n.kind == "window":
-                    slides.setdefault(n.slide_s, q.name)  # type: ignore[attr-defined]
-        if len(slides) > 1:
-            told = ", ".join(f"{q} slides every {s:g} s" for s, q in slides.items())
+                    g = Grid(n.slide_s, n.offset_s)  # type: ignore[attr-defined]
+                    grids.setdefault(g, q.name)
+        if len(grids) > 1:
+            told = ", ".join(f"{q} slides every {g.slide_s:g} s" + (
+                f" from {g.offset_s:g} s" if g.offset_s else "") for g, q in grids.items())
             raise QueryValidationError(
-                "queries", "slide", f"queries run together share one slide ({told}): run "
-                "them separately")
+                "queries", "slide", f"queries run together share one slide and offset "
+                f"({told}): run them separately")
 
         _check_extents(self.queries)
 

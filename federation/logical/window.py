@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from sqlglot import exp
 
-from federation.conventions import SESSION_COLUMNS, us
+from federation.conventions import SESSION_COLUMNS, US_PER_S, us
 from federation.errors import QueryValidationError
 from federation.expressions import infer_type
 from federation.logical.nodes import Node, _canonical
@@ -25,6 +25,9 @@ class Window(Node):
 
     stream: StreamDecl
     slide_s: float
+    #: the instants' origin (Flink's window offset): instants at offset + k * slide, kept in
+    #: [0, slide) (a cumulating window: [0, size), its periods' origin too)
+    offset_s: float = 0.0
     kind = "window"
     role = ""  # abstract: each subclass is a leaf with its own lowerings
     range_s: float | None = dataclasses.field(default=None, init=False)
@@ -44,6 +47,9 @@ class Window(Node):
             )
         if self.slide_s <= 0:
             raise QueryValidationError("window", "slide", f"must be positive, got {self.slide_s}")
+        period = us(self.range_s) if getattr(self, "cumulate", False) and self.range_s else \
+            us(self.slide_s)
+        object.__setattr__(self, "offset_s", us(self.offset_s) % period / US_PER_S)
 
     @cached_property
     def schema(self) -> dict[str, str]:
@@ -85,8 +91,9 @@ class TimeWindow(Window):
     def label(self) -> str:
         if self.cumulate:
             return (f"window {self.stream.name} [cumulate {self.range_s:g} s, "
-                    f"step {self.slide_s:g} s]")
-        return f"window {self.stream.name} [range {self.range_s:g} s, slide {self.slide_s:g} s]"
+                    f"step {self.slide_s:g} s{_offset(self)}]")
+        return (f"window {self.stream.name} [range {self.range_s:g} s, slide "
+                f"{self.slide_s:g} s{_offset(self)}]")
 
 
 @dataclass(frozen=True, eq=True)
@@ -113,7 +120,7 @@ class TupleWindow(Window):
 
     def label(self) -> str:
         return (f"window {self.stream.name} [rows {self.rows}{_part(self)}, slide "
-                f"{self.slide_s:g} s{_where(self)}]")
+                f"{self.slide_s:g} s{_offset(self)}{_where(self)}]")
 
 
 @dataclass(frozen=True, eq=True)
@@ -160,7 +167,7 @@ class SessionWindow(Window):
 
     def label(self) -> str:
         return (f"session {self.stream.name} [gap {self.gap_s:g} s{_part(self)}, slide "
-                f"{self.slide_s:g} s{_where(self)}]")
+                f"{self.slide_s:g} s{_offset(self)}{_where(self)}]")
 
 
 def _readings(w: Window) -> dict[str, str]:
@@ -197,6 +204,10 @@ def _check_where(w: Window) -> None:
         raise QueryValidationError("window", "where", f"{pred.sql()!r} is not a condition")
 
 
+def _offset(w: Window) -> str:
+    return f", offset {w.offset_s:g} s" if w.offset_s else ""
+
+
 def _where(w: Window) -> str:
     return f", where {w.where.sql(dialect='duckdb')}" if w.where is not None else ""
 
@@ -208,12 +219,17 @@ def _part(w: Window) -> str:
 
 
 def _check_one_slide(operator: str, *sides: Node) -> None:
-    """The windows under `sides` share one slide: a query's instants."""
-    slides = {w.slide_s for side in sides for w in side.walk() if w.kind == "window"}
-    if len(slides) > 1:
+    """The windows under `sides` share one slide and offset: a query's instants."""
+    grids = {(w.slide_s, us(w.offset_s) % us(w.slide_s) / US_PER_S) for side in sides
+             for w in side.walk() if w.kind == "window"}
+    if len({s for s, _ in grids}) > 1:
         raise QueryValidationError(
             operator, "slide", "the windows of one query must share one slide (its "
-            "instants), got " + ", ".join(f"{x:g} s" for x in sorted(slides)))
+            "instants), got " + ", ".join(f"{x:g} s" for x in sorted({s for s, _ in grids})))
+    if len(grids) > 1:
+        raise QueryValidationError(
+            operator, "offset", "the windows of one query must share one offset (its "
+            "instants), got " + ", ".join(f"{o:g} s" for _, o in sorted(grids)))
 
 
 def _reads_stream(node: Node) -> bool:

@@ -27,6 +27,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+from federation.instants import Grid
 from federation.parts import list_parts
 from federation.runtime.ingest import Ingestor, IngestResult
 from federation.runtime.recovery import fault_point
@@ -158,7 +159,7 @@ class IngestAhead:
         (self.input_dir / INPUTS_FILE).write_text(self.res.model_dump_json(indent=2))
 
 
-def ahead_of(sources, streams, input_dir: Path, opt, flush_s, slide_s: float,
+def ahead_of(sources, streams, input_dir: Path, opt, flush_s, grid: Grid,
              fast_forward_s: int, spool_format: str, resume: bool) -> IngestAhead | None:
     """The run's IngestAhead (started) over its directories, with the options
     `sources.replay_input` gives the same spools; None where the input is read first:
@@ -172,7 +173,7 @@ def ahead_of(sources, streams, input_dir: Path, opt, flush_s, slide_s: float,
     return IngestAhead(
         lanes, input_dir, resume=resume, flush_after_s=flush_s, max_files=opt.max_files,
         allowed_lateness_s=opt.allowed_lateness_s, fast_forward_s=fast_forward_s,
-        fast_forward_batch=opt.warmup_batch_s or 1, tick_s=slide_s,
+        fast_forward_batch=opt.warmup_batch_s or 1, tick_s=grid,
         horizon_s=opt.event_horizon_s, spool_format=spool_format).start()
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.errors import OptionError
-from federation.instants import end_flush_s, extent_of, first_instant, last_instant
+from federation.instants import end_flush_s, extent_of, first_instant, last_instant, query_grid
 from federation.logical import Window
 from federation.physical import PhysicalPlan
 from federation.runtime.ahead import ahead_of
@@ -142,7 +142,7 @@ class _Run:
         if self.opt.until is not None and not self.opt.follow:
             raise OptionError("until", "needs follow=True, --follow or a live source (a "
                                        "directory read once ends at its last file)")
-        self.slide_s = windows[0].slide_s  # one slide per query (checked where it is built)
+        self.grid = query_grid(windows)  # the instants (one grid: checked where built)
         self.max_range = max((w.range_s or 0.0) for w in windows)
         self.extent_s = extent_of(windows)
 
@@ -208,7 +208,7 @@ class _Run:
         output = output_written(sinks) or opt.output
         try:  # the sinks have the results (closed above); then reporting
             summary = safe_summary(ex, self.plan, n_rows, wall, truncated, opt, self.max_range,
-                                   self.slide_s, self.predicted)
+                                   self.grid.slide_s, self.predicted)
         finally:
             for m in ex.migs.values():
                 m.close()
@@ -226,7 +226,7 @@ class _Run:
 
     def _end_life(self, ex: Execution) -> None:
         """A followed input ended: every DB-op knows its last instant (a tuple window goes on)."""
-        last = last_instant(ex.ingest.last_ts, self.extent_s, self.slide_s)
+        last = last_instant(ex.ingest.last_ts, self.extent_s, self.grid)
         with ex.lock:
             for m in ex.migs.values():
                 m.end_life(last)
@@ -242,13 +242,13 @@ class _Run:
                                                        self.prog) else None
         if opt.follow:
             self.follower = start_following(
-                self.sources, self.streams, work, self.run_id, opt, self.slide_s, resuming,
+                self.sources, self.streams, work, self.run_id, opt, self.grid, resuming,
                 end_flush_s(self.lg.nodes.values()), fmt)
             return self.follower.res if wait_for_first(self.follower, self.halt,
                                                        self.prog) else None
         flush_s = end_flush_s(self.lg.nodes.values()) if opt.drain else None
         self.ahead = None if self.h.prepared else ahead_of(  # the direct feed works meanwhile
-            self.sources, self.streams, work / "input", opt, flush_s, self.slide_s,
+            self.sources, self.streams, work / "input", opt, flush_s, self.grid,
             self._fast_forward_s(), fmt, resuming)
         if self.ahead is not None:
             self.prog.phase("reading input (the first batch starts while the rest is read)")
@@ -261,7 +261,7 @@ class _Run:
             return self.h.prepared
         self.prog.phase("reading input", unit="files")
         return replay_input(self.sources, self.streams, work / "input", opt, self.prog.advance,
-                            flush_s, self.slide_s, self._fast_forward_s(), fmt)
+                            flush_s, self.grid, self._fast_forward_s(), fmt)
 
     def _fast_forward_s(self) -> int:
         return math.ceil(self.max_range) if self.opt.warmup_batch_s else 0
@@ -270,9 +270,9 @@ class _Run:
         """The DB-ops' runtimes (MIGs), the stages, and the state of an interrupted run."""
         opt, work, h, plan = self.opt, self.work, self.h, self.plan
         last = None if opt.follow or self.ahead or ingest.last_ts is None else \
-            last_instant(ingest.last_ts, self.extent_s, self.slide_s)  # else: _end_life
+            last_instant(ingest.last_ts, self.extent_s, self.grid)  # else: _end_life
         life = None if ingest.first_ts is None else (
-            first_instant(ingest.first_ts, self.slide_s), last)
+            first_instant(ingest.first_ts, self.grid), last)
         if h.start_at is not None:  # a moved segment (before its first reading, live; or
             life = (h.start_at, last)  # none of its own: after the input's last reading)
         spb = opt.seconds_per_batch
@@ -281,7 +281,7 @@ class _Run:
         self.table_files = table_files = dict(h.tables) or snapshot_tables(  # the version
             self.lg.nodes.values(), work / "input" / "tables", resuming)  # every instant sees
         threads, memory = mig_resources(plan)
-        migs = {c.id: MigRuntime(c, self.slide_s, opt.allowed_lateness_s, threads=threads[c.id],
+        migs = {c.id: MigRuntime(c, self.grid, opt.allowed_lateness_s, threads=threads[c.id],
                                  memory_limit=memory, plan_nodes=self.lg.nodes, life=life,
                                  state_path=str(work / "state" / f"{c.id}.duckdb"),
                                  moved=h.moved.get(c.id), stop_at=h.stop_at,
@@ -322,7 +322,7 @@ class _Run:
         files_per_batch = opt.files_per_batch
         spools = {n: (self.streams[n], d) for n, d in ingest.spool_dirs.items()}
         builder = StageBuilder(self.spark, staged, spools, self.reentry_dirs, files_per_batch,
-                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.slide_s,
+                               round(opt.allowed_lateness_s * 1000), self.extent_s, self.grid,
                                self.table_files)
         layouts = {st.index: build_direct(staged, st, spools, ingest.spool_formats) if st.index in direct
                    else builder.build(st) for st in staged.stages}

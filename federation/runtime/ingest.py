@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from federation.conventions import DATA, KIND, NEUTRAL, PUNCTUATION, SPOOL_MTIME, TICK
+from federation.instants import Grid, grid_floor, grid_points
 from federation.parts import (
     arrow_schema,
     atomic_write_bytes,
@@ -110,7 +111,8 @@ class Ingestor:
     `fast_forward_batch` event seconds each (one micro-batch each: a warm-up that fills the
     windows in fewer batches); later event seconds are a spool file each. Validation and dead
     letters are per input file either way, so the rows are the same. `tick_s` writes a tick
-    row (id TICK) at every instant of that slide's grid from the first reading on, and one
+    row (id TICK) at every instant of that grid (a Grid, or a slide from the epoch) from the
+    first reading on, and one
     at each file's largest event time (`federation.instants`). `horizon_s`: the event-time
     horizon of `validate_table`. A file that cannot be read, or lacks a column of the
     stream, is quarantined (copied to the dead-letter directory with its reason) and the run
@@ -131,7 +133,7 @@ class Ingestor:
     def __init__(self, work_dir: Path | str, stream: StreamDecl, *,
                  allowed_lateness_s: float = 0.0, domains: Mapping[str, set] | None = None,
                  fast_forward_s: int = 0, fast_forward_batch: int = 1,
-                 tick_s: float | None = None, horizon_s: float = 3600.0,
+                 tick_s: Grid | float | None = None, horizon_s: float = 3600.0,
                  run_id: str | None = None, resume: IngestResult | None = None,
                  file_list: bool = True, max_file_rows: int | None = None,
                  spool_format: str = "parquet") -> None:
@@ -275,8 +277,6 @@ class Ingestor:
     def _ticks(self, lo: datetime, hi: datetime) -> list:
         if not self.tick_s:
             return []
-        from federation.instants import grid_floor, grid_points
-
         start = grid_floor(lo, self.tick_s)
         if self.res.tick_hi is not None and start <= self.res.tick_hi:
             start = self.res.tick_hi + timedelta(microseconds=1)

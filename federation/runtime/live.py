@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from federation.errors import FedqError
+from federation.instants import Grid
 from federation.runtime.connectors import SourceContext, SourceSpec
 from federation.runtime.follow import Follower, Lane
 from federation.runtime.ingest import Ingestor
@@ -40,11 +41,11 @@ def run_id(work: Path, resuming: bool) -> str:
 
 
 def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
-                    work: Path, rid: str, opt: RunOptions, slide_s: float, resuming: bool,
+                    work: Path, rid: str, opt: RunOptions, grid: Grid, resuming: bool,
                     flush_after_s: float, spool_format: str = "parquet") -> Follower:
     """The follower of every stream's source (federation/runtime/connectors/), going on
     from the spools of an interrupted run in `work`; `rid`: the run's id (the brokers'
-    sessions are named after it); `slide_s`: the query's slide (the spools' tick grid);
+    sessions are named after it); `grid`: the query's instants (the spools' tick grid);
     `flush_after_s`: how far the flush at the end of input goes; `spool_format`: the
     spools' (ingest.Ingestor). Each source is opened (a
     broker subscribed, a generator started) before its spool is made: nothing published
@@ -58,7 +59,7 @@ def start_following(sources: Mapping[str, SourceSpec], streams: Mapping[str, Str
             landing = spec.landing(work, name)
             feeder = spec.open(landing, stream, replace(ctx, client_id=f"{ctx.client_id}-{name}"))
             lanes[name] = Lane(landing, None, feeder)
-            kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": slide_s,
+            kw = {"allowed_lateness_s": opt.allowed_lateness_s, "tick_s": grid,
                   "domains": opt.domains_of(stream), "horizon_s": opt.event_horizon_s,
                   "file_list": False, "max_file_rows": opt.max_file_rows,
                   "spool_format": spool_format}

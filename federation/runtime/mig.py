@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from db.sqlgen.terms import quote
 from db.store import InputSpec, MigDatabase, naive_timestamps
 from federation.conventions import OUT, TAU, TS, WT, output_column
-from federation.instants import first_instant
+from federation.instants import Grid, as_grid
 from federation.logical import leaf_window
 from federation.physical import DbOp
 from federation.python_functions import sql_functions
@@ -111,7 +111,7 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
         w = max(raw, key=lambda x: x.range_s or 0.0)
         where = w.where
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
-                               w.partition_by, (w.gap_s, w.slide_s) if w.is_session else None,
+                               w.partition_by, (w.gap_s, w.slide_s, w.offset_s) if w.is_session else None,
                                where=None if where is None else quote(where).sql("duckdb"),
                                computed=tuple((k, quote(e).sql("duckdb"))
                                               for k, e in w.computed_keys)))
@@ -121,7 +121,7 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
 class MigRuntime:
     """DuckDB state and per-slide execution of one DB-op."""
 
-    def __init__(self, db_op: DbOp, slide_s: float, lateness_s: float = 0.0,
+    def __init__(self, db_op: DbOp, grid: Grid | float, lateness_s: float = 0.0,
                  threads: int = 1, memory_limit: str = "4GB",
                  plan_nodes: dict | None = None,
                  life: tuple[dt.datetime, dt.datetime | None] | None = None,
@@ -129,7 +129,7 @@ class MigRuntime:
                  stop_at: dt.datetime | None = None, table_files: dict | None = None,
                  moved_after: Callable[[], None] | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
-        (federation.instants); the MIG computes exactly those instants, empty ones
+        (federation.instants, on `grid`: the query's); the MIG computes exactly those instants, empty ones
         included; a followed input has no last one (None: every instant up to the clock,
         until `end_life`). Without it, from the first row it receives to the last row's
         window.
@@ -144,9 +144,10 @@ class MigRuntime:
         each database table the DB-op reads (federation/runtime/tables.py)."""
         self.db_op = db_op
         self.life = life
-        self.slide = dt.timedelta(seconds=slide_s)
+        self.grid = as_grid(grid)
+        self.slide = self.grid.slide
         self.lateness = dt.timedelta(seconds=lateness_s)
-        specs, self.horizon_s = input_specs(db_op, slide_s, plan_nodes, table_files)
+        specs, self.horizon_s = input_specs(db_op, self.grid.slide_s, plan_nodes, table_files)
         self.rel_inputs = any(not ci.row_level and ci.node.kind != "table"
                               for ci in db_op.inputs)
         self.db = MigDatabase(specs, db_op.sql.sql(dialect="duckdb"), threads=threads,
@@ -225,7 +226,7 @@ class MigRuntime:
         self._db(self.db.commit, d)
 
     def _first_tau(self, ts: dt.datetime) -> dt.datetime:
-        return first_instant(ts, self.slide.total_seconds())
+        return self.grid.first_after(ts)
 
     def add(self, table: str, rows: pa.Table) -> None:
         """Rows of one input from the micro-batch (row-level with `_ts`, relations `_wt`)."""

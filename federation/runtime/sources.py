@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from federation.conventions import SPOOL_MTIME
 from federation.errors import OptionError
+from federation.instants import Grid
 from federation.parts import list_parts, spool_part, write_part
 from federation.runtime.connectors import SourceSpec, parse_source
 from federation.runtime.ingest import Ingestor, IngestResult, punctuation, read_clean_rows
@@ -226,7 +227,7 @@ def prepare_input(
 
 
 def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, StreamDecl],
-                 input_dir: Path, opt, progress, flush_s: float | None, slide_s: float,
+                 input_dir: Path, opt, progress, flush_s: float | None, grid: Grid,
                  fast_forward_s: int, spool_format: str) -> InputSet:
     """A run's input directories validated into its spools with the run's options (`opt`,
     RunOptions): the InputSet (a spool per stream, one flush after them all)."""
@@ -236,7 +237,7 @@ def replay_input(sources: Mapping[str, SourceSpec], streams: Mapping[str, Stream
                              allowed_lateness_s=opt.allowed_lateness_s,
                              flush_after_s=flush_after_s, max_files=opt.max_files,
                              domains=opt.domains_of(stream), fast_forward_s=fast_forward_s,
-                             fast_forward_batch=opt.warmup_batch_s or 1, tick_s=slide_s,
+                             fast_forward_batch=opt.warmup_batch_s or 1, tick_s=grid,
                              horizon_s=opt.event_horizon_s, spool_format=spool_format)
 
     return prepare_inputs(sources, streams, input_dir, prepare, flush_s, opt.allowed_lateness_s)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.conventions import stored_columns
+from federation.instants import Grid
 from federation.logical import Table, Window
 from federation.physical import DbOp, PhysicalPlan
 
@@ -142,7 +143,7 @@ class StageBuilder:
 
     def __init__(self, spark, staged: StagedPlan, spools: dict[str, tuple[object, Path]],
                  reentry_dirs: dict[str, Path], seconds_per_batch: int, delay_ms: int,
-                 extent_s: float, slide_s: float, table_files: dict | None = None) -> None:
+                 extent_s: float, grid: Grid, table_files: dict | None = None) -> None:
         self.spark = spark
         if spark is not None:  # the Python functions the plan calls (federation.udf)
             from spe.functions import register_functions
@@ -155,7 +156,7 @@ class StageBuilder:
         self.seconds_per_batch = seconds_per_batch
         self.delay_ms = delay_ms
         self.extent_s = extent_s
-        self.slide_s = slide_s
+        self.grid = grid  # the query's instants (federation.instants)
 
     def build(self, st: Stage) -> None:
         """Set the stage's outputs, clock sources and DataFrame (none when it has no work)."""
@@ -233,7 +234,7 @@ class StageBuilder:
             self._base_rows(name)
             t = self._ticks[name]
             ticks = t if ticks is None else ticks.unionByName(t)
-        return instants_relation(ticks, self.extent_s, self.slide_s)
+        return instants_relation(ticks, self.extent_s, self.grid.slide_s, self.grid.offset_s)
 
     def _reentry(self, oid: str):
         """The rows of DB-op output `oid`, read back from its re-entry spool."""

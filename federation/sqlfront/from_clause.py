@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from federation.conjuncts import conjoin, split_conjuncts
 from federation.errors import QueryValidationError
+from federation.instants import Grid
 from federation.logical import Node, Relation
 from federation.logical.dsl import table
 from federation.logical.nodes import Project
@@ -53,8 +54,8 @@ class FromClause:
         self.streams = streams
         self.subquery = subquery
         self.tables = tables  # a DuckDB database file: other plain names are its tables
-        #: the slide of a bare stream's NOW window: the query's slide (`query_slide`)
-        self.now_slide = 1.0
+        #: the grid of a bare stream's NOW window and of sessions: the query's (`query_grid`)
+        self.now_grid = Grid(1.0)
         #: id of a subquery's plan -> {name -> window column} of its SELECT items that
         #: rename the instant (`window_start AS starttime`), filled by select_list
         self.instant_names: dict[int, dict[str, str]] = {}
@@ -104,7 +105,7 @@ class FromClause:
         if isinstance(src, exp.Subquery):
             node = self.subquery(src.this, ctes)
         elif isinstance(src, exp.Table) and isinstance(src.this, exp.Anonymous):
-            node = window_tvf(self.text, self.streams, src.this, self.now_slide)
+            node = window_tvf(self.text, self.streams, src.this, self.now_grid)
             stream_name = node.stream.name if isinstance(node, Window) else ""
             alias = alias or stream_name
         elif isinstance(src, exp.Table) and isinstance(src.this, exp.Identifier):
@@ -114,9 +115,10 @@ class FromClause:
             if name in ctes:
                 node = ctes[name]
             elif name in self.streams:  # CQL's NOW window: each row once
-                stream, slide = self.streams[name], self.now_slide
+                stream, grid = self.streams[name], self.now_grid
                 node = self.text.build("FROM", src, lambda: TimeWindow(
-                    stream=stream, slide_s=slide, range_s=slide))
+                    stream=stream, slide_s=grid.slide_s, range_s=grid.slide_s,
+                    offset_s=grid.offset_s))
                 self.now_windows.append(node)
             elif self.tables is not None:  # a table of the database file
                 try:

@@ -9,7 +9,8 @@ is, in Flink as here, each 10-s window's groups once when it closes:
     FROM TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' SECOND) AS s
     GROUP BY window_start, window_end, k
 
-`HOP(ts, slide, size)` becomes `HOP(TABLE s, DESCRIPTOR(ts), slide, size)`; `SESSION(ts,
+`HOP(ts, slide, size)` becomes `HOP(TABLE s, DESCRIPTOR(ts), slide, size)` (an offset after
+the sizes goes with them: Calcite's alignment of TUMBLE and HOP); `SESSION(ts,
 gap)` becomes `SESSION(TABLE s PARTITION BY k1, k2, DESCRIPTOR(ts), gap)`, a session per
 combination of the other GROUP BY columns (Flink's legacy sessions are per group);
 `<F>_START(ts, ...)` and `<F>_END(ts, ...)` are `window_start` and `window_end`. The FROM
@@ -17,8 +18,8 @@ item is one stream (with its alias, else its name, so `B.price` still reads it),
 subqueries that select and project its rows, passing its time column (and a SESSION's
 keys) on unchanged: the window goes around the stream in the innermost FROM (a selection
 and a projection commute with TUMBLE and HOP). A SESSION over a subquery is the window
-table function over it, the sessions of its readings (views.py). A join is refused (a join of streams without
-windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`, a TUMBLE's offset
+table function over it, the sessions of its readings (views.py). A join is refused (a join
+of streams without windows holds every row so far), as are `<F>_ROWTIME`/`<F>_PROCTIME`
 and two group windows in one GROUP BY, each with the window table function to write. A
 SESSION grouped by an expression is a session per value of it: the expression becomes a
 column of a subquery in FROM, computed of each reading, and its WHERE selects the readings
@@ -95,10 +96,10 @@ def _one(sel: exp.Select, group: exp.Group, wins, text, dialect) -> None:
     if len(wins) > 1:
         raise fail("two group windows in one GROUP BY", wins[1])
     args = w.expressions
-    if not args or not isinstance(args[0], exp.Column) or len(args) != 1 + len(FUNCS[fn]):
-        extra = " (a TUMBLE's offset is not supported)" if fn == "TUMBLE" and len(args) > 2 \
-            else ""
-        raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}) expected{extra}", w)
+    arity = (1 + len(FUNCS[fn]),) + ((2 + len(FUNCS[fn]),) if fn != "SESSION" else ())
+    if not args or not isinstance(args[0], exp.Column) or len(args) not in arity:
+        offset = " [, offset]" if fn != "SESSION" else ""
+        raise fail(f"{fn}(time column, {', '.join(FUNCS[fn])}{offset}) expected", w)
     keys = [g for g in group.expressions if g is not w]
     if fn == "SESSION":
         keys = _session_rows(sel, keys)

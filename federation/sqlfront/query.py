@@ -43,7 +43,7 @@ from federation.sqlfront.ranking import (
 )
 from federation.sqlfront.scalars import before_grouping, filter_by, scalar_values
 from federation.sqlfront.select_list import aggregates, select_list
-from federation.sqlfront.windows import query_slide
+from federation.sqlfront.windows import query_grid
 from federation.streams import StreamDecl
 
 #: (argument of a SELECT, clause, why it is refused)
@@ -82,7 +82,7 @@ class Translator:
         if not isinstance(tree, (exp.Query, exp.Subquery)):
             raise fail(f"only SELECT queries run continuously, not "
                        f"{tree.key.upper()}", "statement", tree, tree.key)
-        self.from_clause.now_slide = query_slide(self.text, tree)
+        self.from_clause.now_grid = query_grid(self.text, tree)
         node = self.query(tree, {})
         return self.text.build("INSERT INTO", tree,
                                lambda: Relation(node).rstream(name or target or "result"))

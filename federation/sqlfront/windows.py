@@ -19,7 +19,9 @@ DESCRIPTOR(ts), gap)`, at the query's instants (the slide of its other windows, 
 their `window_start` and `window_end` columns of each session (docs/sql.md, "Session
 windows"). `CUMULATE(TABLE s, DESCRIPTOR(ts), step, size)` is Flink's cumulating window: at
 each instant (every step) the rows since the start of the current period of `size` (periods
-from the epoch on; the size a whole number of steps). Window offsets are refused.
+from the epoch on; the size a whole number of steps). TUMBLE, HOP and CUMULATE take Flink's
+`offset` last: the instants are offset + k * slide from the epoch (a CUMULATE's periods
+start at offset + k * size); a SESSION's and a ROWS_WINDOW's instants are the query's.
 """
 
 from __future__ import annotations
@@ -29,30 +31,34 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
+from federation.instants import Grid
 from federation.logical.dsl import parse_duration, window
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText
 from federation.streams import StreamDecl
 
 SIGNATURES = {
-    "HOP": "HOP(TABLE s, DESCRIPTOR(ts), slide, size)",
-    "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size)",
+    "HOP": "HOP(TABLE s, DESCRIPTOR(ts), slide, size [, offset])",
+    "TUMBLE": "TUMBLE(TABLE s, DESCRIPTOR(ts), size [, offset])",
     "ROWS_WINDOW": "ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(keys)])",
     "SESSION": "SESSION(TABLE s [PARTITION BY k], DESCRIPTOR(ts), gap)",
-    "CUMULATE": "CUMULATE(TABLE s, DESCRIPTOR(ts), step, size)",
+    "CUMULATE": "CUMULATE(TABLE s, DESCRIPTOR(ts), step, size [, offset])",
 }
-_ARITY = {"HOP": (4,), "TUMBLE": (3,), "ROWS_WINDOW": (4, 5), "SESSION": (3,), "CUMULATE": (4,)}
+_ARITY = {"HOP": (4, 5), "TUMBLE": (3, 4), "ROWS_WINDOW": (4, 5), "SESSION": (3,),
+          "CUMULATE": (4, 5)}
+NOW_GRID = Grid(1.0)  # a query without time windows: every second
+_SIZES = {"HOP": 2, "TUMBLE": 1, "CUMULATE": 2}  # durations before the offset
 _UNITS = {"millisecond": "ms", "milliseconds": "ms"}
 
 
 def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anonymous,
-               slide_s: float = 1.0) -> Window:
+               grid: Grid = NOW_GRID) -> Window:
     """The window a call of HOP, TUMBLE, ROWS_WINDOW or SESSION in FROM reads (a session
-    window's instants: `slide_s`, the query's)."""
+    window's instants: `grid`, the query's; a ROWS_WINDOW's offset too)."""
     fn = call.name.upper()
     args = list(call.expressions)
     if fn == "TABLE" and len(args) == 1 and isinstance(args[0], exp.Anonymous):
-        return window_tvf(text, streams, args[0], slide_s)
+        return window_tvf(text, streams, args[0], grid)
     if fn not in SIGNATURES:
         raise text.fail(f"unknown table function {call.name!r} (HOP, TUMBLE, CUMULATE, "
                         "SESSION or ROWS_WINDOW)", "FROM", call)
@@ -62,11 +68,9 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
                         fn, args[0])
     want = _ARITY[fn]
     if len(args) not in want:
-        extra = (" (a window offset is not supported)"
-                 if fn != "ROWS_WINDOW" and len(args) == want[0] + 1 else "")
         n = " or ".join(map(str, want))
-        raise text.fail(f"{fn} takes {n} arguments, {SIGNATURES[fn]}; got {len(args)}"
-                        f"{extra}", fn, call)
+        raise text.fail(f"{fn} takes {n} arguments, {SIGNATURES[fn]}; got {len(args)}",
+                        fn, call)
     table, desc = args[0], args[1]
     if not isinstance(table, exp.Table):
         raise text.fail(f"the first argument of {fn} is TABLE <stream>", fn, call)
@@ -84,34 +88,53 @@ def window_tvf(text: SqlText, streams: Mapping[str, StreamDecl], call: exp.Anony
         raise text.fail(f"stream {sname!r} has event time {stream.ts_column!r}, not "
                         f"{ts!r}", fn, desc)
     if fn == "ROWS_WINDOW":
-        return rows_window(text, stream, call, args)
+        return rows_window(text, stream, call, args, grid)
     if fn == "SESSION":
         part = table.args.get("partition")
         keys = _keys(table, tuple(c.name for c in part.expressions) if part is not None
                      else ())
         gap = duration(text, args[2], fn)
-        return text.build(fn, call, lambda: window(stream, gap=gap, slide=slide_s,
-                                                   partition_by=keys,
+        return text.build(fn, call, lambda: window(stream, gap=gap, slide=grid.slide_s,
+                                                   offset=grid.offset_s, partition_by=keys,
                                                    where=table.args.get("where")).node)
-    sizes = [duration(text, a, fn) for a in args[2:]]
+    sizes = [duration(text, a, fn) for a in args[2:2 + _SIZES[fn]]]
     slide, size = (sizes[0], sizes[1]) if fn in ("HOP", "CUMULATE") else (sizes[0], sizes[0])
+    offset = _offset(text, args, fn)
     return text.build(fn, call, lambda: TimeWindow(stream=stream, slide_s=slide, range_s=size,
-                                                   cumulate=fn == "CUMULATE"))
+                                                   cumulate=fn == "CUMULATE",
+                                                   offset_s=offset))
 
 
-def query_slide(text: SqlText, tree: exp.Expression) -> float:
-    """The slide of the window table functions in `tree` (the first one's: windows of
-    other slides are refused where they join), else 1 s: a bare stream's NOW window."""
+def _offset(text: SqlText, args: list[exp.Expression], fn: str) -> float:
+    """A TUMBLE's, HOP's or CUMULATE's offset (its last argument, Flink's), 0 without one:
+    an INTERVAL or a number of seconds, negative too (`INTERVAL '-1' MINUTE`)."""
+    if len(args) <= 2 + _SIZES[fn]:
+        return 0.0
+    a = args[2 + _SIZES[fn]]
+    if isinstance(a, exp.Neg):
+        return -duration(text, a.this, fn)
+    if isinstance(a, exp.Interval) and isinstance(a.this, exp.Literal) \
+            and a.this.name.strip().startswith("-"):
+        return -duration(text, exp.Interval(this=exp.Literal.string(
+            a.this.name.strip()[1:]), unit=a.args.get("unit")), fn)
+    return duration(text, a, fn)
+
+
+def query_grid(text: SqlText, tree: exp.Expression) -> Grid:
+    """The grid of the window table functions in `tree` (the first one's: windows of
+    other slides or offsets are refused where they join), else 1 s from the epoch: a bare
+    stream's NOW window."""
     for call in tree.find_all(exp.Anonymous):
         fn = call.name.upper()
-        if fn in _ARITY and fn != "SESSION" and len(call.expressions) in _ARITY[fn]:
-            return duration(text, call.expressions[2], fn)  # HOP's slide, TUMBLE's size,
-            # CUMULATE's step
-    return 1.0
+        if fn in _SIZES and len(call.expressions) in _ARITY[fn]:
+            # HOP's slide, TUMBLE's size, CUMULATE's step
+            return Grid(duration(text, call.expressions[2], fn),
+                        _offset(text, list(call.expressions), fn))
+    return NOW_GRID
 
 
 def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
-                args: list[exp.Expression]) -> Window:
+                args: list[exp.Expression], grid: Grid = NOW_GRID) -> Window:
     """ROWS_WINDOW(TABLE s, DESCRIPTOR(ts), slide, n [, DESCRIPTOR(k, ...)]): at each
     instant the last n rows (per partition when keys are given), the DSL's
     `window(s, rows=n, slide=..., partition_by=...)`."""
@@ -132,8 +155,9 @@ def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
                             "columns>)", fn, part)
         keys = tuple(c.name for c in part.expressions)
     where = args[0].args.get("where")  # a view's selection (views.py)
+    offset = grid.offset_s if slide == grid.slide_s else 0.0  # the query's instants
     return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
-                                          partition_by=_keys(args[0], keys),
+                                          offset=offset, partition_by=_keys(args[0], keys),
                                           where=where).node)
 
 
