@@ -47,7 +47,7 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
     """Run generated query `g` adaptively over `data` (a directory or one per stream) under
     the placements in `ran`; the record (outcome match, mismatch, refused or crash)."""
     from federation.adaptive import AdaptiveError, Segment, run_adaptive
-    from federation.instants import extent_of, grid_floor
+    from federation.instants import extent_of, grid_floor, query_grid
     from federation.logical import Window
     from federation.parts import list_parts
     from federation.results import diff_results
@@ -56,7 +56,7 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
     order = [ran[0], *rng.sample(ran[1:], len(ran) - 1)] if len(ran) > 1 else ran * 3
     order = (order * 3)[:3]
     windows = [n for n in g.query.walk() if isinstance(n, Window)]
-    slide = windows[0].slide_s
+    slide = query_grid(windows)  # the instants: a cut is one
     dirs = data if isinstance(data, dict) else {"": data}
     files = sorted(f for d in dirs.values() for f in list_parts(d))
     first = min(_second(f) for f in files)
@@ -67,12 +67,11 @@ def check_adaptive(g, ran: list[str], data, work: Path, spark, want: dict[str, p
         # its segment has no reading of its own, only the moved windows (or a replay's)
         after = rng.uniform(0.0, extent_of(windows))
         cuts[-1] = grid_floor(first + dt.timedelta(seconds=span + 1 + after), slide)
-    cuts = [c for c in cuts if c > first] or [grid_floor(first, slide) + dt.timedelta(
-        seconds=slide)]
-    if slide < 1 and all(c.microsecond == 0 for c in cuts):
+    cuts = [c for c in cuts if c > first] or [grid_floor(first, slide) + slide.slide]
+    if slide.slide_s < 1 and all(c.microsecond == 0 for c in cuts):
         # a migration inside an input file's second (a moved segment once lost the rest of
         # that second, found only where the drawn instant happened to fall there)
-        cuts = sorted({cuts[0] + dt.timedelta(seconds=slide), *cuts[1:]})
+        cuts = sorted({cuts[0] + slide.slide, *cuts[1:]})
     bounds = [None, *cuts, None]
     segs = [Segment(start_at=a, stop_at=b, placement=p, rate=100.0, reason="fuzz")
             for a, b, p in zip(bounds, bounds[1:], order)]

@@ -38,6 +38,9 @@ class _Builder(Leaves, Partitions, Aggregates, Joins, Expressions):
         self.stream = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES)
         self.other = smartplug_stream(rate=RATE, plugs=PLUGS, houses=HOUSES, name=OTHER)
         self.slide = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        # the instants' offset now and then (Flink's window offset), the same for every
+        # window of the query: whole seconds (negative too), or a part of the slide
+        self.offset = draw(st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1, 3, 0.25, 0.5, 1.5]))
         self.n = 0
         self.used = {c.lower() for c in self.stream.columns}
         #: the expressions as written, by (id of the node, output name): the DSL keeps

@@ -30,23 +30,28 @@ class Leaves:
         if range_s is None and self.chance(16):
             rows = d(st.sampled_from([5, 20]))
             where = self.readings()  # the last n of the selected readings
-            w = window(stream, rows=rows, slide=self.slide, where=where)
+            w = window(stream, rows=rows, slide=self.slide, where=where, offset=self.offset)
             tail = f", where={where!r}" if where else ""
-            src = f"window({name}, rows={rows}, slide={self.slide:g}{tail})"
+            src = f"window({name}, rows={rows}, slide={self.slide:g}{self.at()}{tail})"
         elif range_s is None and self.chance(15):  # Flink's CUMULATE: size k steps
             size = self.slide * d(st.integers(2, 5))
-            w = window(stream, range=size, slide=self.slide, cumulate=True)
-            src = f"window({name}, range={size:g}, slide={self.slide:g}, cumulate=True)"
+            w = window(stream, range=size, slide=self.slide, cumulate=True, offset=self.offset)
+            src = (f"window({name}, range={size:g}, slide={self.slide:g}{self.at()}, "
+                   "cumulate=True)")
         else:
             if range_s is None:
                 k = d(st.integers(1, 6))
                 extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
                 range_s = self.slide * (k + extra)
-            w = window(stream, range=range_s, slide=self.slide)
-            src = f"window({name}, range={range_s:g}, slide={self.slide:g})"
+            w = window(stream, range=range_s, slide=self.slide, offset=self.offset)
+            src = f"window({name}, range={range_s:g}, slide={self.slide:g}{self.at()})"
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
         return Rel(w, src, hints)
+
+    def at(self) -> str:
+        """The window's offset in its DSL source (none where it is 0)."""
+        return f", offset={self.offset:g}" if self.offset else ""
 
     def table(self) -> Rel:
         """The database table, often filtered, as the right side of a join."""
@@ -82,11 +87,13 @@ class Leaves:
                 f"CAST({c} AS VARCHAR)"]))}
             keys, hints[k] = list(part), "key"
         try:
-            w = window(stream, gap=gap, slide=self.slide, partition_by=part, where=where)
+            w = window(stream, gap=gap, slide=self.slide, partition_by=part, where=where,
+                       offset=self.offset)
         except ValueError:  # a computed key named as a column of the stream
             return self.window()
         tail = f", where={where!r}" if where else ""
-        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}, partition_by={part!r}"
+        r = Rel(w, f"window({name}, gap={gap:g}, slide={self.slide:g}{self.at()}, "
+                   f"partition_by={part!r}"
                    f"{tail})", hints)
         if self.chance(30):  # read by other operators: the rows of the sessions closing at
             return self.select(r) if self.chance(50) else r  # each instant, bounds with them

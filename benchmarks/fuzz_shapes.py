@@ -33,7 +33,7 @@ SHAPES = (
     "outer_join_never_null", "in_subquery", "not_in_subquery", "cumulate_window",
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
     "packed_count", "listagg", "window_where", "session_native", "session_view",
-    "computed_partition", "session_rows", "python_aggregate",
+    "computed_partition", "session_rows", "python_aggregate", "window_offset",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -175,6 +175,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
             out.add("window_where")  # the last rows, or the sessions, of selected readings
         if k == "window" and n.computed_keys:
             out.add("computed_partition")  # a session per value of a computed key
+        if k == "window" and n.offset_s:
+            out.add("window_offset")  # instants at offset + k * slide
         if any((w := c.row_window()) is not None and w.is_session for c in n.children) \
                 and n.reads_closed_sessions():
             out.add("session_rows")  # the rows of the sessions closing at each instant

@@ -106,8 +106,9 @@ def test_grids_meet_only_where_they_agree():
 
 def test_an_adaptive_run_migrates_at_offset_instants(tmp_path):
     """Segments in DuckDB migrating at 9 s and 15 s (instants of a 2-s slide from 1 s), the
-    state moved: every instant once, equal to the reference; a cut off the grid and a grid
-    with no whole second are refused (no JVM)."""
+    state moved: every instant once, equal to the reference; a cut off the grid, and a
+    decided run over a grid with no whole second (where it decides), are refused (no
+    JVM)."""
     from federation.adaptive import AdaptiveError, Segment, run_adaptive
     from federation.smartplug.datagen import generate
 
@@ -126,7 +127,7 @@ def test_an_adaptive_run_migrates_at_offset_instants(tmp_path):
                 seconds=1)})], work_dir=tmp_path / "off")
     halves = sql(f"SELECT COUNT(*) AS n FROM HOP({T}, 2, 6, 0.5)", STREAMS)
     with pytest.raises(AdaptiveError, match="never fall on a whole event second"):
-        run_adaptive(halves, data, segs, work_dir=tmp_path / "halves")
+        run_adaptive(halves, data, work_dir=tmp_path / "halves")
     r = run_adaptive(q, data, segs, seconds_per_batch=3, work_dir=tmp_path / "w")
     assert [s.strategy for s in r.segments] == ["start", "move", "move"]
     rows = pa.concat_tables(pq.read_table(p) for p in sorted(data.glob("part-*.parquet")))

@@ -179,10 +179,10 @@ def _check_options(query: Rstream, every_s: float, margin: float,
     if session is not None:
         raise AdaptiveError("query", f"{session.label()}: {SESSION_STATE}")
     grid = query_grid(windows)
-    if grid.origin_us % math.gcd(grid.slide_us, US_PER_S):
+    if segments is None and grid.origin_us % math.gcd(grid.slide_us, US_PER_S):
         raise AdaptiveError("query", f"its instants ({grid.offset_s:g} s plus multiples of "
                             f"{grid.slide_s:g} s) never fall on a whole event second, where "
-                            "a run's input is cut into files and a migration takes place")
+                            "a run decides (give its segments: they may cut a second)")
     for s in segments or ():
         if s.start_at is not None and grid.floor(s.start_at) != s.start_at:
             raise AdaptiveError("segments", f"{s.start_at} is not an instant of the query "
