@@ -3,11 +3,13 @@ are offset + k * slide from the epoch (federation.instants.Grid). Each engine ag
 reference at several batch sizes, the instants checked on the grid itself (so a reference
 that ignored the offset fails too), in SQL, the legacy group windows and the DSL alike;
 with sessions and tuple windows on the query's grid, an adaptive run migrating at offset
-instants, and the refusals where two grids would meet."""
+instants, a live query set with a table killed and resumed, and the refusals where two
+grids would meet."""
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,7 @@ from federation.errors import QueryValidationError
 from federation.instants import Grid
 from federation.logical.queryset import QuerySet
 from federation.results import diff_results
+from federation.runtime.sinks import read_parquet_sink
 from federation.sqlfront import SqlError
 from tests.sampling import sampled
 from tests.test_sql import STREAMS
@@ -157,3 +160,44 @@ def test_offsets_in_spark_return_the_reference_rows(spark, tmp_path, case, place
     if placement == "cut":
         placement = alternating_placements(q)[0]
     run_checked(spark, q, placement, d, tmp_path / "run", 4)
+
+
+def test_a_live_query_set_with_a_table_on_an_offset_grid_killed_and_resumed(tmp_path):
+    """Two queries as one run on one grid (2-s slides from 1 s), one joining a database
+    table, over a generator paced in wall time; kill -9 once results are out, the same
+    command resumes: each query's Parquet directory equals the reference over what the
+    generator landed (no JVM)."""
+    import duckdb
+
+    from federation.parts import list_parts
+    from tests.test_live_streams import CLI, kill9_then_resume
+
+    db = tmp_path / "houses.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE houses AS SELECT h::INT AS house_id, (0.1 * (h + 1))::DOUBLE "
+                "AS tariff FROM range(4) t(h)")
+    houses = con.sql("SELECT * FROM houses").to_arrow_table()
+    con.close()
+    texts = {"hot": f"INSERT INTO hot SELECT plug_id, COUNT(*) AS n FROM HOP({T}, 2, 6, 1) "
+                    "GROUP BY plug_id",
+             "paid": f"INSERT INTO paid SELECT h.tariff, SUM(w.value) AS s FROM TUMBLE({T}, 2, "
+                     "-1) w JOIN houses h ON w.house_id = h.house_id GROUP BY h.tariff"}
+    files = []
+    for name, text in texts.items():
+        (tmp_path / f"{name}.sql").write_text(text)
+        files += ["--sql", str(tmp_path / f"{name}.sql")]
+    work, out = tmp_path / "work", tmp_path / "out"
+    url = ("datagen:smartplug?rate=40&plugs=12&houses=4&speed=4&seconds=24&"
+           "start=2013-09-01T00:00:00")
+    cmd = [sys.executable, "-c", CLI, "run", *files, "--tables", str(db), "--data", url,
+           "--placement", "db", "--seconds-per-batch", "4", "--work-dir", str(work),
+           "--output", str(out), "--quiet", "--idle-timeout", "300"]
+    kill9_then_resume(cmd, tmp_path / "first.log", out / "hot", lambda: None, lambda: None)
+    rows = pa.concat_tables(pq.read_table(p) for p in list_parts(work / "landing" /
+                                                                 "smartplug"))
+    for name, text in texts.items():
+        q = sql(text, STREAMS, tables=db)
+        got = read_parquet_sink(out / name)
+        problem = diff_results(got, reference_result(q, rows, {"houses": houses}))
+        assert problem is None, f"{name}: {problem}"
+        on_grid(got.sort_by([(got.column_names[0], "ascending")]), 2, 1)
