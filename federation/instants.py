@@ -1,8 +1,9 @@
 """The slide instants of a query: when it produces a result (the semantics contract).
 
 Every window of a query slides on one grid: tau = offset + k * slide from the epoch
-(1970-01-01), in whole microseconds (`Grid`; the offset is 0 unless a window gives one). The window of instant tau covers [tau - range, tau) (time windows) or the
-last n rows before tau (tuple windows). Over a finite input whose event times run from
+(1970-01-01), in whole microseconds (`Grid`; the offset is 0 unless a window gives one).
+The window of instant tau covers [tau - range, tau) (time windows) or the last n rows
+before tau (tuple windows). Over a finite input whose event times run from
 `first_ts` to `last_ts`, the query's instants are
 
     T = { tau on the grid : first_ts < tau <= last_ts + extent }

@@ -62,6 +62,6 @@ def session_begins(ts: str, by: str, gap_us: int, slide_us: int, origin_us: int 
     instant (`origin_us` + k * `slide_us`)."""
     prev = f"lag(epoch_us({ts})) OVER ({by}ORDER BY {ts}) AS _s_prev"
     new = (f"CASE WHEN _s_prev IS NULL OR epoch_us({ts}) - _s_prev > {gap_us} OR "
-           f"(epoch_us({ts}) - _s_prev = {gap_us} AND (_s_prev + {gap_us - origin_us}) % {slide_us} = 0) "
-           "THEN 1 ELSE 0 END AS _s_new")
+           f"(epoch_us({ts}) - _s_prev = {gap_us} AND (_s_prev + {gap_us - origin_us}) % "
+           f"{slide_us} = 0) THEN 1 ELSE 0 END AS _s_new")
     return prev, new

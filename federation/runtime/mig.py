@@ -111,7 +111,8 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
         w = max(raw, key=lambda x: x.range_s or 0.0)
         where = w.where
         specs.append(InputSpec(ci.table, db_op.input_columns(ci), True, w.range_s, w.rows,
-                               w.partition_by, (w.gap_s, w.slide_s, w.offset_s) if w.is_session else None,
+                               w.partition_by,
+                               (w.gap_s, w.slide_s, w.offset_s) if w.is_session else None,
                                where=None if where is None else quote(where).sql("duckdb"),
                                computed=tuple((k, quote(e).sql("duckdb"))
                                               for k, e in w.computed_keys)))
@@ -129,8 +130,8 @@ class MigRuntime:
                  stop_at: dt.datetime | None = None, table_files: dict | None = None,
                  moved_after: Callable[[], None] | None = None) -> None:
         """`life`: the first and last slide instant of the query over its input
-        (federation.instants, on `grid`: the query's); the MIG computes exactly those instants, empty ones
-        included; a followed input has no last one (None: every instant up to the clock,
+        (federation.instants, on `grid`: the query's); the MIG computes exactly those
+        instants, empty ones included; a followed input has no last one (None: every instant up to the clock,
         until `end_life`). Without it, from the first row it receives to the last row's
         window.
         `state_path`: a DuckDB file holding the MIG's state across a crash; reopened, the
