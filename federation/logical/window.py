@@ -13,6 +13,7 @@ from sqlglot import exp
 from federation.conventions import SESSION_COLUMNS, US_PER_S, us
 from federation.errors import QueryValidationError
 from federation.expressions import infer_type
+from federation.instants import Grid
 from federation.logical.nodes import Node, _canonical
 from federation.streams import StreamDecl
 
@@ -220,16 +221,18 @@ def _part(w: Window) -> str:
 
 def _check_one_slide(operator: str, *sides: Node) -> None:
     """The windows under `sides` share one slide and offset: a query's instants."""
-    grids = {(w.slide_s, us(w.offset_s) % us(w.slide_s) / US_PER_S) for side in sides
-             for w in side.walk() if w.kind == "window"}
-    if len({s for s, _ in grids}) > 1:
+    grids = {Grid(w.slide_s, w.offset_s) for side in sides for w in side.walk()
+             if w.kind == "window"}
+    if len({g.slide_s for g in grids}) > 1:
         raise QueryValidationError(
             operator, "slide", "the windows of one query must share one slide (its "
-            "instants), got " + ", ".join(f"{x:g} s" for x in sorted({s for s, _ in grids})))
+            "instants), got " + ", ".join(f"{x:g} s" for x in sorted({g.slide_s
+                                                                      for g in grids})))
     if len(grids) > 1:
         raise QueryValidationError(
             operator, "offset", "the windows of one query must share one offset (its "
-            "instants), got " + ", ".join(f"{o:g} s" for _, o in sorted(grids)))
+            "instants), got " + ", ".join(f"{o:g} s" for o in sorted(g.offset_s
+                                                                    for g in grids)))
 
 
 def _reads_stream(node: Node) -> bool:
