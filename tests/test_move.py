@@ -21,7 +21,7 @@ from benchmarks.fuzz_queries import queries
 from db.functions import register_functions
 from federation.errors import PlacementError
 from federation.expressions import count
-from federation.instants import extent_of, first_instant, last_instant
+from federation.instants import Grid, as_grid, extent_of, first_instant, last_instant, query_grid
 from federation.logical import NumberedPlan, Window, window
 from federation.logical.plan import is_row_level
 from federation.physical import build_physical_plan, placement_string
@@ -177,25 +177,27 @@ def test_a_move_takes_rows_through_a_python_function_the_new_db_op_does_not_call
         assert diff_results(got, want) is None
 
 
-def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s: float,
-                  extent_s: float, where) -> dict[str, tuple[pa.Table, pa.Table, dict]]:
+def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s: Grid | float,
+                  extent_s: float, where, t0: dt.datetime = T0
+                  ) -> dict[str, tuple[pa.Table, pa.Table, dict]]:
     """Run `po`'s DB-ops to `stop_at` (stopped there as a migration stops them), `pn`'s
     from their moved state on, and `pn`'s over the whole input; per new DB-op: its output
-    from `stop_at` on, the uninterrupted one's, and what it took from `po`'s."""
-    first = first_instant(T0, slide_s)
-    last = last_instant(T0 + dt.timedelta(seconds=len(seconds)), extent_s, slide_s)
+    from `stop_at` on, the uninterrupted one's, and what it took from `po`'s. The k-th
+    table of `seconds` holds the rows of [t0 + k s, t0 + (k + 1) s): its batch's clock."""
+    first = first_instant(t0, slide_s)
+    last = last_instant(t0 + dt.timedelta(seconds=len(seconds)), extent_s, slide_s)
     olds = [MigRuntime(c, slide_s, life=(first, last), plan_nodes=po.logical.nodes,
                        state_path=str(where / f"{c.id}.duckdb")) for c in po.db_ops]
     for m in olds:
         m.stop_before(stop_at)
-    moved = plan_move(po, where, pn, slide_s)
+    moved = plan_move(po, where, pn, as_grid(slide_s).slide_us / 1e6)
     wholes = {c.id: MigRuntime(c, slide_s, life=(first, last), plan_nodes=pn.logical.nodes)
               for c in pn.db_ops}
     got = {c: [] for c in wholes}
     want = {c: [] for c in wholes}
     news = {}
     for s, t in enumerate(seconds):
-        clock = T0 + dt.timedelta(seconds=s + 1)
+        clock = t0 + dt.timedelta(seconds=s + 1)
         for c, m in wholes.items():
             out = _feed(m, s, t, clock)
             if out is not None:
@@ -219,6 +221,11 @@ def _continuation(po, pn, seconds: list[pa.Table], stop_at: dt.datetime, slide_s
         m.close()
     return {c: (pa.concat_tables(got[c]), pa.concat_tables(want[c]), news[c].moved)
             for c in wholes}
+
+
+def _shifted(t: pa.Table, by: dt.timedelta) -> pa.Table:
+    i = t.schema.get_field_index("ts")
+    return t.set_column(i, "ts", pa.compute.add(t.column("ts"), pa.scalar(by)))
 
 
 @settings(max_examples=15, deadline=None, database=None,
@@ -265,10 +272,14 @@ def test_move_continues_exactly_for_generated_queries(g, data):
                                     for p in c) else "slices"))
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
     n = max(12, 3 * math.ceil(extent_s))
-    seconds = [second_of_rows(s, RATE, PLUGS, rng) for s in range(n)]
-    stop_at = T0 + dt.timedelta(seconds=2 * (n // 4))  # on every slide's grid (0.5, 1, 2 s)
+    # the batches' clocks on the query's grid (its offset): every row moved by its origin
+    grid = query_grid(windows)
+    shift = dt.timedelta(microseconds=grid.origin_us)
+    seconds = [_shifted(second_of_rows(s, RATE, PLUGS, rng), shift) for s in range(n)]
+    stop_at = T0 + shift + dt.timedelta(seconds=2 * (n // 4))  # on each slide (0.5, 1, 2 s)
+    assert grid.floor(stop_at) == stop_at
     with tempfile.TemporaryDirectory() as where:
-        runs = _continuation(po, pn, seconds, stop_at, slide_s, extent_s, Path(where))
+        runs = _continuation(po, pn, seconds, stop_at, grid, extent_s, Path(where), T0 + shift)
     event("rows from stop_at on: " + ("some" if any(got.num_rows for got, _, _ in runs.values())
                                   else "none"))
     diffs = {c: diff_results(got, want) for c, (got, want, _) in runs.items()}
