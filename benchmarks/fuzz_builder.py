@@ -41,6 +41,10 @@ class _Builder(Leaves, Partitions, Aggregates, Joins, Expressions):
         # the instants' offset now and then (Flink's window offset), the same for every
         # window of the query: whole seconds (negative too), or a part of the slide
         self.offset = draw(st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1, 3, 0.25, 0.5, 1.5]))
+        # windows of other slides in one query now and then (a whole number of the query's
+        # slide, from one of its instants): the query's instants are the coarsest grid of
+        # them all, a window off it held between its own (federation.instants)
+        self.coarser = draw(st.sampled_from([1, 1, 1, 2, 3, 4]))
         self.n = 0
         self.used = {c.lower() for c in self.stream.columns}
         #: the expressions as written, by (id of the node, output name): the DSL keeps

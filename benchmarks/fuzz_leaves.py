@@ -27,24 +27,30 @@ class Leaves:
         d = self.draw
         # a window over the second stream now and then (a query over two streams)
         stream, name = (self.other, "s2") if self.chance(25) else (self.stream, "s")
+        slide, offset = self.slide, self.offset
+        if self.coarser > 1 and self.chance(50):  # a coarser grid through the query's
+            slide *= self.coarser
+            offset += self.slide * d(st.integers(0, self.coarser - 1))
+        if range_s is not None and range_s < slide:
+            slide, offset = self.slide, self.offset
+        at = f", offset={offset:g}" if offset else ""
         if range_s is None and self.chance(16):
             rows = d(st.sampled_from([5, 20]))
             where = self.readings()  # the last n of the selected readings
-            w = window(stream, rows=rows, slide=self.slide, where=where, offset=self.offset)
+            w = window(stream, rows=rows, slide=slide, where=where, offset=offset)
             tail = f", where={where!r}" if where else ""
-            src = f"window({name}, rows={rows}, slide={self.slide:g}{self.at()}{tail})"
+            src = f"window({name}, rows={rows}, slide={slide:g}{at}{tail})"
         elif range_s is None and self.chance(15):  # Flink's CUMULATE: size k steps
-            size = self.slide * d(st.integers(2, 5))
-            w = window(stream, range=size, slide=self.slide, cumulate=True, offset=self.offset)
-            src = (f"window({name}, range={size:g}, slide={self.slide:g}{self.at()}, "
-                   "cumulate=True)")
+            size = slide * d(st.integers(2, 5))
+            w = window(stream, range=size, slide=slide, cumulate=True, offset=offset)
+            src = f"window({name}, range={size:g}, slide={slide:g}{at}, cumulate=True)"
         else:
             if range_s is None:
                 k = d(st.integers(1, 6))
                 extra = d(st.sampled_from([0.0, 0.0, 0.5, 0.25]))  # ranges the slide won't divide
-                range_s = self.slide * (k + extra)
-            w = window(stream, range=range_s, slide=self.slide, offset=self.offset)
-            src = f"window({name}, range={range_s:g}, slide={self.slide:g}{self.at()})"
+                range_s = slide * (k + extra)
+            w = window(stream, range=range_s, slide=slide, offset=offset)
+            src = f"window({name}, range={range_s:g}, slide={slide:g}{at})"
         hints = {"value": "value", "property": "code", "house_id": "key",
                  "household_id": "key", "plug_id": "key", "id": "id", "ts": "ts"}
         return Rel(w, src, hints)

@@ -34,6 +34,7 @@ SHAPES = (
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
     "packed_count", "listagg", "window_where", "session_native", "session_view",
     "computed_partition", "session_rows", "python_aggregate", "window_offset",
+    "windows_of_two_slides",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -177,6 +178,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
             out.add("computed_partition")  # a session per value of a computed key
         if k == "window" and n.offset_s:
             out.add("window_offset")  # instants at offset + k * slide
+        if k == "window" and n.every_s is not None:
+            out.add("windows_of_two_slides")  # a window held on the query's finer grid
         if any((w := c.row_window()) is not None and w.is_session for c in n.children) \
                 and n.reads_closed_sessions():
             out.add("session_rows")  # the rows of the sessions closing at each instant

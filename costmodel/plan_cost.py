@@ -155,7 +155,7 @@ def db_combine_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, agg: str, pos:
     (fine slices of gcd(range, slide), sealed coarse ones for long windows, as db.sqlgen
     keeps them) x the combine cost per row."""
     w = plan.nodes[pos].row_window()
-    g = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S
+    g = math.gcd(us(w.range_s), w.instants.slide_us) / US_PER_S
     n = w.range_s / g  # fine slices per window
     groups = max(sizes[agg].size, 1.0)
     per_fine = min(groups, max(sizes[pos].rate * g, 1.0))  # groups with a row in a slice
@@ -175,7 +175,7 @@ def db_packed_cost(plan: NumberedPlan, sizes: SourceDrivenSizes, pc, p: CostProf
     and aggregate priced over the packs of a window (groups with a row in a slice x the
     slices of its range, as db_combine_cost counts fine slices) instead of its rows."""
     w = plan.nodes[pc.input].row_window()
-    g = math.gcd(us(w.range_s), us(w.slide_s)) / US_PER_S
+    g = math.gcd(us(w.range_s), w.instants.slide_us) / US_PER_S
     groups = max(sizes[pc.agg].size, 1.0)
     packs = w.range_s / g * min(groups, max(sizes[pc.input].rate * g, 1.0))
     other = plan.children[pc.join][1 - pc.side]

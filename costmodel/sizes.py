@@ -161,8 +161,9 @@ def _time_window(node, kids: list[NodeSize]) -> NodeSize:
     period's instants, and a row is in as many windows on average (its steps after it)."""
     lam = node.stream.stats.rate_tps
     held = (node.range_s + node.slide_s) / 2 if node.cumulate else node.range_s
-    return NodeSize(rate=lam, size=lam * held, l=1.0 / node.slide_s,
-                    copies=held / node.slide_s, row_level=True)
+    every = node.instants.slide_s  # read at the query's instants (its own, or finer ones)
+    return NodeSize(rate=lam, size=lam * held, l=1.0 / every, copies=held / every,
+                    row_level=True)
 
 
 @SIZE.register("TupleWindow")
@@ -171,8 +172,9 @@ def _tuple_window(node, kids: list[NodeSize]) -> NodeSize:
     parts = key_groups(node, stream_keys(node), float("inf")) if node.partition_by else 1.0
     size = float(node.rows) * parts
     # a row stays in a tuple window for size/lam seconds, i.e. that many slides
-    return NodeSize(rate=lam, size=size, l=1.0 / node.slide_s,
-                    copies=max(1.0, size / lam / node.slide_s), row_level=True)
+    every = node.instants.slide_s
+    return NodeSize(rate=lam, size=size, l=1.0 / every,
+                    copies=max(1.0, size / lam / every), row_level=True)
 
 
 @SIZE.register("SessionWindow")

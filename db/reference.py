@@ -8,6 +8,7 @@ DB-op path (db.sqlgen, db.store) beyond reading the files.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -90,6 +91,7 @@ class ReferenceEvaluator:
     @REFERENCE.register("TimeWindow")
     def _time_window(self, w: Window, tau: dt.datetime) -> str:
         cols, ts, src = self._rows(w)
+        tau = w.grid.floor(tau)  # on a query's finer grid: its rows of its own last instant
         lo = tau - dt.timedelta(seconds=w.range_s)  # type: ignore[arg-type]
         if w.cumulate:  # since the start of the period that holds tau - 1 us
             one = dt.timedelta(microseconds=1)
@@ -101,6 +103,7 @@ class ReferenceEvaluator:
     @REFERENCE.register("TupleWindow")
     def _tuple_window(self, w: Window, tau: dt.datetime) -> str:
         cols, ts, src = self._rows(w)
+        tau = w.grid.floor(tau)
         # ties in event time are broken by the other columns (as db.sqlgen does)
         desc = ", ".join(f"{_q(c)} DESC" for c in w.schema if c != w.stream.ts_column)
         part = ("PARTITION BY " + ", ".join(_q(k) for k in w.partition_by)) if w.partition_by \
@@ -250,10 +253,17 @@ def slide_instants(first_ts: dt.datetime, last_ts: dt.datetime, query: Rstream) 
     the largest window range (a tuple window counts its slide). Written out here, apart
     from federation/instants.py which the engines' path uses: the reference is independent."""
     windows = [n for n in query.walk() if n.kind == "window"]
-    slide = round(windows[0].slide_s * 1_000_000)
-    origin = round(windows[0].offset_s * 1_000_000) % slide
-    extent = round(max(w.gap_s + w.slide_s if w.is_session else w.range_s
-                       if w.range_s is not None else w.slide_s for w in windows) * 1_000_000)
+    # windows of different slides or offsets: the coarsest grid holding all their instants;
+    # a window off it is read there with its rows of its own last instant, up to its own
+    # slide less the query's after it
+    own = [(round(w.slide_s * 1_000_000), round(w.offset_s * 1_000_000)) for w in windows]
+    slide = 0
+    for sl, o in own:
+        slide = math.gcd(slide, sl, o - own[0][1])
+    origin = own[0][1] % slide
+    extent = round(max((w.gap_s + w.slide_s if w.is_session else w.range_s
+                        if w.range_s is not None else w.slide_s) * 1_000_000 + sl - slide
+                       for w, (sl, _) in zip(windows, own)))
     epoch = dt.datetime(1970, 1, 1)
 
     def us(t: dt.datetime) -> int:

@@ -31,7 +31,7 @@ from db.tables import (
     quoted_table,
     render,
 )
-from federation.conventions import DB_CHECKPOINT_SLIDES, DB_EXPIRE_SLIDES, TAU, TS, ts_us, us
+from federation.conventions import DB_CHECKPOINT_SLIDES, DB_EXPIRE_SLIDES, TAU, TS, at_us, ts_us, us
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ class InputSpec:
     #: a database table (the same rows at every instant): loaded once from this Parquet
     #: copy (federation/runtime/tables.py), or (db, table) read in place; never expired
     table_source: str | tuple[str, str] | None = None
+    held: tuple[int, int] | None = None  # read on a finer grid: its own (slide, origin), us
 
 
-#: the schema the database file that moved state comes from is attached as
-#: (`MigDatabase.adopt`)
+#: the schema a database file of moved state is attached as (`MigDatabase.adopt`)
 MOVED = "_moved"
 
 
@@ -66,9 +66,8 @@ def moved_table(name: str) -> exp.Table:
 
 def binding_error(select: str, table: str, columns: dict[str, str],
                   schema: str = MOVED, functions: Sequence = ()) -> str | None:
-    """Why `select` does not bind against `schema`.`table` with these columns (the columns'
-    SQL types), or None when it does; nothing is read (an empty in-memory table).
-    `functions`: the Python functions it calls (db.functions)."""
+    """Why `select` does not bind against `schema`.`table` with these columns (SQL types),
+    or None; nothing is read (an empty table). `functions`: those it calls (db.functions)."""
     con = duckdb.connect()
     register_functions(con, functions)
     try:
@@ -102,10 +101,9 @@ class MigDatabase:
     def __init__(self, inputs: Sequence[InputSpec], sql: str, threads: int = 1,
                  memory_limit: str = "4GB", slices: Sequence[SliceTable] = (),
                  path: str | None = None, functions: Sequence = ()) -> None:
-        """`functions`: the Python functions the SQL calls (db/functions.py).
-        `path`: a database file that keeps the state across a crash (`begin` /
-        `commit` around each micro-batch); it is reopened as it was at its last commit.
-        Without it the database is in memory."""
+        """`functions`: the Python functions the SQL calls (db/functions.py). `path`: a
+        database file that keeps the state across a crash (`begin` / `commit` around each
+        micro-batch), reopened as it was at its last commit; else in memory."""
         self.con = duckdb.connect(str(path) if path else ":memory:",
                                   config={"threads": threads, "memory_limit": memory_limit})
         # DuckDB 2's dictionary-FSST string compression, run on every row group written to
@@ -163,8 +161,7 @@ class MigDatabase:
             for tab in self.slices for t in [tab.name] + ([tab.coarse] if tab.coarse_us else [])]
         self.timings = {"insert_s": 0.0, "fold_s": 0.0, "sql_s": 0.0, "expire_s": 0.0}
         self.expire_calls = 0
-        self.in_batch = False
-        self.checkpoint_due = False
+        self.in_batch = self.checkpoint_due = False
         if self.saved:
             self.sealed.update(self.saved.get("sealed", {}))
             self.expire_calls = self.saved.get("expire_calls", 0)
@@ -287,11 +284,14 @@ class MigDatabase:
                 gap, slide, offset = (us(x) for x in spec.session)
                 self._exec(delete_closed_sessions(spec.table, spec.partition_by, gap, slide,
                                                   spec.where, offset), [next_tau])
-            elif spec.range_s is not None:
-                self._exec(delete_before(spec.table, TS, spec.range_s), [next_tau])
-            else:  # tuple window: keep the newest `rows` before next_tau per partition
+                continue
+            at = next_tau if spec.held is None else at_us(  # the window's own instant
+                (ts_us(next_tau) - spec.held[1]) // spec.held[0] * spec.held[0] + spec.held[1])
+            if spec.range_s is not None:
+                self._exec(delete_before(spec.table, TS, spec.range_s), [at])
+            else:  # tuple window: keep the newest `rows` before `at` per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
-                                              int(spec.rows), spec.where), [next_tau])
+                                              int(spec.rows), spec.where), [at])
         for sql, keep_us in self.slice_deletes:
             self._exec(sql, [ts_us(next_tau) - keep_us])
         if self.expire_calls // DB_CHECKPOINT_SLIDES != before // DB_CHECKPOINT_SLIDES:

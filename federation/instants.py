@@ -1,9 +1,12 @@
 """The slide instants of a query: when it produces a result (the semantics contract).
 
-Every window of a query slides on one grid: tau = offset + k * slide from the epoch
-(1970-01-01), in whole microseconds (`Grid`; the offset is 0 unless a window gives one).
-The window of instant tau covers [tau - range, tau) (time windows) or the last n rows
-before tau (tuple windows). Over a finite input whose event times run from
+A query's instants are one grid: tau = offset + k * slide from the epoch (1970-01-01), in
+whole microseconds (`Grid`; the offset is 0 unless a window gives one). The window of
+instant tau covers [tau - range, tau) (time windows) or the last n rows before tau (tuple
+windows). Windows of different slides or offsets in one query: its grid is the coarsest
+that holds every window's instants (`common_grid`), and at an instant off a window's own
+grid the window holds what it held at its own last instant (CQL: a window's relation
+changes only at its instants; `Window.every_s`). Over a finite input whose event times run from
 `first_ts` to `last_ts`, the query's instants are
 
     T = { tau on the grid : first_ts < tau <= last_ts + extent }
@@ -24,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -92,10 +96,26 @@ def as_grid(grid: Grid | float) -> Grid:
     return grid if isinstance(grid, Grid) else Grid(grid)
 
 
+def common_grid(grids: Iterable[Grid]) -> Grid:
+    """The coarsest grid that holds every instant of `grids`: its slide the greatest common
+    divisor of their slides and of the distances between their origins.
+
+    Example:
+        >>> common_grid([Grid(10.0), Grid(4.0)]), common_grid([Grid(10.0), Grid(10.0, 5.0)])
+        (Grid(slide_s=2.0, offset_s=0.0), Grid(slide_s=5.0, offset_s=0.0))
+    """
+    grids = list(grids)
+    o = grids[0].origin_us
+    step = 0
+    for g in grids:
+        step = math.gcd(step, g.slide_us, g.origin_us - o)
+    return Grid(step / US_PER_S, o / US_PER_S)
+
+
 def query_grid(windows: Iterable) -> Grid:
-    """The grid of a query's windows (they share one: checked where the query is built)."""
-    w = next(iter(windows))
-    return Grid(w.slide_s, w.offset_s)
+    """A query's instants: the coarsest grid holding every window's (`common_grid`; a
+    window held on the query's finer grid, `Window.every_s`, counts that one too)."""
+    return common_grid(w.instants for w in windows)
 
 
 def grid_floor(ts: dt.datetime, grid: Grid | float) -> dt.datetime:
@@ -132,13 +152,14 @@ def extent_of(windows: Iterable) -> float:
 
 
 def holdback(nodes: Iterable) -> tuple[float, float, int]:
-    """The largest window range, the slide, and the joins in a plan's nodes: Spark holds
-    back the watermark below a join of window rows (spe.joins.rows_join) by the
-    window's range (a bound: only joins of rows do)."""
+    """The largest window range (and held time), the largest slide, and the joins in a
+    plan's nodes: Spark holds back the watermark below a join of window rows
+    (spe.joins.rows_join) by the window's range (a bound: only joins of rows do)."""
     nodes = list(nodes)
     windows = [n for n in nodes if n.kind == "window"]
     joins = sum(1 for n in nodes if n.kind == "join")
-    return max((w.range_s or 0.0) for w in windows), windows[0].slide_s, joins
+    return (max((w.range_s or 0.0) + w.held_s for w in windows),
+            max(w.slide_s for w in windows), joins)
 
 
 def end_flush_s(nodes: Iterable) -> float:

@@ -117,8 +117,8 @@ def packed_count(plan, members: set[str], oid: str, row_level=None) -> PackedCou
         return None
     for side in (0, 1):
         chain = window_chain(plan, members, plan.children[c][side], row_level)
-        if chain is None:
-            continue
+        if chain is None or plan.nodes[chain[0]].row_window().every_s is not None:
+            continue  # a window held on a finer grid: its rows, read at its own instants
         keys = tuple(k[side] for k in j.keys)
         packed_side = plan.nodes[plan.children[c][side]].schema
         loose = set(packed_side) - set(keys)  # not constant per pair

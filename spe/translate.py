@@ -1,7 +1,6 @@
 """SPE fragments as Spark Structured Streaming operators (docs/architecture.md).
 
 A visitor over the plan nodes builds streaming DataFrames. Two shapes of stream exist:
-
 * row-level (`rows`): window rows with their event time `_ts` (a window leaf and the
   selections and projections over it; they run per row, before any window expansion);
 * relation-level (`rel`): rows of an instantaneous relation tagged with
@@ -68,9 +67,8 @@ def _interval(micros: int) -> str:
 
 
 def window_column(ts: Column, range_s: float, slide_s: float, offset_s: float = 0.0) -> Column:
-    """Spark's sliding window aligned to the query's instants: the window of instant
-    tau = offset + k * slide covers [tau - range, tau), also when the slide does not divide
-    the range (Spark aligns window starts to the slide; its start offset moves them)."""
+    """Spark's sliding window whose instant tau = offset + k * slide covers [tau - range,
+    tau), also where the slide does not divide the range (the start offset moves them)."""
     r, sl = us(range_s), us(slide_s)
     start = (us(offset_s) - r) % sl
     return F.window(ts, _interval(r), _interval(sl), _interval(start) if start else None)
@@ -86,8 +84,8 @@ class SpeTranslator:
 
     def __init__(self, instants=None) -> None:
         self.instants = instants
-        # how a join of window rows with a relation runs: "interval" (Spark's time-interval
-        # join, the default) or "collect" (rows collected per window; kept to measure both)
+        # a join of window rows with a relation: "interval" (Spark's time-interval join, the
+        # default; not of a held window's rows) or "collect" (rows collected per window)
         self.rows_join = os.environ.get("FEDQ_SPE_ROWS_JOIN", "interval")
         if self.rows_join not in ("interval", "collect"):
             raise ValueError(f"FEDQ_SPE_ROWS_JOIN={self.rows_join!r}: use interval or collect")
@@ -154,7 +152,7 @@ class SpeTranslator:
     def _panes(self, s: SpeStream, node: Aggregate) -> bool:
         w = s.window
         return (self.window_agg == "panes" and w is not None and w.is_time_based
-                and not w.cumulate and us(w.range_s) > us(w.slide_s)
+                and not w.cumulate and us(w.range_s) > us(w.slide_s) and w.every_s is None
                 and all(c.func in MERGE for _, c in node.aggs))
 
     def _pane_aggregate(self, s: SpeStream, node: Aggregate) -> DataFrame:
@@ -290,7 +288,7 @@ class SpeTranslator:
         if left.static or right.static:
             return self._static_join(node, left, right, lcols, rcols)
         if (left.row_level != right.row_level and self.rows_join == "interval" and lkeys
-                and node.how == "inner"):
+                and node.how == "inner" and not (left if left.row_level else right).window.every_s):
             return SpeStream(rows_join(node, left, right, lkeys, rkeys, lcols, rcols), False)
         lrest = [c for c in lcols if c not in lkeys]
         ldf, lpack = self._as_relation(left, lkeys, lrest, "_lrows")
@@ -322,22 +320,24 @@ class SpeTranslator:
                             else F.col(f"r.`{c}`").alias(c))
         return SpeStream(j.select(*out_cols), False)
 
-    def _window_column(self, s: SpeStream) -> Column:
-        w = s.window
-        if w is None or not w.is_time_based:
-            raise NotImplementedError(
-                "tuple-based windows run in the DB only for now; place their operators in db")
-        return window_column(_c(TS), w.range_s, w.slide_s, w.offset_s).alias(WINDOW)
-
     def _windowed(self, s: SpeStream) -> DataFrame:
-        """The rows with their window (`WINDOW`), once per window holding them; a
-        cumulating window's: the sliding windows of its size, each keeping the rows of its
-        own period (the one that holds its end - 1 us: `joins.same_period`)."""
-        df = s.df.select(self._window_column(s), "*")
+        """The rows with their window (`WINDOW`), once per window holding them; a cumulating
+        window's: the sliding windows of its size, each keeping the rows of its period (the
+        one that holds its end - 1 us: `joins.same_period`). Held on the query's finer grid
+        (`every_s`): Spark's windows of range + held on that grid whose own last instant
+        holds the row, ts < own <= ts + range (Spark's window stays the grouping key)."""
         w = s.window
-        if w.cumulate:  # type: ignore[union-attr]
-            last = F.unix_micros(F.col(f"{WINDOW}.end")) - 1
-            df = df.filter(same_period(F.unix_micros(_c(TS)), last, w.range_s, w.offset_s))  # type: ignore[union-attr]
+        assert w is not None and w.is_time_based, "Spark has no tuple windows (spe_limits)"
+        ts = F.unix_micros(_c(TS))
+        df = s.df.select(window_column(_c(TS), w.range_s + w.held_s, w.instants.slide_s,
+                                       w.offset_s).alias(WINDOW), "*")
+        tau = F.unix_micros(F.col(f"{WINDOW}.end"))
+        if w.every_s is not None:
+            sl, o = w.grid.slide_us, w.grid.origin_us
+            tau = tau - F.pmod(tau - F.lit(o), F.lit(sl))  # its own last instant
+            df = df.filter((tau > ts) & (tau <= ts + F.lit(us(w.range_s))))
+        if w.cumulate:
+            df = df.filter(same_period(ts, tau - 1, w.range_s, w.offset_s))
         return df
 
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):

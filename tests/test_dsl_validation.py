@@ -118,15 +118,3 @@ def test_rstream_twice_and_window_only():
     # a window's own rows (SQL's `SELECT * FROM TUMBLE(...)`): through a projection
     raw = w().rstream("raw")
     assert raw.child.kind == "project" and raw.schema == w().node.schema
-
-
-def test_windows_with_different_slides_are_refused_where_the_query_is_written():
-    from federation import count, window
-    from federation.smartplug import smartplug_stream
-
-    s = smartplug_stream()
-    a = window(s, range=10, slide=1).aggregate(by=["house_id"], n=count())
-    b = window(s, range=10, slide=2).aggregate(by=["house_id"], m=count())
-    with pytest.raises(QueryValidationError, match=r"join: slide: the windows of one query "
-                                                   r"must share one slide .*got 1 s, 2 s"):
-        a.join(b, on=["house_id"])

@@ -117,6 +117,9 @@ NEW_SHAPES = (
     "listagg", "window_where",
     # Python aggregates (federation.udaf) that depend on the order of their values
     "python_aggregate",
+    # Flink's window offsets; windows of different slides in one query (a window held
+    # between its own instants on the query's finer grid)
+    "window_offset", "windows_of_two_slides",
 )
 OLD_SHAPES = ("tuple_window", "chained_aggregate", "self_join", "rows_x_aggregate_join",
               "aggregate_join", "global_aggregate")
@@ -181,7 +184,7 @@ def test_generator_covers_every_shape():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import json; from tests.test_fuzz import collect_shapes; "
-            "print(json.dumps(collect_shapes(36)))")  # five runs of 30 (CHUNKS)
+            "print(json.dumps(collect_shapes(54)))")  # five runs of 30 (CHUNKS)
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
@@ -201,7 +204,7 @@ def test_generator_covers_every_shape():
     # view's columns, its own STDDEV or MEDIAN and a computed key in every run, 31 and 85
     # of 12-110; with the rows of sessions read by other operators, 34 the first of 31-50
     # once the session families are checked apart, below; with window offsets drawn, 36
-    # the first of 34-41)
+    # the first of 34-41; with windows of other slides drawn, 54 the one of 37-56)
     rare = {s: counts[s] for s in NEW_SHAPES + OLD_SHAPES if counts[s] < 0.02 * n}
     assert not rare, f"shapes in fewer than 2% of {n} queries: {rare}"
     assert counts["group_by_table_column"] > 0  # rarer: 1-11% of 200 (three seeds tried)

@@ -267,11 +267,6 @@ REFUSED = {
     "two statements": (f"SELECT * FROM {H10}; SELECT * FROM {H30}", "statement",
                        "one statement"),
     "not a query": ("DELETE FROM smartplug WHERE id = 1", "statement", "DELETE"),
-    "different slides": (
-        (f"SELECT * FROM {G} x JOIN (SELECT plug_id, AVG(value) AS a FROM "
-         "HOP(TABLE smartplug, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '1' MINUTE) "
-         "GROUP BY plug_id) y USING (plug_id)"),
-        "JOIN", "share one slide"),
     "qualify an aggregate": (
         f"SELECT plug_id FROM {H10} GROUP BY plug_id QUALIFY COUNT(*) > 1",
         "QUALIFY", "aggregate in HAVING"),

@@ -28,6 +28,7 @@ from db.sqlgen.terms import (
     seconds,
     session_begins,
     tau_param,
+    window_tau,
 )
 from federation.conventions import (
     SESSION_COLUMNS,
@@ -55,13 +56,14 @@ def window_rows(win: Window, columns: Sequence[str], table: str) -> exp.Select:
 @DUCKDB.register("TimeWindow")
 def _time_window(win: Window, columns: Sequence[str], table: str) -> exp.Select:
     """[$tau - range, $tau); a cumulating window's [its period's start, $tau)."""
-    lo = exp.Sub(this=tau_param(), expression=seconds(win.range_s))
+    tau = window_tau(win)  # $tau, or the window's own last instant on a finer grid
+    lo = exp.Sub(this=tau.copy(), expression=seconds(win.range_s))
     if win.cumulate:  # the period that holds $tau - 1 us, from the offset on
         size, o = us(win.range_s), us(win.offset_s)
-        lo = sqlglot.parse_one(f"make_timestamp(((epoch_us({tau_param().sql('duckdb')}) - "
+        lo = sqlglot.parse_one(f"make_timestamp(((epoch_us({tau.sql('duckdb')}) - "
                                f"{1 + o}) // {size}) * {size} + {o})", dialect="duckdb")
     cond = exp.and_(exp.GTE(this=col(TS), expression=lo),
-                    exp.LT(this=col(TS), expression=tau_param()))
+                    exp.LT(this=col(TS), expression=tau))
     return exp.select(*[col(c) for c in columns]).from_(exp.to_table(table)).where(cond)
 
 
@@ -75,7 +77,7 @@ def _tuple_window(win: Window, columns: Sequence[str], table: str) -> exp.Select
     rn = exp.Window(this=exp.RowNumber(), order=order,
                     partition_by=[col(k) for k in win.partition_by] or [exp.Literal.number(1)])
     inner = (exp.select(*cols, alias(rn, "_rn")).from_(exp.to_table(table))
-             .where(exp.LT(this=col(TS), expression=tau_param())))
+             .where(exp.LT(this=col(TS), expression=window_tau(win))))
     if win.where is not None:  # the last n of the readings it counts
         inner = inner.where(quote(win.where))
     return (exp.select(*[col(c) for c in columns]).from_(inner.subquery("r"))

@@ -141,9 +141,14 @@ class SliceBuilder:
         """Register aggregate `agg`; returns its slice table's signature and the names of
         its partial columns by (function, argument sql, double)."""
         node = self.plan.nodes[agg]
-        sig = (table, tuple(self.plan.nodes[c].label() for c in chain[1:]), tuple(node.keys))
-        g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {}})
-        g["ranges"].append(us(self.plan.nodes[chain[0]].row_window().range_s))
+        w = self.plan.nodes[chain[0]].row_window()
+        # readers of one grid: a window held on a query's finer grid reads at its own
+        # instants (db.sqlgen.terms.at_window_instant)
+        sig = (table, tuple(self.plan.nodes[c].label() for c in chain[1:]), tuple(node.keys),
+               w.grid)
+        g = self.groups.setdefault(sig, {"chain": chain, "ranges": [], "partials": {},
+                                         "held_us": us(w.held_s)})
+        g["ranges"].append(us(w.range_s))
         names = {}
         for out, call in node.aggs:
             for func, double in _PARTIALS[call.func]:
@@ -158,7 +163,7 @@ class SliceBuilder:
     def tables(self) -> dict[tuple, SliceTable]:
         out = {}
         for i, (sig, g) in enumerate(self.groups.items()):
-            table, _, keys = sig
+            table, _, keys, _ = sig
             width = self.slide_us
             for r in g["ranges"]:
                 width = math.gcd(width, r)
@@ -180,7 +185,7 @@ class SliceBuilder:
             meaning = (rows_key(self.plan.nodes[g["chain"][-1]]), keys,
                        tuple((f, None if a is None else a.sql(), d) for _, f, a, d in partials),
                        width, coarse)
-            out[sig] = SliceTable(f"s{i}", table, keys, width, longest,
+            out[sig] = SliceTable(f"s{i}", table, keys, width, longest + g["held_us"],
                                   tuple(p[0] for p in partials), fold,
                                   {c: t for c, t in types.items() if c.lower() in read},
                                   coarse, seal,

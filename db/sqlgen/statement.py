@@ -22,7 +22,7 @@ from db.sqlgen.operators import operator_sql, table_rows, window_rows
 from db.sqlgen.packed import packed_sql, packed_table
 from db.sqlgen.share import share_joins
 from db.sqlgen.slices import SLICE, SliceBuilder, SliceTable, sliced_chain
-from db.sqlgen.terms import SqlGenerationError, alias, col, num, tau_param
+from db.sqlgen.terms import SqlGenerationError, alias, at_window_instant, col, num, tau_param
 from db.sqlgen.tighten import exact_names, pushdown, read_columns
 from federation.conventions import OUT, TAU, TS, output_column, stored_columns, us
 from federation.packing import packed_count
@@ -70,8 +70,8 @@ def db_op_sql(
 
     # which aggregations fold into slices: every reader of their table must, or the rows
     # are kept anyway (then slices still save the aggregation's scan)
-    slide = next((plan.nodes[o].row_window().slide_s for _, o in inputs
-                  if plan.nodes[o].row_window() is not None), 1.0)
+    slide = next((plan.nodes[o].row_window().instants.slide_s for _, o in inputs
+                  if plan.nodes[o].row_window() is not None), 1.0)  # the query's
     builder = SliceBuilder(plan, us(slide))
     sliced: dict[str, tuple[tuple, dict]] = {}
     chains: dict[str, list[str]] = {}
@@ -108,10 +108,10 @@ def db_op_sql(
     def shared_scan(sig: tuple, oids: list[str]) -> str:
         tab = tables[sig]
         name = f"n_{tab.name}"
-        if name not in {n for n, _ in ctes}:
-            ctes.append((name, combine_shared(tab, [
+        if name not in {n for n, _ in ctes}:  # its readers' window: one grid (the sig's)
+            ctes.append((name, at_window_instant(combine_shared(tab, [
                 (o, plan.nodes[o], sliced[o][1], us(plan.nodes[o].child.row_window().range_s))
-                for o in oids])))
+                for o in oids]), plan.nodes[oids[0]].child.row_window())))
         return name
 
     def source(oid: str) -> str:
@@ -128,7 +128,9 @@ def db_op_sql(
                                ).from_(shared).where(exp.GT(this=col(f"_n_{oid}"),
                                                             expression=num(0)))
             else:
-                q = combine(node, tables[sig], pnames, us(node.child.row_window().range_s))
+                q = at_window_instant(combine(node, tables[sig], pnames,
+                                              us(node.child.row_window().range_s)),
+                                      node.child.row_window())
         elif oid in packed:
             pc, tab = packed[oid]
             q = packed_sql(plan, pc, tab, source(plan.children[pc.join][1 - pc.side]))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from federation.conventions import us
+
 
 class SqlGenerationError(NotImplementedError):
     """A plan the SQL generator cannot express (a malformed DB-op)."""
@@ -45,6 +47,40 @@ def tau_param() -> exp.Expression:
 
 def tau_us_param() -> exp.Expression:
     return exp.Placeholder(this="tau_us")
+
+
+def window_tau_us(win) -> exp.Expression:
+    """The instant `win` is read at, as `$tau_us`: `$tau` itself, or on a query's finer
+    grid (`every_s`) its own last instant at or before `$tau` (federation.instants)."""
+    if win.every_s is None:
+        return tau_us_param()
+    sl, o = us(win.slide_s), us(win.offset_s) % us(win.slide_s)
+    shifted = exp.Paren(this=exp.Sub(this=tau_us_param(), expression=num(o))) if o else \
+        tau_us_param()
+    start = exp.Mul(this=exp.IntDiv(this=shifted, expression=num(sl)), expression=num(sl))
+    return exp.Paren(this=exp.Add(this=start, expression=num(o)) if o else start)
+
+
+def window_tau(win) -> exp.Expression:
+    """`window_tau_us` as a TIMESTAMP (`$tau` on the window's own grid)."""
+    if win.every_s is None:
+        return tau_param()
+    return exp.Anonymous(this="make_timestamp", expressions=[window_tau_us(win)])
+
+
+def at_window_instant(q: exp.Expression, win) -> exp.Expression:
+    """`q` (SQL at `$tau`, reading only `win`'s rows or slices) at `win`'s own instant."""
+    if win.every_s is None:
+        return q
+
+    def fix(e: exp.Expression) -> exp.Expression:
+        if isinstance(e, exp.Placeholder) and e.this == "tau_us":
+            return window_tau_us(win)
+        if isinstance(e, exp.Cast) and isinstance(e.this, exp.Placeholder) and \
+                e.this.this == "tau":
+            return window_tau(win)
+        return e
+    return q.copy().transform(fix)
 
 
 def seconds(s: float) -> exp.Interval:

@@ -94,7 +94,7 @@ def run_adaptive(query: Rstream, data: str | Path | Mapping[str, str | Path], se
     dec = DecideOptions.of(decide)
     windows = [n for n in query.walk() if isinstance(n, Window)]
     fixed = segments is not None
-    _check_options(query, 10 * windows[0].slide_s if fixed else dec.every_s,
+    _check_options(query, 10 * query_grid(windows).slide_s if fixed else dec.every_s,
                    0.0 if fixed else dec.margin, segments)
     check_segments_movable(query, segments or [], planner, strategy)
     window_s = dec.window_s or dec.every_s

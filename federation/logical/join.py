@@ -11,7 +11,7 @@ from federation.logical.nodes import (
     _check_child,
     _check_names,
 )
-from federation.logical.window import _check_one_slide, _reads_stream
+from federation.logical.window import _reads_stream
 
 #: the joins of two relations at an instant: inner, and the three outer ones
 HOWS = ("inner", "left", "right", "full")
@@ -48,7 +48,6 @@ class Join(Node):
             raise QueryValidationError(
                 "join", "input", "both inputs read only database tables: join them in the "
                 "database (a view) and read that view, or join a table with a window")
-        _check_one_slide("join", self.left, self.right)
         for keep, side in zip(self.keeps, ("left", "right")):
             if keep and not _reads_stream(getattr(self, side)):
                 raise QueryValidationError(

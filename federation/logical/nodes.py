@@ -24,6 +24,7 @@ from federation.expressions import (
     referenced_columns,
     to_expression,
 )
+from federation.instants import query_grid
 from federation.logical.sessions import per_session, readings_kept
 
 
@@ -259,12 +260,41 @@ class Rstream(Unary):
             raise QueryValidationError(
                 "rstream", "input", "the query reads no stream: a continuous query reads at "
                 "least one window (a database table is joined with one)")
+        object.__setattr__(self, "child", hold_windows(self.child))
 
     def label(self) -> str:
         return f"rstream {self.name}"
 
     def rstream(self, name: str = "result") -> Rstream:  # the DSL's mistake, named
         raise QueryValidationError("rstream", "input", "the query already ends in RSTREAM")
+
+
+def hold_windows(node: Node) -> Node:
+    """`node` with each window off the query's grid (the coarsest holding every window's
+    instants, federation.instants) read on it (`Window.every_s`): held between its own
+    instants. A session window is refused there: its rows stand at the one instant after
+    the session closes."""
+    g = query_grid(n for n in node.walk() if n.kind == "window")
+
+    def rule(n: Node) -> Node:
+        if n.kind != "window":
+            return n
+        every = None if n.grid == g else g.slide_s  # type: ignore[attr-defined]
+        if every is not None and n.is_session:  # type: ignore[attr-defined]
+            raise QueryValidationError(
+                "window", "slide", f"the session window of {n.stream.name!r} slides every "  # type: ignore[attr-defined]
+                f"{n.slide_s:g} s{_from(n.grid)}, the query's instants are every "  # type: ignore[attr-defined]
+                f"{g.slide_s:g} s{_from(g)}: a session's rows stand at the one instant after "
+                f"it closes, on the query's grid: give it slide {g.slide_s:g} s{_from(g)}")
+        if n.every_s == every:  # type: ignore[attr-defined]
+            return n
+        return dataclasses.replace(n, every_s=every)
+
+    return node.transform(rule)
+
+
+def _from(g) -> str:
+    return f" from {g.offset_s:g} s" if g.offset_s else ""
 
 
 def _check_child(operator: str, child: object) -> None:

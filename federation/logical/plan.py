@@ -59,7 +59,7 @@ def input_key(node: Node, window_rows: bool | None = None) -> object:
     keys = (w.partition_by, tuple((k, e.sql()) for k, e in w.computed_keys))
     kind = ("time",) if w.is_time_based else ("session", w.gap_s, keys, cond) \
         if w.is_session else ("rows", w.rows, keys, cond)
-    return ("rows", w.stream.name, w.slide_s, w.offset_s, kind, tuple(chain))
+    return ("rows", w.stream.name, w.slide_s, w.offset_s, w.every_s, kind, tuple(chain))
 
 
 def leaf_window(node: Node) -> Window:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from federation.errors import QueryValidationError
-from federation.instants import Grid
+from federation.instants import Grid, query_grid
 from federation.logical.nodes import Node, Rstream
 
 
@@ -47,12 +47,9 @@ class QuerySet(Node):
                     "queries", "name", f"two queries are named {q.name!r} (queries "
                     f"{names[q.name] + 1} and {i + 1}): each query's result needs its own name")
             names[q.name] = i
-        grids = {}
+        grids: dict[Grid, str] = {}
         for q in self.queries:
-            for n in q.walk():
-                if n.kind == "window":
-                    g = Grid(n.slide_s, n.offset_s)  # type: ignore[attr-defined]
-                    grids.setdefault(g, q.name)
+            grids.setdefault(query_grid(n for n in q.walk() if n.kind == "window"), q.name)
         if len(grids) > 1:
             told = ", ".join(f"{q} slides every {g.slide_s:g} s" + (
                 f" from {g.offset_s:g} s" if g.offset_s else "") for g, q in grids.items())

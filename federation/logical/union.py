@@ -8,7 +8,7 @@ from functools import cached_property
 
 from federation.errors import QueryValidationError
 from federation.logical.nodes import Node, _check_child
-from federation.logical.window import _check_one_slide, _reads_stream
+from federation.logical.window import _reads_stream
 
 
 @dataclass(frozen=True, eq=True)
@@ -33,7 +33,6 @@ class Union(Node):
                 raise QueryValidationError(
                     "union", "input", "an input reads only database tables: its rows would "
                     "be the same at every instant; union windows (or join the table)")
-        _check_one_slide("union", self.left, self.right)
 
     @property
     def children(self) -> tuple[Node, ...]:

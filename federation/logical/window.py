@@ -37,6 +37,11 @@ class Window(Node):
     where: exp.Expression | None = dataclasses.field(default=None, init=False)
     computed_keys: tuple[tuple[str, exp.Expression], ...] = dataclasses.field(
         default=(), init=False)
+    #: the query's slide where it is finer than this window's own (windows of different
+    #: slides in one query: federation.instants): at an instant off its own grid the window
+    #: holds its rows of its own last instant; None on the query's own grid. Set where the
+    #: query is made (`hold_windows`)
+    every_s: float | None = dataclasses.field(default=None, kw_only=True)
     is_time_based: ClassVar[bool]
     is_session: ClassVar[bool] = False
 
@@ -57,10 +62,27 @@ class Window(Node):
         return _readings(self)
 
     @property
+    def grid(self) -> Grid:
+        """The window's own instants."""
+        return Grid(self.slide_s, self.offset_s)
+
+    @property
+    def instants(self) -> Grid:
+        """The instants it is read at: its own, or the query's finer ones (`every_s`)."""
+        return self.grid if self.every_s is None else Grid(self.every_s, self.offset_s)
+
+    @property
+    def held_s(self) -> float:
+        """How long after its own instant the window is still read with that instant's
+        rows: 0 on its own grid, its slide less the query's on a finer one."""
+        return 0.0 if self.every_s is None else (us(self.slide_s) - us(self.every_s)) / US_PER_S
+
+    @property
     def extent_s(self) -> float:
         """How long after a reading an instant can still hold it (federation.instants):
-        the range, a tuple window's slide, a session's gap and slide."""
-        return self.range_s if self.range_s is not None else self.slide_s
+        the range, a tuple window's slide, a session's gap and slide; and the time it is
+        held on a query's finer grid."""
+        return (self.range_s if self.range_s is not None else self.slide_s) + self.held_s
 
 
 @dataclass(frozen=True, eq=True)
@@ -164,7 +186,7 @@ class SessionWindow(Window):
 
     @property
     def extent_s(self) -> float:
-        return self.gap_s + self.slide_s
+        return self.gap_s + self.slide_s + self.held_s
 
     def label(self) -> str:
         return (f"session {self.stream.name} [gap {self.gap_s:g} s{_part(self)}, slide "
@@ -206,7 +228,8 @@ def _check_where(w: Window) -> None:
 
 
 def _offset(w: Window) -> str:
-    return f", offset {w.offset_s:g} s" if w.offset_s else ""
+    return (f", offset {w.offset_s:g} s" if w.offset_s else "") + (
+        f", read every {w.every_s:g} s" if w.every_s is not None else "")
 
 
 def _where(w: Window) -> str:
@@ -217,22 +240,6 @@ def _part(w: Window) -> str:
     made = {k: e.sql(dialect="duckdb") for k, e in w.computed_keys}
     keys = [f"{k} = {made[k]}" if k in made else k for k in w.partition_by]
     return f" partition by {', '.join(keys)}" if keys else ""
-
-
-def _check_one_slide(operator: str, *sides: Node) -> None:
-    """The windows under `sides` share one slide and offset: a query's instants."""
-    grids = {Grid(w.slide_s, w.offset_s) for side in sides for w in side.walk()
-             if w.kind == "window"}
-    if len({g.slide_s for g in grids}) > 1:
-        raise QueryValidationError(
-            operator, "slide", "the windows of one query must share one slide (its "
-            "instants), got " + ", ".join(f"{x:g} s" for x in sorted({g.slide_s
-                                                                      for g in grids})))
-    if len(grids) > 1:
-        raise QueryValidationError(
-            operator, "offset", "the windows of one query must share one offset (its "
-            "instants), got " + ", ".join(f"{o:g} s" for o in sorted(g.offset_s
-                                                                    for g in grids)))
 
 
 def _reads_stream(node: Node) -> bool:

@@ -101,8 +101,8 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
             continue
         wins = [leaf_window(plan_nodes[o]) if plan_nodes else leaf_window(ci.node)
                 for o in ci.op_ids]
-        horizon_s = max(horizon_s, max(w.gap_s if w.is_session else w.range_s or 0.0
-                                       for w in wins) + slide_s)
+        horizon_s = max(horizon_s, max((w.gap_s if w.is_session else w.range_s or 0.0)
+                                       + w.held_s for w in wins) + slide_s)
         raw = [w for o, w in zip(ci.op_ids, wins) if o in db_op.raw.get(ci.table, ())]
         if not raw:  # every reader folds these rows into slices
             specs.append(InputSpec(ci.table, dict(ci.node.schema), True, keep_rows=False))
@@ -115,7 +115,9 @@ def input_specs(db_op: DbOp, slide_s: float, plan_nodes: dict | None = None,
                                (w.gap_s, w.slide_s, w.offset_s) if w.is_session else None,
                                where=None if where is None else quote(where).sql("duckdb"),
                                computed=tuple((k, quote(e).sql("duckdb"))
-                                              for k, e in w.computed_keys)))
+                                              for k, e in w.computed_keys),
+                               held=None if w.every_s is None else (
+                                   w.grid.slide_us, w.grid.origin_us)))
     return specs, horizon_s
 
 

@@ -207,8 +207,8 @@ class StageBuilder:
             sides = [self._node(c) for c in kids]
             if sides[0].row_level != sides[1].row_level and not any(
                     x.static or (x.window is not None and x.window.is_session) for x in sides):
-                rows = sides[0] if sides[0].row_level else sides[1]
-                below += rows.window.range_s or 0.0
+                rows = sides[0] if sides[0].row_level else sides[1]  # not held: translate.py
+                below += 0.0 if rows.window.every_s else rows.window.range_s or 0.0
         return below
 
     def _base_rows(self, name: str):

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from federation.errors import QueryValidationError
-from federation.instants import Grid
+from federation.instants import Grid, common_grid
 from federation.logical.dsl import parse_duration, window
 from federation.logical.window import TimeWindow, Window
 from federation.sqlfront.dialect import SqlText
@@ -121,16 +121,23 @@ def _offset(text: SqlText, args: list[exp.Expression], fn: str) -> float:
 
 
 def query_grid(text: SqlText, tree: exp.Expression) -> Grid:
-    """The grid of the window table functions in `tree` (the first one's: windows of
-    other slides or offsets are refused where they join), else 1 s from the epoch: a bare
-    stream's NOW window."""
+    """The instants of the window table functions in `tree`: the coarsest grid holding
+    those of every TUMBLE, HOP and CUMULATE, and of every ROWS_WINDOW from their origin
+    (federation.instants); else 1 s from the epoch: a bare stream's NOW window. A SESSION's
+    and a NOW window's instants are the query's."""
+    grids, rows = [], []
     for call in tree.find_all(exp.Anonymous):
         fn = call.name.upper()
         if fn in _SIZES and len(call.expressions) in _ARITY[fn]:
             # HOP's slide, TUMBLE's size, CUMULATE's step
-            return Grid(duration(text, call.expressions[2], fn),
-                        _offset(text, list(call.expressions), fn))
-    return NOW_GRID
+            grids.append(Grid(duration(text, call.expressions[2], fn),
+                              _offset(text, list(call.expressions), fn)))
+        elif fn == "ROWS_WINDOW" and len(call.expressions) in _ARITY[fn]:
+            rows.append(duration(text, call.expressions[2], fn))
+    if not grids and not rows:
+        return NOW_GRID
+    origin = common_grid(grids).offset_s if grids else 0.0
+    return common_grid([*grids, *(Grid(r, origin) for r in rows)])
 
 
 def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
@@ -155,7 +162,7 @@ def rows_window(text: SqlText, stream: StreamDecl, call: exp.Anonymous,
                             "columns>)", fn, part)
         keys = tuple(c.name for c in part.expressions)
     where = args[0].args.get("where")  # a view's selection (views.py)
-    offset = grid.offset_s if slide == grid.slide_s else 0.0  # the query's instants
+    offset = grid.offset_s  # from the query's origin
     return text.build(fn, call, lambda: window(stream, rows=int(n.name), slide=slide,
                                           offset=offset, partition_by=_keys(args[0], keys),
                                           where=where).node)
