@@ -276,6 +276,8 @@ class MigDatabase:
         for spec in self.inputs.values():
             if spec.table_source is not None:
                 continue
+            at = next_tau if spec.held is None else at_us(  # the window's own instant
+                (ts_us(next_tau) - spec.held[1]) // spec.held[0] * spec.held[0] + spec.held[1])
             if not spec.row_level:
                 self._exec(delete_before(spec.table, TAU), [next_tau])
             elif not spec.keep_rows:
@@ -284,10 +286,7 @@ class MigDatabase:
                 gap, slide, offset = (us(x) for x in spec.session)
                 self._exec(delete_closed_sessions(spec.table, spec.partition_by, gap, slide,
                                                   spec.where, offset), [next_tau])
-                continue
-            at = next_tau if spec.held is None else at_us(  # the window's own instant
-                (ts_us(next_tau) - spec.held[1]) // spec.held[0] * spec.held[0] + spec.held[1])
-            if spec.range_s is not None:
+            elif spec.range_s is not None:
                 self._exec(delete_before(spec.table, TS, spec.range_s), [at])
             else:  # tuple window: keep the newest `rows` before `at` per partition
                 self._exec(delete_beyond_last(spec.table, list(spec.columns), spec.partition_by,
