@@ -171,13 +171,16 @@ _SESSION_KILLS = [
 ]
 
 
+# `make test` kills the sessions in DuckDB; Spark's sessions handed to DuckDB (58 s of
+# make test's 877 s on 2026-12-07, loop 0.32 s) are `make test-long`'s, as the CQ3 kill
+# between the MIG's commit and Spark's is make test's
 @pytest.mark.parametrize("text,placement,kill", sampled(_SESSION_KILLS,
-                                                        keep=_SESSION_KILLS[:2]))
+                                                        keep=_SESSION_KILLS[:1]))
 def test_killed_session_run_resumes_with_each_session_once(tmp_path, text, placement, kill):
     """Sessions in DuckDB (their open sessions' readings held in its tables, closed ones
     deleted), killed with a MIG's rows inserted but not committed, resumed; the rows of
-    Spark's sessions, killed between the MIG's commit and Spark's; likewise Python
-    aggregates in Spark's state (make test-long)."""
+    Spark's sessions, killed between the MIG's commit and Spark's, and likewise Python
+    aggregates in Spark's state (both make test-long)."""
     from federation.smartplug import smartplug_stream
     from federation.sqlfront import sql
 
