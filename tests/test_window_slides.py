@@ -20,6 +20,7 @@ from federation.expressions import avg, count
 from federation.instants import Grid, common_grid, query_grid
 from federation.logical.queryset import QuerySet
 from federation.results import diff_results
+from federation.sqlfront import SqlError
 from tests.sampling import sampled
 from tests.test_sql import STREAMS
 from tests.test_stranger_queries import check_db, rows_of, run_checked
@@ -122,8 +123,14 @@ def test_the_grid_is_the_coarsest_holding_every_windows_instants():
 
 
 def test_what_stays_refused():
-    """A session off the query's grid (its rows stand at one instant), and a query set
-    whose queries have other grids (each query's instants are its own)."""
+    """A session off the query's grid (its rows stand at one instant); Flink's `a.window_end
+    = b.window_end` over windows of other grids (not the same instant: said where it is
+    written); a query set whose queries have other grids (each query's instants are its
+    own)."""
+    with pytest.raises(SqlError, match=r"JOIN ON.*a.window_end = b.window_end over windows "
+                       r"of different instants \(every 2 s, every 10 s\).*drop the condition"):
+        sql(f"SELECT a.plug_id FROM TUMBLE({T}, 10) a JOIN HOP({T}, 2, 6) b ON a.plug_id = "
+            "b.plug_id AND a.window_end = b.window_end", STREAMS)
     with pytest.raises(QueryValidationError, match="session window of 'smartplug' slides "
                        "every 4 s, the query's instants are every 2 s.*give it slide 2 s"):
         window(S, gap=1, slide=4, partition_by=["plug_id"]).aggregate(

@@ -293,6 +293,17 @@ class FromClause:
             if ia != ib:
                 raise self.text.fail(f"{a.sql()} = {b.sql()}: window instants join only "
                                      "with the same column of the other side", "JOIN ON", c)
+            grids = {Grid(n.slide_s, n.offset_s) for side in (left, right)
+                     for n in side.node.walk() if n.kind == "window"}
+            if len(grids) > 1:  # not implied: their instants differ
+                told = ", ".join(f"every {g.slide_s:g} s" + (f" from {g.offset_s:g} s"
+                                                            if g.offset_s else "")
+                                 for g in sorted(grids, key=lambda g: (g.slide_s, g.offset_s)))
+                raise self.text.fail(
+                    f"{a.sql()} = {b.sql()} over windows of different instants ({told}): "
+                    "at each of the query's instants each window holds its rows of its own "
+                    "last instant; drop the condition, or give the windows one slide",
+                    "JOIN ON", c)
             return ()
         sides = []
         for col in (a, b):
