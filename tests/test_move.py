@@ -271,12 +271,15 @@ def test_move_continues_exactly_for_generated_queries(g, data):
     event("moved " + ("rows" if any(p.rows for c in plan_move(po, "x", pn, slide_s).values()
                                     for p in c) else "slices"))
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    n = max(12, 3 * math.ceil(extent_s))
-    # the batches' clocks on the query's grid (its offset): every row moved by its origin
+    # the batches' clocks (every second) on the query's grid (its offset): every row moved
+    # by its origin; the stop at a clock on the grid, every lcm(1 s, slide) (windows of
+    # other slides draw grids of up to 8 s, and 1.5 s)
     grid = query_grid(windows)
+    step = math.lcm(1_000_000, grid.slide_us) // 1_000_000
+    n = max(12, 3 * math.ceil(extent_s), 3 * step)
     shift = dt.timedelta(microseconds=grid.origin_us)
     seconds = [_shifted(second_of_rows(s, RATE, PLUGS, rng), shift) for s in range(n)]
-    stop_at = T0 + shift + dt.timedelta(seconds=2 * (n // 4))  # on each slide (0.5, 1, 2 s)
+    stop_at = T0 + shift + dt.timedelta(seconds=max(step, n // 2 // step * step))
     assert grid.floor(stop_at) == stop_at
     with tempfile.TemporaryDirectory() as where:
         runs = _continuation(po, pn, seconds, stop_at, grid, extent_s, Path(where), T0 + shift)
