@@ -198,8 +198,10 @@ def db_tables(sizes: SourceDrivenSizes, d) -> list[Table]:
         types = tuple(d.input_columns(ci).values())  # the table as DuckDB creates it
         if ci.node.kind == "table":
             out.append(Table(s.size, 0.0, types))
-        elif ci.table in d.raw:
-            out.append(Table(s.size, s.rate * cycle_s, ("TIMESTAMP", *types)))
+        elif ci.table in d.raw:  # a held window's rows: kept for its own last instant too
+            w = ci.node.row_window()
+            held = s.rate * w.held_s if w is not None else 0.0
+            out.append(Table(s.size + held, s.rate * cycle_s, ("TIMESTAMP", *types)))
         elif not ci.row_level:  # one instant kept, one appended per slide
             out.append(Table(s.size, s.size * DB_CHECKPOINT_SLIDES, ("TIMESTAMP", *types)))
     for sl in d.slices:
