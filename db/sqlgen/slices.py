@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from db.sqlgen.operators import row_chain
-from db.sqlgen.terms import alias, col, num, quote
+from db.sqlgen.terms import alias, col, grid_floor_sql, quote
 from db.sqlgen.tighten import pushdown, read_columns
 from federation.conventions import TS, us
 from federation.packing import window_chain
@@ -220,15 +220,6 @@ def fold_by_slice(plan: NumberedPlan, chain, width: int, keys, items: list,
 def _origin(plan: NumberedPlan, chain) -> int:
     """The slices' origin: the offset of the window whose rows `chain` reads."""
     return us(plan.nodes[chain[0]].row_window().offset_s)
-
-
-def grid_floor_sql(e: exp.Expression, width: int, origin: int) -> exp.Expression:
-    """The start of the slice of `width` us that holds `e` (us), slices from `origin` on:
-    (e - origin) // width * width + origin."""
-    if origin:
-        e = exp.Paren(this=exp.Sub(this=e, expression=num(origin)))
-    start = exp.Mul(this=exp.IntDiv(this=e, expression=num(width)), expression=num(width))
-    return exp.Paren(this=exp.Add(this=start, expression=num(origin))) if origin else start
 
 
 def coarse_width(range_us: int, width_us: int) -> int | None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from federation.conventions import us
-
 
 class SqlGenerationError(NotImplementedError):
     """A plan the SQL generator cannot express (a malformed DB-op)."""
@@ -54,11 +52,16 @@ def window_tau_us(win) -> exp.Expression:
     grid (`every_s`) its own last instant at or before `$tau` (federation.instants)."""
     if win.every_s is None:
         return tau_us_param()
-    sl, o = us(win.slide_s), us(win.offset_s) % us(win.slide_s)
-    shifted = exp.Paren(this=exp.Sub(this=tau_us_param(), expression=num(o))) if o else \
-        tau_us_param()
-    start = exp.Mul(this=exp.IntDiv(this=shifted, expression=num(sl)), expression=num(sl))
-    return exp.Paren(this=exp.Add(this=start, expression=num(o)) if o else start)
+    return exp.Paren(this=grid_floor_sql(tau_us_param(), win.grid.slide_us, win.grid.origin_us))
+
+
+def grid_floor_sql(e: exp.Expression, width: int, origin: int) -> exp.Expression:
+    """The start of the slice of `width` us that holds `e` (us), slices from `origin` on:
+    (e - origin) // width * width + origin."""
+    if origin:
+        e = exp.Paren(this=exp.Sub(this=e, expression=num(origin)))
+    start = exp.Mul(this=exp.IntDiv(this=e, expression=num(width)), expression=num(width))
+    return exp.Paren(this=exp.Add(this=start, expression=num(origin))) if origin else start
 
 
 def window_tau(win) -> exp.Expression:
