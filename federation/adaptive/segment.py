@@ -29,7 +29,7 @@ from federation.adaptive.live import SpoolLink, owned_seconds
 from federation.adaptive.output import SegmentRun, owned, segment_sinks
 from federation.adaptive.streams import AdaptiveInput, SegmentInput
 from federation.adaptive.watch import Watch, migration_instant
-from federation.instants import end_flush_s, query_grid
+from federation.instants import end_flush_s, extent_of, query_grid
 from federation.logical import NumberedPlan, Rstream, Window
 from federation.runtime import RunOptions, RunResult, execute
 from federation.runtime.handoff import Gate, Handoff
@@ -75,7 +75,8 @@ class Chain:
         windows = [n for n in self.query.walk() if isinstance(n, Window)]
         self.grid = query_grid(windows)
         self.slide_s = self.grid.slide_s
-        self.warm_s = math.ceil(max(w.range_s or 0.0 for w in windows)) + 1
+        # a replay's warm-up: the windows' extent (a held window reads its last own instant)
+        self.warm_s = math.ceil(extent_of(windows)) + 1
         self.flush_s = end_flush_s(NumberedPlan.of(self.query).nodes.values())
         self.history: list[dict[str, str]] = []  # each segment's, for the metrics
 
