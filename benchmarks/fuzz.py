@@ -87,7 +87,10 @@ class Runner:
         # every `adaptive`-th query with matching runs once more re-placed mid-run
         self.adaptive, self.adapted = adaptive, 0
         self.records: list[dict] = []
-        self.k = 0
+        self.k = 0  # checks so far: each one's work directory
+        # per query: its number and the adaptive and live runs before it when first checked,
+        # so that a replay (Hypothesis confirming a failure, or shrinking) decides alike
+        self.first: dict[str, tuple[int, int, int]] = {}
 
     def check(self, g: Generated) -> list[dict]:
         """Run every placement of `g`; raise AssertionError on a mismatch or a crash."""
@@ -97,6 +100,8 @@ class Runner:
         from federation.runtime.sources import read_clean_inputs
 
         self.k += 1
+        nth, adapted, followed = self.first.setdefault(
+            g.source, (len(self.first) + 1, self.adapted, self.followed))
         outcomes = []
         want = None
         for pl in g.placements:
@@ -143,27 +148,29 @@ class Runner:
             g.query.kind != "queries" and want[g.query.name].num_rows
         wants = want
         want = want and want.get(g.query.name)
-        if self.adaptive and ran and wants and self.k % self.adaptive == 0:
+        if self.adaptive and ran and wants and nth % self.adaptive == 0:
             from benchmarks.fuzz_adaptive import check_adaptive
 
-            self.adapted += 1
+            adapted += 1
+            self.adapted = max(self.adapted, adapted)
             cut = [p for p in g.placements[3:4] if p in ran]  # every engine boundary
             outcomes.append(check_adaptive(
                 g, cut + [p for p in ran if p not in cut], self.data_of(g.query),
                 self.work / f"q{self.k}" / "adaptive", self.spark, wants,
                 # followed: one stream only (as check_following: two streams' inputs end
                 # apart, and the quiet one's idle clock moves the input's end past the data's)
-                live=self.adapted % 2 == 0 and not isinstance(self.data_of(g.query), dict),
-                strategy=("move", "replay")[self.adapted // 2 % 2]))
-        if live and (self.follow is True or self.followed < self.follow):
+                live=adapted % 2 == 0 and not isinstance(self.data_of(g.query), dict),
+                strategy=("move", "replay")[adapted // 2 % 2]))
+        if live and (self.follow is True or followed < self.follow):
             from benchmarks.fuzz_follow import check_following
 
             # live input under the placement that cuts every engine boundary when it ran
-            self.followed += 1
+            followed += 1
+            self.followed = max(self.followed, followed)
             pl = next((p for p in g.placements[3:4] if p in ran), ran[0])
             outcomes.append(check_following(
                 g, pl, self.data, self.work / f"q{self.k}" / "follow", self.spark, want,
-                "until" if self.followed % 2 else "idle"))
+                "until" if followed % 2 else "idle"))
         self.records.extend(outcomes)
         bad = [o for o in outcomes if o["outcome"] in ("mismatch", "crash")]
         if bad:

@@ -237,3 +237,48 @@ def test_generator_covers_every_shape():
     for t in ("INT", "BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR"):
         assert any(p.startswith(t + ">") for p in pairs), (t, sorted(pairs))
         assert any(p.endswith(">" + t) for p in pairs), (t, sorted(pairs))
+
+
+def test_a_replayed_query_runs_as_it_first_did(monkeypatch, tmp_path):
+    """Hypothesis runs a failing query once more (to confirm it, or to shrink it): the
+    replay must take the same adaptive run (every k-th query's, move or replay, live or
+    not), else the mismatch reads as flaky (seed 265's did). Engines stubbed: no JVM."""
+    import types
+
+    import pyarrow as pa
+
+    import benchmarks.fuzz as fz
+    import benchmarks.fuzz_adaptive as fa
+    from federation import api
+    from federation.runtime import sources
+
+    calls = []
+
+    def adaptive(g, ran, data, work, spark, wants, live, strategy):
+        calls.append((g.source, live, strategy))
+        return {"outcome": "mismatch" if g.source == "bad" else "match", "placement": "a"}
+
+    t = pa.table({"x": [1]})
+    monkeypatch.setattr(fa, "check_adaptive", adaptive)
+    monkeypatch.setattr(api, "run", lambda *a, **k: types.SimpleNamespace(
+        of=lambda n: t, ingest=None, summary=types.SimpleNamespace(placement="db"), rows=t))
+    monkeypatch.setattr(sources, "read_clean_inputs", lambda ingest: None)
+    monkeypatch.setattr(fz, "_references", lambda q, rows: {"Q": t})
+    monkeypatch.setattr(fz, "report_failures", lambda run: None)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data_other").mkdir()
+    r = fz.Runner(tmp_path, None, follow=False, adaptive=2)
+    monkeypatch.setattr(r, "data_of", lambda q: r.data)
+    query = types.SimpleNamespace(name="Q", kind="rstream", walk=list)
+    for s in ["a", "bad", "b", "bad", "c"]:
+        g = types.SimpleNamespace(source=s, placements=["auto"], batch_s=1, feed="direct",
+                                  shapes=frozenset(), query=query)
+        with pytest.raises(AssertionError) if s == "bad" else _nothing():
+            r.check(g)
+    assert calls == [("bad", False, "move"), ("bad", False, "move"), ("c", True, "replay")]
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
