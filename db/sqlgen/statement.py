@@ -163,7 +163,7 @@ def db_op_sql(
     else:
         query = outputs_query(plan, root, [source(r) for r in root])
     for name, q in ctes:
-        query = query.with_(name, as_=q)
+        query = query.with_(name, as_=q, copy=False)  # not quadratic
     schema = {t: {TS: "TIMESTAMP", **stored_columns(plan.nodes[oids[0]])}
               for t, oids in raw.items()}
     for tab in tables.values():  # column names are what pruning needs, not types
