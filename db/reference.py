@@ -54,6 +54,14 @@ class ReferenceEvaluator:
         for i, (name, t) in enumerate(sorted((tables or {}).items())):
             self.db_tables[name] = f"table_rows_{i}"
             self.con.register(self.db_tables[name], t)
+        self._texts: dict[int, tuple[object, str]] = {}  # each expression's SQL, made once
+
+    def _sql(self, e) -> str:
+        """Expression `e` in DuckDB's SQL (written once: every instant asks again)."""
+        hit = self._texts.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._texts[id(e)] = (e, e.sql(dialect="duckdb", identify=True))
+        return hit[1]
 
     @REFERENCE.register("Table")
     def table(self, node, tau: dt.datetime) -> str:
@@ -64,9 +72,9 @@ class ReferenceEvaluator:
             if what == "distinct":
                 sql = f"SELECT DISTINCT * FROM ({sql}) AS t"
             elif what == "where":
-                sql = f"SELECT * FROM ({sql}) AS t WHERE {v.sql(dialect='duckdb', identify=True)}"
+                sql = f"SELECT * FROM ({sql}) AS t WHERE {self._sql(v)}"
             else:
-                sql = "SELECT " + ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+                sql = "SELECT " + ", ".join(f"{self._sql(e)} AS "
                                             f"{_q(n)}" for n, e in v) + f" FROM ({sql}) AS t"
         return sql
 
@@ -80,9 +88,9 @@ class ReferenceEvaluator:
         src = self.tables[w.stream.name]
         where = w.where  # the readings a tuple or session window counts
         if where is not None:
-            src = f"(SELECT * FROM {src} WHERE {where.sql(dialect='duckdb', identify=True)})"
+            src = f"(SELECT * FROM {src} WHERE {self._sql(where)})"
         if w.computed_keys:  # partition keys computed of each reading
-            src = "(SELECT *, " + ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS "
+            src = "(SELECT *, " + ", ".join(f"{self._sql(e)} AS "
                                             f"{_q(k)}" for k, e in w.computed_keys) + \
                 f" FROM {src})"
             cols += "".join(f", {_q(k)}" for k, _ in w.computed_keys)
@@ -146,12 +154,12 @@ class ReferenceEvaluator:
 
     @REFERENCE.register("Select")
     def _select(self, node, tau: dt.datetime) -> str:
-        pred = node.predicate.sql(dialect="duckdb", identify=True)
+        pred = self._sql(node.predicate)
         return f"SELECT * FROM ({self.eval(node.child, tau)}) AS t WHERE {pred}"
 
     @REFERENCE.register("Project")
     def _project(self, node, tau: dt.datetime) -> str:
-        outs = ", ".join(f"{e.sql(dialect='duckdb', identify=True)} AS {_q(n)}"
+        outs = ", ".join(f"{self._sql(e)} AS {_q(n)}"
                          for n, e in node.outputs)
         return f"SELECT {outs} FROM ({self.eval(node.child, tau)}) AS t"
 
@@ -159,7 +167,7 @@ class ReferenceEvaluator:
     def _aggregate(self, node, tau: dt.datetime) -> str:
         aggs = []
         for name, call in node.aggs:
-            x = "*" if call.arg is None else call.arg.sql(dialect="duckdb", identify=True)
+            x = "*" if call.arg is None else self._sql(call.arg)
             if call.func.startswith("listagg"):  # in ascending order (of the bytes)
                 d = "DISTINCT " * (call.func != "listagg")
                 sep = call.separator.replace("'", "''")
