@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+import federation.conventions as fc
 from db.functions import register_functions
 from db.sqlgen import BATCH, SLICE, SliceTable
 from db.tables import (
@@ -236,7 +237,7 @@ class MigDatabase:
         for tab in self.slices:
             if tab.coarse_us is None:
                 continue
-            hi = (ts_us(upto) - tab.origin_us) // tab.coarse_us * tab.coarse_us + tab.origin_us
+            hi = fc.grid_floor_us(ts_us(upto), tab.coarse_us, tab.origin_us)
             if hi > self.sealed[tab.name]:
                 self._exec(self.seals[tab.name], {"seal_lo": self.sealed[tab.name],
                                                  "seal_hi": hi})
@@ -276,8 +277,7 @@ class MigDatabase:
         for spec in self.inputs.values():
             if spec.table_source is not None:
                 continue
-            at = next_tau if spec.held is None else at_us(  # the window's own instant
-                (ts_us(next_tau) - spec.held[1]) // spec.held[0] * spec.held[0] + spec.held[1])
+            at = next_tau if spec.held is None else at_us(fc.grid_floor_us(ts_us(next_tau), *spec.held))
             if not spec.row_level:
                 self._exec(delete_before(spec.table, TAU), [next_tau])
             elif not spec.keep_rows:

@@ -204,6 +204,13 @@ def at_us(micros: int) -> dt.datetime:
     return EPOCH + dt.timedelta(microseconds=micros)
 
 
+def grid_floor_us(micros: int, slide_us: int, origin_us: int) -> int:
+    """The last instant at or before `micros` of the grid origin + k * slide (all in
+    microseconds; federation.instants.Grid, and the engines that read a window on its
+    own grid)."""
+    return (micros - origin_us) // slide_us * slide_us + origin_us
+
+
 # -- file names --------------------------------------------------------------------------
 #: rows a loader or `fedq import` could not read (line, raw, reason), beside the parts
 REJECTED_CSV = "_rejected.csv"

@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from federation.conventions import US_PER_S, at_us, ts_us, us
+from federation.conventions import US_PER_S, at_us, grid_floor_us, ts_us, us
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,7 @@ class Grid:
         return Grid(every_s, self.offset_s)
 
     def floor_us(self, u: int) -> int:
-        s, o = self.slide_us, self.origin_us
-        return (u - o) // s * s + o
+        return grid_floor_us(u, self.slide_us, self.origin_us)
 
     def floor(self, ts: dt.datetime) -> dt.datetime:
         """The largest instant on the grid at or before `ts`."""

@@ -66,6 +66,24 @@ def cogroup_join(keeps: tuple[bool, bool], left: DataFrame, right: DataFrame,
     return g.select(*cols)
 
 
+def interval_rows(node, left, right, mode: str = "interval"):
+    """The window whose rows Spark joins with a relation by `rows_join`, an interval join,
+    at join `node` of `left` and `right` (SpeStreams as the join reads them: a session's
+    readings are the relation of its closed sessions); None: another join. Its watermark then holds
+    every stateful operator above back by the rows' range (runtime/stages.py waits that
+    long). Not for a static side (a table), keys none, an outer join, or rows of a window
+    read less often than the query's instants (held: `_windowed`'s filter instead).
+    `mode`: FEDQ_SPE_ROWS_JOIN (collect: never)."""
+    from spe.sessions import reads_closed
+
+    lr, rr = (s.row_level and not reads_closed(node, s) for s in (left, right))
+    if mode != "interval" or lr == rr or left.static or right.static or not node.keys or \
+            node.how != "inner":
+        return None
+    w = (left if lr else right).window
+    return None if w.every_s else w
+
+
 def rows_join(node, left, right, lkeys: list[str], rkeys: list[str], lcols: list[str],
               rcols: list[str]) -> DataFrame:
     """Window rows joined with a relation (CQ1/CQ2: rows against their window's own

@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from federation.conventions import SPARK_TYPES, TS, US_PER_S, WINDOW, WT, Lowering, us
 from spe.aggregates import MERGE, agg_column, ranked, run_starts, sorted_rows, spark_expr
 from spe.aggregates import quoted_col as _c
-from spe.joins import cogroup_join, rows_join, same_period
+from spe.joins import cogroup_join, interval_rows, rows_join, same_period
 from spe.sessions import reads_closed, session_aggregate, session_rows, session_values
 
 if TYPE_CHECKING:  # plan nodes are dispatched on by class name: spe/ imports no plan code
@@ -287,8 +287,7 @@ class SpeTranslator:
         rcols = [c for c in node.right.schema if c not in set(rkeys)]
         if left.static or right.static:
             return self._static_join(node, left, right, lcols, rcols)
-        if (left.row_level != right.row_level and self.rows_join == "interval" and lkeys
-                and node.how == "inner" and not (left if left.row_level else right).window.every_s):
+        if interval_rows(node, left, right, self.rows_join) is not None:
             return SpeStream(rows_join(node, left, right, lkeys, rkeys, lcols, rcols), False)
         lrest = [c for c in lcols if c not in lkeys]
         ldf, lpack = self._as_relation(left, lkeys, lrest, "_lrows")

@@ -197,18 +197,17 @@ class StageBuilder:
         window rows with a relation (spe.joins.rows_join) holds the watermark of every
         stateful operator above it back by the window's range, so a relation computed there
         at instant tau is complete only once the clock passed tau plus those ranges."""
+        from spe.joins import interval_rows
+
         pp = self.staged.plan
         node = pp.logical.nodes[oid]
         if isinstance(node, (Window, Table)) or pp.db_op_of(oid) is not None:
             return 0.0  # a source: the stage's spool, or a re-entry with its own punctuation
         kids = pp.logical.children[oid]
         below = max((self._holdback(c) for c in kids), default=0.0)
-        if node.kind == "join" and node.how == "inner":  # an outer one: no interval join
-            sides = [self._node(c) for c in kids]
-            if sides[0].row_level != sides[1].row_level and not any(
-                    x.static or (x.window is not None and x.window.is_session) for x in sides):
-                rows = sides[0] if sides[0].row_level else sides[1]  # not held: translate.py
-                below += 0.0 if rows.window.every_s else rows.window.range_s or 0.0
+        if node.kind == "join" and (w := interval_rows(
+                node, *[self._node(c) for c in kids], self._translator.rows_join)):
+            below += w.range_s
         return below
 
     def _base_rows(self, name: str):
