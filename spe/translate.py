@@ -331,10 +331,11 @@ class SpeTranslator:
         df = s.df.select(window_column(_c(TS), w.range_s + w.held_s, w.instants.slide_s,
                                        w.offset_s).alias(WINDOW), "*")
         tau = F.unix_micros(F.col(f"{WINDOW}.end"))
-        if w.every_s is not None:
+        if w.every_s is not None:  # each term once: Spark's subexpression elimination over
+            # window()'s Expand writes Java that does not compile (an ERROR, then interpreted)
             sl, o = w.grid.slide_us, w.grid.origin_us
-            tau = tau - F.pmod(tau - F.lit(o), F.lit(sl))  # its own last instant
-            df = df.filter((tau > ts) & (tau <= ts + F.lit(us(w.range_s))))
+            own = F.expr(f"(unix_micros(`{WINDOW}`.`end`) - {o}) div {sl}") * sl + o
+            df = df.filter(F.floor((own - ts - 1) / us(w.range_s)) == 0)  # ts < own <= ts + r
         if w.cumulate:
             df = df.filter(same_period(ts, tau - 1, w.range_s, w.offset_s))
         return df
