@@ -73,6 +73,8 @@ class Runner:
 
         self.work = work
         self.spark = spark
+        if spark is not None:  # Java Spark cannot compile is a failure, not a logged fallback
+            spark.conf.set("spark.sql.codegen.fallback", "false")
         self.data = work / "data"
         if not self.data.exists():
             generate(self.data, rate=RATE, seconds=seconds, plugs=PLUGS, houses=HOUSES, seed=11)
