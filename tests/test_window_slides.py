@@ -160,11 +160,9 @@ def test_windows_of_other_slides_in_spark_return_the_reference_rows(spark, tmp_p
     q = CASES[case][0]()
     if placement == "cut":
         placement = alternating_placements(q)[0]
-    spark.conf.set("spark.sql.codegen.fallback", "false")  # a Java that does not compile fails
-    try:
-        run_checked(spark, q, placement, d, tmp_path / "run", 4)
-    finally:
-        spark.conf.unset("spark.sql.codegen.fallback")
+    # the session's spark.sql.codegen.fallback is off (conftest): a Java that does not
+    # compile fails
+    run_checked(spark, q, placement, d, tmp_path / "run", 4)
 
 
 def test_an_adaptive_run_moves_a_held_windows_state(tmp_path):
