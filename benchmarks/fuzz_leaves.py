@@ -40,7 +40,9 @@ class Leaves:
             w = window(stream, rows=rows, slide=slide, where=where, offset=offset)
             tail = f", where={where!r}" if where else ""
             src = f"window({name}, rows={rows}, slide={slide:g}{at}{tail})"
-        elif range_s is None and self.chance(15):  # Flink's CUMULATE: size k steps
+        elif range_s is None and self.chance(15 if slide == self.slide else 40):
+            # Flink's CUMULATE: size k steps (more often on a coarser grid: read between
+            # its steps, held, once the query has finer instants)
             size = slide * d(st.integers(2, 5))
             w = window(stream, range=size, slide=slide, cumulate=True, offset=offset)
             src = f"window({name}, range={size:g}, slide={slide:g}{at}, cumulate=True)"

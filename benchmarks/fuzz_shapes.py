@@ -34,7 +34,7 @@ SHAPES = (
     "not_exists_subquery", "over_partition", "navigation", "frame", "distribution",
     "packed_count", "listagg", "window_where", "session_native", "session_view",
     "computed_partition", "session_rows", "python_aggregate", "window_offset",
-    "windows_of_two_slides",
+    "windows_of_two_slides", "cumulate_held",
 )
 
 # -- shapes --------------------------------------------------------------------------------
@@ -187,6 +187,8 @@ def shapes_of(q: Rstream, placements: list[str] = (), raw: dict | None = None
             out.add("session_window")
         elif k == "window" and n.is_time_based and n.cumulate:
             out.add("cumulate_window")
+            if n.every_s is not None:
+                out.add("cumulate_held")  # read between its steps: its own instant's period
         elif k == "window" and not n.is_time_based:
             out.add("tuple_window")
         elif k == "select" and isinstance(n.predicate, exp.Is) and \

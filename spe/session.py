@@ -89,6 +89,11 @@ def _create(settings: SparkSettings | None):
         .config("spark.sql.streaming.checkpointLocation", os.path.join(root, "chk"))
         .config("spark.sql.warehouse.dir", os.path.join(root, "warehouse"))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        # Spark 4.3's subexpression elimination in a Filter's whole-stage code writes Java
+        # that does not compile when a shared term reads window()'s Expand (a parameter
+        # named `expand_mutableStateArray_0[0]`): a cumulating window's filter did, session
+        # 64; off, the Filter evaluates its predicates lazily (its other code path)
+        .config("spark.sql.subexpressionElimination.filterExec.enabled", "false")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .getOrCreate()

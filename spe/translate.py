@@ -330,14 +330,13 @@ class SpeTranslator:
         ts = F.unix_micros(_c(TS))
         df = s.df.select(window_column(_c(TS), w.range_s + w.held_s, w.instants.slide_s,
                                        w.offset_s).alias(WINDOW), "*")
-        tau = F.unix_micros(F.col(f"{WINDOW}.end"))
-        if w.every_s is not None:  # each term once: Spark's subexpression elimination over
-            # window()'s Expand writes Java that does not compile (an ERROR, then interpreted)
+        own = F.unix_micros(F.col(f"{WINDOW}.end"))  # the instant whose window this is
+        if w.every_s is not None:  # (Spark's window ends on the query's grid)
             sl, o = w.grid.slide_us, w.grid.origin_us
             own = F.expr(f"(unix_micros(`{WINDOW}`.`end`) - {o}) div {sl}") * sl + o
             df = df.filter(F.floor((own - ts - 1) / us(w.range_s)) == 0)  # ts < own <= ts + r
-        if w.cumulate:
-            df = df.filter(same_period(ts, tau - 1, w.range_s, w.offset_s))
+        if w.cumulate:  # held: the period of its own instant, not of the query's
+            df = df.filter(same_period(ts, own - 1, w.range_s, w.offset_s))
         return df
 
     def _as_relation(self, s: SpeStream, keys: list[str], others: list[str], packed: str):

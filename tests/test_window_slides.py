@@ -58,6 +58,13 @@ CASES = {
         f"{T}, 3, 5, DESCRIPTOR(plug_id)) GROUP BY plug_id) a JOIN (SELECT plug_id, SUM(value) "
         f"AS k FROM CUMULATE({T}, 2, 8) GROUP BY window_start, window_end, plug_id) b ON "
         "a.plug_id = b.plug_id", STREAMS), (1, 0)),
+    # a CUMULATE every 2 s read every 1 s: at an odd instant after a period's end, the
+    # whole period (its window at the instant before), not the next period's first step
+    "cumulate_held": (lambda: sql(
+        f"SELECT a.plug_id, a.n, b.k FROM (SELECT plug_id, COUNT(*) AS n FROM TUMBLE({T}, 1) "
+        f"GROUP BY window_start, window_end, plug_id) a JOIN (SELECT plug_id, SUM(value) AS k "
+        f"FROM CUMULATE({T}, 2, 8) GROUP BY window_start, window_end, plug_id) b ON "
+        "a.plug_id = b.plug_id", STREAMS), (1, 0)),
     # a session on the query's grid (a 2-s TUMBLE from 1 s and a 6-s one from 3 s)
     "session": (lambda: sql(
         f"SELECT a.plug_id, a.n, s.k FROM (SELECT plug_id, COUNT(*) AS n FROM TUMBLE({T}, 6, "
@@ -145,7 +152,7 @@ def test_what_stays_refused():
 @pytest.mark.spark
 @pytest.mark.parametrize("case,placement", sampled(
     [("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut"), ("union", "spe"),
-     ("coarse_slices", "cut")], keep=[("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut")]))
+     ("coarse_slices", "cut"), ("cumulate_held", "spe")], keep=[("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut")]))
 def test_windows_of_other_slides_in_spark_return_the_reference_rows(spark, tmp_path, case,
                                                                      placement):
     """Spark's windows of range + held on the query's grid, filtered to those whose own
