@@ -197,7 +197,7 @@ def _kill9_and_resume(broker, tmp_path) -> tuple[list[list[int]], list[int], dic
                 last[:] = [n, time.monotonic()]
             # a slow start of the second subscriber (a loaded machine) is not "settled"
             return len(files) > 3 and (n == 3000 or time.monotonic() - last[1] > 1.5)
-        _wait(settled, 60, "the landing files")
+        _wait(settled, 180, "the landing files")  # 60 s timed out beside 2 fuzz workers
     finally:
         second.send_signal(signal.SIGTERM)
         out = second.communicate(timeout=60)[0].split()
