@@ -152,7 +152,8 @@ def test_what_stays_refused():
 @pytest.mark.spark
 @pytest.mark.parametrize("case,placement", sampled(
     [("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut"), ("union", "spe"),
-     ("coarse_slices", "cut"), ("cumulate_held", "spe")], keep=[("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut")]))
+     ("coarse_slices", "cut"), ("cumulate_held", "spe")],
+    keep=[("tumble_and_hop", "spe"), ("rows_and_aggregate", "cut"), ("cumulate_held", "spe")]))
 def test_windows_of_other_slides_in_spark_return_the_reference_rows(spark, tmp_path, case,
                                                                      placement):
     """Spark's windows of range + held on the query's grid, filtered to those whose own
